@@ -1,0 +1,2 @@
+"""Whether new ops record gradient information (see `no_grad`)."""
+enabled = [True]

@@ -1,0 +1,204 @@
+"""Realization: cut the live subgraph into a Program, compile it once per signature, run it.
+
+    targets ──cut──► (key, ordered op nodes, leaf inputs)
+        key hit  ──► cached Executable
+        key miss ──► build Program (with boundary casts) ─► backend.compile ─► cache
+    run(leaf data) ──► outputs become realized leaves
+
+The key is structural: leaf types, op names, attributes, wiring, the numerics model and the
+backend — never the values of host data, so a training loop compiles once and then only runs.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import dtypes
+from .errors import AneforgeError, DTypeError
+from .ir import Block, Function, Operation, Program, TensorType, Var
+from .numerics import get_numerics
+from .runtime import get_backend
+
+
+@dataclass
+class CacheInfo:
+    hits: int = 0
+    misses: int = 0
+    compile_seconds: float = 0.0
+    entries: int = 0
+
+    def __repr__(self) -> str:
+        return (f"CacheInfo(hits={self.hits}, misses={self.misses}, "
+                f"compile_seconds={self.compile_seconds:.4f}, entries={self.entries})")
+
+
+_cache: dict = {}
+_stats = CacheInfo()
+
+
+def cache_info() -> CacheInfo:
+    """Compile-cache statistics: a training loop should show one miss and then only hits.
+
+    >>> import aneforge as af
+    >>> af.cache_info().misses >= 0
+    True
+    """
+    return CacheInfo(_stats.hits, _stats.misses, _stats.compile_seconds, len(_cache))
+
+
+def clear_cache() -> None:
+    """Forget every compiled program and reset the statistics."""
+    _cache.clear()
+    _stats.hits = _stats.misses = 0
+    _stats.compile_seconds = 0.0
+
+
+class Cut:
+    """The pending subgraph that produces some target values, in topological order."""
+
+    def __init__(self, targets: list[tuple]):
+        self.value_id: dict = {}          # (id(node), index) -> value number
+        self.leaves: list[tuple] = []     # (node, index) read as program inputs
+        self.nodes: list = []             # op nodes, topologically ordered
+        self.outputs: list[tuple] = []
+        for node, _ in targets:           # a realized multi-output node keeps all outputs
+            for i in range(len(node.types)):
+                if (node, i) not in self.outputs:
+                    self.outputs.append((node, i))
+        self._walk([n for n, _ in self.outputs])
+
+    def _number(self, node, i):
+        self.value_id[(id(node), i)] = len(self.value_id)
+
+    def _walk(self, roots) -> None:
+        seen = set()
+        for root in roots:
+            stack = [(root, False)]
+            while stack:
+                node, expanded = stack.pop()
+                if id(node) in seen and not expanded:
+                    continue
+                if node.data is not None:
+                    seen.add(id(node))
+                    continue       # leaves are numbered when first read, below
+                if expanded:
+                    for src, i in node.refs():
+                        if src.data is not None and (id(src), i) not in self.value_id:
+                            self.leaves.append((src, i))
+                            self._number(src, i)
+                    self.nodes.append(node)
+                    for i in range(len(node.types)):
+                        self._number(node, i)
+                    continue
+                seen.add(id(node))
+                stack.append((node, True))
+                for src, _ in reversed(list(node.refs())):
+                    if id(src) not in seen:
+                        stack.append((src, False))
+
+    def key(self, numerics, backend_name: str) -> tuple:
+        vid = self.value_id
+
+        def ref(v):
+            return tuple(vid[(id(n), i)] for n, i in v) if isinstance(v, list) else vid[(id(v[0]), v[1])]
+
+        ops = tuple((n.key, tuple((k, ref(v)) for k, v in n.srcs.items())) for n in self.nodes)
+        leaves = tuple((n.types[i].shape, n.types[i].dtype.name, vid[(id(n), i)])
+                       for n, i in self.leaves)
+        outs = tuple(vid[(id(n), i)] for n, i in self.outputs)
+        return backend_name, numerics, leaves, ops, outs
+
+    def program(self) -> Program:
+        """The MIL Program: leaves become inputs (cast in from their transport dtype), target
+        values become outputs (cast out to one)."""
+        vars: dict = {}
+        ops: list[Operation] = []
+        inputs: list[Var] = []
+        counter = iter(range(1 << 62))
+
+        def fresh(prefix, type):
+            return Var(f"{prefix}_{next(counter)}", type)
+
+        for node, i in self.leaves:
+            t = node.types[i]
+            v = fresh("x", TensorType(t.shape, dtypes.transport(t.dtype)))
+            inputs.append(v)
+            vars[(id(node), i)] = _cast_to(v, t.dtype, ops, fresh)
+        for node in self.nodes:
+            args = {k: (tuple(vars[(id(n), i)] for n, i in v) if isinstance(v, list)
+                        else vars[(id(v[0]), v[1])]) for k, v in node.srcs.items()}
+            outs = [fresh(node.op, t) for t in node.types]
+            ops.append(Operation(node.op, args, dict(node.attrs), outs, outs[0].name))
+            for i, v in enumerate(outs):
+                vars[(id(node), i)] = v
+        outputs = []
+        for node, i in self.outputs:
+            v = vars[(id(node), i)]
+            outputs.append(_cast_to(v, dtypes.transport(v.dtype), ops, fresh))
+        return Program({"main": Function(Block(inputs, ops, outputs))})
+
+
+def _cast_to(v: Var, dtype, ops: list, fresh) -> Var:
+    if v.dtype == dtype:
+        return v
+    out = fresh("cast", TensorType(v.shape, dtype))
+    ops.append(Operation("cast", {"x": v}, {"dtype": dtype.name}, [out], out.name))
+    return out
+
+
+def to_transport(array: np.ndarray, dtype) -> np.ndarray:
+    t = dtypes.transport(dtype)
+    if t is dtype:
+        return array
+    if t.np.kind in "iu" and array.size:
+        info = np.iinfo(t.np)
+        if array.min() < info.min or array.max() > info.max:
+            raise DTypeError(f"{dtype.torch_name} values must lie in [{info.min}, {info.max}] to "
+                             f"cross the program boundary as {t.name} (the ANE has no int32 I/O)")
+    return array.astype(t.np)
+
+
+def from_transport(array: np.ndarray, dtype) -> np.ndarray:
+    return array if array.dtype == dtype.np else array.astype(dtype.np)
+
+
+def realize(refs: list[tuple]) -> None:
+    """Compute every pending (node, index) in `refs` with one program run."""
+    pending = [(n, i) for n, i in refs if n.data is None]
+    if not pending:
+        return
+    cut = Cut(pending)
+    numerics, backend = get_numerics(), get_backend()
+    key = cut.key(numerics, backend.name)
+    entry = _cache.get(key)
+    if entry is None:
+        start = time.perf_counter()
+        program = cut.program()
+        entry = _cache[key] = (program, backend.compile(program, numerics))
+        _stats.compile_seconds += time.perf_counter() - start
+        _stats.misses += 1
+    else:
+        _stats.hits += 1
+    program, exe = entry
+    inputs = [to_transport(n.data[i], n.types[i].dtype) for n, i in cut.leaves]
+    results = exe.run(inputs)
+    by_node: dict = {}
+    for (node, i), r in zip(cut.outputs, results):
+        by_node.setdefault(node, {})[i] = from_transport(r, node.types[i].dtype)
+    for node, outs in by_node.items():
+        node.set_data([outs[i] for i in range(len(node.types))], program)
+
+
+def program_for(refs: list[tuple]) -> Program:
+    """The Program that realizing `refs` would run (nothing is compiled or run), or, for one
+    value that is already realized, the program that computed it."""
+    pending = [(n, i) for n, i in refs if n.data is None]
+    if pending:
+        return Cut(pending).program()
+    origins = {id(n.origin): n.origin for n, _ in refs}
+    if len(origins) == 1 and None not in origins.values():
+        return next(iter(origins.values()))
+    raise AneforgeError("these tensors hold host data or come from different programs; "
+                        "no single program produced them")

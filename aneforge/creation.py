@@ -1,0 +1,124 @@
+"""Creating tensors from host data. Host data always enters a program as an input, never as a
+baked constant, so new values of the same shape reuse the compiled program."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import dtypes
+from .ir.types import TensorType
+from .tensor import Tensor, _sizes
+from .trace import leaf
+
+_rng = [np.random.default_rng(0)]
+
+
+def manual_seed(seed: int) -> None:
+    """Seed aneforge's random generator (rand, randn, nn.init, dropout masks)."""
+    _rng[0] = np.random.default_rng(seed)
+
+
+def generator() -> np.random.Generator:
+    return _rng[0]
+
+
+def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A tensor holding a copy of `data` (nested lists, numbers, numpy arrays, torch tensors).
+
+    Floating data becomes float16, the ANE's type (values are rounded to fp16 now); integers
+    become int32 and booleans bool.
+
+    >>> import aneforge as af
+    >>> af.tensor([[1.0, 2.0], [3.0, 4.0]]).dtype
+    aneforge.float16
+    """
+    if isinstance(data, Tensor):
+        data = data.numpy()
+    if hasattr(data, "detach") and hasattr(data, "cpu"):      # a torch tensor, without importing torch
+        data = data.detach().cpu().numpy()
+    arr = np.array(data)
+    dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.from_numpy(arr.dtype)
+    return _leaf(arr, dt, requires_grad)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor from a numpy array (copied: the program reads it as an input)."""
+    return tensor(np.asarray(array))
+
+
+def _leaf(arr: np.ndarray, dt, requires_grad: bool = False) -> Tensor:
+    if dt.is_float:
+        arr = arr.astype(np.float16).astype(dt.np)         # fp16 storage at the boundary
+    else:
+        arr = arr.astype(dt.np)
+    from .limits import check_shape
+    check_shape("tensor", arr.shape)
+    return Tensor(leaf(arr, TensorType(arr.shape, dt), requires_grad))
+
+
+def _dtype(dtype, default=dtypes.float16):
+    return default if dtype is None else dtypes.as_dtype(dtype)
+
+
+def full(size, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of `size` filled with `fill_value`."""
+    default = (dtypes.bool_ if isinstance(fill_value, bool) else
+               dtypes.int32 if isinstance(fill_value, numbers.Integral) else dtypes.float16)
+    dt = _dtype(dtype, default)
+    return _leaf(np.full(_sizes((size,)), fill_value), dt, requires_grad)
+
+
+def zeros(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros; `af.zeros(2, 3)` or `af.zeros((2, 3))`."""
+    return _leaf(np.zeros(_sizes(size)), _dtype(dtype), requires_grad)
+
+
+def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones; `af.ones(2, 3)` or `af.ones((2, 3))`."""
+    return _leaf(np.ones(_sizes(size)), _dtype(dtype), requires_grad)
+
+
+def zeros_like(t: Tensor, dtype=None) -> Tensor:
+    return zeros(t.shape, dtype=dtype or t.dtype)
+
+
+def ones_like(t: Tensor, dtype=None) -> Tensor:
+    return ones(t.shape, dtype=dtype or t.dtype)
+
+
+def full_like(t: Tensor, fill_value, dtype=None) -> Tensor:
+    return full(t.shape, fill_value, dtype=dtype or t.dtype)
+
+
+def arange(start, end=None, step=1, dtype=None) -> Tensor:
+    """Values from `start` to `end` (exclusive) by `step`; integers give int32, like torch's int64.
+
+    >>> import aneforge as af
+    >>> af.arange(4).tolist()
+    [0, 1, 2, 3]
+    """
+    if end is None:
+        start, end = 0, start
+    ints = all(isinstance(v, numbers.Integral) for v in (start, end, step))
+    return _leaf(np.arange(start, end, step), _dtype(dtype, dtypes.int32 if ints else dtypes.float16))
+
+
+def eye(n: int, m: int | None = None, dtype=None) -> Tensor:
+    return _leaf(np.eye(n, m), _dtype(dtype))
+
+
+def rand(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Uniform samples from [0, 1), drawn on the host from the generator `manual_seed` seeds."""
+    return _leaf(generator().random(_sizes(size)), _dtype(dtype), requires_grad)
+
+
+def randn(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Standard normal samples, drawn on the host from the generator `manual_seed` seeds."""
+    return _leaf(generator().standard_normal(_sizes(size)), _dtype(dtype), requires_grad)
+
+
+def randint(low, high=None, size=(), dtype=None) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    return _leaf(generator().integers(low, high, _sizes((size,))), _dtype(dtype, dtypes.int32))

@@ -1,0 +1,25 @@
+"""The errors aneforge raises. Each message says what was asked, the limit, and what to do."""
+
+
+class AneforgeError(Exception):
+    """Base class of every aneforge error."""
+
+
+class ShapeError(AneforgeError, ValueError):
+    """Shapes that do not fit an op (broadcasting, matmul inner sizes, reshape sizes, ...)."""
+
+
+class LimitError(AneforgeError, ValueError):
+    """A shape the ANE cannot hold: rank > 5, an axis < 1 or > 65536, ..."""
+
+
+class DTypeError(AneforgeError, TypeError):
+    """A dtype an op or the program boundary does not accept."""
+
+
+class CompileWallError(AneforgeError):
+    """A graph the ANE compiler is known to reject (ANE_FACTS.md, "Compiler walls")."""
+
+
+class BackendUnavailable(AneforgeError, RuntimeError):
+    """The chosen backend cannot run on this machine."""

@@ -1,0 +1,1 @@
+"""MIL side exits: text (and later protobuf and .mlpackage)."""

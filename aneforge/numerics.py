@@ -1,0 +1,106 @@
+"""The simulator's numerics model: how the ANE rounds, accumulates and overflows.
+
+One named object, `Numerics`, holds every numerical choice the simulator makes. The defaults
+follow the measurements in shared/ANE_FACTS.md; facts that sources dispute are switches:
+
+| switch | default | alternatives | source |
+|---|---|---|---|
+| rounding | "nearest_even" | "half_away" (round half away from zero) | N30 names half-away; N23 (8 terms summing to 2049 read back 2050) fits it |
+| subnormals | "keep" | "flush" (results below 2**-14 become 0) | N26: not measured anywhere |
+| matmul_products | "fp16" (each product rounded to fp16) | "exact" (fp32 BLAS: faster, exact products) | N5 |
+| matmul_overflow | 32758.8 (|y| above it becomes ±inf) | None (only fp16's own 65504) | N15, bisection on M1..M5 |
+| reduce_accumulate | "fp16" (a running fp16 sum) | "wide" (fp32 accumulator) | N7 vs N10 |
+
+What is not modelled: the LUT approximations of exp/log/tanh/gelu... (N34, N36: the simulator
+computes them in fp32 and rounds once), NaN suppression (N28), the width-offset slice clamp of
+pre-A16 families (N16).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+F16_TINY = np.float32(2.0 ** -14)
+
+
+@dataclass(frozen=True)
+class Numerics:
+    rounding: str = "nearest_even"
+    subnormals: str = "keep"
+    matmul_products: str = "fp16"
+    matmul_overflow: float | None = 32758.8
+    reduce_accumulate: str = "fp16"
+
+    def __post_init__(self):
+        for field, allowed in (("rounding", ("nearest_even", "half_away")),
+                               ("subnormals", ("keep", "flush")),
+                               ("matmul_products", ("fp16", "exact")),
+                               ("reduce_accumulate", ("fp16", "wide"))):
+            if getattr(self, field) not in allowed:
+                raise ValueError(f"Numerics.{field} must be one of {allowed}, "
+                                 f"got {getattr(self, field)!r}")
+
+    def to_fp16(self, x) -> np.ndarray:
+        """Round an fp32/fp64 array to fp16 storage under this model."""
+        x = np.asarray(x)
+        r = x.astype(np.float16)
+        if self.rounding == "half_away":
+            r = _fix_ties_away(x, r)
+        if self.subnormals == "flush":
+            r = np.where(np.abs(r) < F16_TINY, np.float16(0) * np.sign(r), r).astype(np.float16)
+        return r
+
+    def store(self, x, dtype: np.dtype) -> np.ndarray:
+        """Store a wide result as `dtype`: fp16 rounds under this model, others cast."""
+        if dtype == np.float16:
+            return self.to_fp16(x)
+        return np.asarray(x).astype(dtype, copy=False)
+
+
+def _fix_ties_away(x: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """numpy rounds half to even; move exact ties to the neighbour farther from zero."""
+    x64 = x.astype(np.float64)
+    away = np.nextafter(r, np.copysign(np.float16(np.inf), r))
+    d_r = np.abs(x64 - r.astype(np.float64))
+    d_away = np.abs(away.astype(np.float64) - x64)
+    tie = (d_r == d_away) & np.isfinite(r) & (r != 0)
+    return np.where(tie, away, r).astype(np.float16)
+
+
+ANE = Numerics()
+_current = [ANE]
+
+
+def get_numerics() -> Numerics:
+    """The numerics model the simulator compiles new programs with."""
+    return _current[0]
+
+
+def set_numerics(numerics: Numerics | None = None, **changes) -> Numerics:
+    """Replace the numerics model (or change some switches); returns the previous one.
+
+    >>> import aneforge as af
+    >>> old = af.set_numerics(rounding="half_away")
+    >>> _ = af.set_numerics(old)
+    """
+    prev = _current[0]
+    _current[0] = dataclasses.replace(numerics or prev, **changes)
+    return prev
+
+
+@contextlib.contextmanager
+def numerics(**changes):
+    """Use a changed numerics model inside a `with` block.
+
+    >>> import aneforge as af
+    >>> with af.numerics(matmul_products="exact"):
+    ...     pass
+    """
+    prev = set_numerics(**changes)
+    try:
+        yield get_numerics()
+    finally:
+        set_numerics(prev)

@@ -1,0 +1,67 @@
+"""Shared pieces of op definitions: type checks, broadcasting, and the fp32-then-round kernel."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import DTypeError
+from ..ir.types import TensorType
+from .registry import describe, shape_error
+
+FLOATS = (dtypes.float16, dtypes.float32)
+NUMERIC = (dtypes.float16, dtypes.float32, dtypes.int32)
+
+
+def require_dtype(op: str, in_types: dict, name: str, allowed) -> None:
+    t = in_types[name]
+    if t.dtype not in allowed:
+        raise DTypeError(f"{op}: input {name!r} has dtype {t.dtype.name}; {op} accepts "
+                         f"{', '.join(d.name for d in allowed)} (inputs {describe(in_types)}). "
+                         f"Cast it first, e.g. x.to(aneforge.float16).")
+
+
+def require_same_dtype(op: str, in_types: dict, names) -> None:
+    kinds = {in_types[n].dtype for n in names}
+    if len(kinds) > 1:
+        raise DTypeError(f"{op}: inputs {', '.join(names)} must share one dtype "
+                         f"(inputs {describe(in_types)}); cast one of them first.")
+
+
+def broadcast(op: str, in_types: dict, names) -> tuple[int, ...]:
+    shapes = [in_types[n].shape for n in names]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise shape_error(op, in_types, "shapes do not broadcast (numpy/MIL rules: aligned from "
+                          "the right, each axis equal or 1)") from None
+
+
+def norm_axis(op: str, in_types: dict, axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise shape_error(op, in_types, f"axis {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def norm_axes(op: str, in_types: dict, axes, rank: int) -> tuple[int, ...]:
+    out = tuple(norm_axis(op, in_types, a, rank) for a in axes)
+    if len(set(out)) != len(out):
+        raise shape_error(op, in_types, f"axes {tuple(axes)} repeat an axis")
+    return out
+
+
+def wide(a: np.ndarray) -> np.ndarray:
+    """fp16 operands are computed in fp32 (ANE_FACTS: elementwise in fp32, rounded after)."""
+    return a.astype(np.float32) if a.dtype == np.float16 else a
+
+
+def elementwise(fn):
+    """A kernel computing `fn` on widened operands, then storing in the first operand's dtype."""
+    def simulate(nm, *xs, **attrs):
+        with np.errstate(all="ignore"):
+            r = fn(*(wide(x) for x in xs), **attrs)
+        return nm.store(r, xs[0].dtype)
+    return simulate
+
+
+def same_type(shape, dtype) -> TensorType:
+    return TensorType(tuple(int(d) for d in shape), dtype)

@@ -1,0 +1,95 @@
+"""matmul and linear: fp16 operands, each product rounded to fp16, a wide (fp32) accumulator,
+the output rounded to fp16 and turned to ±inf above the measured cliff (facts N5, N6, N15)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import AneforgeError
+from ._common import FLOATS, broadcast, require_dtype, require_same_dtype, same_type
+from .registry import Attr, define, shape_error
+from ..ir.types import TensorType
+
+_CHUNK = 1 << 22      # products materialized at once by the faithful kernel
+
+
+def _matmul_shape(op, t, xs, ys, tx, ty):
+    if not xs or not ys:
+        raise shape_error(op, t, "matmul needs inputs of rank >= 1")
+    xs = xs[:-2] + (xs[-1], xs[-2]) if tx and len(xs) > 1 else xs
+    ys = ys[:-2] + (ys[-1], ys[-2]) if ty and len(ys) > 1 else ys
+    kx, ky = xs[-1], (ys[-2] if len(ys) > 1 else ys[0])
+    if kx != ky:
+        raise shape_error(op, t, f"contraction sizes differ: x has {kx}, y has {ky}")
+    batch = broadcast(op, {"x": TensorType(xs[:-2], t["x"].dtype),
+                           "y": TensorType(ys[:-2], t["y"].dtype)}, ("x", "y"))
+    return batch + xs[-2:-1] + ys[-1:] if len(ys) > 1 else batch + xs[-2:-1]
+
+
+def _matmul_infer(t, attrs):
+    require_same_dtype("matmul", t, ("x", "y"))
+    require_dtype("matmul", t, "x", FLOATS)
+    shape = _matmul_shape("matmul", t, t["x"].shape, t["y"].shape,
+                          attrs["transpose_x"], attrs["transpose_y"])
+    return same_type(shape, t["x"].dtype)
+
+
+def fp16_matmul(nm, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x @ y with the ANE's MAC model; returns the wide (fp32) accumulator, not yet stored."""
+    if nm.matmul_products == "exact" or x.dtype != np.float16:
+        return np.matmul(x.astype(np.float32), y.astype(np.float32))
+    vx, vy = x.ndim == 1, y.ndim == 1
+    x = x[None, :] if vx else x
+    y = y[:, None] if vy else y
+    batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
+    acc = np.zeros(batch + (m, n), np.float32)
+    step = max(1, _CHUNK // max(1, int(np.prod(batch)) * m * n))
+    xf, yf = x.astype(np.float32), y.astype(np.float32)
+    with np.errstate(all="ignore"):
+        for k0 in range(0, k, step):
+            prod = xf[..., :, k0:k0 + step, None] * yf[..., None, k0:k0 + step, :]
+            acc += nm.to_fp16(prod).sum(axis=-2, dtype=np.float32)
+    acc = acc[..., 0, :] if vx else acc
+    return acc[..., 0] if vy else acc
+
+
+def store_accumulator(nm, acc: np.ndarray) -> np.ndarray:
+    if nm.matmul_overflow is not None:
+        acc = np.where(np.abs(acc) > nm.matmul_overflow, np.copysign(np.inf, acc), acc)
+    return nm.to_fp16(acc)
+
+
+def _matmul_sim(nm, x, y, transpose_x, transpose_y):
+    x = np.swapaxes(x, -1, -2) if transpose_x and x.ndim > 1 else x
+    y = np.swapaxes(y, -1, -2) if transpose_y and y.ndim > 1 else y
+    if x.dtype != np.float16:
+        return np.matmul(x, y)
+    return store_accumulator(nm, fp16_matmul(nm, x, y))
+
+
+define("matmul", ("x", "y"), _matmul_infer, _matmul_sim,
+       attrs={"transpose_x": Attr("bool", False), "transpose_y": Attr("bool", False)})
+
+
+def _linear_infer(t, attrs):
+    require_dtype("linear", t, "x", FLOATS)
+    require_same_dtype("linear", t, ("x", "weight"))
+    w = t["weight"].shape
+    if len(w) != 2:
+        raise shape_error("linear", t, "weight must be 2-D [out_features, in_features]")
+    if t["x"].shape[-1:] != w[1:]:
+        raise shape_error("linear", t, f"x's last axis must equal in_features={w[1]}")
+    b = t.get("bias")
+    if b is not None and b.shape != w[:1]:
+        raise shape_error("linear", t, f"bias must have shape [{w[0]}]")
+    return same_type(t["x"].shape[:-1] + w[:1], t["x"].dtype)
+
+
+def _linear_sim(nm, x, weight, bias):
+    acc = fp16_matmul(nm, x, weight.T) if x.dtype == np.float16 else x @ weight.T
+    if bias is not None:
+        acc = acc + bias.astype(np.float32)
+    return store_accumulator(nm, acc) if x.dtype == np.float16 else acc.astype(x.dtype)
+
+
+define("linear", ("x", "weight", "bias"), _linear_infer, _linear_sim, optional=frozenset({"bias"}))

@@ -1,0 +1,35 @@
+"""const and cast."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import DTypeError
+from ._common import same_type
+from .registry import Attr, define
+
+
+def _const_infer(t, attrs):
+    val = attrs["val"]
+    return same_type(val.shape, dtypes.from_numpy(val.dtype))
+
+
+define("const", (), _const_infer, lambda nm, val: val, attrs={"val": Attr("value")})
+
+CASTABLE = ("fp16", "fp32", "int8", "uint8", "int16", "uint16", "int32", "bool")
+
+
+def _cast_infer(t, attrs):
+    if attrs["dtype"] not in CASTABLE:
+        raise DTypeError(f"cast: dtype {attrs['dtype']!r} is not one of {CASTABLE}")
+    return same_type(t["x"].shape, dtypes.BY_NAME[attrs["dtype"]])
+
+
+def _cast_sim(nm, x, dtype):
+    out = dtypes.BY_NAME[dtype].np
+    if out.kind in "iu" and x.dtype.kind == "f":
+        x = np.trunc(x)                       # MIL cast to int truncates toward zero
+    return nm.store(x, out) if out != np.float16 or x.dtype != np.float16 else x
+
+
+define("cast", ("x",), _cast_infer, _cast_sim, attrs={"dtype": Attr("str")})

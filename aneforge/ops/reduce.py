@@ -1,0 +1,99 @@
+"""Reductions (MIL iOS15 reduction.py). reduce_sum and reduce_mean accumulate in fp16, one
+rounding per term (fact N7: "matmul accumulates wide but reduce_sum accumulates narrow"), so
+an integer sum is exact only up to 2048 (N23). `Numerics.reduce_accumulate="wide"` switches
+to an fp32 accumulator."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ._common import NUMERIC, norm_axes, norm_axis, require_dtype, same_type
+from .registry import Attr, define
+
+
+def _reduced_shape(shape, axes, keep_dims):
+    if keep_dims:
+        return tuple(1 if i in axes else n for i, n in enumerate(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in axes)
+
+
+def _reduce_infer(name):
+    def infer(t, attrs):
+        require_dtype(name, t, "x", NUMERIC)
+        x = t["x"]
+        axes = tuple(range(x.rank)) if attrs["axes"] is None else norm_axes(name, t, attrs["axes"], x.rank)
+        return same_type(_reduced_shape(x.shape, axes, attrs["keep_dims"]), x.dtype)
+    return infer
+
+
+def _axes(x, axes):
+    return tuple(range(x.ndim)) if axes is None else tuple(a % x.ndim for a in axes)
+
+
+def narrow_sum(nm, x: np.ndarray, axes) -> np.ndarray:
+    """Sum over `axes` with a running fp16 accumulator (one rounding per added term)."""
+    moved = np.moveaxis(x, axes, tuple(range(len(axes))))
+    rest = moved.shape[len(axes):]
+    terms = moved.reshape((-1,) + rest)
+    acc = terms[0].copy()
+    native = nm.rounding == "nearest_even" and nm.subnormals == "keep"
+    for term in terms[1:]:
+        if native:                 # numpy's fp16 add is fp32-add-then-round-to-nearest-even
+            np.add(acc, term, out=acc)
+        else:
+            acc = nm.to_fp16(acc.astype(np.float32) + term)
+    return acc
+
+
+def _sum(nm, x, axes):
+    axes = _axes(x, axes)
+    if x.dtype == np.float16 and nm.reduce_accumulate == "fp16" and x.size:
+        return narrow_sum(nm, x, axes).astype(np.float32)
+    return x.sum(axis=axes, dtype=np.float32 if x.dtype.kind == "f" else x.dtype)
+
+
+def _keep(r, x, axes, keep_dims):
+    return r.reshape(_reduced_shape(x.shape, _axes(x, axes), True)) if keep_dims else r
+
+
+def _sum_sim(nm, x, axes, keep_dims):
+    with np.errstate(all="ignore"):
+        return nm.store(_keep(_sum(nm, x, axes), x, axes, keep_dims), x.dtype)
+
+
+def _mean_sim(nm, x, axes, keep_dims):
+    count = int(np.prod([x.shape[a] for a in _axes(x, axes)]))
+    with np.errstate(all="ignore"):
+        return nm.store(_keep(_sum(nm, x, axes) / np.float32(count), x, axes, keep_dims), x.dtype)
+
+
+def _extremum_sim(fn):
+    def sim(nm, x, axes, keep_dims):
+        return fn(x, axis=_axes(x, axes), keepdims=keep_dims)
+    return sim
+
+
+REDUCE_ATTRS = {"axes": Attr("ints", None), "keep_dims": Attr("bool", False)}
+for _name, _sim in (("reduce_sum", _sum_sim), ("reduce_mean", _mean_sim),
+                    ("reduce_max", _extremum_sim(np.max)), ("reduce_min", _extremum_sim(np.min))):
+    define(_name, ("x",), _reduce_infer(_name), _sim, attrs=dict(REDUCE_ATTRS))
+
+
+def _arg_infer(name):
+    def infer(t, attrs):
+        require_dtype(name, t, "x", NUMERIC)
+        x = t["x"]
+        axis = norm_axis(name, t, attrs["axis"], x.rank)
+        return same_type(_reduced_shape(x.shape, (axis,), attrs["keep_dims"]), dtypes.int32)
+    return infer
+
+
+def _arg_sim(fn):
+    def sim(nm, x, axis, keep_dims):      # the first index on ties, as torch
+        return fn(x, axis=axis, keepdims=keep_dims).astype(np.int32)
+    return sim
+
+
+for _name, _fn in (("reduce_argmax", np.argmax), ("reduce_argmin", np.argmin)):
+    define(_name, ("x",), _arg_infer(_name), _arg_sim(_fn),
+           attrs={"axis": Attr("int", -1), "keep_dims": Attr("bool", False)})

@@ -1,0 +1,87 @@
+"""The op registry: one OpDef per MIL op, looked up by name (`REGISTRY[name]`).
+
+An OpDef holds everything about one op: its MIL argument names, its compile-time attributes
+with their defaults, `infer` (result types, checked against the ANE limits), `simulate` (the
+numpy kernel the simulator runs) and `vjp` (its gradient rule, filled in by the autograd module).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple
+
+from .. import limits
+from ..errors import AneforgeError, ShapeError
+from ..ir.types import TensorType
+
+REQUIRED = object()
+
+
+class Attr(NamedTuple):
+    """A compile-time argument. `kind` says how MIL types it:
+    int -> int32, ints -> tensor<int32,[n]>, bool, str -> string, dtype -> string naming a dtype,
+    scalar -> a scalar of the first input's dtype, value -> a tensor literal (const's val)."""
+    kind: str
+    default: Any = REQUIRED
+
+
+@dataclass
+class OpDef:
+    name: str
+    inputs: tuple[str, ...]
+    infer: Callable[..., Any]
+    simulate: Callable[..., Any]
+    attrs: dict[str, Attr] = field(default_factory=dict)
+    optional: frozenset = frozenset()
+    variadic: frozenset = frozenset()
+    vjp: Callable | None = None
+    doc: str = ""
+
+    def full_attrs(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        unknown = set(attrs) - set(self.attrs)
+        if unknown:
+            raise AneforgeError(f"{self.name} has no argument(s) {sorted(unknown)}; "
+                                f"it takes {list(self.inputs) + list(self.attrs)}")
+        out = {}
+        for k, a in self.attrs.items():
+            v = attrs.get(k, a.default)
+            if v is REQUIRED:
+                raise AneforgeError(f"{self.name} needs argument {k!r}")
+            out[k] = v
+        return out
+
+    def infer_types(self, in_types: dict[str, Any], attrs: dict[str, Any]) -> list[TensorType]:
+        """Result types for these input types; raises naming the op, shapes and limit."""
+        for k in self.inputs:
+            if in_types.get(k) is None and k not in self.optional:
+                raise AneforgeError(f"{self.name} needs input {k!r}")
+        out = self.infer(in_types, attrs)
+        out = list(out) if isinstance(out, (list, tuple)) and not isinstance(out, TensorType) else [out]
+        for t in out:
+            limits.check_shape(self.name, t.shape, describe(in_types))
+        return out
+
+
+def describe(in_types: dict[str, Any]) -> str:
+    def one(t):
+        if isinstance(t, tuple) and not isinstance(t, TensorType):
+            return "[" + ", ".join(one(u) for u in t) + "]"
+        return "None" if t is None else f"{t.dtype.name}{list(t.shape)}"
+    return ", ".join(f"{k}={one(t)}" for k, t in in_types.items())
+
+
+def shape_error(op: str, in_types: dict[str, Any], why: str) -> ShapeError:
+    return ShapeError(f"{op}: {why} (inputs {describe(in_types)})")
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+def register(opdef: OpDef) -> OpDef:
+    if opdef.name in REGISTRY:
+        raise AneforgeError(f"op {opdef.name!r} is defined twice")
+    REGISTRY[opdef.name] = opdef
+    return opdef
+
+
+def define(name: str, inputs: tuple[str, ...], infer, simulate, **kw) -> OpDef:
+    return register(OpDef(name, inputs, infer, simulate, **kw))

@@ -1,0 +1,193 @@
+"""Data movement (MIL iOS15/iOS17 tensor_transformation / tensor_operation): reshape, transpose,
+expand_dims, squeeze, concat, split, slice_by_index, tile. All exact: no rounding."""
+from __future__ import annotations
+
+import numpy as np
+
+from ._common import norm_axes, norm_axis, require_same_dtype, same_type
+from .registry import Attr, define, shape_error
+
+
+def _reshape_infer(t, attrs):
+    x, shape = t["x"], tuple(attrs["shape"])
+    if any(d < 1 for d in shape):
+        raise shape_error("reshape", t, f"shape {shape} must be fully specified with sizes >= 1")
+    if int(np.prod(shape)) != int(np.prod(x.shape)):
+        raise shape_error("reshape", t, f"cannot reshape {int(np.prod(x.shape))} elements to {shape}")
+    return same_type(shape, x.dtype)
+
+
+define("reshape", ("x",), _reshape_infer, lambda nm, x, shape: x.reshape(shape),
+       attrs={"shape": Attr("ints")})
+
+
+def _transpose_infer(t, attrs):
+    x, perm = t["x"], tuple(attrs["perm"])
+    if sorted(a % max(x.rank, 1) for a in perm) != list(range(x.rank)) or len(perm) != x.rank:
+        raise shape_error("transpose", t, f"perm {perm} is not a permutation of {x.rank} axes")
+    return same_type(tuple(x.shape[a] for a in perm), x.dtype)
+
+
+define("transpose", ("x",), _transpose_infer, lambda nm, x, perm: np.transpose(x, perm),
+       attrs={"perm": Attr("ints")})
+
+
+def _expand_dims_infer(t, attrs):
+    x = t["x"]
+    out_rank = x.rank + len(attrs["axes"])
+    axes = norm_axes("expand_dims", t, attrs["axes"], out_rank)
+    shape, it = [], iter(x.shape)
+    for i in range(out_rank):
+        shape.append(1 if i in axes else next(it))
+    return same_type(shape, x.dtype)
+
+
+define("expand_dims", ("x",), _expand_dims_infer,
+       lambda nm, x, axes: np.expand_dims(x, tuple(attrs_axes(axes, x.ndim + len(axes)))),
+       attrs={"axes": Attr("ints")})
+
+
+def attrs_axes(axes, rank):
+    return [a % rank for a in axes]
+
+
+def _squeeze_infer(t, attrs):
+    x = t["x"]
+    if attrs["axes"] is None:
+        axes = tuple(i for i, n in enumerate(x.shape) if n == 1)
+    else:
+        axes = norm_axes("squeeze", t, attrs["axes"], x.rank)
+        if any(x.shape[a] != 1 for a in axes):
+            raise shape_error("squeeze", t, f"axes {attrs['axes']} must all have size 1")
+    return same_type([n for i, n in enumerate(x.shape) if i not in axes], x.dtype)
+
+
+def _squeeze_sim(nm, x, axes):
+    return np.squeeze(x) if axes is None else np.squeeze(x, tuple(a % x.ndim for a in axes))
+
+
+define("squeeze", ("x",), _squeeze_infer, _squeeze_sim, attrs={"axes": Attr("ints", None)})
+
+
+def _concat_infer(t, attrs):
+    vs = t["values"]
+    if not vs:
+        raise shape_error("concat", t, "needs at least one tensor")
+    if len({v.dtype for v in vs}) > 1:
+        raise shape_error("concat", t, "all values must share one dtype")
+    if len({v.rank for v in vs}) > 1:
+        raise shape_error("concat", t, "all values must have the same rank")
+    axis = norm_axis("concat", t, attrs["axis"], vs[0].rank)
+    for v in vs:
+        if v.shape[:axis] + v.shape[axis + 1:] != vs[0].shape[:axis] + vs[0].shape[axis + 1:]:
+            raise shape_error("concat", t, f"sizes must match except along axis {attrs['axis']}")
+    shape = list(vs[0].shape)
+    shape[axis] = sum(v.shape[axis] for v in vs)
+    return same_type(shape, vs[0].dtype)
+
+
+def _concat_sim(nm, values, axis, interleave):
+    if interleave:
+        return np.stack(values, axis=axis + 1).reshape(
+            np.concatenate(values, axis=axis).shape)
+    return np.concatenate(values, axis=axis)
+
+
+define("concat", ("values",), _concat_infer, _concat_sim, variadic=frozenset({"values"}),
+       attrs={"axis": Attr("int"), "interleave": Attr("bool", False)})
+
+
+def _split_sizes(t, attrs):
+    x = t["x"]
+    axis = norm_axis("split", t, attrs["axis"], x.rank)
+    n = x.shape[axis]
+    if attrs["split_sizes"] is not None:
+        sizes = tuple(attrs["split_sizes"])
+        if sum(sizes) != n or any(s < 1 for s in sizes):
+            raise shape_error("split", t, f"split_sizes {sizes} must be >= 1 and add up to {n}")
+    elif attrs["num_splits"] is not None and attrs["num_splits"] >= 1 and n % attrs["num_splits"] == 0:
+        sizes = (n // attrs["num_splits"],) * attrs["num_splits"]
+    else:
+        raise shape_error("split", t, f"give split_sizes, or num_splits dividing {n}")
+    return axis, sizes
+
+
+def _split_infer(t, attrs):
+    axis, sizes = _split_sizes(t, attrs)
+    x = t["x"]
+    return [same_type(x.shape[:axis] + (s,) + x.shape[axis + 1:], x.dtype) for s in sizes]
+
+
+def _split_sim(nm, x, num_splits, split_sizes, axis):
+    sizes = split_sizes or (x.shape[axis] // num_splits,) * num_splits
+    return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+
+
+define("split", ("x",), _split_infer, _split_sim,
+       attrs={"num_splits": Attr("int", None), "split_sizes": Attr("ints", None), "axis": Attr("int")})
+
+
+def slices(shape, begin, end, stride, begin_mask, end_mask, squeeze_mask):
+    """Python slices (and axes to squeeze) equal to MIL slice_by_index's arguments."""
+    out = []
+    for i in range(len(shape)):
+        b = None if begin_mask[i] else begin[i]
+        e = None if end_mask[i] else end[i]
+        if squeeze_mask[i]:
+            b = begin[i] % shape[i]
+            e, stride_i = b + 1, 1
+            out.append(slice(b, e, stride_i))
+        else:
+            out.append(slice(b, e, stride[i]))
+    return tuple(out)
+
+
+def _slice_infer(t, attrs):
+    x = t["x"]
+    args = [attrs[k] for k in ("begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask")]
+    if any(len(a) != x.rank for a in args):
+        raise shape_error("slice_by_index", t, f"begin/end/stride/masks need {x.rank} entries each")
+    if any(s == 0 for s in attrs["stride"]):
+        raise shape_error("slice_by_index", t, "stride must not be 0")
+    shape = []
+    for n, sl, sq in zip(x.shape, slices(x.shape, *args), attrs["squeeze_mask"]):
+        if sq and not -n <= attrs["begin"][len(shape)] < n:
+            pass
+        size = len(range(*sl.indices(n)))
+        if size < 1:
+            raise shape_error("slice_by_index", t, f"slice {sl} of an axis of size {n} is empty")
+        if not sq:
+            shape.append(size)
+    return same_type(shape, x.dtype)
+
+
+def _slice_sim(nm, x, begin, end, stride, begin_mask, end_mask, squeeze_mask):
+    r = x[slices(x.shape, begin, end, stride, begin_mask, end_mask, squeeze_mask)]
+    sq = tuple(i for i, s in enumerate(squeeze_mask) if s)
+    return np.squeeze(r, sq) if sq else r
+
+
+define("slice_by_index", ("x",), _slice_infer, _slice_sim, attrs={
+    "begin": Attr("ints"), "end": Attr("ints"), "stride": Attr("ints"),
+    "begin_mask": Attr("bools"), "end_mask": Attr("bools"), "squeeze_mask": Attr("bools")})
+
+
+def _tile_infer(t, attrs):
+    x, reps = t["x"], tuple(attrs["reps"])
+    if len(reps) != x.rank or any(r < 1 for r in reps):
+        raise shape_error("tile", t, f"reps {reps} needs {x.rank} entries, each >= 1")
+    return same_type([n * r for n, r in zip(x.shape, reps)], x.dtype)
+
+
+define("tile", ("x",), _tile_infer, lambda nm, x, reps: np.tile(x, reps), attrs={"reps": Attr("ints")})
+
+
+def _select_infer(t, attrs):
+    from .. import dtypes
+    from ._common import broadcast, require_dtype
+    require_dtype("select", t, "cond", (dtypes.bool_,))
+    require_same_dtype("select", t, ("a", "b"))
+    return same_type(broadcast("select", t, ("cond", "a", "b")), t["a"].dtype)
+
+
+define("select", ("cond", "a", "b"), _select_infer, lambda nm, cond, a, b: np.where(cond, a, b))

@@ -1,0 +1,50 @@
+"""Graphs the ANE compiler rejects although they are valid MIL (ANE_FACTS.md, "Compiler walls").
+
+Every backend checks these at compile time, so a program that runs on the simulator is one
+that compiles on the engine.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import CompileWallError
+
+# Ops that only move data: a value seen through them is still the reduce's output.
+_TRANSPARENT = {"reshape", "expand_dims", "squeeze", "transpose", "tile"}
+
+
+def _source(var):
+    while var.op is not None and var.op.type in _TRANSPARENT:
+        var = var.op.inputs["x"]
+    return var.op
+
+
+def _is_zero_const(var) -> bool:
+    op = _source(var)
+    if op is None or op.type != "const":
+        return False
+    val = op.attrs["val"]
+    return val.dtype.kind == "f" and not np.any(val.astype(np.float16))
+
+
+def check_reduce_times_zero(program) -> None:
+    """mul(reduce_*(...), 0) fails ANECCompile, also when the multiplier underflows fp16 to 0."""
+    for op in program.operations:
+        if op.type != "mul":
+            continue
+        x, y = op.inputs["x"], op.inputs["y"]
+        for a, b in ((x, y), (y, x)):
+            src = _source(a)
+            if src is not None and src.type.startswith("reduce_") and _is_zero_const(b):
+                raise CompileWallError(
+                    f"op {op.name!r}: mul({src.type} output, 0) fails the ANE compiler "
+                    f"(ANECCompile), also when the multiplier underflows fp16 to 0. Build zeros "
+                    f"as sub(x, x) and constants as add(sub(x, x), c) instead of multiplying by 0.")
+
+
+WALLS = (check_reduce_times_zero,)
+
+
+def check_walls(program) -> None:
+    for wall in WALLS:
+        wall(program)

@@ -1,0 +1,553 @@
+"""Tensor: a torch-named handle on one value of the lazy trace.
+
+Every method records MIL ops (checked for shapes, dtypes and ANE limits at once) and returns
+new Tensors; nothing runs until a value is needed (`.numpy()`, `.item()`, `.tolist()`,
+`repr`, `bool`), when the live subgraph is compiled once per shape signature and run.
+
+>>> import numpy as np, aneforge as af
+>>> x = af.tensor(np.arange(6.0).reshape(2, 3))
+>>> y = (x * 2 + 1).relu().sum(dim=1)
+>>> y.shape, y.dtype
+((2,), aneforge.float16)
+>>> y.tolist()
+[9.0, 27.0]
+"""
+from __future__ import annotations
+
+import numbers
+from collections import namedtuple
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import compiler, dtypes
+from .dtypes import DType
+from .errors import AneforgeError, ShapeError
+from .ir.types import TensorType
+from .trace import Node, record
+
+minmax = namedtuple("minmax", ["values", "indices"])
+
+
+def _grad_enabled() -> bool:
+    from . import autograd_state
+    return autograd_state.enabled[0]
+
+
+class Tensor:
+    __slots__ = ("_node", "_idx", "grad", "__weakref__")
+    __array_priority__ = 1000       # numpy defers `ndarray * Tensor` to Tensor.__rmul__
+    __hash__ = object.__hash__      # == builds an op, so hash by identity as torch does
+
+    def __init__(self, node: Node, idx: int = 0):
+        self._node, self._idx, self.grad = node, idx, None
+
+    # ---- static facts, known at record time ------------------------------------------
+    @property
+    def type(self) -> TensorType:
+        return self._node.types[self._idx]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.type.shape
+
+    def size(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[dim]
+
+    @property
+    def dtype(self) -> DType:
+        return self.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._node.requires_grad
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node.op is None
+
+    @property
+    def ref(self) -> tuple:
+        return self._node, self._idx
+
+    # ---- realization -----------------------------------------------------------------
+    def realize(self) -> "Tensor":
+        compiler.realize([self.ref])
+        return self
+
+    def numpy(self) -> np.ndarray:
+        """The value as a numpy array (float16 tensors give float16 arrays), computing it if needed."""
+        self.realize()
+        return self._node.data[self._idx]
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def item(self):
+        if self.numel() != 1:
+            raise AneforgeError(f"item() needs a tensor with one element, this one has shape "
+                                f"{self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        return f"tensor({body}, dtype={self.dtype!r})"
+
+    def __bool__(self) -> bool:
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    # ---- recording -------------------------------------------------------------------
+    def _rec(self, op: str, inputs: dict[str, Any], **attrs):
+        return _op(op, inputs, attrs)
+
+    def _scalar(self, value, dtype: DType | None = None) -> "Tensor":
+        return const(value, dtype or self.dtype)
+
+    # ---- dtype -----------------------------------------------------------------------
+    def to(self, dtype) -> "Tensor":
+        """Cast to `dtype` (MIL cast). Device arguments are not needed: there is one device."""
+        dtype = dtypes.as_dtype(dtype)
+        return self if dtype == self.dtype else _op("cast", {"x": self}, {"dtype": dtype.name})
+
+    def float(self) -> "Tensor":
+        return self.to(dtypes.float32)
+
+    def half(self) -> "Tensor":
+        return self.to(dtypes.float16)
+
+    def int(self) -> "Tensor":
+        return self.to(dtypes.int32)
+
+    long = int
+
+    def bool(self) -> "Tensor":
+        return self.to(dtypes.bool_)
+
+    def type_as(self, other: "Tensor") -> "Tensor":
+        return self.to(other.dtype)
+
+    def _floating(self) -> "Tensor":
+        return self if self.dtype.is_float else self.to(dtypes.float16)
+
+    # ---- arithmetic ------------------------------------------------------------------
+    def _binary(self, op: str, other, reverse: bool = False, floating: bool = False):
+        a, b = _operands(self, other, floating)
+        return _op(op, {"x": b, "y": a} if reverse else {"x": a, "y": b}, {})
+
+    def __add__(self, o):
+        return self._binary("add", o)
+
+    def __radd__(self, o):
+        return self._binary("add", o, reverse=True)
+
+    def __sub__(self, o):
+        return self._binary("sub", o)
+
+    def __rsub__(self, o):
+        return self._binary("sub", o, reverse=True)
+
+    def __mul__(self, o):
+        return self._binary("mul", o)
+
+    def __rmul__(self, o):
+        return self._binary("mul", o, reverse=True)
+
+    def __truediv__(self, o):
+        return self._binary("real_div", o, floating=True)
+
+    def __rtruediv__(self, o):
+        return self._binary("real_div", o, reverse=True, floating=True)
+
+    def __pow__(self, exponent):
+        return self.pow(exponent)
+
+    def __rpow__(self, base):
+        return self._binary("pow", base, reverse=True, floating=True)
+
+    def __matmul__(self, o):
+        return self.matmul(o)
+
+    def __rmatmul__(self, o):
+        return tensor_like(o, self).matmul(self)
+
+    def __neg__(self):
+        return self.neg()
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return self.abs()
+
+    def add(self, other, alpha=1):
+        return self + (other * alpha if alpha != 1 else other)
+
+    def sub(self, other, alpha=1):
+        return self - (other * alpha if alpha != 1 else other)
+
+    def mul(self, other):
+        return self * other
+
+    def div(self, other):
+        return self / other
+
+    def neg(self) -> "Tensor":
+        """-x, recorded as sub(0, x) (MIL has no neg)."""
+        return self._binary("sub", 0, reverse=True)
+
+    def pow(self, exponent) -> "Tensor":
+        """x ** exponent; 2 becomes mul(x, x) and 0.5 sqrt (the ANE never emits square)."""
+        if isinstance(exponent, numbers.Real) and not isinstance(exponent, Tensor):
+            special = {1: lambda x: x, 2: lambda x: x * x, 0.5: Tensor.sqrt, -0.5: Tensor.rsqrt,
+                       -1: lambda x: 1 / x}
+            if exponent in special:
+                return special[exponent](self._floating() if exponent != 1 else self)
+        return self._binary("pow", exponent, floating=True)
+
+    def maximum(self, other):
+        return self._binary("maximum", other)
+
+    def minimum(self, other):
+        return self._binary("minimum", other)
+
+    def matmul(self, other) -> "Tensor":
+        """Matrix product with torch's rules for 1-D, 2-D and batched operands (MIL matmul)."""
+        a, b = _operands(self, other, floating=True)
+        return _op("matmul", {"x": a, "y": b}, {})
+
+    # ---- comparisons -----------------------------------------------------------------
+    def __lt__(self, o):
+        return self._binary("less", o)
+
+    def __le__(self, o):
+        return self._binary("less_equal", o)
+
+    def __gt__(self, o):
+        return self._binary("greater", o)
+
+    def __ge__(self, o):
+        return self._binary("greater_equal", o)
+
+    def __eq__(self, o):
+        return self._binary("equal", o)
+
+    def __ne__(self, o):
+        return self._binary("not_equal", o)
+
+    lt, le, gt, ge, eq, ne = __lt__, __le__, __gt__, __ge__, __eq__, __ne__
+
+    def __and__(self, o):
+        return self._binary("logical_and", o)
+
+    def __or__(self, o):
+        return self._binary("logical_or", o)
+
+    def __xor__(self, o):
+        return self._binary("logical_xor", o)
+
+    def __invert__(self):
+        return _op("logical_not", {"x": self}, {})
+
+    def logical_not(self):
+        return ~self
+
+    # ---- unary math and activations --------------------------------------------------
+    def _unary(self, op: str, **attrs) -> "Tensor":
+        return _op(op, {"x": self._floating()}, attrs)
+
+    def exp(self):
+        return self._unary("exp")
+
+    def log(self):
+        return self._unary("log", epsilon=0.0)
+
+    def sqrt(self):
+        return self._unary("sqrt")
+
+    def rsqrt(self):
+        return self._unary("rsqrt", epsilon=0.0)
+
+    def abs(self):
+        return _op("abs", {"x": self}, {})
+
+    def relu(self):
+        return self._unary("relu")
+
+    def sigmoid(self):
+        return self._unary("sigmoid")
+
+    def tanh(self):
+        return self._unary("tanh")
+
+    def sin(self):
+        return self._unary("sin")
+
+    def cos(self):
+        return self._unary("cos")
+
+    def reciprocal(self):
+        return 1 / self
+
+    def square(self):
+        return self * self
+
+    def clamp(self, min=None, max=None) -> "Tensor":
+        """Clamp into [min, max]; numbers for both give one MIL clip, otherwise maximum/minimum."""
+        if min is None and max is None:
+            raise AneforgeError("clamp: give at least one of min and max")
+        scalar = all(v is None or isinstance(v, numbers.Real) for v in (min, max))
+        if scalar and min is not None and max is not None and self.dtype.is_float:
+            return _op("clip", {"x": self}, {"alpha": float(min), "beta": float(max)})
+        out = self if min is None else self.maximum(min)
+        return out if max is None else out.minimum(max)
+
+    clip = clamp
+
+    def softmax(self, dim: int) -> "Tensor":
+        return self._unary("softmax", axis=dim)
+
+    def log_softmax(self, dim: int) -> "Tensor":
+        """x - max - log(sum(exp(x - max))): stable, built from registered ops."""
+        x = self._floating()
+        shifted = x - x.amax(dim, keepdim=True)
+        return shifted - shifted.exp().sum(dim, keepdim=True).log()
+
+    # ---- reductions ------------------------------------------------------------------
+    def _reduce(self, op: str, dim, keepdim: bool) -> "Tensor":
+        axes = None if dim is None else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+        if self.ndim == 0:
+            return self
+        return _op(op, {"x": self}, {"axes": axes, "keep_dims": keepdim})
+
+    def sum(self, dim=None, keepdim: bool = False, dtype=None) -> "Tensor":
+        x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
+        return x._reduce("reduce_sum", dim, keepdim)
+
+    def mean(self, dim=None, keepdim: bool = False) -> "Tensor":
+        if not self.dtype.is_float:
+            raise AneforgeError(f"mean() needs a floating tensor, got {self.dtype}; use .float() "
+                                f"or .half() first")
+        return self._reduce("reduce_mean", dim, keepdim)
+
+    def amax(self, dim=None, keepdim: bool = False) -> "Tensor":
+        return self._reduce("reduce_max", dim, keepdim)
+
+    def amin(self, dim=None, keepdim: bool = False) -> "Tensor":
+        return self._reduce("reduce_min", dim, keepdim)
+
+    def _extremum(self, reduce, arg, elementwise, dim, keepdim):
+        if isinstance(dim, Tensor):
+            return elementwise(self, dim)
+        if dim is None:
+            return reduce(self)
+        return minmax(reduce(self, dim, keepdim), arg(self, dim, keepdim))
+
+    def max(self, dim=None, keepdim: bool = False):
+        """max() -> the largest value; max(dim) -> (values, indices); max(tensor) -> elementwise."""
+        return self._extremum(Tensor.amax, Tensor.argmax, Tensor.maximum, dim, keepdim)
+
+    def min(self, dim=None, keepdim: bool = False):
+        """min() -> the smallest value; min(dim) -> (values, indices); min(tensor) -> elementwise."""
+        return self._extremum(Tensor.amin, Tensor.argmin, Tensor.minimum, dim, keepdim)
+
+    def _arg(self, op: str, dim, keepdim: bool) -> "Tensor":
+        if dim is None:
+            return _op(op, {"x": self.reshape(-1)}, {"axis": 0, "keep_dims": False})
+        return _op(op, {"x": self}, {"axis": dim, "keep_dims": keepdim})
+
+    def argmax(self, dim=None, keepdim: bool = False) -> "Tensor":
+        """Index of the largest value (int32; the first one on ties)."""
+        return self._arg("reduce_argmax", dim, keepdim)
+
+    def argmin(self, dim=None, keepdim: bool = False) -> "Tensor":
+        return self._arg("reduce_argmin", dim, keepdim)
+
+    # ---- shapes ----------------------------------------------------------------------
+    def reshape(self, *shape) -> "Tensor":
+        shape = _infer_size(_sizes(shape), self.numel(), self.shape)
+        return self if shape == self.shape else _op("reshape", {"x": self}, {"shape": shape})
+
+    view = reshape
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
+        if self.ndim == 0:
+            return self.reshape(1)
+        s, e = start_dim % self.ndim, end_dim % self.ndim
+        return self.reshape(self.shape[:s] + (-1,) + self.shape[e + 1:])
+
+    def permute(self, *dims) -> "Tensor":
+        dims = tuple(d % max(self.ndim, 1) for d in _sizes(dims))
+        if sorted(dims) != list(range(self.ndim)):
+            raise ShapeError(f"permute: {dims} is not a permutation of {self.ndim} dims "
+                             f"(shape {self.shape})")
+        return self if dims == tuple(range(self.ndim)) else _op("transpose", {"x": self}, {"perm": dims})
+
+    def transpose(self, dim0: int, dim1: int) -> "Tensor":
+        perm = list(range(self.ndim))
+        perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+        return self.permute(perm)
+
+    swapaxes = transpose
+
+    def t(self) -> "Tensor":
+        if self.ndim > 2:
+            raise ShapeError(f"t() expects a tensor with <= 2 dims, got shape {self.shape}; "
+                             f"use transpose(dim0, dim1)")
+        return self if self.ndim < 2 else self.transpose(0, 1)
+
+    @property
+    def T(self) -> "Tensor":
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    def unsqueeze(self, dim: int) -> "Tensor":
+        return _op("expand_dims", {"x": self}, {"axes": (dim % (self.ndim + 1),)})
+
+    def squeeze(self, dim=None) -> "Tensor":
+        """Drop size-1 axes (all, or the given ones; like torch, a given axis of size > 1 stays)."""
+        dims = range(self.ndim) if dim is None else dim if isinstance(dim, (tuple, list)) else (dim,)
+        axes = tuple(d % self.ndim for d in dims if self.shape[d] == 1) if self.ndim else ()
+        return self if not axes else _op("squeeze", {"x": self}, {"axes": axes})
+
+    def expand(self, *sizes) -> "Tensor":
+        """Broadcast to `sizes` (-1 keeps an axis); MIL has no view, so this tiles."""
+        sizes = _sizes(sizes)
+        if len(sizes) < self.ndim:
+            raise ShapeError(f"expand: {sizes} has fewer dims than the tensor's shape {self.shape}")
+        x = self.reshape((1,) * (len(sizes) - self.ndim) + self.shape)
+        target = tuple(n if s == -1 else s for n, s in zip(x.shape, sizes))
+        reps = []
+        for n, s in zip(x.shape, target):
+            if n != s and n != 1:
+                raise ShapeError(f"expand: cannot expand shape {self.shape} to {sizes}: an axis "
+                                 f"of size {n} can only stay or grow from 1")
+            reps.append(s if n == 1 else 1)
+        return x if all(r == 1 for r in reps) else _op("tile", {"x": x}, {"reps": tuple(reps)})
+
+    def expand_as(self, other: "Tensor") -> "Tensor":
+        return self.expand(other.shape)
+
+    def split(self, split_size_or_sections, dim: int = 0) -> tuple["Tensor", ...]:
+        n = self.shape[dim]
+        if isinstance(split_size_or_sections, int):
+            k = split_size_or_sections
+            sizes = [k] * (n // k) + ([n % k] if n % k else [])
+        else:
+            sizes = list(split_size_or_sections)
+        if len(sizes) == 1:
+            return (self,)
+        return _op("split", {"x": self}, {"split_sizes": tuple(sizes), "axis": dim})
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple["Tensor", ...]:
+        return self.split(-(-self.shape[dim] // chunks), dim)
+
+    def unbind(self, dim: int = 0) -> tuple["Tensor", ...]:
+        return tuple(t.squeeze(dim) for t in self.split(1, dim))
+
+    def __getitem__(self, index) -> "Tensor":
+        from ._indexing import getitem
+        return getitem(self, index)
+
+    def __setitem__(self, index, value):
+        raise AneforgeError("in-place assignment is not supported: programs are static SSA. "
+                            "Build the new value with af.where(mask, value, x) or af.cat.")
+
+
+def _op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
+    refs = {k: ([t.ref for t in v] if isinstance(v, (tuple, list)) else
+                None if v is None else v.ref) for k, v in inputs.items()}
+    grad = _grad_enabled() and any(
+        t is not None and t.requires_grad
+        for v in inputs.values() for t in (v if isinstance(v, (tuple, list)) else (v,)))
+    node = record(op, refs, attrs, grad)
+    if len(node.types) == 1:
+        return Tensor(node)
+    return tuple(Tensor(node, i) for i in range(len(node.types)))
+
+
+def const(value, dtype: DType) -> Tensor:
+    """A literal baked into the program (Python numbers in expressions: part of the structure)."""
+    return _op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})
+
+
+def tensor_like(value, like: Tensor) -> Tensor:
+    if isinstance(value, Tensor):
+        return value
+    from .creation import tensor
+    return tensor(value)
+
+
+def _scalar_dtype(x: Tensor, value) -> DType:
+    if isinstance(value, bool):
+        return x.dtype
+    if isinstance(value, numbers.Integral):
+        return x.dtype if x.dtype != dtypes.bool_ else dtypes.int32
+    if x.dtype.is_float:
+        return x.dtype
+    return dtypes.float16
+
+
+def _operands(x: Tensor, other, floating: bool = False) -> tuple[Tensor, Tensor]:
+    """Both operands as Tensors of one dtype, by torch's promotion rules (a Python number takes
+    the tensor's dtype unless it is a float meeting an integer tensor)."""
+    if isinstance(other, np.ndarray):
+        other = tensor_like(other, x)
+    if not isinstance(other, Tensor):
+        if not isinstance(other, numbers.Number):
+            raise TypeError(f"unsupported operand type {type(other).__name__} with a Tensor")
+        dt = _scalar_dtype(x, other)
+        if floating and not dt.is_float:
+            dt = dtypes.float16
+        return x.to(dt), const(other, dt)
+    dt = dtypes.promote(x.dtype, other.dtype)
+    if floating and not dt.is_float:
+        dt = dtypes.float16
+    return x.to(dt), other.to(dt)
+
+
+def _sizes(args) -> tuple[int, ...]:
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = args[0]
+    return tuple(int(a) for a in args)
+
+
+def _infer_size(shape: Sequence[int], numel: int, old) -> tuple[int, ...]:
+    if list(shape).count(-1) > 1:
+        raise ShapeError(f"reshape: only one dimension can be -1, got {tuple(shape)}")
+    known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise ShapeError(f"reshape: shape {tuple(shape)} is invalid for input of size {numel} "
+                             f"(shape {old})")
+        shape = tuple(numel // known if s == -1 else s for s in shape)
+    if int(np.prod(shape, dtype=np.int64)) != numel:
+        raise ShapeError(f"reshape: shape {tuple(shape)} is invalid for input of size {numel} "
+                         f"(shape {old})")
+    return tuple(shape)
