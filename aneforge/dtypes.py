@@ -7,6 +7,7 @@ The ANE stores and computes in fp16; fp32, int32 and bool exist only inside a pr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -21,7 +22,7 @@ class DType:
     is_float: bool
     rank: int            # type-promotion order: bool < ints < fp16 < fp32
 
-    @property
+    @cached_property
     def np(self) -> np.dtype:
         return np.dtype(self.np_name)
 
@@ -55,12 +56,19 @@ _FROM_NUMPY = {
 }
 
 
+_BY_NP = {np.dtype(k): v for k, v in _FROM_NUMPY.items()}
+
+
 def transport(dt: DType) -> DType:
     return TRANSPORT.get(dt, dt)
 
 
 def from_numpy(np_dtype) -> DType:
     """The aneforge dtype for host data of numpy dtype `np_dtype` (floats become float16)."""
+    try:
+        return _BY_NP[np_dtype]
+    except (KeyError, TypeError):
+        pass
     try:
         return _FROM_NUMPY[np.dtype(np_dtype).name]
     except KeyError:

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import compiler, dtypes
+from . import autograd_state, compiler, dtypes
 from .dtypes import DType
 from .errors import AneforgeError, ShapeError
 from .ir.types import TensorType
@@ -30,7 +30,6 @@ minmax = namedtuple("minmax", ["values", "indices"])
 
 
 def _grad_enabled() -> bool:
-    from . import autograd_state
     return autograd_state.enabled[0]
 
 

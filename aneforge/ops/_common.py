@@ -29,11 +29,17 @@ def require_same_dtype(op: str, in_types: dict, names) -> None:
 
 def broadcast(op: str, in_types: dict, names) -> tuple[int, ...]:
     shapes = [in_types[n].shape for n in names]
-    try:
-        return tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
-        raise shape_error(op, in_types, "shapes do not broadcast (numpy/MIL rules: aligned from "
-                          "the right, each axis equal or 1)") from None
+    if all(s == shapes[0] for s in shapes):
+        return shapes[0]
+    rank = max(len(s) for s in shapes)
+    out = []
+    for axis in range(rank):
+        sizes = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0} - {1}
+        if len(sizes) > 1:
+            raise shape_error(op, in_types, "shapes do not broadcast (numpy/MIL rules: aligned "
+                              "from the right, each axis equal or 1)")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
 
 
 def norm_axis(op: str, in_types: dict, axis: int, rank: int) -> int:
@@ -64,4 +70,4 @@ def elementwise(fn):
 
 
 def same_type(shape, dtype) -> TensorType:
-    return TensorType(tuple(int(d) for d in shape), dtype)
+    return TensorType(shape if type(shape) is tuple else tuple(int(d) for d in shape), dtype)

@@ -35,7 +35,7 @@ def narrow_sum(nm, x: np.ndarray, axes) -> np.ndarray:
     moved = np.moveaxis(x, axes, tuple(range(len(axes))))
     rest = moved.shape[len(axes):]
     terms = moved.reshape((-1,) + rest)
-    acc = terms[0].copy()
+    acc = np.array(terms[0])          # an ndarray even when the result is 0-d
     native = nm.rounding == "nearest_even" and nm.subnormals == "keep"
     for term in terms[1:]:
         if native:                 # numpy's fp16 add is fp32-add-then-round-to-nearest-even

@@ -1,0 +1,21 @@
+"""python -m aneforge.bench [section ...]: run the benchmark sections and print their tables."""
+import platform
+import sys
+
+from . import SECTIONS, report
+from . import core  # noqa: F401  (registers its section)
+
+
+def main(argv: list[str]) -> None:
+    names = argv or list(SECTIONS)
+    unknown = [n for n in names if n not in SECTIONS]
+    if unknown:
+        sys.exit(f"unknown section(s) {unknown}; choose from {list(SECTIONS)}")
+    print(f"aneforge.bench on {platform.machine()} {platform.python_version()}, backend sim")
+    for name in names:
+        print(f"\n[{name}]")
+        print(report(SECTIONS[name]()))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

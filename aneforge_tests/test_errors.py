@@ -1,0 +1,68 @@
+"""Bad input raises when the op is recorded, naming the op, the shapes and the limit."""
+import numpy as np
+import pytest
+
+import aneforge as af
+
+
+def test_broadcast_failure_names_op_and_shapes():
+    with pytest.raises(af.ShapeError, match=r"add: shapes do not broadcast.*\[3, 4\].*\[5\]"):
+        af.ones(3, 4) + af.ones(5)
+
+
+def test_matmul_inner_size_mismatch():
+    with pytest.raises(af.ShapeError, match=r"matmul: contraction sizes differ: x has 4, y has 5"):
+        af.ones(3, 4) @ af.ones(5, 2)
+
+
+def test_reshape_size_mismatch():
+    with pytest.raises(af.ShapeError, match="invalid for input of size 12"):
+        af.ones(3, 4).reshape(5, -1)
+
+
+def test_rank_above_five():
+    x = af.ones(1, 1, 1, 1, 1)
+    with pytest.raises(af.LimitError, match=r"expand_dims: .*rank 6; the ANE allows rank <= 5"):
+        x.unsqueeze(0)
+    with pytest.raises(af.LimitError, match="rank <= 5"):
+        af.zeros(1, 1, 1, 1, 1, 1)
+
+
+def test_axis_over_65536():
+    x = af.ones(40000, 1)
+    with pytest.raises(af.LimitError, match=r"concat: .*axis 0 of size 80000.*1\.\.65536"):
+        af.cat([x, x])
+    with pytest.raises(af.LimitError, match="65536"):
+        af.zeros(65537)
+
+
+def test_unsupported_dtypes():
+    with pytest.raises(af.DTypeError, match=r"logical_and: input 'x' has dtype fp16.*accepts bool"):
+        af.ones(2) & af.ones(2)
+    with pytest.raises(af.DTypeError, match="no aneforge dtype"):
+        af.tensor(np.array(["a", "b"]))
+    with pytest.raises(af.DTypeError, match="unknown dtype"):
+        af.zeros(2, dtype="complex64")
+    with pytest.raises(af.AneforgeError, match="condition must be a bool tensor"):
+        af.where(af.ones(2), af.ones(2), af.zeros(2))
+
+
+def test_int_values_that_cannot_cross_the_boundary():
+    big = af.tensor(np.array([70000], np.int64))
+    with pytest.raises(af.DTypeError, match="int16"):
+        (big + 1).numpy()
+
+
+def test_errors_are_raised_at_record_time_not_at_compile():
+    af.clear_cache()
+    with pytest.raises(af.ShapeError):
+        af.ones(2, 3) * af.ones(4)
+    assert af.cache_info().misses == 0
+
+
+def test_advanced_indexing_says_what_to_do():
+    with pytest.raises(af.AneforgeError, match="one-hot"):
+        af.ones(3)[af.arange(2)]
+    with pytest.raises(af.AneforgeError, match="where"):
+        x = af.ones(3)
+        x[0] = 1.0
