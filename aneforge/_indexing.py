@@ -1,6 +1,10 @@
 """Basic indexing, x[1:3, :, None, ..., -1], as MIL slice_by_index + expand_dims."""
 from __future__ import annotations
 
+import numbers
+
+import numpy as np
+
 from .errors import AneforgeError, ShapeError
 
 
@@ -18,16 +22,27 @@ def _expand_ellipsis(index: tuple, rank: int) -> tuple:
     return tuple(out)
 
 
+def _entry(i):
+    """One index entry as an int, slice, None or Ellipsis: numpy integers are ints and True is
+    a new axis, as in torch."""
+    if i is None or i is Ellipsis or isinstance(i, slice):
+        return i
+    if isinstance(i, (bool, np.bool_)):
+        if i:
+            return None
+        raise ShapeError("x[False] selects nothing; the ANE has no empty tensors")
+    if isinstance(i, numbers.Integral):
+        return int(i)
+    if isinstance(i, (list, tuple)) or hasattr(i, "__array__"):
+        raise AneforgeError("indexing with tensors or lists (advanced indexing) is not "
+                            "supported: the ANE has no data-dependent gather. Use a one-hot "
+                            "matmul or af.where with a mask.")
+    raise AneforgeError(f"unsupported index {i!r}; use ints, slices, None and ...")
+
+
 def getitem(x, index):
-    from .tensor import Tensor, _op
-    index = index if isinstance(index, tuple) else (index,)
-    for i in index:
-        if isinstance(i, (Tensor, list)) or hasattr(i, "__array__"):
-            raise AneforgeError("indexing with tensors or lists (advanced indexing) is not "
-                                "supported: the ANE has no data-dependent gather. Use a one-hot "
-                                "matmul or af.where with a mask.")
-        if not (i is None or i is Ellipsis or isinstance(i, (int, slice))):
-            raise AneforgeError(f"unsupported index {i!r}; use ints, slices, None and ...")
+    from .tensor import _op
+    index = tuple(_entry(i) for i in (index if isinstance(index, tuple) else (index,)))
     index = _expand_ellipsis(index, x.ndim)
     begin, end, stride, squeeze, new_axes = [], [], [], [], []
     axis, out_pos = 0, 0

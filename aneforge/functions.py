@@ -50,13 +50,23 @@ def where(condition: Tensor, input, other) -> Tensor:
     if condition.dtype != dtypes.bool_:
         raise AneforgeError(f"where: condition must be a bool tensor, got {condition.dtype}; "
                             f"compare first, e.g. x > 0")
-    if not isinstance(input, Tensor):
-        if not isinstance(other, Tensor):
-            raise AneforgeError("where: at least one of input and other must be a Tensor")
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        dt = _scalars_dtype(input, other)
+        a, b = const(input, dt), const(other, dt)      # select broadcasts them to cond's shape
+    elif not isinstance(input, Tensor):
         b, a = _operands(other, input)
     else:
         a, b = _operands(input, other)
     return _op("select", {"cond": condition, "a": a, "b": b}, {})
+
+
+def _scalars_dtype(*values) -> dtypes.DType:
+    """torch's dtype for Python numbers alone: bool, else int (int32 here), else float16."""
+    if all(isinstance(v, bool) for v in values):
+        return dtypes.bool_
+    if all(isinstance(v, numbers.Integral) for v in values):
+        return dtypes.int32
+    return dtypes.float16
 
 
 def matmul(input: Tensor, other: Tensor) -> Tensor:
@@ -73,6 +83,9 @@ def minimum(input: Tensor, other) -> Tensor:
 
 def clamp(input: Tensor, min=None, max=None) -> Tensor:
     return input.clamp(min, max)
+
+
+clip = clamp
 
 
 def split(tensor: Tensor, split_size_or_sections, dim: int = 0):
@@ -95,5 +108,5 @@ _METHODS = ("exp log sqrt rsqrt abs relu sigmoid tanh sin cos neg sum mean amax 
             "argmax argmin softmax log_softmax reshape flatten permute transpose t unsqueeze "
             "squeeze pow square reciprocal").split()
 globals().update({name: _method(name) for name in _METHODS})
-__all__ = ["cat", "concat", "stack", "where", "matmul", "maximum", "minimum", "clamp", "split",
+__all__ = ["cat", "concat", "stack", "where", "matmul", "maximum", "minimum", "clamp", "clip", "split",
            "chunk", *_METHODS]

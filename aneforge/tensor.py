@@ -223,7 +223,10 @@ class Tensor:
         return self._binary("sub", 0, reverse=True)
 
     def pow(self, exponent) -> "Tensor":
-        """x ** exponent; 2 becomes mul(x, x) and 0.5 sqrt (the ANE never emits square)."""
+        """x ** exponent; 2 becomes mul(x, x) and 0.5 sqrt (the ANE never emits square).
+        An integer tensor to a non-negative integer power stays integer, as in torch."""
+        if isinstance(exponent, numbers.Integral) and not self.dtype.is_float:
+            return _int_power(self, int(exponent))
         if isinstance(exponent, numbers.Real) and not isinstance(exponent, Tensor):
             special = {1: lambda x: x, 2: lambda x: x * x, 0.5: Tensor.sqrt, -0.5: Tensor.rsqrt,
                        -1: lambda x: 1 / x}
@@ -243,23 +246,29 @@ class Tensor:
         return _op("matmul", {"x": a, "y": b}, {})
 
     # ---- comparisons -----------------------------------------------------------------
+    def _compare(self, op: str, other):
+        a, b = _operands(self, other)
+        if a.dtype == dtypes.bool_:       # MIL compares numbers: bools compare as 0/1 in fp16
+            a, b = a.half(), b.half()
+        return _op(op, {"x": a, "y": b}, {})
+
     def __lt__(self, o):
-        return self._binary("less", o)
+        return self._compare("less", o)
 
     def __le__(self, o):
-        return self._binary("less_equal", o)
+        return self._compare("less_equal", o)
 
     def __gt__(self, o):
-        return self._binary("greater", o)
+        return self._compare("greater", o)
 
     def __ge__(self, o):
-        return self._binary("greater_equal", o)
+        return self._compare("greater_equal", o)
 
     def __eq__(self, o):
-        return self._binary("equal", o)
+        return self._compare("equal", o)
 
     def __ne__(self, o):
-        return self._binary("not_equal", o)
+        return self._compare("not_equal", o)
 
     lt, le, gt, ge, eq, ne = __lt__, __le__, __gt__, __ge__, __eq__, __ne__
 
@@ -298,7 +307,8 @@ class Tensor:
         return _op("abs", {"x": self}, {})
 
     def relu(self):
-        return self._unary("relu")
+        """max(x, 0); integer tensors stay integer, as in torch (MIL relu is floating-only)."""
+        return self._unary("relu") if self.dtype.is_float else self.maximum(0)
 
     def sigmoid(self):
         return self._unary("sigmoid")
@@ -323,7 +333,7 @@ class Tensor:
         if min is None and max is None:
             raise AneforgeError("clamp: give at least one of min and max")
         scalar = all(v is None or isinstance(v, numbers.Real) for v in (min, max))
-        if scalar and min is not None and max is not None and self.dtype.is_float:
+        if scalar and min is not None and max is not None and min <= max and self.dtype.is_float:
             return _op("clip", {"x": self}, {"alpha": float(min), "beta": float(max)})
         out = self if min is None else self.maximum(min)
         return out if max is None else out.minimum(max)
@@ -341,7 +351,8 @@ class Tensor:
 
     # ---- reductions ------------------------------------------------------------------
     def _reduce(self, op: str, dim, keepdim: bool) -> "Tensor":
-        axes = None if dim is None else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+        axes = tuple(dim) if isinstance(dim, (tuple, list)) else () if dim is None else (dim,)
+        axes = axes or None       # torch: no dim, or an empty one, reduces every axis
         if self.ndim == 0:
             return self
         return _op(op, {"x": self}, {"axes": axes, "keep_dims": keepdim})
@@ -378,8 +389,9 @@ class Tensor:
         return self._extremum(Tensor.amin, Tensor.argmin, Tensor.minimum, dim, keepdim)
 
     def _arg(self, op: str, dim, keepdim: bool) -> "Tensor":
-        if dim is None:
-            return _op(op, {"x": self.reshape(-1)}, {"axis": 0, "keep_dims": False})
+        if dim is None:           # the index into the flattened tensor
+            flat = _op(op, {"x": self.reshape(-1)}, {"axis": 0, "keep_dims": False})
+            return flat.reshape((1,) * self.ndim) if keepdim else flat
         return _op(op, {"x": self}, {"axis": dim, "keep_dims": keepdim})
 
     def argmax(self, dim=None, keepdim: bool = False) -> "Tensor":
@@ -529,6 +541,21 @@ def _operands(x: Tensor, other, floating: bool = False) -> tuple[Tensor, Tensor]
     if floating and not dt.is_float:
         dt = dtypes.float16
     return x.to(dt), other.to(dt)
+
+
+def _int_power(x: Tensor, n: int) -> Tensor:
+    """x ** n by repeated squaring: exact, where MIL pow is floating-only."""
+    if n < 0:
+        raise AneforgeError(f"integer tensors cannot be raised to a negative integer power ({n}); "
+                            f"use x.float() ** {n}")
+    result, base = None, x
+    while n:
+        if n & 1:
+            result = base if result is None else result * base
+        n >>= 1
+        if n:
+            base = base * base
+    return (x - x) + 1 if result is None else result      # x ** 0: ones without mul by 0
 
 
 def _sizes(args) -> tuple[int, ...]:

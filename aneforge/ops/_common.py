@@ -43,7 +43,8 @@ def broadcast(op: str, in_types: dict, names) -> tuple[int, ...]:
 
 
 def norm_axis(op: str, in_types: dict, axis: int, rank: int) -> int:
-    if not -rank <= axis < max(rank, 1):
+    """`axis` in [0, rank); a scalar takes axis 0 or -1, as torch wraps it like rank 1."""
+    if not -max(rank, 1) <= axis < max(rank, 1):
         raise shape_error(op, in_types, f"axis {axis} is out of range for rank {rank}")
     return axis % rank if rank else 0
 

@@ -77,6 +77,9 @@ def _concat_infer(t, attrs):
         raise shape_error("concat", t, "all values must share one dtype")
     if len({v.rank for v in vs}) > 1:
         raise shape_error("concat", t, "all values must have the same rank")
+    if vs[0].rank == 0:
+        raise shape_error("concat", t, "rank-0 tensors cannot be concatenated; unsqueeze them "
+                          "(or use stack)")
     axis = norm_axis("concat", t, attrs["axis"], vs[0].rank)
     for v in vs:
         if v.shape[:axis] + v.shape[axis + 1:] != vs[0].shape[:axis] + vs[0].shape[axis + 1:]:
@@ -99,6 +102,8 @@ define("concat", ("values",), _concat_infer, _concat_sim, variadic=frozenset({"v
 
 def _split_sizes(t, attrs):
     x = t["x"]
+    if x.rank == 0:
+        raise shape_error("split", t, "a rank-0 tensor cannot be split")
     axis = norm_axis("split", t, attrs["axis"], x.rank)
     n = x.shape[axis]
     if attrs["split_sizes"] is not None:
@@ -135,8 +140,7 @@ def slices(shape, begin, end, stride, begin_mask, end_mask, squeeze_mask):
         e = None if end_mask[i] else end[i]
         if squeeze_mask[i]:
             b = begin[i] % shape[i]
-            e, stride_i = b + 1, 1
-            out.append(slice(b, e, stride_i))
+            out.append(slice(b, b + 1, 1))
         else:
             out.append(slice(b, e, stride[i]))
     return tuple(out)
@@ -149,10 +153,12 @@ def _slice_infer(t, attrs):
         raise shape_error("slice_by_index", t, f"begin/end/stride/masks need {x.rank} entries each")
     if any(s == 0 for s in attrs["stride"]):
         raise shape_error("slice_by_index", t, "stride must not be 0")
+    for axis, (n, b, sq) in enumerate(zip(x.shape, attrs["begin"], attrs["squeeze_mask"])):
+        if sq and not -n <= b < n:
+            raise shape_error("slice_by_index", t, f"index {b} is out of range for axis {axis} "
+                              f"of size {n}")
     shape = []
     for n, sl, sq in zip(x.shape, slices(x.shape, *args), attrs["squeeze_mask"]):
-        if sq and not -n <= attrs["begin"][len(shape)] < n:
-            pass
         size = len(range(*sl.indices(n)))
         if size < 1:
             raise shape_error("slice_by_index", t, f"slice {sl} of an axis of size {n} is empty")

@@ -1,0 +1,477 @@
+"""The op table: every op of the registry, reached through the public API, as one line each.
+
+A case is a name, input shapes, an input generator, ONE function `fn(m, *inputs)` called with
+`m = aneforge` or `m = torch` (the API uses torch's names, so one lambda serves both; `torch_fn`
+overrides it where the spellings differ) and a tolerance. Inputs are drawn with numpy (seeded
+by the case name), rounded to fp16, and the SAME values go to torch in float32: the only
+difference left is aneforge's fp16 computation. Forward tests (test_ops.py) run the table now;
+gradient and serializer tests reuse it through `arrays`, `af_inputs`, `torch_inputs`, `call`.
+
+Tolerance rule: |af - torch| <= atol + rtol * |torch| + cond * fn(|inputs|)
+(u = 2**-11, the unit roundoff of fp16: one rounding moves a value by at most u * |value|)
+
+- EXACT: data movement, comparisons, logic, selects, max/min, casts of fp16 values, integer
+  arithmetic on small ints. No rounding happens, so rtol = atol = 0.
+- ONE_ROUNDING: the result is computed in fp32 from fp16 operands and rounded to fp16 once
+  (add/sub/mul of fp16 values are exact in fp32; div, sqrt, exp, ... are within an fp32 ulp).
+  rtol = 2u = 2**-10 (twice the bound: covers a double rounding fp32 -> fp16 and the
+  half-away rounding switch); atol = 2**-24 (one fp16 subnormal step: results below 2**-14
+  have a fixed spacing of 2**-24, so the relative bound does not hold there).
+- TRANSCENDENTAL: one rounding as above, but erf/tanh/sigmoid/sin near a zero of the result lose
+  relative accuracy in fp32 itself (1 + tanh, 1 + erf cancel; the erf polynomial of the sim has
+  |error| < 1.5e-7, scaled by |x|/2 <= 4 in gelu): atol = 2**-20 (~9.5e-7) covers both.
+- summed(K): reduce_sum/reduce_mean accumulate in fp16 (ANE_FACTS, "reduce_sum accumulates
+  narrow"): each of the K-1 additions rounds the running sum, so (recursive summation,
+  Higham 4.2) |error| <= (K-1) u sum|x_i|: cond = K u applied to the same reduction of |x|.
+  That is the worst case; it grows with K and is far above the typical sqrt(K) u |S|, so
+  long sums are also checked EXACTLY on integer-valued data whose partial sums stay within
+  2048 (every fp16 addition is then exact, in any order), and on positive data (where
+  sum|x| = |S|: the bound is K/2 ulps of the result).
+- products(K): matmul/linear round each product to fp16 (u |x_i y_i|), accumulate in fp32
+  (K 2**-24 sum|x_i y_i|) and round the output once (u |C|): cond = u + K 2**-24 on |x| @ |y|,
+  rtol = 2u. Wide accumulation makes it nearly independent of K, unlike reduce_sum.
+- log_softmax(K, span): a composite of fp16-stored steps with |x - max| <= span: the shift
+  (u span), exp (u per term), the narrow sum of K terms in [0, 1] (relative (K-1) u), log of it
+  (absolute = the sum's relative error, + u ln K) and the final subtraction (u |result|):
+  atol = u (K + 2 span + ln K + 2), rtol = 2u.
+Results beyond fp16's range (|t| >= 65520 rounds to inf) are expected as ±inf.
+"""
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+import aneforge as af
+import aneforge.nn.functional  # noqa: F401  (af.nn.functional, as torch.nn.functional)
+
+U = 2.0 ** -11                  # fp16 unit roundoff
+F16_OVERFLOW = 65520.0          # the smallest magnitude that rounds to inf in fp16
+
+
+@dataclass(frozen=True)
+class Tol:
+    rtol: float = 0.0
+    atol: float = 0.0
+    cond: float = 0.0           # times fn(|inputs|): for sums whose error scales with sum|terms|
+
+
+EXACT = Tol()
+ONE_ROUNDING = Tol(2 * U, 2.0 ** -24)
+TRANSCENDENTAL = Tol(2 * U, 2.0 ** -20)
+
+
+def summed(k: int) -> Tol:
+    return Tol(2 * U, 2.0 ** -24, k * U)
+
+
+def products(k: int) -> Tol:
+    return Tol(2 * U, 2.0 ** -24, U + k * 2.0 ** -24)
+
+
+def summed_wide(k: int) -> Tol:
+    """An fp32 reduce_sum (of x.float()): fp32 rounding per addition, one fp16 rounding out."""
+    return Tol(2 * U, 2.0 ** -24, k * 2.0 ** -24)
+
+
+def log_softmax_tol(k: int, span: float) -> Tol:
+    return Tol(2 * U, U * (k + 2 * span + math.log(k) + 2))
+
+
+# Input generators: fp16-exact values of a known range (rounded to fp16 by `arrays`).
+GENERATORS: dict[str, Callable[[np.random.Generator, tuple], np.ndarray]] = {
+    "normal": lambda r, s: r.standard_normal(s),
+    "unit4": lambda r, s: r.uniform(-4, 4, s),                        # |x - max| <= 8
+    "pos": lambda r, s: r.uniform(0.25, 4, s),                        # log, sqrt, rsqrt, pow base
+    "nonzero": lambda r, s: r.choice([-1, 1], s) * r.uniform(0.5, 2, s),   # divisors
+    "wide": lambda r, s: r.uniform(-12, 12, s),                       # activation tails, overflow
+    "lo": lambda r, s: r.uniform(-2, -0.25, s),                       # clamp bounds, lo < hi
+    "hi": lambda r, s: r.uniform(0.25, 2, s),
+    "perm": lambda r, s: (r.permutation(max(1, int(np.prod(s)))) - np.prod(s) // 2).reshape(s) / 4,
+    "iperm": lambda r, s: (r.permutation(max(1, int(np.prod(s)))) - 8).reshape(s).astype(np.int32),
+    "fint": lambda r, s: r.integers(-4, 5, s).astype(np.float64),     # exact sums while |S| <= 2048
+    "int": lambda r, s: r.integers(-8, 9, s).astype(np.int32),
+    "intnz": lambda r, s: (r.choice([-1, 1], s) * r.integers(1, 9, s)).astype(np.int32),
+    "bool": lambda r, s: r.random(s) < 0.5,
+}
+
+
+@dataclass(frozen=True)
+class OpCase:
+    name: str
+    shapes: tuple                      # one shape per tensor input
+    fn: Callable                       # fn(m, *inputs) with m = aneforge or torch
+    tol: Tol = ONE_ROUNDING
+    gen: str | tuple = "normal"        # one generator for all inputs, or one per input
+    torch_fn: Callable | None = None   # when torch spells it differently
+
+    def gens(self) -> tuple:
+        return (self.gen,) * len(self.shapes) if isinstance(self.gen, str) else self.gen
+
+
+def arrays(case: OpCase, salt: int = 0) -> list[np.ndarray]:
+    """The case's inputs: seeded by name (and `salt`, for new data of the same shapes), with
+    floats rounded to fp16."""
+    rng = np.random.default_rng(zlib.crc32(case.name.encode()) + 7919 * salt)
+    out = []
+    for shape, gen in zip(case.shapes, case.gens()):
+        a = np.asarray(GENERATORS[gen](rng, tuple(shape)))
+        out.append(a.astype(np.float16) if a.dtype.kind == "f" else a)
+    return out
+
+
+def af_inputs(xs, requires_grad: bool = False) -> list:
+    return [af.tensor(x, requires_grad=requires_grad and x.dtype.kind == "f") for x in xs]
+
+
+def torch_inputs(xs, requires_grad: bool = False) -> list:
+    return [torch.tensor(x.astype(np.float32) if x.dtype.kind == "f" else x,
+                         requires_grad=requires_grad and x.dtype.kind == "f") for x in xs]
+
+
+def flat(result) -> list:
+    """Outputs as a flat list (tuples from split, (values, indices) from max(dim), ...)."""
+    if isinstance(result, (tuple, list)):
+        return [t for r in result for t in flat(r)]
+    return [result]
+
+
+def call(case: OpCase, m, inputs) -> list:
+    fn = case.torch_fn if m is torch and case.torch_fn is not None else case.fn
+    return flat(fn(m, *inputs))
+
+
+def family(dtype) -> str:
+    """'float', 'int' or 'bool', for an aneforge or a torch dtype."""
+    if dtype in (torch.bool, af.bool):
+        return "bool"
+    if isinstance(dtype, torch.dtype):
+        return "float" if dtype.is_floating_point else "int"
+    return "float" if dtype.is_float else "int"
+
+
+def expected(t: np.ndarray) -> np.ndarray:
+    """torch's value as fp16 storage would hold it: beyond fp16's range means ±inf."""
+    if t.dtype.kind != "f":
+        return t
+    return np.where(np.abs(t) >= F16_OVERFLOW, np.copysign(np.inf, t), t)
+
+
+def bound(case: OpCase, t: np.ndarray, abs_ref: np.ndarray | None) -> np.ndarray:
+    b = case.tol.atol + case.tol.rtol * np.abs(t)
+    return b if abs_ref is None else b + case.tol.cond * abs_ref
+
+
+# ---- the table ---------------------------------------------------------------------------
+S = (3, 4)
+C = OpCase
+T3 = TRANSCENDENTAL
+
+
+def _f(m):
+    return m.nn.functional
+
+
+CASES: list[OpCase] = [
+    # binary arithmetic (add, sub, mul, real_div, pow, maximum, minimum)
+    C("add", (S, S), lambda m, x, y: x + y),
+    C("add_scalar", (S,), lambda m, x: x + 1.5),
+    C("radd_scalar", (S,), lambda m, x: 2 + x),
+    C("add_alpha", (S, S), lambda m, x, y: x.add(y, alpha=2)),
+    C("sub", (S, S), lambda m, x, y: x - y),
+    C("rsub_scalar", (S,), lambda m, x: 1 - x),
+    C("mul", (S, S), lambda m, x, y: x * y),
+    C("mul_scalar", (S,), lambda m, x: x * 0.3),
+    C("div", (S, S), lambda m, x, y: x / y, gen=("normal", "nonzero")),
+    C("div_scalar", (S,), lambda m, x: x / 3),
+    C("rdiv_scalar", (S,), lambda m, x: 2 / x, gen="nonzero"),
+    C("pow_tensor", (S, S), lambda m, x, y: x ** y, gen=("pos", "normal")),
+    C("pow_2", (S,), lambda m, x: x ** 2),
+    C("pow_3", (S,), lambda m, x: x ** 3),
+    C("pow_half", (S,), lambda m, x: x ** 0.5, gen="pos"),
+    C("pow_minus_half", (S,), lambda m, x: x ** -0.5, gen="pos"),
+    C("pow_minus_1", (S,), lambda m, x: x.pow(-1), gen="nonzero"),
+    C("pow_1_5", (S,), lambda m, x: m.pow(x, 1.5), gen="pos"),
+    C("rpow", (S,), lambda m, x: 2 ** x),
+    C("maximum", (S, S), lambda m, x, y: m.maximum(x, y), EXACT),
+    C("minimum", (S, S), lambda m, x, y: m.minimum(x, y), EXACT),
+    C("max_elementwise", (S, S), lambda m, x, y: x.max(y), EXACT),
+    C("min_elementwise", (S, S), lambda m, x, y: m.min(x, y), EXACT),
+    # integer arithmetic and int/float promotion
+    C("int_add", (S, S), lambda m, x, y: x + y, EXACT, gen="int"),
+    C("int_sub_scalar", (S,), lambda m, x: x - 3, EXACT, gen="int"),
+    C("int_mul", (S, S), lambda m, x, y: x * y, EXACT, gen="int"),
+    C("int_maximum", (S, S), lambda m, x, y: m.maximum(x, y), EXACT, gen="int"),
+    C("int_abs", (S,), lambda m, x: x.abs(), EXACT, gen="int"),
+    C("int_neg", (S,), lambda m, x: -x, EXACT, gen="int"),
+    C("int_div", (S, S), lambda m, x, y: x / y, gen=("int", "intnz")),
+    C("int_mul_float", (S,), lambda m, x: x * 0.5, gen="int"),
+    C("int_plus_float_tensor", (S, S), lambda m, x, y: x + y, gen=("int", "normal")),
+    C("bool_sum", ((4, 5),), lambda m, x: x.sum(1), EXACT, gen="bool"),
+    C("int_sum", ((4, 5),), lambda m, x: x.sum(0), EXACT, gen="int"),
+    C("int_clamp", (S,), lambda m, x: x.clamp(-2, 3), EXACT, gen="int"),
+    # unary math
+    C("neg", (S,), lambda m, x: -x, EXACT),
+    C("neg_method", (S,), lambda m, x: m.neg(x), EXACT),
+    C("exp", (S,), lambda m, x: x.exp(), T3),
+    C("exp_overflow", ((2, 5),), lambda m, x: m.exp(x), T3, gen="wide"),
+    C("log", (S,), lambda m, x: x.log(), T3, gen="pos"),
+    C("sqrt", (S,), lambda m, x: x.sqrt(), gen="pos"),
+    C("rsqrt", (S,), lambda m, x: m.rsqrt(x), gen="pos"),
+    C("abs", (S,), lambda m, x: abs(x), EXACT),
+    C("abs_method", (S,), lambda m, x: x.abs(), EXACT),
+    C("sin", (S,), lambda m, x: x.sin(), T3, gen="unit4"),
+    C("cos", (S,), lambda m, x: m.cos(x), T3, gen="unit4"),
+    C("reciprocal", (S,), lambda m, x: x.reciprocal(), gen="nonzero"),
+    C("square", (S,), lambda m, x: x.square()),
+    # activations
+    C("relu", (S,), lambda m, x: x.relu(), EXACT),
+    C("F_relu", (S,), lambda m, x: _f(m).relu(x), EXACT),
+    C("sigmoid", (S,), lambda m, x: x.sigmoid(), T3),
+    C("sigmoid_tails", ((4, 6),), lambda m, x: m.sigmoid(x), T3, gen="wide"),
+    C("tanh", (S,), lambda m, x: x.tanh(), T3),
+    C("tanh_tails", ((4, 6),), lambda m, x: _f(m).tanh(x), T3, gen="wide"),
+    C("gelu_exact", ((4, 6),), lambda m, x: _f(m).gelu(x), T3, gen="unit4"),
+    C("gelu_tanh", ((4, 6),), lambda m, x: _f(m).gelu(x, approximate="tanh"), T3, gen="unit4"),
+    C("gelu_tails", ((4, 6),), lambda m, x: _f(m).gelu(x), T3, gen="wide"),
+    C("silu", ((4, 6),), lambda m, x: _f(m).silu(x), T3, gen="unit4"),
+    C("silu_tails", ((4, 6),), lambda m, x: _f(m).silu(x), T3, gen="wide"),
+    C("F_sigmoid", (S,), lambda m, x: _f(m).sigmoid(x), T3),
+    # clamp / clip
+    C("clamp_both", (S,), lambda m, x: x.clamp(-0.5, 0.5), EXACT),
+    C("clip_both", (S,), lambda m, x: m.clip(x, -1, 0.25), EXACT),
+    C("clamp_min", (S,), lambda m, x: x.clamp(min=0.1)),     # 0.1 becomes an fp16 constant
+    C("clamp_max", (S,), lambda m, x: m.clamp(x, max=-0.2)),
+    C("clamp_tensors", (S, S, S), lambda m, x, lo, hi: x.clamp(lo, hi), EXACT,
+      gen=("normal", "lo", "hi")),
+    C("clamp_tensor_min", (S, (4,)), lambda m, x, lo: x.clamp(min=lo), EXACT, gen=("normal", "lo")),
+    # matmul and linear
+    C("matmul_1d_1d", ((5,), (5,)), lambda m, x, y: x @ y, products(5)),
+    C("matmul_1d_2d", ((5,), (5, 3)), lambda m, x, y: m.matmul(x, y), products(5)),
+    C("matmul_2d_1d", ((3, 5), (5,)), lambda m, x, y: x @ y, products(5)),
+    C("matmul_2d", ((3, 5), (5, 4)), lambda m, x, y: x.matmul(y), products(5)),
+    C("matmul_batched", ((2, 3, 5), (2, 5, 4)), lambda m, x, y: x @ y, products(5)),
+    C("matmul_broadcast", ((2, 1, 3, 8), (4, 8, 2)), lambda m, x, y: x @ y, products(8)),
+    C("matmul_1d_3d", ((5,), (2, 5, 3)), lambda m, x, y: x @ y, products(5)),
+    C("matmul_3d_2d", ((2, 3, 16), (16, 4)), lambda m, x, y: x @ y, products(16)),
+    C("matmul_long_k", ((2, 512), (512, 3)), lambda m, x, y: x @ y, products(512)),
+    C("matmul_long_k_exact", ((2, 100), (100, 3)), lambda m, x, y: x @ y, EXACT, gen="fint"),
+    C("linear", ((2, 3, 4), (5, 4), (5,)), lambda m, x, w, b: _f(m).linear(x, w, b), products(4)),
+    C("linear_no_bias", ((3, 6), (2, 6)), lambda m, x, w: _f(m).linear(x, w), products(6)),
+    # reductions
+    C("sum_all", ((2, 3, 4),), lambda m, x: x.sum(), summed(24)),
+    C("sum_dim", ((2, 3, 4),), lambda m, x: x.sum(1), summed(3)),
+    C("sum_neg_dim_keepdim", ((2, 3, 4),), lambda m, x: x.sum(-1, keepdim=True), summed(4)),
+    C("sum_dims", ((2, 3, 4),), lambda m, x: m.sum(x, (0, 2)), summed(8)),
+    C("sum_long", ((2, 300),), lambda m, x: x.sum(-1), summed(300), gen="pos"),
+    C("sum_long_exact", ((2, 300),), lambda m, x: x.sum(-1), EXACT, gen="fint"),
+    C("mean_long_exact_sum", ((300, 2),), lambda m, x: x.mean(0), gen="fint"),
+    C("mean_all", ((2, 3, 4),), lambda m, x: x.mean(), summed(24)),
+    C("mean_dim", ((2, 3, 4),), lambda m, x: x.mean(0), summed(2)),
+    C("mean_dims_keepdim", ((2, 3, 4),), lambda m, x: m.mean(x, (-1, -2), keepdim=True), summed(12)),
+    C("amax_dim", ((2, 3, 4),), lambda m, x: x.amax(1), EXACT),
+    C("amax_all", ((2, 3, 4),), lambda m, x: m.amax(x), EXACT, torch_fn=lambda m, x: x.amax()),
+    C("amin_dims_keepdim", ((2, 3, 4),), lambda m, x: x.amin((0, 2), keepdim=True), EXACT),
+    C("amin_neg_dim", ((2, 3, 4),), lambda m, x: m.amin(x, -1), EXACT),
+    C("max_all", ((2, 3, 4),), lambda m, x: x.max(), EXACT),
+    C("min_all", ((2, 3, 4),), lambda m, x: m.min(x), EXACT),
+    C("max_dim", ((3, 5),), lambda m, x: x.max(1), EXACT, gen="perm"),
+    C("max_dim_keepdim", ((3, 5),), lambda m, x: x.max(dim=0, keepdim=True), EXACT, gen="perm"),
+    C("min_dim", ((2, 3, 4),), lambda m, x: m.min(x, -1), EXACT, gen="perm"),
+    C("max_dim_values", ((3, 5),), lambda m, x: x.max(1).values, EXACT, gen="perm"),
+    C("min_dim_indices", ((3, 5),), lambda m, x: x.min(0).indices, EXACT, gen="perm"),
+    C("argmax", ((3, 5),), lambda m, x: x.argmax(), EXACT, gen="perm"),
+    C("argmax_dim", ((3, 5),), lambda m, x: m.argmax(x, 1), EXACT, gen="perm"),
+    C("argmin_dim_keepdim", ((2, 3, 4),), lambda m, x: x.argmin(-2, keepdim=True), EXACT, gen="perm"),
+    C("argmin", ((3, 5),), lambda m, x: m.argmin(x), EXACT, gen="perm"),
+    C("int_argmax", ((4, 6),), lambda m, x: x.argmax(1), EXACT, gen="iperm"),
+    # softmax family
+    C("softmax", ((3, 5),), lambda m, x: x.softmax(-1), gen="unit4"),
+    C("softmax_dim0", ((3, 5),), lambda m, x: m.softmax(x, 0), gen="unit4"),
+    C("F_softmax", ((2, 3, 4),), lambda m, x: _f(m).softmax(x, dim=1), gen="unit4"),
+    C("log_softmax", ((3, 5),), lambda m, x: x.log_softmax(-1), log_softmax_tol(5, 8), gen="unit4"),
+    C("F_log_softmax", ((2, 3, 4),), lambda m, x: _f(m).log_softmax(x, dim=1),
+      log_softmax_tol(3, 8), gen="unit4"),
+    # shapes
+    C("reshape", ((2, 3, 4),), lambda m, x: x.reshape(4, -1), EXACT),
+    C("reshape_tuple", ((2, 3, 4),), lambda m, x: m.reshape(x, (-1,)), EXACT),
+    C("view", ((2, 3, 4),), lambda m, x: x.view(6, 4), EXACT),
+    C("view_minus1", ((2, 3, 4),), lambda m, x: x.view(-1, 2, 3), EXACT),
+    C("flatten", ((2, 3, 4),), lambda m, x: x.flatten(), EXACT),
+    C("flatten_1", ((2, 3, 4),), lambda m, x: m.flatten(x, 1), EXACT),
+    C("flatten_0_1", ((2, 3, 4),), lambda m, x: x.flatten(0, 1), EXACT),
+    C("permute", ((2, 3, 4),), lambda m, x: x.permute(2, 0, 1), EXACT),
+    C("permute_tuple_neg", ((2, 3, 4),), lambda m, x: m.permute(x, (-1, 1, 0)), EXACT),
+    C("transpose", ((2, 3, 4),), lambda m, x: x.transpose(0, -1), EXACT),
+    C("transpose_fn", ((2, 3, 4),), lambda m, x: m.transpose(x, 1, 2), EXACT),
+    C("t", ((3, 4),), lambda m, x: x.t(), EXACT),
+    C("t_1d", ((4,),), lambda m, x: m.t(x), EXACT),
+    C("T", ((3, 4),), lambda m, x: x.T, EXACT),
+    C("unsqueeze", ((3, 4),), lambda m, x: x.unsqueeze(1), EXACT),
+    C("unsqueeze_neg", ((3, 4),), lambda m, x: m.unsqueeze(x, -1), EXACT),
+    C("unsqueeze_neg_first", ((3, 4),), lambda m, x: x.unsqueeze(-3), EXACT),
+    C("squeeze", ((1, 3, 1, 4),), lambda m, x: x.squeeze(), EXACT),
+    C("squeeze_dim", ((1, 3, 1, 4),), lambda m, x: x.squeeze(2), EXACT),
+    C("squeeze_neg_dim", ((3, 4, 1),), lambda m, x: m.squeeze(x, -1), EXACT),
+    C("squeeze_non1", ((1, 3, 1, 4),), lambda m, x: x.squeeze(1), EXACT),
+    C("squeeze_dims", ((1, 3, 1, 4),), lambda m, x: x.squeeze((0, 2)), EXACT),
+    C("expand", ((3, 1),), lambda m, x: x.expand(3, 4), EXACT),
+    C("expand_new_dims", ((3, 1),), lambda m, x: x.expand(2, 3, 5), EXACT),
+    C("expand_minus1", ((3, 1),), lambda m, x: x.expand(-1, 4), EXACT),
+    C("expand_as", ((1, 4), (3, 4)), lambda m, x, y: x.expand_as(y), EXACT),
+    C("cat", ((2, 3), (2, 4)), lambda m, x, y: m.cat([x, y], dim=1), EXACT),
+    C("cat_neg_dim", ((2, 3), (1, 3), (2, 3)), lambda m, x, y, z: m.cat((x, y, z), -2), EXACT),
+    C("cat_mixed", ((2, 3), (2, 3)), lambda m, x, y: m.cat([x, y]), gen=("int", "normal")),
+    C("concat", ((2, 3), (2, 3)), lambda m, x, y: m.concat([x, y], 1), EXACT),
+    C("stack", ((2, 3), (2, 3)), lambda m, x, y: m.stack([x, y]), EXACT),
+    C("stack_neg", ((2, 3), (2, 3)), lambda m, x, y: m.stack([x, y], dim=-1), EXACT),
+    C("stack_mid", ((2, 3), (2, 3), (2, 3)), lambda m, x, y, z: m.stack([x, y, z], 1), EXACT),
+    C("split_int", ((5, 3),), lambda m, x: x.split(2), EXACT),
+    C("split_sections", ((2, 6),), lambda m, x: m.split(x, [1, 3, 2], dim=1), EXACT),
+    C("split_even_neg_dim", ((2, 6),), lambda m, x: x.split(3, -1), EXACT),
+    C("split_whole", ((2, 6),), lambda m, x: x.split(6, 1), EXACT),
+    C("chunk", ((5, 3),), lambda m, x: x.chunk(3), EXACT),
+    C("chunk_dim", ((2, 6),), lambda m, x: m.chunk(x, 4, dim=1), EXACT),
+    C("unbind", ((3, 2),), lambda m, x: x.unbind(1), EXACT),
+    # where / select
+    C("where", (S, S), lambda m, x, y: m.where(x > 0, x, y), EXACT),
+    C("where_scalar_other", (S,), lambda m, x: m.where(x > 0, x, 0.0), EXACT),
+    C("where_scalar_input", (S,), lambda m, x: m.where(x < 0, 1.0, x), EXACT),
+    C("where_broadcast", ((3, 1), (4,), (3, 4)), lambda m, c, x, y: m.where(c, x, y), EXACT,
+      gen=("bool", "normal", "normal")),
+    C("where_int_float", (S, S), lambda m, c, x: m.where(c, x, 0.5), EXACT, gen=("bool", "int")),
+    # comparisons
+    C("lt", (S, S), lambda m, x, y: x < y, EXACT),
+    C("le", (S, S), lambda m, x, y: x <= y, EXACT, gen="int"),
+    C("gt", (S, S), lambda m, x, y: x > y, EXACT),
+    C("ge", (S, S), lambda m, x, y: x >= y, EXACT, gen="int"),
+    C("eq", (S, S), lambda m, x, y: x == y, EXACT, gen="int"),
+    C("ne", (S, S), lambda m, x, y: x != y, EXACT, gen="int"),
+    C("lt_scalar", (S,), lambda m, x: x < 0.25, EXACT),
+    C("le_scalar_int", (S,), lambda m, x: x <= 2, EXACT, gen="int"),
+    C("gt_scalar", (S,), lambda m, x: x > -0.5, EXACT),
+    C("ge_scalar", (S,), lambda m, x: x >= 0, EXACT),
+    C("eq_scalar", (S,), lambda m, x: x == 3, EXACT, gen="int"),
+    C("ne_scalar", (S,), lambda m, x: x != 0, EXACT, gen="int"),
+    C("rlt_scalar", (S,), lambda m, x: 0.5 < x, EXACT),
+    C("int_lt_float", (S,), lambda m, x: x < 0.5, EXACT, gen="int"),
+    C("cmp_methods", (S, S), lambda m, x, y: (x.lt(y), x.le(y), x.gt(y), x.ge(y), x.eq(y), x.ne(y)),
+      EXACT, gen="int"),
+    C("cmp_broadcast", ((3, 1), (4,)), lambda m, x, y: x < y, EXACT),
+    # logical
+    C("and", (S, S), lambda m, x, y: x & y, EXACT, gen="bool"),
+    C("or", (S, S), lambda m, x, y: x | y, EXACT, gen="bool"),
+    C("xor", (S, S), lambda m, x, y: x ^ y, EXACT, gen="bool"),
+    C("not", (S,), lambda m, x: ~x, EXACT, gen="bool"),
+    C("logical_not", (S,), lambda m, x: x.logical_not(), EXACT, gen="bool"),
+    C("logic_of_cmp", (S,), lambda m, x: (x > -0.5) & (x < 0.5) | ~(x != 0), EXACT),
+    # casts
+    C("float", (S,), lambda m, x: x.float(), EXACT),
+    C("float_add", (S, S), lambda m, x, y: x.float() + y.float()),
+    C("half", (S,), lambda m, x: x.half(), EXACT),
+    C("int", (S,), lambda m, x: (x * 4).int(), EXACT),
+    C("long", (S,), lambda m, x: (x * 4).long(), EXACT),
+    C("bool", (S,), lambda m, x: x.int().bool(), EXACT),
+    C("float_bool", (S,), lambda m, x: x.bool(), EXACT),
+    C("int_to_float", (S,), lambda m, x: x.float(), EXACT, gen="int"),
+    C("bool_to_half", (S,), lambda m, x: x.half(), EXACT, gen="bool"),
+    C("to_dtype", (S,), lambda m, x: x.to(m.float16), EXACT, gen="int"),
+    C("type_as", (S, S), lambda m, x, y: x.type_as(y), EXACT, gen=("int", "normal")),
+    # basic indexing
+    C("slice_none", ((4, 3, 2),), lambda m, x: x[1:3, :, None], EXACT),
+    C("ellipsis_last", ((4, 3, 2),), lambda m, x: x[..., -1], EXACT),
+    C("step", ((5, 3),), lambda m, x: x[::2], EXACT),
+    C("int_index", ((4, 3, 2),), lambda m, x: x[0], EXACT),
+    C("neg_slice", ((5, 3),), lambda m, x: x[-2:, 1:], EXACT),
+    C("index_mixed", ((4, 3, 5),), lambda m, x: x[1, ::2, -3:-1], EXACT),
+    C("none_first", ((3, 4),), lambda m, x: x[None, :, 1], EXACT),
+    C("ellipsis_mid", ((2, 3, 4, 5),), lambda m, x: x[1, ..., 2:], EXACT),
+    C("full_slice", ((3, 4),), lambda m, x: x[:], EXACT),
+    C("ellipsis_only", ((3, 4),), lambda m, x: x[...], EXACT),
+    C("step_offset", ((7,),), lambda m, x: x[1::3], EXACT),
+    C("slice_overrun", ((5,),), lambda m, x: x[2:100], EXACT),
+    C("iterate", ((3, 2),), lambda m, x: list(x), EXACT),
+    # creation (compared with torch's own)
+    C("zeros", (), lambda m: m.zeros(2, 3), EXACT),
+    C("zeros_tuple", (), lambda m: m.zeros((4,)), EXACT),
+    C("ones", (), lambda m: m.ones(2, 3), EXACT),
+    C("ones_dtype", (), lambda m: m.ones(3, dtype=m.int32), EXACT),
+    C("full", (), lambda m: m.full((2, 3), 1.5), EXACT),
+    C("full_int", (), lambda m: m.full((2,), 7), EXACT),
+    C("full_bool", (), lambda m: m.full((2, 2), True), EXACT),
+    C("zeros_like", (S,), lambda m, x: m.zeros_like(x), EXACT),
+    C("ones_like", (S,), lambda m, x: m.ones_like(x), EXACT, gen="int"),
+    C("ones_like_dtype", (S,), lambda m, x: m.ones_like(x, dtype=m.float32), EXACT, gen="int"),
+    C("full_like", (S,), lambda m, x: m.full_like(x, 2.5), EXACT),
+    C("arange", (), lambda m: m.arange(5), EXACT),
+    C("arange_start_step", (), lambda m: m.arange(2, 11, 3), EXACT),
+    C("arange_float", (), lambda m: m.arange(0, 1, 0.25), EXACT),
+    C("arange_neg_step", (), lambda m: m.arange(5, 0, -2), EXACT),
+    C("eye", (), lambda m: m.eye(3), EXACT),
+    C("eye_rect", (), lambda m: m.eye(2, 4), EXACT),
+    C("tensor_list", (), lambda m: m.tensor([[1.0, 2.0], [3.0, 4.0]]) * 2, EXACT),
+    C("tensor_int_list", (), lambda m: m.tensor([1, 2, 3]) + 1, EXACT),
+    C("tensor_scalar", (), lambda m: m.tensor(2.5) * m.tensor(2.0), EXACT),
+    # torch corner semantics
+    C("argmax_keepdim_all", ((3, 5),), lambda m, x: x.argmax(dim=None, keepdim=True), EXACT, gen="perm"),
+    C("sum_all_keepdim", ((2, 3),), lambda m, x: x.sum(dim=None, keepdim=True), summed(6)),
+    C("mean_all_keepdim", ((2, 3),), lambda m, x: x.mean(dim=None, keepdim=True), summed(6)),
+    C("amax_all_keepdim", ((2, 3),), lambda m, x: x.amax(dim=(), keepdim=True), EXACT),
+    C("where_two_scalars", (S,), lambda m, x: m.where(x > 0, 1.0, -0.5), EXACT),
+    C("where_two_int_scalars", (S,), lambda m, x: m.where(x > 0, 1, 0), EXACT),
+    C("bool_eq", (S, S), lambda m, x, y: (x == y, x != y), EXACT, gen="bool"),
+    C("bool_eq_scalar", (S,), lambda m, x: x == True, EXACT, gen="bool"),  # noqa: E712
+    C("int_pow_2", (S,), lambda m, x: x ** 2, EXACT, gen="int"),
+    C("int_pow_3", (S,), lambda m, x: x.pow(3), EXACT, gen="int"),
+    C("int_pow_half", (S,), lambda m, x: x.abs() ** 0.5),
+    C("index_numpy_int", ((4, 3),), lambda m, x: x[np.int64(1), np.int32(-1)], EXACT),
+    C("index_true", ((4, 3),), lambda m, x: x[True], EXACT),
+    C("clamp_min_above_max", (S,), lambda m, x: x.clamp(0.5, -0.5), EXACT),
+    C("rank0_squeeze_dim", ((),), lambda m, x: x.squeeze(0), EXACT),
+    C("rank0_max_dim", ((),), lambda m, x: x.max(0), EXACT),
+    C("rank0_argmax_dim", ((),), lambda m, x: x.argmax(-1), EXACT),
+    C("rank0_sum_dim", ((),), lambda m, x: x.sum(0), EXACT),
+    C("rank0_softmax", ((),), lambda m, x: (x.softmax(0), x.log_softmax(-1)), EXACT),
+    C("rank0_transpose", ((),), lambda m, x: x.t(), EXACT),
+    C("int_relu", (S,), lambda m, x: x.relu(), EXACT, gen="int"),
+    C("int_exp", (S,), lambda m, x: x.exp(), T3, gen="int"),
+    C("bool_arith", (S,), lambda m, x: (x + 1, x * 2.5, x.float().mean()), EXACT, gen="bool"),
+    C("float_sum", ((4, 64),), lambda m, x: x.float().sum(-1), summed_wide(64)),
+    C("float_mean", ((4, 64),), lambda m, x: x.float().mean(0), summed_wide(4)),
+    C("sum_dtype", ((4, 64),), lambda m, x: x.sum(1, dtype=m.float32), summed_wide(64)),
+    C("expand_rank0", ((),), lambda m, x: x.expand(3), EXACT),
+    C("flatten_neg", ((2, 3, 4, 5),), lambda m, x: x.flatten(-3, -2), EXACT),
+    C("rank0_reshape_minus1", ((),), lambda m, x: x.reshape(-1), EXACT),
+    # broadcasting
+    C("bcast_col_row", ((3, 1), (1, 4)), lambda m, x, y: x + y),
+    C("bcast_trailing", ((2, 3, 4), (4,)), lambda m, x, y: x * y),
+    C("bcast_scalar_tensor", ((3, 4), ()), lambda m, x, y: x - y),
+    C("bcast_scalar_left", ((), (2, 3)), lambda m, x, y: x / y, gen=("normal", "nonzero")),
+    C("bcast_both", ((2, 1, 4), (3, 1)), lambda m, x, y: m.maximum(x, y), EXACT),
+    # edge shapes: rank 0, rank 5, size-1 axes
+    C("rank0_add", ((), ()), lambda m, x, y: x + y),
+    C("rank0_exp", ((),), lambda m, x: x.exp(), T3),
+    C("rank0_sum", ((),), lambda m, x: x.sum(), EXACT),
+    C("rank0_reshape", ((),), lambda m, x: x.reshape(1, 1), EXACT),
+    C("rank0_unsqueeze", ((),), lambda m, x: x.unsqueeze(0), EXACT),
+    C("rank0_flatten", ((),), lambda m, x: x.flatten(), EXACT),
+    C("rank0_index_none", ((),), lambda m, x: x[None], EXACT),
+    C("to_rank0", ((1, 1),), lambda m, x: x.reshape(()), EXACT),
+    C("rank0_item_index", ((3,),), lambda m, x: x[1] * x[2]),
+    C("rank5_add", ((2, 1, 3, 1, 2), (1, 3, 4, 2)), lambda m, x, y: x + y),
+    C("rank5_sum", ((2, 1, 3, 2, 2),), lambda m, x: x.sum((0, 3)), summed(4)),
+    C("rank5_permute", ((2, 1, 3, 2, 2),), lambda m, x: x.permute(4, 2, 0, 3, 1), EXACT),
+    C("rank5_squeeze", ((2, 1, 3, 1, 2),), lambda m, x: x.squeeze(), EXACT),
+    C("rank5_softmax", ((2, 1, 3, 2, 2),), lambda m, x: x.softmax(2), gen="unit4"),
+    C("size1_sum", ((1, 1),), lambda m, x: x.sum(0), EXACT),
+    C("size1_matmul", ((1, 1), (1, 1)), lambda m, x, y: x @ y, products(1)),
+    C("size1_softmax", ((3, 1),), lambda m, x: x.softmax(-1)),
+    C("size1_max_dim", ((3, 1),), lambda m, x: x.max(1), EXACT),
+]
+
+CASES_BY_NAME = {c.name: c for c in CASES}
+assert len(CASES_BY_NAME) == len(CASES), "case names must be unique"

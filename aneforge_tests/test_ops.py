@@ -1,0 +1,73 @@
+"""Forward values, shapes and dtype families of every op against torch, from the op table
+(optable.py: one line per case, its tolerance rule at the top)."""
+import numpy as np
+import pytest
+import torch
+
+import aneforge as af
+from aneforge.ops import REGISTRY
+from optable import CASES, af_inputs, arrays, bound, call, expected, family, torch_inputs
+
+
+def run_af(case, salt=0) -> list:
+    outs = call(case, af, af_inputs(arrays(case, salt)))
+    af.realize(*outs)                    # one program for all outputs, as a user would
+    return outs
+
+
+def abs_reference(case, xs):
+    """fn(|inputs|) in torch: the scale of a sum's rounding error (Tol.cond)."""
+    if not case.tol.cond:
+        return [None] * 8
+    return [t.detach().numpy().astype(np.float64)
+            for t in call(case, torch, torch_inputs([np.abs(x) for x in xs]))]
+
+
+def check(case, i, got, want, abs_ref):
+    what = f"{case.name} output {i}"
+    assert isinstance(got, af.Tensor), f"{what}: got {type(got).__name__}, not a Tensor"
+    assert got.shape == tuple(want.shape), f"{what}: shape {got.shape}, torch {tuple(want.shape)}"
+    assert family(got.dtype) == family(want.dtype), f"{what}: dtype {got.dtype}, torch {want.dtype}"
+    a, t = got.numpy(), want.detach().numpy()
+    assert a.shape == got.shape, f"{what}: value shape {a.shape}, static shape {got.shape}"
+    if family(got.dtype) != "float":
+        np.testing.assert_array_equal(a, t, err_msg=what)
+        return
+    a, e = a.astype(np.float64), expected(t.astype(np.float64))
+    special = ~np.isfinite(e)
+    np.testing.assert_array_equal(a[special], e[special], err_msg=f"{what}: inf/nan positions")
+    err, tol = np.abs(a - e)[~special], bound(case, e, abs_ref)[~special]
+    bad = err > tol
+    assert not bad.any(), (f"{what}: {bad.sum()} of {bad.size} values off; worst error "
+                           f"{err.max():.3g} vs bound {tol[np.argmax(err - tol)]:.3g}\n"
+                           f"aneforge {a.ravel()[:8]}\ntorch    {e.ravel()[:8]}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_forward(case):
+    xs = arrays(case)
+    got = run_af(case)
+    want = call(case, torch, torch_inputs(xs))
+    assert len(got) == len(want), f"{case.name}: {len(got)} outputs, torch {len(want)}"
+    for i, (g, w, r) in enumerate(zip(got, want, abs_reference(case, xs))):
+        check(case, i, g, w, r)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_new_data_reuses_the_compiled_program(case):
+    first = run_af(case, salt=1)
+    computed = any(t.ref[0].origin is not None for t in first)
+    before = af.cache_info()
+    run_af(case, salt=2)
+    after = af.cache_info()
+    assert after.misses == before.misses, f"{case.name}: new data compiled again"
+    assert after.hits == before.hits + computed
+
+
+def test_table_covers_every_registered_op():
+    seen = set()
+    for case in CASES:
+        pending = [t for t in call(case, af, af_inputs(arrays(case))) if not t.is_leaf]
+        if pending:
+            seen |= {op.type for op in af.program(*pending).main.block.operations}
+    assert set(REGISTRY) - seen == set(), "ops no case reaches"
