@@ -108,5 +108,5 @@ _METHODS = ("exp log sqrt rsqrt abs relu sigmoid tanh sin cos neg sum mean amax 
             "argmax argmin softmax log_softmax reshape flatten permute transpose t unsqueeze "
             "squeeze pow square reciprocal").split()
 globals().update({name: _method(name) for name in _METHODS})
-__all__ = ["cat", "concat", "stack", "where", "matmul", "maximum", "minimum", "clamp", "clip", "split",
-           "chunk", *_METHODS]
+__all__ = ["cat", "concat", "stack", "where", "matmul", "maximum", "minimum", "clamp", "clip",
+           "split", "chunk", *_METHODS]

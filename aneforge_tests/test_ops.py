@@ -1,5 +1,7 @@
 """Forward values, shapes and dtype families of every op against torch, from the op table
 (optable.py: one line per case, its tolerance rule at the top)."""
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -71,3 +73,25 @@ def test_table_covers_every_registered_op():
         if pending:
             seen |= {op.type for op in af.program(*pending).main.block.operations}
     assert set(REGISTRY) - seen == set(), "ops no case reaches"
+
+
+TAILS = {   # float64 truths where torch's fp32 reference itself cancels (1 + erf, 1 + tanh)
+    "sigmoid": (lambda x: x.sigmoid(), lambda v: 1 / (1 + np.exp(-v))),
+    "silu": (lambda x: af.nn.functional.silu(x), lambda v: v / (1 + np.exp(-v))),
+    "gelu": (lambda x: af.nn.functional.gelu(x),
+             lambda v: 0.5 * v * np.vectorize(math.erfc)(-v / math.sqrt(2))),
+    "gelu_tanh": (lambda x: af.nn.functional.gelu(x, approximate="tanh"),
+                  lambda v: v / (1 + np.exp(-2 * 0.7978845608028654 * (v + 0.044715 * v ** 3)))),
+}
+
+
+@pytest.mark.parametrize("name", TAILS)
+def test_activation_tails_within_one_ulp(name):
+    """Every fp16 input in [-17, 17]: the kernel is within one fp16 ulp of the float64 truth,
+    down into the subnormal tails (an fp32 1 + tanh form is off by several ulps there)."""
+    fn, truth = TAILS[name]
+    xs = np.unique(np.linspace(-17, 17, 20001).astype(np.float16))
+    got = fn(af.tensor(xs)).numpy().astype(np.float64)
+    want = truth(xs.astype(np.float64))
+    ulp = np.spacing(np.abs(want).astype(np.float16)).astype(np.float64)
+    assert np.all(np.abs(got - want) <= ulp)

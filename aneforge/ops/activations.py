@@ -17,24 +17,31 @@ def _float_unary(name):
     return infer
 
 
-def erf(x: np.ndarray) -> np.ndarray:
-    """erf in fp32 (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7: far below one fp16 ulp)."""
-    s = np.sign(x)
+_ERFC = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
+         -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+
+
+def erfc(x: np.ndarray) -> np.ndarray:
+    """erfc with RELATIVE error < 1.2e-7 everywhere (Numerical Recipes' Chebyshev fit `erfcc`),
+    so gelu's tail 0.5 x erfc(-x/sqrt2) keeps full fp16 precision where 1 + erf(x) cancels."""
     a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027
-                                                                           + t * 1.061405429))))
-    return (s * (1.0 - poly * np.exp(-a * a))).astype(x.dtype)
+    t = 1.0 / (1.0 + 0.5 * a)
+    poly = np.zeros_like(t)
+    for c in reversed(_ERFC[1:]):
+        poly = t * (c + poly)
+    r = t * np.exp(-a * a + _ERFC[0] + poly)
+    return np.where(x >= 0, r, 2.0 - r).astype(x.dtype)
 
 
 def sigmoid(x):
-    return 0.5 * (np.tanh(0.5 * x) + 1.0)      # overflow-free form of 1 / (1 + e^-x)
+    return 1.0 / (1.0 + np.exp(-x))    # exp overflow -> 1/inf = 0, as it should (errstate ignored)
 
 
 GELU_MODES = {
-    "EXACT": lambda x: 0.5 * x * (1.0 + erf(x * np.float32(0.7071067811865476))),
-    "TANH_APPROXIMATION": lambda x: 0.5 * x * (1.0 + np.tanh(
-        np.float32(0.7978845608028654) * (x + np.float32(0.044715) * x * x * x))),
+    "EXACT": lambda x: 0.5 * x * erfc(x * np.float32(-0.7071067811865476)),
+    # 0.5 x (1 + tanh(u)) written as x sigmoid(2u): the same function, without the cancellation
+    "TANH_APPROXIMATION": lambda x: x * sigmoid(
+        np.float32(2 * 0.7978845608028654) * (x + np.float32(0.044715) * x * x * x)),
     "SIGMOID_APPROXIMATION": lambda x: x * sigmoid(np.float32(1.702) * x),
 }
 
