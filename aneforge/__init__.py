@@ -27,6 +27,8 @@ from .functions import __all__ as _functions
 from .numerics import Numerics, get_numerics, numerics, set_numerics
 from .runtime import backends, get_backend, set_backend
 from .tensor import Tensor
+from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
+from . import amp, nn, optim  # noqa: E402  (they build on everything above)
 
 float = float32  # noqa: A001
 long = int32
@@ -65,4 +67,5 @@ __all__ = ["Tensor", "tensor", "from_numpy", "zeros", "ones", "full", "zeros_lik
            "set_backend", "Numerics", "numerics", "get_numerics", "set_numerics", "dtypes",
            "float16", "float32", "half", "int8", "int16", "int32", "uint8", "uint16", "bool",
            "AneforgeError", "ShapeError", "LimitError", "DTypeError", "CompileWallError",
-           "BackendUnavailable", *_functions]
+           "BackendUnavailable", "no_grad", "enable_grad", "set_grad_enabled",
+           "is_grad_enabled", "grad", "nn", "optim", "amp", *_functions]

@@ -11,6 +11,7 @@ backend — never the values of host data, so a training loop compiles once and 
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -164,8 +165,21 @@ def from_transport(array: np.ndarray, dtype) -> np.ndarray:
     return array if array.dtype == dtype.np else array.astype(dtype.np)
 
 
-def realize(refs: list[tuple]) -> None:
+_wanted: list = []
+
+
+def want(tensor) -> None:
+    """Ask for `tensor` to be computed by the next synchronizing realization (an optimizer step),
+    so a training step's loss comes out of the same program as the update."""
+    _wanted.append(weakref.ref(tensor))
+
+
+def realize(refs: list[tuple], include_wanted: bool = False) -> None:
     """Compute every pending (node, index) in `refs` with one program run."""
+    if include_wanted:
+        alive = [w() for w in _wanted]
+        refs = list(refs) + [t.ref for t in alive if t is not None]
+        _wanted.clear()
     pending = [(n, i) for n, i in refs if n.data is None]
     if not pending:
         return

@@ -56,6 +56,7 @@ _FROM_NUMPY = {
 }
 
 
+EXACT = {d.np: d for d in ALL}                # numpy dtype -> the dtype of the same name
 _BY_NP = {np.dtype(k): v for k, v in _FROM_NUMPY.items()}
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import autograd_state, compiler, dtypes
 from .dtypes import DType
-from .errors import AneforgeError, ShapeError
+from .errors import AneforgeError, DTypeError, ShapeError
 from .ir.types import TensorType
 from .trace import Node, record
 
@@ -34,12 +34,12 @@ def _grad_enabled() -> bool:
 
 
 class Tensor:
-    __slots__ = ("_node", "_idx", "grad", "__weakref__")
+    __slots__ = ("_node", "_idx", "__weakref__")
     __array_priority__ = 1000       # numpy defers `ndarray * Tensor` to Tensor.__rmul__
     __hash__ = object.__hash__      # == builds an op, so hash by identity as torch does
 
     def __init__(self, node: Node, idx: int = 0):
-        self._node, self._idx, self.grad = node, idx, None
+        self._node, self._idx = node, idx
 
     # ---- static facts, known at record time ------------------------------------------
     @property
@@ -70,6 +70,50 @@ class Tensor:
     @property
     def requires_grad(self) -> bool:
         return self._node.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """Make a leaf track gradients (torch: only leaves can change this)."""
+        if not self.is_leaf:
+            raise AneforgeError("requires_grad can only be changed on a leaf; use detach() on "
+                                "a computed tensor")
+        if requires_grad and not self.dtype.is_float:
+            raise AneforgeError(f"only floating tensors can require grad, got {self.dtype}")
+        self._node.requires_grad = requires_grad
+        return self
+
+    @property
+    def grad(self) -> "Tensor | None":
+        """The gradient accumulated by backward() (a leaf's), or None."""
+        return self._node.grad
+
+    @grad.setter
+    def grad(self, value: "Tensor | None") -> None:
+        self._node.grad = value
+
+    def backward(self, gradient=None) -> None:
+        """Accumulate gradients of this tensor into `.grad` of the leaves that require grad.
+
+        >>> import aneforge as af
+        >>> w = af.tensor([1.0, -2.0], requires_grad=True)
+        >>> (w * w).sum().backward()
+        >>> w.grad.tolist()
+        [2.0, -4.0]
+        """
+        from .autograd import backward
+        backward(self, gradient)
+
+    def detach(self) -> "Tensor":
+        """The same value, cut from the gradient graph."""
+        if self._node.data is not None:
+            from .trace import leaf
+            return Tensor(leaf(self._node.data[self._idx], self.type))
+        from .autograd import no_grad
+        with no_grad():
+            return _op("identity", {"x": self}, {})
 
     @property
     def is_leaf(self) -> bool:
@@ -243,7 +287,16 @@ class Tensor:
     def matmul(self, other) -> "Tensor":
         """Matrix product with torch's rules for 1-D, 2-D and batched operands (MIL matmul)."""
         a, b = _operands(self, other, floating=True)
-        return _op("matmul", {"x": a, "y": b}, {})
+        if a.ndim == 0 or b.ndim == 0:
+            raise ShapeError(f"matmul: both operands need at least 1 dimension, got shapes "
+                             f"{a.shape} and {b.shape}")
+        # MIL matmul with a rank-1 operand is typed inconsistently by Core ML: lift to rank 2.
+        x = a.unsqueeze(0) if a.ndim == 1 else a
+        y = b.unsqueeze(-1) if b.ndim == 1 else b
+        out = _op("matmul", {"x": x, "y": y}, {})
+        if b.ndim == 1:
+            out = out.squeeze(-1)
+        return out.squeeze(-2 if b.ndim > 1 else -1) if a.ndim == 1 else out
 
     # ---- comparisons -----------------------------------------------------------------
     def _compare(self, op: str, other):
@@ -273,13 +326,16 @@ class Tensor:
     lt, le, gt, ge, eq, ne = __lt__, __le__, __gt__, __ge__, __eq__, __ne__
 
     def __and__(self, o):
-        return self._binary("logical_and", o)
+        a, b = _bools(self, o)
+        return _select(a, b, a)        # logical_and/or/xor have no ANE path (op_catalog.csv)
 
     def __or__(self, o):
-        return self._binary("logical_or", o)
+        a, b = _bools(self, o)
+        return _select(a, a, b)
 
     def __xor__(self, o):
-        return self._binary("logical_xor", o)
+        a, b = _bools(self, o)
+        return _select(a, ~b, b)
 
     def __invert__(self):
         return _op("logical_not", {"x": self}, {})
@@ -316,6 +372,9 @@ class Tensor:
     def tanh(self):
         return self._unary("tanh")
 
+    def erf(self):
+        return self._unary("erf")
+
     def sin(self):
         return self._unary("sin")
 
@@ -333,7 +392,7 @@ class Tensor:
         if min is None and max is None:
             raise AneforgeError("clamp: give at least one of min and max")
         scalar = all(v is None or isinstance(v, numbers.Real) for v in (min, max))
-        if scalar and min is not None and max is not None and min <= max and self.dtype.is_float:
+        if scalar and min is not None and max is not None and min < max and self.dtype.is_float:
             return _op("clip", {"x": self}, {"alpha": float(min), "beta": float(max)})
         out = self if min is None else self.maximum(min)
         return out if max is None else out.minimum(max)
@@ -479,6 +538,16 @@ class Tensor:
     def chunk(self, chunks: int, dim: int = 0) -> tuple["Tensor", ...]:
         return self.split(-(-self.shape[dim] // chunks), dim)
 
+    def movedim(self, source: int, destination: int) -> "Tensor":
+        perm = list(range(self.ndim))
+        perm.insert(destination % self.ndim, perm.pop(source % self.ndim))
+        return self.permute(perm)
+
+    def narrow(self, dim: int, start: int, length: int) -> "Tensor":
+        index = [slice(None)] * self.ndim
+        index[dim] = slice(start, start + length)
+        return self[tuple(index)]
+
     def unbind(self, dim: int = 0) -> tuple["Tensor", ...]:
         return tuple(t.squeeze(dim) for t in self.split(1, dim))
 
@@ -501,6 +570,19 @@ def _op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
     if len(node.types) == 1:
         return Tensor(node)
     return tuple(Tensor(node, i) for i in range(len(node.types)))
+
+
+def _bools(x: Tensor, other) -> tuple[Tensor, Tensor]:
+    if not isinstance(other, Tensor):
+        other = const(bool(other), dtypes.bool_)
+    if x.dtype != dtypes.bool_ or other.dtype != dtypes.bool_:
+        raise DTypeError(f"&, | and ^ need bool tensors, got {x.dtype} and {other.dtype}; "
+                         f"compare first (x > 0) or cast with .bool()")
+    return x, other
+
+
+def _select(cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    return _op("select", {"cond": cond, "a": a, "b": b}, {})
 
 
 def const(value, dtype: DType) -> Tensor:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from .errors import AneforgeError
 from .ir.signature import canonical
 from .ir.types import TensorType
 from .ops import REGISTRY
 
 
 class Node:
-    __slots__ = ("op", "srcs", "attrs", "types", "data", "requires_grad", "key", "origin",
+    __slots__ = ("op", "srcs", "attrs", "types", "data", "requires_grad", "key", "origin", "grad",
                  "__weakref__")
 
     def __init__(self, op: str | None, srcs: dict[str, Any], attrs: dict[str, Any],
@@ -22,6 +23,7 @@ class Node:
         self.op, self.srcs, self.attrs, self.types = op, srcs, attrs, types
         self.data, self.requires_grad = data, requires_grad
         self.origin = None        # the Program that computed a realized node
+        self.grad = None          # a leaf's accumulated gradient (a Tensor)
         # Everything that identifies this op structurally, computed once at record time.
         self.key = None if op is None else (op, canonical(attrs))
 
@@ -54,6 +56,12 @@ def record(op: str, srcs: dict[str, Any], attrs: dict[str, Any], requires_grad: 
     in_types = {k: (tuple(n.types[i] for n, i in v) if isinstance(v, list) else
                     None if v is None else v[0].types[v[1]])
                 for k, v in srcs.items()}
+    attrs = opdef.round_scalars(attrs, in_types)
     types = opdef.infer_types(in_types, attrs)
+    for k in opdef.const_inputs:
+        if srcs.get(k) is not None and srcs[k][0].op != "const":
+            raise AneforgeError(f"{op}: input {k!r} must be a constant (MIL requires it); "
+                                f"for values computed or fed at run time use matmul instead")
     srcs = {k: v for k, v in srcs.items() if v is not None}
-    return Node(op, srcs, attrs, types, None, requires_grad)
+    differentiable = requires_grad and any(t.dtype.is_float for t in types)
+    return Node(op, srcs, attrs, types, None, differentiable)

@@ -110,6 +110,7 @@ class OpCase:
     tol: Tol = ONE_ROUNDING
     gen: str | tuple = "normal"        # one generator for all inputs, or one per input
     torch_fn: Callable | None = None   # when torch spells it differently
+    bakes_inputs: bool = False         # the case turns input data into constants on purpose
 
     def gens(self) -> tuple:
         return (self.gen,) * len(self.shapes) if isinstance(self.gen, str) else self.gen
@@ -174,6 +175,15 @@ C = OpCase
 T3 = TRANSCENDENTAL
 
 
+def _const_linear(m, x, w, b):
+    """MIL `linear` (weight and bias must be constants): what passes fuse a frozen layer into."""
+    if m is torch:
+        return torch.nn.functional.linear(x, w, b)
+    from aneforge.tensor import _op, const
+    return _op("linear", {"x": x, "weight": const(w.numpy(), af.float16),
+                          "bias": const(b.numpy(), af.float16)}, {})
+
+
 def _f(m):
     return m.nn.functional
 
@@ -220,6 +230,8 @@ CASES: list[OpCase] = [
     C("neg", (S,), lambda m, x: -x, EXACT),
     C("neg_method", (S,), lambda m, x: m.neg(x), EXACT),
     C("exp", (S,), lambda m, x: x.exp(), T3),
+    C("erf", (S,), lambda m, x: x.erf(), T3),
+    C("detach_identity", (S,), lambda m, x: (x + 1.0).detach(), ONE_ROUNDING),
     C("exp_overflow", ((2, 5),), lambda m, x: m.exp(x), T3, gen="wide"),
     C("log", (S,), lambda m, x: x.log(), T3, gen="pos"),
     C("sqrt", (S,), lambda m, x: x.sqrt(), gen="pos"),
@@ -263,6 +275,8 @@ CASES: list[OpCase] = [
     C("matmul_long_k", ((2, 512), (512, 3)), lambda m, x, y: x @ y, products(512)),
     C("matmul_long_k_exact", ((2, 100), (100, 3)), lambda m, x, y: x @ y, EXACT, gen="fint"),
     C("linear", ((2, 3, 4), (5, 4), (5,)), lambda m, x, w, b: _f(m).linear(x, w, b), products(4)),
+    C("linear_op_const_weight", ((2, 3, 4), (5, 4), (5,)), lambda m, x, w, b: _const_linear(m, x, w, b),
+      products(4), bakes_inputs=True),
     C("linear_no_bias", ((3, 6), (2, 6)), lambda m, x, w: _f(m).linear(x, w), products(6)),
     # reductions
     C("sum_all", ((2, 3, 4),), lambda m, x: x.sum(), summed(24)),

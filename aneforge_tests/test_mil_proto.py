@@ -82,7 +82,8 @@ def p_arithmetic():
 def p_unary():
     x = _data(4, 5)
     return af.program(x.exp(), x.log(), x.sqrt(), x.rsqrt(), (x - 1).abs(), x.sin(), x.cos(),
-                      (x - 1).relu(), x.sigmoid(), x.tanh(), x.clamp(0.75, 1.5))
+                      (x - 1).relu(), x.sigmoid(), x.tanh(), x.clamp(0.75, 1.5), x.erf(),
+                      (x + 1).detach())
 
 
 def p_compare_select():
@@ -105,7 +106,7 @@ def p_fp32_inside():
 
 def p_matmul():
     b = Builder()
-    x, y, v, w = b.input(2, 5, 3), b.input(2, 4, 5), b.input(5), b.input(3, 5)
+    x, y, v, w = b.input(2, 5, 3), b.input(2, 4, 5), b.input(1, 5), b.input(3, 5)
     return b.program(b("matmul", x=x, y=y, transpose_x=True, transpose_y=True),
                      b("matmul", x=v, y=w, transpose_y=True), b("matmul", x=x, y=x, transpose_x=True))
 
@@ -199,23 +200,15 @@ def p_small_io():
                      b("cast", x=i8, dtype="fp16"), b("logical_not", x=b("cast", x=u, dtype="bool")))
 
 
-def p_clip_empty_range():
-    b = Builder()
-    x = b.input(3)
-    return b.program(b("clip", x=x, alpha=1.0, beta=1.0))
 
 
-def p_matmul_vector_transposed():
-    b = Builder()
-    v, w = b.input(5), b.input(5, 3)
-    return b.program(b("matmul", x=v, y=w, transpose_x=True))
 
 
 PROGRAMS = {f.__name__[2:]: f for f in (
     p_arithmetic, p_unary, p_compare_select, p_int32, p_fp32_inside, p_matmul, p_matmul_vector_y, p_matmul_vector_x_batched,
     p_matmul_api,
     p_linear, p_reductions, p_reduce_all_keep, p_arg_softmax, p_shapes, p_shapes_ir, p_cast,
-    p_activations_ir, p_small_io, p_clip_empty_range, p_matmul_vector_transposed)}
+    p_activations_ir, p_small_io)}
 
 
 @pytest.fixture(scope="module")
@@ -337,24 +330,6 @@ def _coremltools_types(pymil):
 
 # program -> (exception, why): constructs we emit that coremltools 9.0 rejects.
 COREMLTOOLS_REJECTS = {
-    "matmul_vector_y": (IndexError, (
-        "BUG coremltools rejects matmul with a 1-D y (iOS15 linear.py matmul.type_inference "
-        "indexes y_shape[-2]) though MIL documents it; Tensor.matmul records it for x @ v. Fix in "
-        "Tensor.matmul (aneforge/tensor.py): record a 1-D y as expand_dims(y, axes=(-1,)) -> matmul "
-        "-> squeeze(axes=(-1,)), or reject rank-1 operands in ops/linalg.py _matmul_infer.")),
-    "matmul_vector_x_batched": (AssertionError, (
-        "BUG coremltools infers matmul(x=[4], y=[2,4,3]) as [1,3] (it drops the first axis "
-        "after prepending 1 to x) where we and numpy say [2,3]: the two disagree, so the ANE's "
-        "result shape is uncertain. Fix in Tensor.matmul: record a 1-D x as expand_dims(x, axes=(0,)) "
-        "-> matmul -> squeeze(axes=(-2,)).")),
-    "clip_empty_range": (ValueError, (
-        "BUG iOS17+ clip requires alpha < beta (coremltools iOS17 clip.type_inference); "
-        "ops/activations.py _clip_infer accepts alpha == beta. Fix: require alpha < beta there "
-        "(Tensor.clamp(a, a) can record maximum/minimum, or a const, instead).")),
-    "matmul_vector_transposed": (ValueError, (
-        "BUG MIL rejects transpose_x=True on a rank-1 x (coremltools matmul.type_inference); "
-        "ops/linalg.py _matmul_shape silently ignores it. Fix: raise in _matmul_infer for "
-        "transpose_x on rank-1 x (and transpose_y on rank-1 y).")),
 }
 
 
@@ -537,8 +512,8 @@ def test_coremltools_reads_our_weight_file(ct, tmp_path):
 
 def test_errors_say_what_to_do(programs):
     m = proto.to_proto(programs["unary"])
-    m.functions["main"].block_specializations["CoreML8"].operations[0].type = "erf"
-    with pytest.raises(AneforgeError, match="'erf' is not in aneforge's op registry"):
+    m.functions["main"].block_specializations["CoreML8"].operations[0].type = "erfinv"
+    with pytest.raises(AneforgeError, match="'erfinv' is not in aneforge's op registry"):
         proto.from_proto(m.SerializeToString())
     m = proto.to_proto(programs["unary"])
     m.functions["main"].opset = "CoreML3"
@@ -553,10 +528,6 @@ def test_errors_say_what_to_do(programs):
 
 # ---------------------------------------------------------------------------- known op bugs
 
-@pytest.mark.xfail(strict=True, raises=AneforgeError, reason=(
-    "BUG aneforge/ops/misc.py _const_infer: dtypes.from_numpy maps a float32 val to fp16, so an "
-    "fp32 const cannot be built (x.float() + 1.0 raises) and MIL would get a FLOAT32 val on a "
-    "fp16-typed output. Fix: type const from val's exact numpy dtype."))
 def test_fp32_constants(ct):
     p = af.program(_data(2, 3).float() * 1.5 + 1.0)
     q = proto.from_proto_bytes(proto.to_proto_bytes(p))
@@ -564,13 +535,18 @@ def test_fp32_constants(ct):
     _load_in_coremltools(proto.to_proto_bytes(p))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG scalar attributes (clip alpha/beta, log/rsqrt epsilon) are kept as Python floats, but MIL "
-    "types them `const T` (x's dtype, fp16), so 0.1 is written as fp16(0.1) and reads back "
-    "0.0999755859375: the signature changes, and the simulator (np.float32(epsilon)) computes with "
-    "a value the ANE never sees (log's default epsilon 1e-45 is 0 in fp16). Fix: round 'scalar' "
-    "attrs to the first input's dtype when recording (OpDef.full_attrs/trace.record)."))
 def test_scalar_attributes_hold_the_inputs_dtype():
     p = af.program(_data(2, 3).clamp(0.1, 0.9))
     q = proto.from_proto_bytes(proto.to_proto_bytes(p))
     assert q.signature() == p.signature()
+
+
+def test_constructs_core_ml_rejects_are_rejected_when_recorded():
+    """MIL that Core ML's loader refuses never reaches a program: our infer says why first."""
+    b = Builder()
+    x = b.input(3)
+    with pytest.raises(AneforgeError, match="alpha=1.0 must be < beta=1.0"):
+        b("clip", x=x, alpha=1.0, beta=1.0)
+    v, w = b.input(5), b.input(5, 3)
+    with pytest.raises(AneforgeError, match="rank >= 2"):
+        b("matmul", x=v, y=w, transpose_x=True)

@@ -31,8 +31,9 @@ def structure(program) -> tuple:
         return tuple(index[id(u)] for u in v) if isinstance(v, tuple) else index[id(v)]
 
     ins = tuple((v.shape, v.dtype.name) for v in f.inputs)
+    from ..ops import REGISTRY
     ops = tuple((op.type,
-                 tuple((k, ref(v)) for k, v in op.inputs.items()),
+                 tuple((k, ref(op.inputs[k])) for k in REGISTRY[op.type].inputs if k in op.inputs),
                  canonical(op.attrs),
                  tuple((v.shape, v.dtype.name) for v in op.outputs))
                 for op in f.block.operations)

@@ -33,6 +33,10 @@ def validate(program) -> None:
         for v in op.input_vars():
             if id(v) not in defined:
                 raise ValidationError(f"{op.type} {op.name!r} uses {v.name!r} before it is defined")
+        for k in opdef.const_inputs:
+            v = op.inputs.get(k)
+            if v is not None and (v.op is None or v.op.type != "const"):
+                raise ValidationError(f"{op.type} {op.name!r}: input {k!r} must come from a const")
         expected = opdef.infer_types(_in_types(op), op.attrs)
         got = [v.type for v in op.outputs]
         if expected != got:

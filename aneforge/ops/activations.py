@@ -7,6 +7,7 @@ import numpy as np
 
 from ..errors import AneforgeError
 from ._common import FLOATS, elementwise, norm_axis, require_dtype
+from ._grad import attach, expand_reduced, op, where, zeros  # noqa: F401
 from .registry import Attr, define
 
 
@@ -54,6 +55,7 @@ def _gelu_infer(t, attrs):
 
 
 ACTIVATIONS = {
+    "erf": lambda x: 1.0 - erfc(x),
     "relu": lambda x: np.maximum(x, 0),
     "sigmoid": sigmoid,
     "tanh": np.tanh,
@@ -68,8 +70,9 @@ define("gelu", ("x",), _gelu_infer, elementwise(lambda x, mode: GELU_MODES[mode]
 
 def _clip_infer(t, attrs):
     require_dtype("clip", t, "x", FLOATS)
-    if not attrs["alpha"] <= attrs["beta"]:
-        raise AneforgeError(f"clip: alpha={attrs['alpha']} must be <= beta={attrs['beta']}")
+    if not attrs["alpha"] < attrs["beta"]:
+        raise AneforgeError(f"clip: alpha={attrs['alpha']} must be < beta={attrs['beta']} "
+                            f"(iOS17 clip); use maximum/minimum to clamp to a single value")
     return t["x"]
 
 
@@ -90,3 +93,52 @@ def _softmax(x, axis):
 
 
 define("softmax", ("x",), _softmax_infer, elementwise(_softmax), attrs={"axis": Attr("int", -1)})
+
+
+# ---- gradient rules ----------------------------------------------------------------------
+_INV_SQRT_2PI = 0.3989422804014327
+
+
+def _gelu_vjp(g, ins, attrs, out):
+    x = ins["x"]
+    if attrs["mode"] == "EXACT":               # Phi(x) + x phi(x)
+        cdf = ((x * 0.7071067811865476).erf() + 1.0) * 0.5
+        pdf = (x * x * -0.5).exp() * _INV_SQRT_2PI
+        return {"x": g * (cdf + x * pdf)}
+    if attrs["mode"] == "TANH_APPROXIMATION":
+        k, c = 0.7978845608028654, 0.044715
+        t = ((x + x * x * x * c) * k).tanh()
+        d = (t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * k * (x * x * (3 * c) + 1.0)
+        return {"x": g * d}
+    s = (x * 1.702).sigmoid()
+    return {"x": g * (s + x * 1.702 * s * (1.0 - s))}
+
+
+def _silu_vjp(g, ins, attrs, out):
+    x = ins["x"]
+    s = x.sigmoid()
+    return {"x": g * s * (x * (1.0 - s) + 1.0)}
+
+
+def _clip_vjp(g, ins, attrs, out):
+    x = ins["x"]                                # torch passes the gradient on the bounds too
+    inside = where(x >= attrs["alpha"], x <= attrs["beta"], x > attrs["beta"])  # else false
+    return {"x": where(inside, g, zeros(g))}
+
+
+def _softmax_vjp(g, ins, attrs, out):
+    return {"x": out * (g - (g * out).sum(attrs["axis"], keepdim=True))}
+
+
+GRADIENTS = {
+    "relu": lambda g, ins, a, out: {"x": where(ins["x"] > 0, g, zeros(g))},
+    "sigmoid": lambda g, ins, a, out: {"x": g * out * (1.0 - out)},
+    "tanh": lambda g, ins, a, out: {"x": g * (1.0 - out * out)},
+    "erf": lambda g, ins, a, out: {"x": g * (ins["x"] * ins["x"] * -1.0).exp() * 1.1283791670955126},
+    "silu": _silu_vjp,
+    "gelu": _gelu_vjp,
+    "clip": _clip_vjp,
+    "softmax": _softmax_vjp,
+}
+for _name, _rule in GRADIENTS.items():
+    attach(_name, _rule)

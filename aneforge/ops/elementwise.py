@@ -6,6 +6,7 @@ import numpy as np
 from .. import dtypes
 from ._common import (FLOATS, NUMERIC, broadcast, elementwise, require_dtype, require_same_dtype,
                       same_type)
+from ._grad import attach, expand_reduced, op, where, zeros  # noqa: F401
 from .registry import Attr, define
 
 
@@ -37,13 +38,6 @@ for _name, _fn in COMPARISONS.items():
     define(_name, ("x", "y"), _binary_infer(_name, NUMERIC, dtypes.bool_),
            lambda nm, x, y, _fn=_fn: _fn(x, y))
 
-LOGICAL = {"logical_and": np.logical_and, "logical_or": np.logical_or,
-           "logical_xor": np.logical_xor}
-for _name, _fn in LOGICAL.items():
-    define(_name, ("x", "y"), _binary_infer(_name, (dtypes.bool_,)),
-           lambda nm, x, y, _fn=_fn: _fn(x, y))
-
-
 def _unary_infer(name, allowed):
     def infer(t, attrs):
         require_dtype(name, t, "x", allowed)
@@ -71,3 +65,48 @@ UNARY = {
 }
 for _name, (_fn, _allowed, _attrs) in UNARY.items():
     define(_name, ("x",), _unary_infer(_name, _allowed), elementwise(_fn), attrs=_attrs)
+
+
+# ---- gradient rules: vjp(g, ins, attrs, out) -> {input name: cotangent} ------------------
+def _maxmin_vjp(pick):
+    # torch splits the gradient evenly on ties
+    def vjp(g, ins, attrs, out):
+        x, y = ins["x"], ins["y"]
+        half, zero = g * 0.5, zeros(g)
+        tie = x == y
+        return {"x": where(pick(x, y), g, where(tie, half, zero)),
+                "y": where(pick(y, x), g, where(tie, half, zero))}
+    return vjp
+
+
+def _pow_vjp(g, ins, attrs, out):
+    x, y = ins["x"], ins["y"]
+    gx = g * y * x ** (y - 1.0)
+    positive = x > 0.0
+    safe = where(positive, x, x - x + 1.0)
+    return {"x": gx, "y": where(positive, g * out * safe.log(), zeros(g))}
+
+
+def _abs_vjp(g, ins, attrs, out):
+    x = ins["x"]
+    return {"x": where(x > 0, g, where(x < 0, -g, zeros(g)))}
+
+
+GRADIENTS = {
+    "add": lambda g, ins, a, out: {"x": g, "y": g},
+    "sub": lambda g, ins, a, out: {"x": g, "y": -g},
+    "mul": lambda g, ins, a, out: {"x": g * ins["y"], "y": g * ins["x"]},
+    "real_div": lambda g, ins, a, out: {"x": g / ins["y"], "y": -(g * out) / ins["y"]},
+    "pow": _pow_vjp,
+    "maximum": _maxmin_vjp(lambda a, b: a > b),
+    "minimum": _maxmin_vjp(lambda a, b: a < b),
+    "exp": lambda g, ins, a, out: {"x": g * out},
+    "log": lambda g, ins, a, out: {"x": g / (ins["x"] + a["epsilon"])},
+    "sqrt": lambda g, ins, a, out: {"x": g * 0.5 / out},
+    "rsqrt": lambda g, ins, a, out: {"x": g * out * out * out * -0.5},
+    "abs": _abs_vjp,
+    "sin": lambda g, ins, a, out: {"x": g * ins["x"].cos()},
+    "cos": lambda g, ins, a, out: {"x": -(g * ins["x"].sin())},
+}
+for _name, _rule in GRADIENTS.items():
+    attach(_name, _rule)

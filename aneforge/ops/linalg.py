@@ -6,6 +6,7 @@ import numpy as np
 
 from ..errors import AneforgeError
 from ._common import FLOATS, broadcast, require_dtype, require_same_dtype, same_type
+from ._grad import attach, expand_reduced, op, where, zeros  # noqa: F401
 from .registry import Attr, define, shape_error
 from ..ir.types import TensorType
 
@@ -13,8 +14,9 @@ _CHUNK = 1 << 22      # products materialized at once by the faithful kernel
 
 
 def _matmul_shape(op, t, xs, ys, tx, ty):
-    if not xs or not ys:
-        raise shape_error(op, t, "matmul needs inputs of rank >= 1")
+    if len(xs) < 2 or len(ys) < 2:
+        raise shape_error(op, t, "MIL matmul operands need rank >= 2 here (Core ML types rank-1 "
+                          "operands inconsistently); Tensor.matmul lifts 1-D operands for you")
     xs = xs[:-2] + (xs[-1], xs[-2]) if tx and len(xs) > 1 else xs
     ys = ys[:-2] + (ys[-1], ys[-2]) if ty and len(ys) > 1 else ys
     kx, ky = xs[-1], (ys[-2] if len(ys) > 1 else ys[0])
@@ -92,4 +94,30 @@ def _linear_sim(nm, x, weight, bias):
     return store_accumulator(nm, acc) if x.dtype == np.float16 else acc.astype(x.dtype)
 
 
-define("linear", ("x", "weight", "bias"), _linear_infer, _linear_sim, optional=frozenset({"bias"}))
+define("linear", ("x", "weight", "bias"), _linear_infer, _linear_sim, optional=frozenset({"bias"}),
+       const_inputs=frozenset({"weight", "bias"}))
+
+
+# ---- gradient rules ----------------------------------------------------------------------
+def _matmul_vjp(g, ins, attrs, out):
+    """out = X' @ Y' with X' = x^T if transpose_x, Y' = y^T if transpose_y."""
+    x, y, tx, ty = ins["x"], ins["y"], attrs["transpose_x"], attrs["transpose_y"]
+    gx = (op("matmul", {"x": y, "y": g}, transpose_x=ty, transpose_y=True) if tx else
+          op("matmul", {"x": g, "y": y}, transpose_y=not ty))
+    gy = (op("matmul", {"x": g, "y": x}, transpose_x=True, transpose_y=tx) if ty else
+          op("matmul", {"x": x, "y": g}, transpose_x=not tx))
+    return {"x": gx, "y": gy}
+
+
+def _linear_vjp(g, ins, attrs, out):
+    x, w = ins["x"], ins["weight"]
+    g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, x.shape[-1])
+    grads = {"x": g @ w,
+             "weight": op("matmul", {"x": g2, "y": x2}, transpose_x=True)}
+    if "bias" in ins:
+        grads["bias"] = g2.sum(0)
+    return grads
+
+
+attach("matmul", _matmul_vjp)
+attach("linear", _linear_vjp)

@@ -6,13 +6,20 @@ import numpy as np
 from .. import dtypes
 from ..errors import DTypeError
 from ._common import same_type
+from ._grad import attach, expand_reduced, op, where, zeros  # noqa: F401
 from .registry import Attr, define
 
 
 def _const_infer(t, attrs):
     val = attrs["val"]
-    return same_type(val.shape, dtypes.from_numpy(val.dtype))
+    dt = dtypes.EXACT.get(val.dtype)
+    if dt is None:
+        raise DTypeError(f"const: numpy dtype {val.dtype} has no MIL dtype; use one of "
+                         f"{', '.join(d.np_name for d in dtypes.ALL)}")
+    return same_type(val.shape, dt)
 
+
+define("identity", ("x",), lambda t, attrs: t["x"], lambda nm, x: x)
 
 define("const", (), _const_infer, lambda nm, val: val, attrs={"val": Attr("value")})
 
@@ -33,3 +40,8 @@ def _cast_sim(nm, x, dtype):
 
 
 define("cast", ("x",), _cast_infer, _cast_sim, attrs={"dtype": Attr("str")})
+
+
+# ---- gradient rules ----------------------------------------------------------------------
+attach("identity", lambda g, ins, a, out: {"x": g})
+attach("cast", lambda g, ins, a, out: {"x": g.to(ins["x"].dtype)} if ins["x"].dtype.is_float else {})

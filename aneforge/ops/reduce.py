@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import dtypes
 from ._common import NUMERIC, norm_axes, norm_axis, require_dtype, same_type
+from ._grad import attach, expand_reduced, op, where, zeros  # noqa: F401
 from .registry import Attr, define
 
 
@@ -97,3 +98,30 @@ def _arg_sim(fn):
 for _name, _fn in (("reduce_argmax", np.argmax), ("reduce_argmin", np.argmin)):
     define(_name, ("x",), _arg_infer(_name), _arg_sim(_fn),
            attrs={"axis": Attr("int", -1), "keep_dims": Attr("bool", False)})
+
+
+# ---- gradient rules ----------------------------------------------------------------------
+def _sum_vjp(g, ins, attrs, out):
+    return {"x": expand_reduced(g, ins["x"], attrs["axes"], attrs["keep_dims"])}
+
+
+def _mean_vjp(g, ins, attrs, out):
+    x = ins["x"]
+    axes = tuple(range(x.ndim)) if attrs["axes"] is None else attrs["axes"]
+    count = int(np.prod([x.shape[a] for a in axes]))
+    return {"x": expand_reduced(g / float(count), x, attrs["axes"], attrs["keep_dims"])}
+
+
+def _extremum_vjp(g, ins, attrs, out):
+    """Split evenly between tied extremes, as torch's amax/amin."""
+    x = ins["x"]
+    full = expand_reduced(out, x, attrs["axes"], attrs["keep_dims"])
+    hit = x == full
+    count = hit.to(x.dtype).sum(attrs["axes"] if attrs["axes"] is not None else None, keepdim=True)
+    share = expand_reduced(g, x, attrs["axes"], attrs["keep_dims"]) / count.expand(x.shape)
+    return {"x": where(hit, share, zeros(share))}
+
+
+for _name, _rule in (("reduce_sum", _sum_vjp), ("reduce_mean", _mean_vjp),
+                     ("reduce_max", _extremum_vjp), ("reduce_min", _extremum_vjp)):
+    attach(_name, _rule)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
+import numpy as np
+
 from .. import limits
 from ..errors import AneforgeError, ShapeError
 from ..ir.types import TensorType
@@ -33,6 +35,7 @@ class OpDef:
     attrs: dict[str, Attr] = field(default_factory=dict)
     optional: frozenset = frozenset()
     variadic: frozenset = frozenset()
+    const_inputs: frozenset = frozenset()   # tensor inputs MIL requires to be const
     vjp: Callable | None = None
     doc: str = ""
 
@@ -47,6 +50,18 @@ class OpDef:
             if v is REQUIRED:
                 raise AneforgeError(f"{self.name} needs argument {k!r}")
             out[k] = v
+        return out
+
+    def round_scalars(self, attrs: dict[str, Any], in_types: dict[str, Any]) -> dict[str, Any]:
+        """MIL types a `scalar` attribute like the op's first input: store it rounded so, e.g.,
+        clip(alpha=0.1) means the fp16 value the engine sees, in the simulator and serializers."""
+        first = next((t for t in in_types.values() if isinstance(t, TensorType)), None)
+        if first is None or not first.dtype.is_float:
+            return attrs
+        out = dict(attrs)
+        for k, a in self.attrs.items():
+            if a.kind == "scalar" and out[k] is not None:
+                out[k] = float(np.asarray(out[k], dtype=first.dtype.np))
         return out
 
     def infer_types(self, in_types: dict[str, Any], attrs: dict[str, Any]) -> list[TensorType]:

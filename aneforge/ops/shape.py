@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._common import norm_axes, norm_axis, require_same_dtype, same_type
+from ._grad import attach, expand_reduced, op, where, zeros  # noqa: F401
 from .registry import Attr, define, shape_error
 
 
@@ -197,3 +198,83 @@ def _select_infer(t, attrs):
 
 
 define("select", ("cond", "a", "b"), _select_infer, lambda nm, cond, a, b: np.where(cond, a, b))
+
+
+# ---- gradient rules ----------------------------------------------------------------------
+def _transpose_vjp(g, ins, attrs, out):
+    perm = [p % g.ndim for p in attrs["perm"]]
+    return {"x": g.permute([perm.index(i) for i in range(g.ndim)])}
+
+
+def _concat_vjp(g, ins, attrs, out):
+    if attrs["interleave"]:
+        raise NotImplementedError("no gradient rule for concat(interleave=True)")
+    sizes = [v.shape[attrs["axis"]] for v in ins["values"]]
+    parts = op("split", {"x": g}, split_sizes=tuple(sizes), axis=attrs["axis"])
+    return {"values": list(parts) if isinstance(parts, tuple) else [parts]}
+
+
+def _split_vjp(gs, ins, attrs, outs):
+    return {"x": op("concat", {"values": tuple(gs)}, axis=attrs["axis"])}
+
+
+def _tile_vjp(g, ins, attrs, out):
+    x = ins["x"]
+    for axis, r in enumerate(attrs["reps"]):
+        if r > 1:
+            parts = op("split", {"x": g}, num_splits=r, axis=axis)
+            g = parts[0]
+            for p in parts[1:]:
+                g = g + p
+    return {"x": g.reshape(x.shape)}
+
+
+def _scatter_axis(g, axis: int, begin: int, stride: int, size: int):
+    """Place g's entries at begin, begin + stride, ... of an axis of `size`, zeros elsewhere."""
+    def zeros_of(n):
+        edge = g.narrow(axis, 0, 1)
+        return (edge - edge).expand(*[n if i == axis else s for i, s in enumerate(g.shape)])
+    m = g.shape[axis]
+    if stride > 1:     # interleave s-1 zero slabs after every entry: no extra rank needed
+        z = g - g
+        g = op("concat", {"values": (g,) + (z,) * (stride - 1)}, axis=axis, interleave=True)
+        g = g.narrow(axis, 0, (m - 1) * stride + 1)
+    parts = [zeros_of(begin)] if begin else []
+    parts.append(g)
+    tail = size - begin - g.shape[axis]
+    if tail:
+        parts.append(zeros_of(tail))
+    return op("concat", {"values": tuple(parts)}, axis=axis) if len(parts) > 1 else g
+
+
+def _slice_vjp(g, ins, attrs, out):
+    x = ins["x"]
+    keep = [n if sq else None for n, sq in zip(x.shape, attrs["squeeze_mask"])]
+    g = g.reshape(tuple(1 if sq else s for sq, s in zip(attrs["squeeze_mask"], _unsqueezed(g, keep))))
+    args = [attrs[k] for k in ("begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask")]
+    for axis, sl in enumerate(slices(x.shape, *args)):
+        b, _, s = sl.indices(x.shape[axis])
+        if g.shape[axis] != x.shape[axis]:
+            g = _scatter_axis(g, axis, b, s, x.shape[axis])
+    return {"x": g}
+
+
+def _unsqueezed(g, keep):
+    it = iter(g.shape)
+    return [1 if k is not None else next(it) for k in keep]
+
+
+GRADIENTS = {
+    "reshape": lambda g, ins, a, out: {"x": g.reshape(ins["x"].shape)},
+    "expand_dims": lambda g, ins, a, out: {"x": g.reshape(ins["x"].shape)},
+    "squeeze": lambda g, ins, a, out: {"x": g.reshape(ins["x"].shape)},
+    "transpose": _transpose_vjp,
+    "concat": _concat_vjp,
+    "split": _split_vjp,
+    "tile": _tile_vjp,
+    "slice_by_index": _slice_vjp,
+    "select": lambda g, ins, a, out: {"a": where(ins["cond"], g, zeros(g)),
+                                      "b": where(ins["cond"], zeros(g), g)},
+}
+for _name, _rule in GRADIENTS.items():
+    attach(_name, _rule)

@@ -1,0 +1,76 @@
+"""Dynamic loss scaling for fp16 training (torch.amp.GradScaler's API).
+
+fp16 gradients underflow without a loss scale; too large a scale overflows them to inf. The
+scaler multiplies the loss by `scale`, unscales the gradients inside the step program, skips
+the update there when any gradient is not finite (weights and state stay untouched), and then
+halves the scale; after `growth_interval` clean steps it doubles it. The scale is a program
+input: changing it never recompiles. ANE_FACTS.md: scales of about 128-1024 worked on hardware.
+"""
+from __future__ import annotations
+
+from .creation import tensor
+from .optim.optimizer import warn_skipped
+from .tensor import Tensor
+
+
+class GradScaler:
+    """
+    >>> import aneforge as af
+    >>> w = af.nn.Parameter(af.ones(2))
+    >>> opt, scaler = af.optim.SGD([w], lr=0.1), af.amp.GradScaler(init_scale=1024.0)
+    >>> scaler.scale((w * w).sum()).backward()
+    >>> scaler.step(opt); scaler.update()
+    >>> [round(v, 2) for v in w.tolist()]
+    [0.8, 0.8]
+    """
+
+    def __init__(self, init_scale: float = 1024.0, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True,
+                 max_scale: float = 32768.0):
+        self._scale, self.growth_factor, self.backoff_factor = init_scale, growth_factor, backoff_factor
+        self.growth_interval, self.enabled, self.max_scale = growth_interval, enabled, max_scale
+        self._clean_steps = 0
+        self._found_inf = False
+        self._unscaled: set[int] = set()
+
+    def get_scale(self) -> float:
+        return self._scale if self.enabled else 1.0
+
+    def scale(self, loss: Tensor) -> Tensor:
+        """loss * scale (the scale is a program input)."""
+        return loss * tensor(self._scale) if self.enabled else loss
+
+    def unscale_(self, optimizer) -> None:
+        """Divide the gradients by the scale now (lazily), e.g. before clip_grad_norm_."""
+        if not self.enabled or id(optimizer) in self._unscaled:
+            return
+        inv = tensor(1.0 / self._scale)
+        for g in optimizer.param_groups:
+            for p in g["params"]:
+                if p.grad is not None:
+                    p.grad = p.grad * inv
+        self._unscaled.add(id(optimizer))
+
+    def step(self, optimizer, *args, **kwargs):
+        """optimizer.step() with the gradients unscaled and non-finite steps skipped."""
+        if not self.enabled:
+            return optimizer.step(*args, **kwargs)
+        scale = None if id(optimizer) in self._unscaled else tensor(1.0 / self._scale)
+        out = optimizer.step(*args, grad_scale=scale, check_finite=True, **kwargs)
+        self._found_inf = optimizer.last_step_skipped
+        self._unscaled.discard(id(optimizer))
+        return out
+
+    def update(self) -> None:
+        if not self.enabled:
+            return
+        if self._found_inf:
+            self._scale *= self.backoff_factor
+            self._clean_steps = 0
+            warn_skipped(self._scale)
+        else:
+            self._clean_steps += 1
+            if self._clean_steps >= self.growth_interval:
+                self._scale = min(self._scale * self.growth_factor, self.max_scale)
+                self._clean_steps = 0
+        self._found_inf = False

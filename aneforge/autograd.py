@@ -1,0 +1,221 @@
+"""Reverse-mode autograd over the lazy trace.
+
+`backward` walks the nodes that require grad in reverse topological order and asks each op's
+registry entry for its gradient rule, `REGISTRY[op].vjp(g, ins, attrs, out)`, which returns the
+cotangent of each input built from registered ops. Everything specific to an op lives in its
+rule beside its definition in aneforge/ops/; this module only walks, sums broadcast axes (in ONE
+place, `sum_to`) and accumulates.
+
+ANE-safe by construction: zeros come from `x - x`, never from a multiply by zero after a reduce
+(ANE_FACTS.md, "Compiler walls"), and backward ops are recorded into the same trace, so a
+training step (forward, backward, update) is one program.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Sequence
+
+import numpy as np
+
+from . import autograd_state
+from .errors import AneforgeError
+from .ops import REGISTRY
+from .tensor import Tensor, const
+
+
+# ---- grad mode -----------------------------------------------------------------------
+class no_grad(contextlib.ContextDecorator):
+    """Record ops without gradient information (a context manager and a decorator).
+
+    >>> import aneforge as af
+    >>> w = af.ones(2, requires_grad=True)
+    >>> with af.no_grad():
+    ...     (w * 2).requires_grad
+    False
+    """
+
+    def __init__(self, mode: bool = False):
+        self.mode = mode
+
+    def __enter__(self):
+        self.prev = autograd_state.enabled[0]
+        autograd_state.enabled[0] = self.mode
+
+    def __exit__(self, *exc):
+        autograd_state.enabled[0] = self.prev
+
+
+def enable_grad() -> no_grad:
+    return no_grad(True)
+
+
+def set_grad_enabled(mode: bool) -> no_grad:
+    return no_grad(mode)
+
+
+def is_grad_enabled() -> bool:
+    return autograd_state.enabled[0]
+
+
+# ---- ANE-safe helpers used by the rules ----------------------------------------------
+def zeros_like(x: Tensor) -> Tensor:
+    """Zeros shaped like x, built as x - x (never mul(x, 0): mul(reduce, 0) fails ANECCompile)."""
+    return x - x
+
+
+def full_like(x: Tensor, value: float) -> Tensor:
+    return (x - x) + value
+
+
+def ones_const(shape, dtype) -> Tensor:
+    return const(np.ones(shape), dtype)
+
+
+# Contraction length every family accepts (reference/facts_limits.md L5: 16384 on M1-M3).
+MAX_CONTRACTION = 16384
+
+
+def wide_sum(x: Tensor) -> Tensor:
+    """Sum of all elements through the matmul accumulator (wide), not reduce_sum (fp16)."""
+    n = x.numel()
+    if n > MAX_CONTRACTION or not x.dtype.is_float:
+        return x.sum()
+    return (x.reshape(1, n) @ ones_const((n, 1), x.dtype)).reshape(())
+
+
+def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Sum a broadcast cotangent back to `shape` (the one place broadcasting is undone).
+
+    Leading axes (a batch) are summed as `ones @ g`: the matmul accumulator is wide, where
+    reduce_sum accumulates in fp16 (ANE_FACTS.md, fact N7).
+    """
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape)
+                                      if n == 1 and g.shape[i + lead] != 1)
+    if lead and axes == tuple(range(lead)) and g.dtype.is_float:
+        rows = int(np.prod(g.shape[:lead]))
+        flat = g.reshape(rows, -1)
+        return (ones_const((1, rows), g.dtype) @ flat).reshape(shape)
+    return g.sum(axes, keepdim=True).reshape(shape)
+
+
+# ---- the walk ------------------------------------------------------------------------
+def _topo(roots) -> list:
+    order, seen = [], set()
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            node, done = stack.pop()
+            if done:
+                order.append(node)
+                continue
+            if id(node) in seen or not node.requires_grad:
+                continue
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((src, False) for src, _ in node.refs() if id(src) not in seen)
+    return order
+
+
+def _inputs(node) -> dict:
+    return {k: ([Tensor(n, i) for n, i in v] if isinstance(v, list) else Tensor(v[0], v[1]))
+            for k, v in node.srcs.items()}
+
+
+def _accumulate(grads: dict, ref, g: Tensor) -> None:
+    key = (id(ref[0]), ref[1])
+    grads[key] = (ref, g if key not in grads else grads[key][1] + g)
+
+
+def _vjp(node, cotangents: list) -> dict:
+    rule = REGISTRY[node.op].vjp
+    if rule is None:
+        raise NotImplementedError(f"no gradient rule (vjp) for op {node.op!r}")
+    outs = [Tensor(node, i) for i in range(len(node.types))]
+    gs = [g if g is not None else zeros_like(o) for g, o in zip(cotangents, outs)]
+    single = len(outs) == 1
+    return rule(gs[0] if single else gs, _inputs(node), node.attrs, outs[0] if single else outs)
+
+
+def _backprop(roots: Sequence[Tensor], seeds: Sequence[Tensor]) -> dict:
+    """Cotangents of every requires-grad value reachable from `roots`, keyed by (id(node), i)."""
+    grads: dict = {}
+    for r, s in zip(roots, seeds):
+        _accumulate(grads, r.ref, s)
+    with no_grad():
+        for node in reversed(_topo([r._node for r in roots])):
+            if node.op is None:
+                continue
+            cot = [grads.get((id(node), i), (None, None))[1] for i in range(len(node.types))]
+            if all(c is None for c in cot):
+                continue
+            for name, g in _vjp(node, cot).items():
+                _send(grads, node.srcs.get(name), g)
+    return grads
+
+
+def _send(grads, refs, g) -> None:
+    if refs is None or g is None:
+        return
+    if isinstance(refs, list):
+        for ref, gi in zip(refs, g):
+            _send(grads, ref, gi)
+        return
+    if refs[0].requires_grad:
+        shape = refs[0].types[refs[1]].shape
+        _accumulate(grads, refs, sum_to(g, shape).to(refs[0].types[refs[1]].dtype))
+
+
+def _seed(t: Tensor, gradient) -> Tensor:
+    if gradient is None:
+        if t.numel() != 1:
+            raise AneforgeError(f"backward() on a tensor of shape {t.shape} needs a `gradient` "
+                                f"argument (grad can be implicitly created only for scalars)")
+        return const(np.ones(t.shape), t.dtype)
+    if not isinstance(gradient, Tensor):
+        from .creation import tensor
+        gradient = tensor(gradient)
+    if gradient.shape != t.shape:
+        raise AneforgeError(f"gradient has shape {gradient.shape}, expected {t.shape}")
+    return gradient.to(t.dtype)
+
+
+def backward(tensor: Tensor, gradient=None) -> None:
+    """Accumulate d(tensor)/d(leaf) into `.grad` of every leaf that requires grad."""
+    if not tensor.requires_grad:
+        raise AneforgeError("element 0 of tensors does not require grad: nothing to "
+                            "differentiate (create parameters with requires_grad=True)")
+    grads = _backprop([tensor], [_seed(tensor, gradient)])
+    with no_grad():
+        for ref, g in grads.values():
+            node = ref[0]
+            if node.op is None and node.requires_grad:
+                node.grad = g if node.grad is None else node.grad + g
+    from . import compiler
+    compiler.want(tensor)
+
+
+def grad(outputs, inputs, grad_outputs=None, allow_unused: bool = False) -> tuple:
+    """d(outputs)/d(inputs) as a tuple of Tensors, without touching `.grad` (torch.autograd.grad).
+
+    >>> import aneforge as af
+    >>> x = af.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> (gx,) = af.grad((x * x).sum(), x)
+    >>> gx.tolist()
+    [2.0, 4.0, 6.0]
+    """
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    seeds = grad_outputs if grad_outputs is not None else [None] * len(outputs)
+    seeds = [seeds] if isinstance(seeds, Tensor) else seeds
+    grads = _backprop(outputs, [_seed(o, s) for o, s in zip(outputs, seeds)])
+    result = []
+    for x in inputs:
+        entry = grads.get((id(x._node), x._idx))
+        if entry is None and not allow_unused:
+            raise AneforgeError("one of the inputs does not reach the outputs; pass "
+                                "allow_unused=True to get None for it")
+        result.append(None if entry is None else entry[1])
+    return tuple(result)

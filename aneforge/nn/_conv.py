@@ -1,0 +1,65 @@
+"""conv2d as im2col + matmul.
+
+The ANE's native conv needs a constant weight (reference/facts_limits.md L16); a trainable
+conv instead gathers the kh*kw shifted views of the padded input with slices, stacks them
+(rank 5 at most: [N, C, kh*kw, Ho, Wo]) and contracts them with the weight in one matmul per
+group. Zero padding is built from the input itself (x - x), never from mul-by-zero. On
+pre-A16 engines a width-offset slice saturates |v| > 4094 (fact N16): keep activations in range.
+"""
+from __future__ import annotations
+
+from ..errors import ShapeError
+from ..functions import cat, stack
+
+
+def _pair(v) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def _zeros_along(x, axis: int, n: int):
+    edge = x.narrow(axis, 0, 1)
+    z = edge - edge
+    return z.expand(*[n if i == axis % x.ndim else s for i, s in enumerate(z.shape)])
+
+
+def _pad(x, ph: int, pw: int):
+    if ph:
+        z = _zeros_along(x, 2, ph)
+        x = cat([z, x, z], 2)
+    if pw:
+        z = _zeros_along(x, 3, pw)
+        x = cat([z, x, z], 3)
+    return x
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
+    unbatched = x.ndim == 3
+    x = x.unsqueeze(0) if unbatched else x
+    if x.ndim != 4 or weight.ndim != 4:
+        raise ShapeError(f"conv2d: input must be [N, C, H, W] and weight [Cout, Cin/groups, kh, kw]; "
+                         f"got {x.shape} and {weight.shape}")
+    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+    n, c, h, w = x.shape
+    cout, cin_g, kh, kw = weight.shape
+    if c != cin_g * groups:
+        raise ShapeError(f"conv2d: input has {c} channels, weight expects {cin_g * groups} "
+                         f"({cin_g} per group x {groups} groups)")
+    ho = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    wo = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if ho < 1 or wo < 1:
+        raise ShapeError(f"conv2d: kernel {kh}x{kw} does not fit input {h}x{w} with padding "
+                         f"{(ph, pw)} and dilation {(dh, dw)}")
+    xp = _pad(x, ph, pw)
+    views = [xp[:, :, i * dh: i * dh + sh * (ho - 1) + 1: sh, j * dw: j * dw + sw * (wo - 1) + 1: sw]
+             for i in range(kh) for j in range(kw)]
+    cols = (stack(views, 2) if len(views) > 1 else views[0].unsqueeze(2))   # [N, C, kh*kw, Ho, Wo]
+    outs = []
+    for g in range(groups):
+        cg = cols[:, g * cin_g:(g + 1) * cin_g] if groups > 1 else cols
+        cg = cg.reshape(n, cin_g * kh * kw, ho * wo)
+        wg = weight[g * (cout // groups):(g + 1) * (cout // groups)] if groups > 1 else weight
+        outs.append(wg.reshape(cout // groups, cin_g * kh * kw) @ cg)      # [N, Cout/g, Ho*Wo]
+    out = (cat(outs, 1) if groups > 1 else outs[0]).reshape(n, cout, ho, wo)
+    if bias is not None:
+        out = out + bias.reshape(cout, 1, 1)
+    return out.squeeze(0) if unbatched else out

@@ -1,0 +1,206 @@
+"""Module: the base class of layers, with torch's registration, traversal and state_dict."""
+from __future__ import annotations
+
+from collections import OrderedDict, namedtuple
+from typing import Iterator
+
+from ..errors import AneforgeError
+from .parameter import Parameter, assign
+
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+class Module:
+    """Base class for layers: assign Parameters and Modules as attributes and they are registered.
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> class Net(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.fc = nn.Linear(4, 2)
+    ...     def forward(self, x):
+    ...         return self.fc(x).relu()
+    >>> [name for name, _ in Net().named_parameters()]
+    ['fc.weight', 'fc.bias']
+    """
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise AneforgeError(f"call super().__init__() in {type(self).__name__}.__init__ "
+                                f"before assigning attributes")
+        for table in (self._parameters, self._modules):
+            table.pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        for table in ("_parameters", "_modules"):
+            d = self.__dict__.get(table)
+            if d is not None and name in d:
+                return d[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        if param is None:
+            self._parameters.pop(name, None)
+            object.__setattr__(self, name, None)
+        else:
+            self._parameters[name] = param
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} must define forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ---- traversal -------------------------------------------------------------------
+    def named_children(self) -> Iterator[tuple[str, "Module"]]:
+        yield from self._modules.items()
+
+    def children(self) -> Iterator["Module"]:
+        for _, m in self.named_children():
+            yield m
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, "Module"]]:
+        yield prefix, self
+        for name, m in self._modules.items():
+            yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self) -> Iterator["Module"]:
+        for _, m in self.named_modules():
+            yield m
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True):
+        seen = set()
+        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mprefix, m in mods:
+            for name, p in m._parameters.items():
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    yield (f"{mprefix}.{name}" if mprefix else name), p
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def apply(self, fn) -> "Module":
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # ---- modes and grads -------------------------------------------------------------
+    def train(self, mode: bool = True) -> "Module":
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self) -> "Module":
+        return self.train(False)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.parameters():
+            p.grad = None
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    # ---- state -----------------------------------------------------------------------
+    def state_dict(self) -> "OrderedDict[str, object]":
+        """Parameters by torch's names, as detached tensors (np.asarray/torch.as_tensor work)."""
+        return OrderedDict((name, p.detach()) for name, p in self.named_parameters())
+
+    def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
+        """Load values from aneforge tensors, numpy arrays or torch tensors, by torch's names."""
+        params = dict(self.named_parameters())
+        missing = [k for k in params if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in params]
+        if strict and (missing or unexpected):
+            raise AneforgeError(f"load_state_dict: missing keys {missing}, unexpected keys "
+                                f"{unexpected} (pass strict=False to load the rest)")
+        for name, value in state_dict.items():
+            if name in params:
+                try:
+                    assign(params[name], value)
+                except ValueError as e:
+                    raise AneforgeError(f"load_state_dict: {name}: {e}") from None
+        return IncompatibleKeys(missing, unexpected)
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = [f"({name}): {m!r}".replace("\n", "\n  ") for name, m in self._modules.items()]
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        return head + ("\n  " + "\n  ".join(lines) + "\n)" if lines else ")")
+
+
+class Sequential(Module):
+    """Modules applied in order.
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    >>> net(af.ones(3, 4)).shape
+    (3, 2)
+    """
+
+    def __init__(self, *modules):
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], OrderedDict):
+            items = modules[0].items()
+        else:
+            items = ((str(i), m) for i, m in enumerate(modules))
+        for name, m in items:
+            self._modules[name] = m
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+    def __getitem__(self, i):
+        mods = list(self._modules.values())
+        return Sequential(*mods[i]) if isinstance(i, slice) else mods[i]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+
+class ModuleList(Module):
+    """A list of modules whose parameters are registered."""
+
+    def __init__(self, modules=()):
+        super().__init__()
+        self.extend(modules)
+
+    def append(self, module: Module) -> "ModuleList":
+        self._modules[str(len(self._modules))] = module
+        return self
+
+    def extend(self, modules) -> "ModuleList":
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())

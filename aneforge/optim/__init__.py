@@ -1,0 +1,7 @@
+"""torch.optim-compatible optimizers whose updates run inside the training-step program."""
+from . import lr_scheduler
+from .adam import Adam, AdamW
+from .optimizer import Optimizer
+from .sgd import SGD
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_scheduler"]

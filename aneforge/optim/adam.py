@@ -1,0 +1,82 @@
+"""Adam and AdamW with torch's update formulas, in fp16 programs.
+
+The second moment is stored as its square root, r = sqrt(v), updated as a scaled hypot:
+r' = a * sqrt(b2 * (r/a)^2 + (1 - b2) * (g/a)^2) with a = max(r, |g|). v itself would leave
+fp16's range (g = 1e-4 gives v = 1e-8, below fp16's smallest subnormal); r stays where g is.
+`state_dict()` reports torch's `exp_avg_sq` = r^2.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..creation import tensor
+from .optimizer import Optimizer
+
+# fp16's smallest normal: keeps a = max(r, |g|, TINY) away from 0 (0/0 before any gradient)
+TINY = 2.0 ** -14
+
+
+class Adam(Optimizer):
+    """torch.optim.Adam (amsgrad is not supported).
+
+    >>> import aneforge as af
+    >>> w = af.nn.Parameter(af.ones(2))
+    >>> opt = af.optim.Adam([w], lr=0.1)
+    >>> (w * w).sum().backward(); opt.step()
+    >>> [round(v, 3) for v in w.tolist()]
+    [0.9, 0.9]
+    """
+
+    decoupled = False
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, maximize: bool = False,
+                 master_weights: str = "compensated"):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, maximize=maximize), master_weights)
+
+    def init_state(self, p):
+        z = np.zeros(p.shape, np.float16)
+        return {"exp_avg": tensor(z), "exp_avg_sqrt": tensor(z)}
+
+    def hyper(self, group, step):
+        b1, b2 = group["betas"]
+        return {"step_size": group["lr"] / (1 - b1 ** step),
+                "inv_sqrt_bc2": 1 / math.sqrt(1 - b2 ** step),
+                "lr_decay": group["lr"] * group["weight_decay"]}
+
+    def update(self, p, g, state, h, group):
+        b1, b2 = group["betas"]
+        g = -g if group["maximize"] else g
+        if group["weight_decay"] and not self.decoupled:
+            g = g + p * group["weight_decay"]
+        m = state["exp_avg"] * b1 + g * (1 - b1)
+        r = state["exp_avg_sqrt"]
+        a = r.maximum(g.abs()).maximum(TINY)
+        rn, gn = r / a, g / a
+        r = a * (rn * rn * b2 + gn * gn * (1 - b2)).sqrt()
+        denom = r * h["inv_sqrt_bc2"] + max(group["eps"], 2.0 ** -24)
+        delta = -(m / denom) * h["step_size"]
+        if group["weight_decay"] and self.decoupled:
+            delta = delta - p * h["lr_decay"]
+        return delta, {"exp_avg": m, "exp_avg_sqrt": r}
+
+    def state_dict(self) -> dict:
+        sd = super().state_dict()
+        for s in sd["state"].values():
+            r = s.pop("exp_avg_sqrt").numpy().astype(np.float32)
+            s["exp_avg_sq"] = tensor(r * r)
+        return sd
+
+
+class AdamW(Adam):
+    """torch.optim.AdamW: weight decay decoupled from the gradient (default 1e-2)."""
+
+    decoupled = True
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, maximize: bool = False,
+                 master_weights: str = "compensated"):
+        super().__init__(params, lr, betas, eps, weight_decay, maximize, master_weights)
