@@ -55,6 +55,12 @@ def test_int_values_that_cannot_cross_the_boundary():
         (big + 1).numpy()
 
 
+def test_int_results_that_cannot_cross_the_boundary():
+    with pytest.raises(af.DTypeError, match=r"do not fit int16 at the program boundary"):
+        af.arange(300).sum().item()
+    assert (af.full((2,), 100) * 300).tolist() == [30000, 30000]
+
+
 def test_errors_are_raised_at_record_time_not_at_compile():
     af.clear_cache()
     with pytest.raises(af.ShapeError):

@@ -124,10 +124,8 @@ def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
 
 def select_class(values: Tensor, target: Tensor) -> Tensor:
     """values[n, target[n]] over the class axis 1, as a masked sum (no gather)."""
-    classes = values.shape[1]
-    idx = target if values.ndim == 2 else target.unsqueeze(1)
-    mask = _one_hot_mask(idx, classes)
-    mask = mask if values.ndim == 2 else mask.movedim(-1, 1)
+    mask = _one_hot_mask(target, values.shape[1])             # [N, ..., C]
+    mask = mask if values.ndim == 2 else mask.movedim(-1, 1)   # classes on axis 1
     return where(mask, values, values - values).sum(1)
 
 

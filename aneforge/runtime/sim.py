@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import DTypeError
 from ..ops import REGISTRY
 from .base import Backend
 from .walls import check_walls
@@ -18,6 +19,11 @@ class SimExecutable:
         self.n_slots, self.numerics = len(slot), numerics
         self.input_slots = [slot[id(v)] for v in f.inputs]
         self.output_slots = [slot[id(v)] for v in f.outputs]
+        # Integer outputs narrowed at the boundary (int32 -> int16): the engine would wrap
+        # silently; the simulator checks the value before the cast instead.
+        self.narrowed = [(slot[id(v.op.inputs["x"])], v.dtype.np, v.name) for v in f.outputs
+                         if v.op is not None and v.op.type == "cast" and v.dtype.np.kind in "iu"
+                         and v.op.inputs["x"].dtype.np.itemsize > v.dtype.np.itemsize]
         self.steps = []
         for op in f.block.operations:
             opdef = REGISTRY[op.type]
@@ -38,6 +44,14 @@ class SimExecutable:
             else:
                 for s, r in zip(outs, res):
                     env[s] = r
+        for s, dtype, name in self.narrowed:
+            info = np.iinfo(dtype)
+            wide = env[s]
+            if wide.size and (wide.min() < info.min or wide.max() > info.max):
+                raise DTypeError(f"output {name!r}: integer values in [{wide.min()}, {wide.max()}] "
+                                 f"do not fit {dtype} at the program boundary (the ANE has no "
+                                 f"int32 I/O). Compute in floating point, or keep results within "
+                                 f"[{info.min}, {info.max}].")
         return [env[s] for s in self.output_slots]
 
 
