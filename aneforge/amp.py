@@ -8,6 +8,7 @@ input: changing it never recompiles. ANE_FACTS.md: scales of about 128-1024 work
 """
 from __future__ import annotations
 
+from . import compiler
 from .creation import tensor
 from .optim.optimizer import warn_skipped
 from .tensor import Tensor
@@ -37,8 +38,12 @@ class GradScaler:
         return self._scale if self.enabled else 1.0
 
     def scale(self, loss: Tensor) -> Tensor:
-        """loss * scale (the scale is a program input)."""
-        return loss * tensor(self._scale) if self.enabled else loss
+        """loss * scale (the scale is a program input). The unscaled loss is computed by the
+        same step program as the update, so reading it afterwards costs nothing."""
+        if not self.enabled:
+            return loss
+        compiler.want(loss)
+        return loss * tensor(self._scale)
 
     def unscale_(self, optimizer) -> None:
         """Divide the gradients by the scale now (lazily), e.g. before clip_grad_norm_."""
