@@ -44,8 +44,11 @@ def make_model(hidden: int = 128) -> nn.Module:
     return nn.Sequential(nn.Linear(64, hidden), nn.GELU(), nn.Linear(hidden, 10))
 
 
-def train_aneforge(model, train, test, epochs, batch_size, lr, weight_decay, progress=True):
-    opt = af.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+def train_aneforge(model, train, test, epochs, batch_size, lr, weight_decay, progress=True,
+                   make_optimizer=None):
+    make_optimizer = make_optimizer or (lambda params: af.optim.AdamW(
+        params, lr=lr, weight_decay=weight_decay))
+    opt = make_optimizer(model.parameters())
     scaler = af.amp.GradScaler(init_scale=256.0)
     (x, y), losses = train, []
     steps = list(batches(len(x), batch_size, epochs))
@@ -71,9 +74,12 @@ def train_aneforge(model, train, test, epochs, batch_size, lr, weight_decay, pro
                 compiles=compiles, steps=len(steps))
 
 
-def train_torch(model, train, test, epochs, batch_size, lr, weight_decay, progress=True):
+def train_torch(model, train, test, epochs, batch_size, lr, weight_decay, progress=True,
+                make_optimizer=None):
     import torch
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    make_optimizer = make_optimizer or (lambda params: torch.optim.AdamW(
+        params, lr=lr, weight_decay=weight_decay))
+    opt = make_optimizer(model.parameters())
     (x, y), losses = train, []
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     steps = list(batches(len(x), batch_size, epochs))

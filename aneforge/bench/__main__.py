@@ -3,7 +3,7 @@ import platform
 import sys
 
 from . import SECTIONS, report
-from . import core  # noqa: F401  (registers its section)
+from . import core, training  # noqa: F401  (they register their sections)
 
 
 def main(argv: list[str]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import AneforgeError
 from ._common import FLOATS, broadcast, require_dtype, require_same_dtype, same_type
 from ._grad import attach, expand_reduced, op, where, zeros  # noqa: F401
@@ -36,9 +37,9 @@ def _matmul_infer(t, attrs):
 
 
 def fp16_matmul(nm, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """x @ y with the ANE's MAC model; returns the wide (fp32) accumulator, not yet stored."""
-    if nm.matmul_products == "exact" or x.dtype != np.float16:
-        return np.matmul(x.astype(np.float32), y.astype(np.float32))
+    """x @ y of fp16 values with the ANE's MAC model; returns the wide (fp32) accumulator."""
+    if nm.matmul_products == "exact" or _powers_of_two(x) or _powers_of_two(y):
+        return np.matmul(x, y)
     vx, vy = x.ndim == 1, y.ndim == 1
     x = x[None, :] if vx else x
     y = y[:, None] if vy else y
@@ -46,27 +47,35 @@ def fp16_matmul(nm, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
     acc = np.zeros(batch + (m, n), np.float32)
     step = max(1, _CHUNK // max(1, int(np.prod(batch)) * m * n))
-    xf, yf = x.astype(np.float32), y.astype(np.float32)
     with np.errstate(all="ignore"):
         for k0 in range(0, k, step):
-            prod = xf[..., :, k0:k0 + step, None] * yf[..., None, k0:k0 + step, :]
-            acc += nm.to_fp16(prod).sum(axis=-2, dtype=np.float32)
+            prod = x[..., :, k0:k0 + step, None] * y[..., None, k0:k0 + step, :]
+            acc += nm.round16(prod).sum(axis=-2)
     acc = acc[..., 0, :] if vx else acc
     return acc[..., 0] if vy else acc
 
 
-def store_accumulator(nm, acc: np.ndarray) -> np.ndarray:
+def _powers_of_two(a: np.ndarray) -> bool:
+    """True if every value is 0 or ±2**k: then each product is already an fp16 value (ones
+    vectors for sums, one-hot rows for embeddings), and BLAS gives the same result."""
+    if a.size > 1 << 16:
+        return False
+    return not np.any(np.ascontiguousarray(a).view(np.uint32) & np.uint32(0x7FFFFF))
+
+
+def cliff(nm, acc: np.ndarray) -> np.ndarray:
+    """The measured output cliff: |y| above ~32752 reads back as ±inf (fact N15)."""
     if nm.matmul_overflow is not None:
-        acc = np.where(np.abs(acc) > nm.matmul_overflow, np.copysign(np.inf, acc), acc)
-    return nm.to_fp16(acc)
+        acc = np.where(np.abs(acc) > nm.matmul_overflow, np.copysign(np.float32(np.inf), acc), acc)
+    return acc
 
 
-def _matmul_sim(nm, x, y, transpose_x, transpose_y):
+def _matmul_sim(ctx, x, y, transpose_x, transpose_y):
     x = np.swapaxes(x, -1, -2) if transpose_x and x.ndim > 1 else x
     y = np.swapaxes(y, -1, -2) if transpose_y and y.ndim > 1 else y
-    if x.dtype != np.float16:
+    if ctx.in_dtypes[0] != dtypes.float16:
         return np.matmul(x, y)
-    return store_accumulator(nm, fp16_matmul(nm, x, y))
+    return cliff(ctx.numerics, fp16_matmul(ctx.numerics, x, y))
 
 
 define("matmul", ("x", "y"), _matmul_infer, _matmul_sim,
@@ -87,11 +96,12 @@ def _linear_infer(t, attrs):
     return same_type(t["x"].shape[:-1] + w[:1], t["x"].dtype)
 
 
-def _linear_sim(nm, x, weight, bias):
-    acc = fp16_matmul(nm, x, weight.T) if x.dtype == np.float16 else x @ weight.T
+def _linear_sim(ctx, x, weight, bias):
+    fp16 = ctx.in_dtypes[0] == dtypes.float16
+    acc = fp16_matmul(ctx.numerics, x, weight.T) if fp16 else x @ weight.T
     if bias is not None:
-        acc = acc + bias.astype(np.float32)
-    return store_accumulator(nm, acc) if x.dtype == np.float16 else acc.astype(x.dtype)
+        acc = acc + bias
+    return cliff(ctx.numerics, acc) if fp16 else acc
 
 
 define("linear", ("x", "weight", "bias"), _linear_infer, _linear_sim, optional=frozenset({"bias"}),

@@ -37,35 +37,31 @@ def narrow_sum(nm, x: np.ndarray, axes) -> np.ndarray:
     rest = moved.shape[len(axes):]
     terms = moved.reshape((-1,) + rest)
     acc = np.array(terms[0])          # an ndarray even when the result is 0-d
-    native = nm.rounding == "nearest_even" and nm.subnormals == "keep"
     for term in terms[1:]:
-        if native:                 # numpy's fp16 add is fp32-add-then-round-to-nearest-even
-            np.add(acc, term, out=acc)
-        else:
-            acc = nm.to_fp16(acc.astype(np.float32) + term)
+        acc = nm.round16(acc + term)
     return acc
 
 
-def _sum(nm, x, axes):
+def _sum(ctx, x, axes):
     axes = _axes(x, axes)
-    if x.dtype == np.float16 and nm.reduce_accumulate == "fp16" and x.size:
-        return narrow_sum(nm, x, axes).astype(np.float32)
-    return x.sum(axis=axes, dtype=np.float32 if x.dtype.kind == "f" else x.dtype)
+    if ctx.in_dtypes[0] == dtypes.float16 and ctx.numerics.reduce_accumulate == "fp16" and x.size:
+        return narrow_sum(ctx.numerics, x, axes)
+    return x.sum(axis=axes)
 
 
 def _keep(r, x, axes, keep_dims):
     return r.reshape(_reduced_shape(x.shape, _axes(x, axes), True)) if keep_dims else r
 
 
-def _sum_sim(nm, x, axes, keep_dims):
+def _sum_sim(ctx, x, axes, keep_dims):
     with np.errstate(all="ignore"):
-        return nm.store(_keep(_sum(nm, x, axes), x, axes, keep_dims), x.dtype)
+        return _keep(_sum(ctx, x, axes), x, axes, keep_dims)
 
 
-def _mean_sim(nm, x, axes, keep_dims):
+def _mean_sim(ctx, x, axes, keep_dims):
     count = int(np.prod([x.shape[a] for a in _axes(x, axes)]))
     with np.errstate(all="ignore"):
-        return nm.store(_keep(_sum(nm, x, axes) / np.float32(count), x, axes, keep_dims), x.dtype)
+        return _keep(_sum(ctx, x, axes) / np.float32(count), x, axes, keep_dims)
 
 
 def _extremum_sim(fn):
@@ -75,9 +71,10 @@ def _extremum_sim(fn):
 
 
 REDUCE_ATTRS = {"axes": Attr("ints", None), "keep_dims": Attr("bool", False)}
-for _name, _sim in (("reduce_sum", _sum_sim), ("reduce_mean", _mean_sim),
-                    ("reduce_max", _extremum_sim(np.max)), ("reduce_min", _extremum_sim(np.min))):
-    define(_name, ("x",), _reduce_infer(_name), _sim, attrs=dict(REDUCE_ATTRS))
+for _name, _sim, _exact in (("reduce_sum", _sum_sim, False), ("reduce_mean", _mean_sim, False),
+                            ("reduce_max", _extremum_sim(np.max), True),
+                            ("reduce_min", _extremum_sim(np.min), True)):
+    define(_name, ("x",), _reduce_infer(_name), _sim, attrs=dict(REDUCE_ATTRS), exact=_exact)
 
 
 def _arg_infer(name):

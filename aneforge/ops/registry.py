@@ -36,6 +36,7 @@ class OpDef:
     optional: frozenset = frozenset()
     variadic: frozenset = frozenset()
     const_inputs: frozenset = frozenset()   # tensor inputs MIL requires to be const
+    exact: bool = False                     # its result needs no rounding (moves/selects values)
     vjp: Callable | None = None
     doc: str = ""
 

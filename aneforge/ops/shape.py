@@ -19,7 +19,7 @@ def _reshape_infer(t, attrs):
 
 
 define("reshape", ("x",), _reshape_infer, lambda nm, x, shape: x.reshape(shape),
-       attrs={"shape": Attr("ints")})
+       attrs={"shape": Attr("ints")}, exact=True)
 
 
 def _transpose_infer(t, attrs):
@@ -30,7 +30,7 @@ def _transpose_infer(t, attrs):
 
 
 define("transpose", ("x",), _transpose_infer, lambda nm, x, perm: np.transpose(x, perm),
-       attrs={"perm": Attr("ints")})
+       attrs={"perm": Attr("ints")}, exact=True)
 
 
 def _expand_dims_infer(t, attrs):
@@ -45,7 +45,7 @@ def _expand_dims_infer(t, attrs):
 
 define("expand_dims", ("x",), _expand_dims_infer,
        lambda nm, x, axes: np.expand_dims(x, tuple(attrs_axes(axes, x.ndim + len(axes)))),
-       attrs={"axes": Attr("ints")})
+       attrs={"axes": Attr("ints")}, exact=True)
 
 
 def attrs_axes(axes, rank):
@@ -67,7 +67,7 @@ def _squeeze_sim(nm, x, axes):
     return np.squeeze(x) if axes is None else np.squeeze(x, tuple(a % x.ndim for a in axes))
 
 
-define("squeeze", ("x",), _squeeze_infer, _squeeze_sim, attrs={"axes": Attr("ints", None)})
+define("squeeze", ("x",), _squeeze_infer, _squeeze_sim, attrs={"axes": Attr("ints", None)}, exact=True)
 
 
 def _concat_infer(t, attrs):
@@ -98,7 +98,7 @@ def _concat_sim(nm, values, axis, interleave):
 
 
 define("concat", ("values",), _concat_infer, _concat_sim, variadic=frozenset({"values"}),
-       attrs={"axis": Attr("int"), "interleave": Attr("bool", False)})
+       attrs={"axis": Attr("int"), "interleave": Attr("bool", False)}, exact=True)
 
 
 def _split_sizes(t, attrs):
@@ -130,7 +130,7 @@ def _split_sim(nm, x, num_splits, split_sizes, axis):
 
 
 define("split", ("x",), _split_infer, _split_sim,
-       attrs={"num_splits": Attr("int", None), "split_sizes": Attr("ints", None), "axis": Attr("int")})
+       attrs={"num_splits": Attr("int", None), "split_sizes": Attr("ints", None), "axis": Attr("int")}, exact=True)
 
 
 def slices(shape, begin, end, stride, begin_mask, end_mask, squeeze_mask):
@@ -176,7 +176,7 @@ def _slice_sim(nm, x, begin, end, stride, begin_mask, end_mask, squeeze_mask):
 
 define("slice_by_index", ("x",), _slice_infer, _slice_sim, attrs={
     "begin": Attr("ints"), "end": Attr("ints"), "stride": Attr("ints"),
-    "begin_mask": Attr("bools"), "end_mask": Attr("bools"), "squeeze_mask": Attr("bools")})
+    "begin_mask": Attr("bools"), "end_mask": Attr("bools"), "squeeze_mask": Attr("bools")}, exact=True)
 
 
 def _tile_infer(t, attrs):
@@ -186,7 +186,7 @@ def _tile_infer(t, attrs):
     return same_type([n * r for n, r in zip(x.shape, reps)], x.dtype)
 
 
-define("tile", ("x",), _tile_infer, lambda nm, x, reps: np.tile(x, reps), attrs={"reps": Attr("ints")})
+define("tile", ("x",), _tile_infer, lambda nm, x, reps: np.tile(x, reps), attrs={"reps": Attr("ints")}, exact=True)
 
 
 def _select_infer(t, attrs):
@@ -197,7 +197,7 @@ def _select_infer(t, attrs):
     return same_type(broadcast("select", t, ("cond", "a", "b")), t["a"].dtype)
 
 
-define("select", ("cond", "a", "b"), _select_infer, lambda nm, cond, a, b: np.where(cond, a, b))
+define("select", ("cond", "a", "b"), _select_infer, lambda nm, cond, a, b: np.where(cond, a, b), exact=True)
 
 
 # ---- gradient rules ----------------------------------------------------------------------

@@ -1,13 +1,43 @@
 """The fp16-faithful ANE simulator: runs a Program op by op with the registry's numpy kernels
-under one `Numerics` model (aneforge/numerics.py). It is the default backend off macOS."""
+under one `Numerics` model (aneforge/numerics.py). It is the default backend off macOS.
+
+Inside a run, fp16 values are carried in float32 arrays. Each kernel computes wide (fp32); the
+executor then stores the result in the op's declared dtype: fp16 results are rounded with
+`Numerics.round16` (fp32-then-round-once, ANE_FACTS "Numerics"), other dtypes are cast. Ops
+that cannot change a value (data movement, max/min, select) are marked `exact` and skip it.
+Program inputs and outputs are real fp16/int16/... arrays.
+"""
 from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import DTypeError
 from ..ops import REGISTRY
 from .base import Backend
 from .walls import check_walls
+
+
+class OpContext:
+    """What a kernel may know besides its arrays: the numerics model and its op's types."""
+
+    __slots__ = ("numerics", "in_dtypes", "out_dtypes")
+
+    def __init__(self, numerics, op):
+        self.numerics = numerics
+        self.in_dtypes = tuple(v.dtype for v in op.input_vars())
+        self.out_dtypes = tuple(v.dtype for v in op.outputs)
+
+
+def _storer(numerics, dtype):
+    if dtype == dtypes.float16:
+        return numerics.round16
+    np_dtype = np.float32 if dtype == dtypes.float32 else dtype.np
+    return lambda r: np.asarray(r).astype(np_dtype, copy=False)
+
+
+def _carrier(dtype):
+    return np.float32 if dtype == dtypes.float16 else dtype.np
 
 
 class SimExecutable:
@@ -17,33 +47,43 @@ class SimExecutable:
         f = program.main
         slot = {id(v): i for i, v in enumerate(f.block.vars())}
         self.n_slots, self.numerics = len(slot), numerics
-        self.input_slots = [slot[id(v)] for v in f.inputs]
-        self.output_slots = [slot[id(v)] for v in f.outputs]
+        self.inputs = [(slot[id(v)], _carrier(v.dtype)) for v in f.inputs]
+        self.outputs = [(slot[id(v)], v.dtype.np) for v in f.outputs]
+        self.constants = []
+        self.steps = []
+        for op in f.block.operations:
+            opdef = REGISTRY[op.type]
+            outs = [slot[id(v)] for v in op.outputs]
+            if op.type == "const":               # carried form computed once, at compile time
+                v = op.outputs[0]
+                self.constants.append((outs[0], np.asarray(op.attrs["val"]).astype(_carrier(v.dtype))))
+                continue
+            store = None if opdef.exact else [_storer(numerics, v.dtype) for v in op.outputs]
+            self.steps.append((opdef.simulate, OpContext(numerics, op),
+                               _arg_plan(op, slot, opdef.inputs), op.attrs, outs, store))
         # Integer outputs narrowed at the boundary (int32 -> int16): the engine would wrap
         # silently; the simulator checks the value before the cast instead.
         self.narrowed = [(slot[id(v.op.inputs["x"])], v.dtype.np, v.name) for v in f.outputs
                          if v.op is not None and v.op.type == "cast" and v.dtype.np.kind in "iu"
                          and v.op.inputs["x"].dtype.np.itemsize > v.dtype.np.itemsize]
-        self.steps = []
-        for op in f.block.operations:
-            opdef = REGISTRY[op.type]
-            self.steps.append((opdef.simulate, _arg_plan(op, slot, opdef.inputs),
-                               op.attrs, [slot[id(v)] for v in op.outputs]))
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         env: list = [None] * self.n_slots
-        for s, a in zip(self.input_slots, inputs):
-            env[s] = a
-        nm = self.numerics
-        for fn, plan, attrs, outs in self.steps:
+        for (s, carrier), a in zip(self.inputs, inputs):
+            env[s] = np.asarray(a).astype(carrier, copy=False)
+        for s, value in self.constants:
+            env[s] = value
+        for fn, ctx, plan, attrs, outs, store in self.steps:
             args = [None if p is None else tuple(env[i] for i in p) if isinstance(p, tuple) else env[p]
                     for p in plan]
-            res = fn(nm, *args, **attrs)
-            if len(outs) == 1:
-                env[outs[0]] = res
-            else:
-                for s, r in zip(outs, res):
-                    env[s] = r
+            res = fn(ctx, *args, **attrs)
+            res = (res,) if len(outs) == 1 else res
+            for i, (s, r) in enumerate(zip(outs, res)):
+                env[s] = r if store is None else store[i](r)
+        self._check_narrowed(env)
+        return [env[s].astype(dtype, copy=False) for s, dtype in self.outputs]
+
+    def _check_narrowed(self, env) -> None:
         for s, dtype, name in self.narrowed:
             info = np.iinfo(dtype)
             wide = env[s]
@@ -52,7 +92,6 @@ class SimExecutable:
                                  f"do not fit {dtype} at the program boundary (the ANE has no "
                                  f"int32 I/O). Compute in floating point, or keep results within "
                                  f"[{info.min}, {info.max}].")
-        return [env[s] for s in self.output_slots]
 
 
 def _arg_plan(op, slot, names):

@@ -24,7 +24,8 @@ def _is_zero_const(var) -> bool:
     if op is None or op.type != "const":
         return False
     val = op.attrs["val"]
-    return val.dtype.kind == "f" and not np.any(val.astype(np.float16))
+    # |v| <= 2**-25 rounds to 0 in fp16 (half the smallest subnormal, ties to even)
+    return val.dtype.kind == "f" and not np.any(np.abs(val.astype(np.float64)) > 2.0 ** -25)
 
 
 def check_reduce_times_zero(program) -> None:
