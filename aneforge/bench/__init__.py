@@ -10,6 +10,16 @@ import statistics
 import time
 from typing import Callable
 
+class settings:
+    """Problem sizes; `--quick` shrinks them (the test suite runs every section that way)."""
+    matmul_size = 512
+    steps = 200
+
+    @classmethod
+    def quick(cls) -> None:
+        cls.matmul_size, cls.steps = 64, 12
+
+
 SECTIONS: dict[str, Callable[[], list[tuple[str, float, str]]]] = {}
 
 

@@ -2,11 +2,14 @@
 import platform
 import sys
 
-from . import SECTIONS, report
+from . import SECTIONS, report, settings
 from . import core, training  # noqa: F401  (they register their sections)
 
 
 def main(argv: list[str]) -> None:
+    if "--quick" in argv:
+        settings.quick()
+        argv = [a for a in argv if a != "--quick"]
     names = argv or list(SECTIONS)
     unknown = [n for n in names if n not in SECTIONS]
     if unknown:
