@@ -113,7 +113,8 @@ class Cut:
 
     def program(self) -> Program:
         """The MIL Program: leaves become inputs (cast in from their transport dtype), target
-        values become outputs (cast out to one)."""
+        values become outputs (cast out to one). Core ML's functions take and return tensors
+        of rank >= 1, so a scalar crosses the boundary as shape (1,) and is reshaped inside."""
         vars: dict = {}
         ops: list[Operation] = []
         inputs: list[Var] = []
@@ -124,9 +125,9 @@ class Cut:
 
         for node, i in self.leaves:
             t = node.types[i]
-            v = fresh("x", TensorType(t.shape, dtypes.transport(t.dtype)))
+            v = fresh("x", TensorType(boundary_shape(t.shape), dtypes.transport(t.dtype)))
             inputs.append(v)
-            vars[(id(node), i)] = _cast_to(v, t.dtype, ops, fresh)
+            vars[(id(node), i)] = _reshape_to(_cast_to(v, t.dtype, ops, fresh), t.shape, ops, fresh)
         for node in self.nodes:
             args = {k: (tuple(vars[(id(n), i)] for n, i in v) if isinstance(v, list)
                         else vars[(id(v[0]), v[1])]) for k, v in node.srcs.items()}
@@ -136,9 +137,21 @@ class Cut:
                 vars[(id(node), i)] = v
         outputs = []
         for node, i in self.outputs:
-            v = vars[(id(node), i)]
+            v = _reshape_to(vars[(id(node), i)], boundary_shape(node.types[i].shape), ops, fresh)
             outputs.append(_cast_to(v, dtypes.transport(v.dtype), ops, fresh))
         return Program({"main": Function(Block(inputs, ops, outputs))})
+
+
+def boundary_shape(shape: tuple) -> tuple:
+    return shape or (1,)
+
+
+def _reshape_to(v: Var, shape: tuple, ops: list, fresh) -> Var:
+    if v.shape == shape:
+        return v
+    out = fresh("reshape", TensorType(shape, v.dtype))
+    ops.append(Operation("reshape", {"x": v}, {"shape": shape}, [out], out.name))
+    return out
 
 
 def _cast_to(v: Var, dtype, ops: list, fresh) -> Var:
@@ -196,11 +209,13 @@ def realize(refs: list[tuple], include_wanted: bool = False) -> None:
     else:
         _stats.hits += 1
     program, exe = entry
-    inputs = [to_transport(n.data[i], n.types[i].dtype) for n, i in cut.leaves]
+    inputs = [to_transport(n.data[i], n.types[i].dtype).reshape(boundary_shape(n.types[i].shape))
+              for n, i in cut.leaves]
     results = exe.run(inputs)
     by_node: dict = {}
     for (node, i), r in zip(cut.outputs, results):
-        by_node.setdefault(node, {})[i] = from_transport(r, node.types[i].dtype)
+        by_node.setdefault(node, {})[i] = from_transport(r, node.types[i].dtype).reshape(
+            node.types[i].shape)
     for node, outs in by_node.items():
         node.set_data([outs[i] for i in range(len(node.types))], program)
 

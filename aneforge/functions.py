@@ -4,6 +4,8 @@ from __future__ import annotations
 import numbers
 from typing import Sequence
 
+import numpy as np
+
 from . import dtypes
 from .errors import AneforgeError
 from .tensor import Tensor, _op, _operands, const, minmax  # noqa: F401
@@ -52,11 +54,14 @@ def where(condition: Tensor, input, other) -> Tensor:
                             f"compare first, e.g. x > 0")
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         dt = _scalars_dtype(input, other)
-        a, b = const(input, dt), const(other, dt)      # select broadcasts them to cond's shape
+        a, b = const(input, dt), const(other, dt)
     elif not isinstance(input, Tensor):
         b, a = _operands(other, input)
     else:
         a, b = _operands(input, other)
+    shape = np.broadcast_shapes(condition.shape, a.shape, b.shape)
+    if np.broadcast_shapes(a.shape, b.shape) != shape:
+        a = a.expand(shape)                 # Core ML types select as broadcast(a, b) alone
     return _op("select", {"cond": condition, "a": a, "b": b}, {})
 
 

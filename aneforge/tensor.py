@@ -448,6 +448,8 @@ class Tensor:
         return self._extremum(Tensor.amin, Tensor.argmin, Tensor.minimum, dim, keepdim)
 
     def _arg(self, op: str, dim, keepdim: bool) -> "Tensor":
+        if self.ndim == 0:                  # MIL reduces rank >= 1: argmax of a scalar is 0
+            return _op(op, {"x": self.reshape(1)}, {"axis": 0, "keep_dims": False})
         if dim is None:           # the index into the flattened tensor
             flat = _op(op, {"x": self.reshape(-1)}, {"axis": 0, "keep_dims": False})
             return flat.reshape((1,) * self.ndim) if keepdim else flat

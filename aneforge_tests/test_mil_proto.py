@@ -24,15 +24,6 @@ from aneforge.runtime.sim import SimBackend
 IOS18 = 9   # coremltools' specification version for iOS18 (opset "CoreML8")
 
 
-@pytest.fixture(scope="session")
-def ct():
-    """coremltools, imported once and quietly (it is slow to import and chatty)."""
-    import logging
-    os.environ["TQDM_DISABLE"] = "1"
-    logging.getLogger("coremltools").setLevel(logging.ERROR)
-    return pytest.importorskip("coremltools")
-
-
 # ---------------------------------------------------------------------------- building programs
 
 class Builder:
@@ -311,21 +302,8 @@ def test_attribute_values_come_back_as_the_types_ops_use(programs):
 
 # ---------------------------------------------------------------------------- coremltools
 
-def _load_in_coremltools(data, weights_dir=""):
-    from coremltools.converters.mil.frontend.milproto.load import load_mil_proto
-    from coremltools.proto import MIL_pb2
-    return load_mil_proto(MIL_pb2.Program.FromString(data), IOS18, weights_dir)
-
-
-def _coremltools_types(pymil):
-    """Output types by name of the ops coremltools read from ours (not the consts it makes for
-    literal arguments, whose automatic names may repeat ours)."""
-    from coremltools.converters.mil.mil import types
-    ops = pymil.functions["main"].operations
-    literals = {id(v.op) for op in ops for k, v in op.inputs.items()
-                if op.op_type in REGISTRY and k in REGISTRY[op.op_type].attrs}
-    return {v.name: (tuple(int(d) for d in v.shape), types.builtin_to_string(v.dtype))
-            for op in ops if id(op) not in literals for v in op.outputs}
+from conftest import coremltools_types as _coremltools_types  # noqa: E402
+from conftest import load_in_coremltools as _load_in_coremltools  # noqa: E402
 
 
 # program -> (exception, why): constructs we emit that coremltools 9.0 rejects.

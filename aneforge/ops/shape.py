@@ -194,7 +194,12 @@ def _select_infer(t, attrs):
     from ._common import broadcast, require_dtype
     require_dtype("select", t, "cond", (dtypes.bool_,))
     require_same_dtype("select", t, ("a", "b"))
-    return same_type(broadcast("select", t, ("cond", "a", "b")), t["a"].dtype)
+    shape = broadcast("select", t, ("cond", "a", "b"))
+    if broadcast("select", t, ("a", "b")) != shape:
+        # Core ML types select as broadcast(a, b), ignoring cond's shape
+        raise shape_error("select", t, "a or b must have the result's shape; cond may not add "
+                          "axes (expand a or b first; af.where does it for you)")
+    return same_type(shape, t["a"].dtype)
 
 
 define("select", ("cond", "a", "b"), _select_infer, lambda nm, cond, a, b: np.where(cond, a, b), exact=True)

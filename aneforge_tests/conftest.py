@@ -1,0 +1,36 @@
+"""Shared fixtures: coremltools, imported once, quietly and lazily (it is slow and chatty)."""
+import logging
+import os
+
+import pytest
+
+IOS18 = 9          # coremltools' specification version for iOS18 / MIL opset CoreML8
+
+
+@pytest.fixture(scope="session")
+def ct():
+    """coremltools is a test dependency: a missing install fails loudly, never skips."""
+    os.environ["TQDM_DISABLE"] = "1"
+    logging.getLogger("coremltools").setLevel(logging.ERROR)
+    import coremltools
+    return coremltools
+
+
+def load_in_coremltools(data: bytes, weights_dir: str = ""):
+    """Apple's protobuf loader: re-runs Core ML's type inference on every op."""
+    from coremltools.converters.mil.frontend.milproto.load import load_mil_proto
+    from coremltools.proto import MIL_pb2
+    return load_mil_proto(MIL_pb2.Program.FromString(data), IOS18, weights_dir)
+
+
+def coremltools_types(pymil) -> dict:
+    """Output types by name of the ops coremltools read from ours (not the consts it makes for
+    literal arguments, whose automatic names may repeat ours)."""
+    from coremltools.converters.mil.mil import types
+
+    from aneforge.ops import REGISTRY
+    ops = pymil.functions["main"].operations
+    literals = {id(v.op) for op in ops for k, v in op.inputs.items()
+                if op.op_type in REGISTRY and k in REGISTRY[op.op_type].attrs}
+    return {v.name: (tuple(int(d) for d in v.shape), types.builtin_to_string(v.dtype))
+            for op in ops if id(op) not in literals for v in op.outputs}
