@@ -45,6 +45,9 @@ class no_grad(contextlib.ContextDecorator):
         autograd_state.enabled[0] = self.prev
 
 
+inference_mode = no_grad
+
+
 def enable_grad() -> no_grad:
     return no_grad(True)
 

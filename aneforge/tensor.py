@@ -27,6 +27,7 @@ from .ir.types import TensorType
 from .trace import Node, record
 
 minmax = namedtuple("minmax", ["values", "indices"])
+DEVICES = ("cpu", "ane", "mps", "cuda", "meta")     # all mean "wherever the backend runs"
 
 
 def _grad_enabled() -> bool:
@@ -175,10 +176,27 @@ class Tensor:
         return const(value, dtype or self.dtype)
 
     # ---- dtype -----------------------------------------------------------------------
-    def to(self, dtype) -> "Tensor":
-        """Cast to `dtype` (MIL cast). Device arguments are not needed: there is one device."""
+    def to(self, *args, dtype=None, **kwargs) -> "Tensor":
+        """Cast to a dtype (MIL cast). Devices are accepted and ignored, as in
+        `x.to("cpu")` or `x.to(device, dtype)`: the backend decides where programs run."""
+        for a in args:
+            if isinstance(a, str) and a.split(":")[0] in DEVICES:
+                continue
+            dtype = a
+        if dtype is None:
+            return self
         dtype = dtypes.as_dtype(dtype)
         return self if dtype == self.dtype else _op("cast", {"x": self}, {"dtype": dtype.name})
+
+    def cpu(self) -> "Tensor":
+        return self
+
+    def contiguous(self) -> "Tensor":
+        return self
+
+    def clone(self) -> "Tensor":
+        """A copy that keeps the gradient connection (an identity op)."""
+        return _op("identity", {"x": self}, {})
 
     def float(self) -> "Tensor":
         return self.to(dtypes.float32)
@@ -401,6 +419,30 @@ class Tensor:
 
     def softmax(self, dim: int) -> "Tensor":
         return self._unary("softmax", axis=dim)
+
+    def masked_fill(self, mask: "Tensor", value) -> "Tensor":
+        """`value` where `mask` is true, else self (MIL select)."""
+        from .functions import where
+        return where(mask, value, self)
+
+    def var(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None) -> "Tensor":
+        """Variance with Bessel's correction by default, as torch."""
+        if unbiased is not None:
+            correction = int(unbiased)
+        x = self._floating()
+        dims = range(x.ndim) if dim is None else dim if isinstance(dim, (tuple, list)) else (dim,)
+        n = int(np.prod([x.shape[d] for d in dims]))
+        centered = x - x.mean(dim, keepdim=True)
+        return (centered * centered).sum(dim, keepdim=keepdim) / float(max(n - correction, 1))
+
+    def std(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None) -> "Tensor":
+        return self.var(dim, keepdim, correction, unbiased).sqrt()
+
+    def any(self, dim=None, keepdim: bool = False) -> "Tensor":
+        return (self != 0).to(dtypes.float16).amax(dim, keepdim) > 0.5
+
+    def all(self, dim=None, keepdim: bool = False) -> "Tensor":
+        return (self != 0).to(dtypes.float16).amin(dim, keepdim) > 0.5
 
     def log_softmax(self, dim: int) -> "Tensor":
         """x - max - log(sum(exp(x - max))): stable, built from registered ops."""
