@@ -61,10 +61,36 @@ def to_mil(obj) -> str:
     return emit(program(*tensors))
 
 
+def load_mil(text_or_path, weights_dir=None):
+    """MIL text (the MIL primer's format), or a file of it, as a callable on numpy arrays.
+
+    >>> import numpy as np, aneforge as af
+    >>> fn = af.load_mil('''program(1.3) {
+    ...   func main<ios18>(tensor<fp16, [2]> x) {
+    ...     tensor<fp16, [2]> y = exp(x = x)[name = string("y")];
+    ...   } -> (y);
+    ... }''')
+    >>> fn(np.zeros(2))
+    array([1., 1.], dtype=float16)
+    """
+    from .mil.load import load_mil as _load_mil
+    return _load_mil(text_or_path, weights_dir)
+
+
+def export(obj, path: str) -> str:
+    """Write a Program, tensor(s) or `load_mil` function as a Core ML `.mlpackage` (iOS18).
+
+    Needs coremltools (`pip install "aneforge[coreml]"`); see aneforge.mil.package.
+    """
+    from .mil.package import export as _export
+    return _export(obj, path)
+
+
 __all__ = ["Tensor", "tensor", "from_numpy", "zeros", "ones", "full", "zeros_like", "ones_like",
            "full_like", "arange", "eye", "rand", "randn", "randint", "manual_seed", "realize",
-           "program", "to_mil", "cache_info", "clear_cache", "backends", "get_backend",
-           "set_backend", "Numerics", "numerics", "get_numerics", "set_numerics", "dtypes",
+           "program", "to_mil", "load_mil", "export", "cache_info", "clear_cache", "backends",
+           "get_backend", "set_backend", "Numerics", "numerics", "get_numerics", "set_numerics",
+           "dtypes",
            "float16", "float32", "half", "int8", "int16", "int32", "uint8", "uint16", "bool",
            "AneforgeError", "ShapeError", "LimitError", "DTypeError", "CompileWallError",
            "BackendUnavailable", "no_grad", "enable_grad", "set_grad_enabled",

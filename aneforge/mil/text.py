@@ -13,8 +13,14 @@ Compile-time arguments are written inline (`axes = const(tensor<int32, [1]>([-1]
 """
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
 import numpy as np
 
+from ..errors import AneforgeError
+from ..limits import MAX_RANK
 from ..ops import REGISTRY
 
 INDENT = "    "
@@ -103,3 +109,553 @@ def emit(program) -> str:
     lines += [INDENT * 2 + statement(op) for op in f.block.operations]
     lines += [f"{INDENT}}} -> ({', '.join(v.name for v in f.outputs)});", "}", ""]
     return "\n".join(lines)
+
+
+# =========================================================================== reader
+#
+# parse(text) -> Program. Two steps: the grammar below turns text into a small syntax tree
+# (statements, typed names, literals as numpy arrays, each with its line); resolve.py turns
+# the tree into the IR, checking every rule of the MIL primer with the line it breaks.
+
+
+
+class MILSyntaxError(AneforgeError):
+    """MIL text that aneforge cannot accept: `.line` (1-based) and `.rule` say where and which
+    rule; the message says what to do."""
+
+    def __init__(self, line: int, rule: str, message: str, source: str = ""):
+        self.line, self.rule, self.message = line, rule, message
+        where = f"\n    {line} | {source.strip()}" if source.strip() else ""
+        super().__init__(f"MIL line {line} [{rule}]: {message}{where}")
+
+
+# The element types MIL text names; values of the first group can be tensors in a program.
+NUMPY_OF = {"fp16": "float16", "fp32": "float32", "int8": "int8", "uint8": "uint8",
+            "int16": "int16", "uint16": "uint16", "int32": "int32", "bool": "bool",
+            "fp64": "float64", "int64": "int64", "uint32": "uint32", "uint64": "uint64",
+            "string": "str"}
+UNSUPPORTED_DTYPES = {"bf16": "bfloat16", "int4": "int4", "uint4": "uint4", "uint1": "uint1",
+                      "uint2": "uint2", "uint3": "uint3", "uint6": "uint6", "fp8e4m3fn": "fp8",
+                      "fp8e5m2": "fp8"}
+
+_TOKEN = re.compile(r"""
+    (?P<space>[ \t\r\f\v]+)
+  | (?P<newline>\n)
+  | (?P<comment>//[^\n]*)
+  | (?P<number>[-+]?(?:0[xX][0-9a-fA-F]+(?:\.[0-9a-fA-F]*)?(?:[pP][-+]?[0-9]+)?
+                    |(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?
+                    |(?:inf|nan)(?![A-Za-z0-9_])))
+  | (?P<name>@?[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<string>"(?:[^"\\\n]|\\.)*")
+  | (?P<punct>->|[()\[\]{}<>,=;])
+""", re.X)
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str          # name, number, string, punct, eof
+    text: str
+    line: int
+
+    def __str__(self) -> str:
+        return "the end of the text" if self.kind == "eof" else repr(self.text)
+
+
+def tokenize(text: str, source_lines: list[str]) -> list[Token]:
+    out, line, pos = [], 1, 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            what = ("an unterminated string (strings end with \" on the same line)"
+                    if text[pos] == '"' else f"unexpected character {text[pos]!r}")
+            raise MILSyntaxError(line, "syntax", what, _source(source_lines, line))
+        kind = m.lastgroup
+        if kind == "newline":
+            line += 1
+        elif kind not in ("space", "comment"):
+            out.append(Token(kind, m.group(), line))
+        pos = m.end()
+    out.append(Token("eof", "", line))
+    return out
+
+
+def _source(lines: list[str], line: int) -> str:
+    return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+# --------------------------------------------------------------------------- syntax tree
+
+@dataclass
+class TypeSpec:
+    dtype: str
+    shape: tuple[int, ...]
+    line: int
+
+    def __str__(self) -> str:
+        return f"tensor<{self.dtype}, [{', '.join(map(str, self.shape))}]>"
+
+
+@dataclass
+class Literal:
+    """A value written in the text: `fp16(0.5)`, `tensor<int32, [2]>([1, 2])`, `string("x")`."""
+    dtype: str
+    value: np.ndarray
+    line: int
+
+
+@dataclass
+class Ref:
+    name: str
+    line: int
+
+
+@dataclass
+class Arg:
+    name: str
+    value: Any            # Ref | Literal | tuple of them
+    line: int
+
+
+@dataclass
+class Statement:
+    outputs: list[tuple[TypeSpec, Token]]
+    op: Token
+    args: list[Arg]
+    annotations: dict[str, tuple[Literal, int]] | None    # None: no [...] at all
+    line: int
+
+
+@dataclass
+class FunctionSyntax:
+    name: Token
+    opset: Token
+    params: list[tuple[TypeSpec, Token]]
+    body: list[Statement]
+    outputs: list[Ref]
+    line: int
+    return_line: int
+
+
+@dataclass
+class ProgramSyntax:
+    version: str
+    build_info: dict[str, str] | None
+    functions: list[FunctionSyntax] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- grammar
+
+MAX_NESTING = MAX_RANK + 1       # deeper brackets cannot be an ANE tensor (and bound recursion)
+
+
+class Parser:
+    """Recursive descent over the primer's grammar (see docs/mil.md for the grammar)."""
+
+    def __init__(self, text: str, weights_dir: str | None = None):
+        self.lines = text.splitlines()
+        self.tokens = tokenize(text, self.lines)
+        self.i = 0
+        self.weights_dir = weights_dir
+        self._weights = None
+
+    # ---- token helpers
+    def peek(self, k: int = 0) -> Token:
+        return self.tokens[min(self.i + k, len(self.tokens) - 1)]
+
+    def take(self) -> Token:
+        tok = self.peek()
+        self.i += tok.kind != "eof"
+        return tok
+
+    def at(self, text: str, k: int = 0) -> bool:
+        tok = self.peek(k)
+        return tok.text == text and tok.kind in ("punct", "name")
+
+    def accept(self, text: str) -> bool:
+        if self.at(text):
+            self.i += 1
+            return True
+        return False
+
+    def expect(self, text: str, where: str) -> Token:
+        if not self.at(text):
+            self.fail(self.peek().line, f"expected {text!r} {where}, found {self.peek()}")
+        return self.take()
+
+    def name(self, where: str) -> Token:
+        tok = self.peek()
+        if tok.kind != "name":
+            self.fail(tok.line, f"expected a name {where}, found {tok}")
+        return self.take()
+
+    def fail(self, line: int, message: str, rule: str = "syntax"):
+        raise MILSyntaxError(line, rule, message, _source(self.lines, line))
+
+    def comma_list(self, close: str, item, where: str) -> list:
+        items = []
+        if not self.at(close):
+            items.append(item())
+            while self.accept(","):
+                items.append(item())
+        self.expect(close, where)
+        return items
+
+    # ---- program structure
+    def program(self) -> ProgramSyntax:
+        self.expect("program", "at the start of a MIL program")
+        self.expect("(", "after 'program'")
+        version = self.take()
+        if version.kind != "number":
+            self.fail(version.line, f"expected a version number such as 1.3, found {version}")
+        self.expect(")", "after the program version")
+        build_info = self.program_attributes() if self.accept("[") else None
+        prog = ProgramSyntax(version.text, build_info)
+        self.expect("{", "to open the program body")
+        while not self.at("}") and self.peek().kind != "eof":
+            prog.functions.append(self.function())
+        self.expect("}", "to close the program")
+        if self.peek().kind != "eof":
+            self.fail(self.peek().line, f"unexpected {self.peek()} after the program's closing '}}'")
+        return prog
+
+    def program_attributes(self) -> dict[str, str]:
+        key = self.name("for a program attribute")
+        if key.text != "buildInfo":
+            self.fail(key.line, f"unknown program attribute {key.text!r}; MIL programs carry "
+                      f"only [buildInfo = dict<string, string>({{...}})]")
+        self.expect("=", "after buildInfo")
+        for text, where in (("dict", "(buildInfo is a dict<string, string>)"), ("<", "after dict"),
+                            ("string", "as the key type"), (",", "in dict<string, string>"),
+                            ("string", "as the value type"), (">", "after dict<string, string"),
+                            ("(", "to open the dict"), ("{", "to open the dict's entries")):
+            self.expect(text, where)
+        pairs = self.comma_list("}", self.string_pair, "to close the dict's entries")
+        self.expect(")", "to close the dict")
+        self.expect("]", "after buildInfo")
+        return dict(pairs)
+
+    def string_pair(self) -> tuple[str, str]:
+        self.expect("{", "to open a {\"key\", \"value\"} pair")
+        key = self.string("as a buildInfo key")
+        self.expect(",", "between a buildInfo key and its value")
+        value = self.string("as a buildInfo value")
+        self.expect("}", "to close a {\"key\", \"value\"} pair")
+        return key, value
+
+    def string(self, where: str) -> str:
+        tok = self.take()
+        if tok.kind != "string":
+            self.fail(tok.line, f"expected a \"string\" {where}, found {tok}")
+        return unquote(tok.text)
+
+    def function(self) -> FunctionSyntax:
+        start = self.expect("func", "to start a function (func main<ios18>(...) { ... })")
+        name = self.name("after 'func'")
+        self.expect("<", "before the function's opset (func main<ios18>)")
+        opset = self.name("as the function's opset")
+        self.expect(">", "after the function's opset")
+        self.expect("(", "to open the function's parameters")
+        params = self.comma_list(")", self.typed_name, "to close the function's parameters")
+        self.expect("{", "to open the function body")
+        body = []
+        while not self.at("}") and self.peek().kind != "eof":
+            body.append(self.statement())
+        self.expect("}", "to close the function body")
+        ret = self.expect("->", "after the function body (} -> (outputs);)")
+        self.expect("(", "to open the function's outputs")
+        outs = self.comma_list(")", self.ref, "to close the function's outputs")
+        self.expect(";", "after the function's outputs")
+        return FunctionSyntax(name, opset, params, body, outs, start.line, ret.line)
+
+    def typed_name(self) -> tuple[TypeSpec, Token]:
+        t = self.type_spec()
+        return t, self.name(f"after the type {t}")
+
+    def ref(self) -> Ref:
+        tok = self.name("(a value's name)")
+        return Ref(tok.text, tok.line)
+
+    def type_spec(self) -> TypeSpec:
+        tok = self.peek()
+        if tok.text == "state":
+            self.fail(tok.line, "state<...> types are not supported; pass state as paired "
+                      "tensor inputs and outputs (the primer's streaming pattern)", "unsupported")
+        if tok.kind == "name" and tok.text in NUMPY_OF:        # a scalar: fp16 x
+            self.take()
+            return TypeSpec(tok.text, (), tok.line)
+        self.expect("tensor", "(a type: tensor<fp16, [1, 4]>)")
+        self.expect("<", "after 'tensor'")
+        dtype = self.dtype()
+        self.expect(",", "after the element type")
+        self.expect("[", "to open the shape")
+        shape = self.comma_list("]", self.dimension, "to close the shape")
+        self.expect(">", "to close the tensor type")
+        return TypeSpec(dtype, tuple(shape), tok.line)
+
+    def dtype(self) -> str:
+        tok = self.name("as an element type")
+        if tok.text not in NUMPY_OF and tok.text not in UNSUPPORTED_DTYPES:
+            self.fail(tok.line, f"unknown element type {tok.text!r}; MIL names "
+                      f"{', '.join(NUMPY_OF)}")
+        return tok.text
+
+    def dimension(self) -> int:
+        tok = self.take()
+        if tok.kind != "number" or not tok.text.isdigit():
+            self.fail(tok.line, f"a shape needs integer sizes, found {tok}; aneforge programs "
+                      f"have static shapes")
+        return int(tok.text)
+
+    # ---- statements
+    def statement(self) -> Statement:
+        line = self.peek().line
+        outs = [self.typed_name()]
+        while self.accept(","):
+            outs.append(self.typed_name())
+        self.expect("=", "after the statement's result names")
+        op = self.name("(the op) after '='")
+        self.expect("(", f"after the op name {op.text!r}")
+        args = self.comma_list(")", self.argument, f"to close {op.text}'s arguments")
+        annotations = self.annotations() if self.at("[") else None
+        self.expect(";", "at the end of the statement")
+        return Statement(outs, op, args, annotations, line)
+
+    def argument(self) -> Arg:
+        key = self.name("(an argument name: op(x = a, y = b))")
+        self.expect("=", f"after the argument name {key.text!r}")
+        if self.accept("("):
+            value = tuple(self.comma_list(")", self.value, "to close the tuple"))
+        else:
+            value = self.value()
+        return Arg(key.text, value, key.line)
+
+    def value(self):
+        """A name bound to a value, or a literal (a name followed by '(' or '<')."""
+        tok = self.peek()
+        if tok.kind == "name" and not (self.at("(", 1) or self.at("<", 1)):
+            return self.ref()
+        return self.literal()
+
+    def annotations(self) -> dict[str, tuple[Literal, int]]:
+        self.expect("[", "to open the statement's annotations")
+        out: dict[str, tuple[Literal, int]] = {}
+
+        def item():
+            key = self.name("in the annotations ([name = string(\"y\")])")
+            self.expect("=", f"after {key.text!r}")
+            if key.text in out:
+                self.fail(key.line, f"annotation {key.text!r} is given twice")
+            out[key.text] = (self.literal(), key.line)
+        self.comma_list("]", item, "to close the annotations")
+        return out
+
+    # ---- literals
+    def literal(self, depth: int = 0) -> Literal:
+        tok = self.peek()
+        if depth > 2:
+            self.fail(tok.line, "const(...) wrappers nest too deeply")
+        if tok.text == "const" and self.at("(", 1):
+            self.take(), self.take()
+            if self.at("val") and self.at("=", 1):
+                self.take(), self.take()
+            lit = self.literal(depth + 1)
+            self.expect(")", "to close const(...)")
+            return lit
+        if tok.text == "tensor" and tok.kind == "name":
+            t = self.type_spec()
+            self.expect("(", f"after {t} to give its value")
+            value = self.blobfile(t) if self.at("BLOBFILE") else self.elements(t)
+            self.expect(")", "to close the tensor value")
+            return Literal(t.dtype, value, tok.line)
+        if tok.kind == "name" and (tok.text in NUMPY_OF or tok.text in UNSUPPORTED_DTYPES):
+            dtype = self.dtype()
+            self.expect("(", f"after {dtype} (a scalar: {dtype}(value))")
+            value = self.elements(TypeSpec(dtype, (), tok.line))
+            self.expect(")", f"to close {dtype}(...)")
+            return Literal(dtype, value, tok.line)
+        self.fail(tok.line, f"expected a name or a value, found {tok}; values are written "
+                  f"fp16(0.5), int32(3), bool(true), string(\"EXACT\"), "
+                  f"tensor<int32, [2]>([1, 2]) or const(...)")
+
+    def elements(self, t: TypeSpec) -> np.ndarray:
+        if t.dtype in UNSUPPORTED_DTYPES:
+            self.fail(t.line, f"aneforge has no {t.dtype} values; use fp16 (the ANE's native "
+                      f"type)", "unsupported")
+        line = self.peek().line
+        nested = self.nested(0)
+        shape = _nested_shape(nested)
+        if shape is None:
+            self.fail(line, f"the value of {t} is ragged: every row needs the same length",
+                      "literal")
+        if shape != t.shape:
+            self.fail(line, f"{t} is given a value of shape {list(shape)}; write exactly "
+                      f"{int(np.prod(t.shape))} elements nested as {list(t.shape)}", "literal")
+        try:
+            return to_array(_flatten(nested), t.dtype).reshape(t.shape)
+        except ValueError as e:
+            self.fail(line, f"in the value of {t}: {e}", "literal")
+
+    def nested(self, depth: int):
+        if self.at("["):
+            if depth >= MAX_NESTING:
+                self.fail(self.peek().line, f"values nest deeper than rank {MAX_RANK}, the "
+                          f"ANE's limit", "rank-limit")
+            self.take()
+            return self.comma_list("]", lambda: self.nested(depth + 1), "to close a list")
+        tok = self.take()
+        if tok.kind not in ("number", "string") and tok.text not in ("true", "false"):
+            self.fail(tok.line, f"expected a number, true/false, a \"string\" or '[', found {tok}")
+        return tok
+
+    def blobfile(self, t: TypeSpec) -> np.ndarray:
+        """BLOBFILE(@path="weights1.bin", offset=0), or coremltools' BLOBFILE(path =
+        string("@model_path/weights/weight.bin"), offset = uint64(64)): a blob of Core ML's
+        weight file, read from `weights_dir`."""
+        line = self.take().line
+        self.expect("(", "after BLOBFILE")
+        args = dict(self.comma_list(")", self.blob_arg, "to close BLOBFILE(...)"))
+        if "path" not in args or "offset" not in args:
+            self.fail(line, "BLOBFILE needs path and offset: BLOBFILE(@path=\"weight.bin\", "
+                      "offset=0)", "literal")
+        if self.weights_dir is None:
+            self.fail(line, "a BLOBFILE value needs the directory holding its weight file: pass "
+                      "weights_dir= (load_mil does it for a file), or inline the weights as "
+                      "hex literals", "unsupported")
+        return self.read_blob(line, t, str(args["path"]), args["offset"])
+
+    def blob_arg(self):
+        key = self.name("in BLOBFILE(...)").text.lstrip("@")
+        self.expect("=", f"after {key!r}")
+        tok = self.peek()
+        if tok.kind in ("string", "number"):
+            self.take()
+            value = unquote(tok.text) if tok.kind == "string" else tok.text
+        else:
+            value = self.literal().value.item()
+        return key, value
+
+    def read_blob(self, line: int, t: TypeSpec, path: str, offset) -> np.ndarray:
+        from types import SimpleNamespace
+
+        from .proto import WeightReader
+        try:
+            self._weights = self._weights or WeightReader(self.weights_dir)
+            blob = SimpleNamespace(fileName=path, offset=int(offset))
+            a = self._weights.read(blob, NUMPY_OF.get(t.dtype, t.dtype))
+            return a.reshape(t.shape)
+        except (OSError, ValueError, KeyError, TypeError, AneforgeError) as e:
+            self.fail(line, f"cannot read {t} from BLOBFILE {path!r} at offset {offset}: {e}",
+                      "literal")
+
+
+def unquote(s: str) -> str:
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), s[1:-1])
+
+
+def _nested_shape(nested) -> tuple[int, ...] | None:
+    """The rectangular shape of a nested list of tokens, or None if it is ragged."""
+    if not isinstance(nested, list):
+        return ()
+    inner = [_nested_shape(x) for x in nested]
+    if any(s is None or s != inner[0] for s in inner):
+        return None
+    return (len(nested),) + (inner[0] if inner else ())
+
+
+def _flatten(nested) -> list[Token]:
+    if not isinstance(nested, list):
+        return [nested]
+    return [tok for x in nested for tok in _flatten(x)]
+
+
+# --------------------------------------------------------------------------- element values
+
+_HEX_BITS = re.compile(r"[-+]?0[xX][0-9a-fA-F]+$")
+
+
+def to_array(tokens: list[Token], dtype: str) -> np.ndarray:
+    """Element tokens as a flat numpy array of MIL type `dtype`; ValueError says what is wrong.
+    Floats are exact: a 0x3c00-style hex integer is the value's bit pattern, decimals and
+    hex floats (0x1.8p+0) are rounded once to the element type."""
+    np_name = NUMPY_OF[dtype]
+    if np_name == "str":
+        return np.array([_string_element(t) for t in tokens], dtype=str)
+    if np_name == "bool":
+        return np.array([_bool_element(t) for t in tokens], dtype=bool)
+    if np_name.startswith("float"):
+        return _float_elements(tokens, np.dtype(np_name))
+    return _int_elements(tokens, np.dtype(np_name))
+
+
+def _string_element(tok: Token) -> str:
+    if tok.kind != "string":
+        raise ValueError(f"expected a \"string\", found {tok}")
+    return unquote(tok.text)
+
+
+def _bool_element(tok: Token) -> bool:
+    if tok.text not in ("true", "false"):
+        raise ValueError(f"a bool is true or false, found {tok}")
+    return tok.text == "true"
+
+
+def _float_elements(tokens: list[Token], dt: np.dtype) -> np.ndarray:
+    bits_dtype = np.dtype(f"uint{dt.itemsize * 8}")
+    bits = np.empty(len(tokens), bits_dtype)
+    for i, tok in enumerate(tokens):
+        if tok.kind != "number":
+            raise ValueError(f"expected a number, found {tok}")
+        if _HEX_BITS.match(tok.text):
+            b = int(tok.text, 16)
+            if not 0 <= b <= np.iinfo(bits_dtype).max:
+                raise ValueError(f"{tok.text} is not a {dt.itemsize * 8}-bit pattern of a "
+                                 f"{dt.name} value")
+            bits[i] = b
+        else:
+            bits[i] = _rounded(tok.text, dt).view(bits_dtype)
+    return bits.view(dt)
+
+
+def _rounded(text: str, dt: np.dtype) -> np.ndarray:
+    value = float.fromhex(text) if "x" in text.lower() else float(text)
+    with np.errstate(all="ignore"):
+        out = np.array(value, dt)
+    if np.isinf(out) and not np.isinf(value):
+        raise ValueError(f"{text} is beyond the range of {dt.name} "
+                         f"(largest {float(np.finfo(dt).max):g})")
+    return out
+
+
+def _int_elements(tokens: list[Token], dt: np.dtype) -> np.ndarray:
+    info, out = np.iinfo(dt), []
+    for tok in tokens:
+        if tok.kind != "number" or not re.fullmatch(r"[-+]?(0[xX][0-9a-fA-F]+|[0-9]+)", tok.text):
+            raise ValueError(f"expected an integer, found {tok}")
+        v = int(tok.text, 0) if "x" in tok.text.lower() else int(tok.text)
+        if not info.min <= v <= info.max:
+            raise ValueError(f"{tok.text} does not fit {dt.name} ([{info.min}, {info.max}])")
+        out.append(v)
+    return np.array(out, dt)
+
+
+def parse(text: str, weights_dir: str | None = None, walls: bool = True):
+    """MIL text (the primer's format) as a validated Program.
+
+    Every rule of the MIL primer is checked with the line that breaks it: a
+    `MILSyntaxError` names the line, the rule and what to do. `weights_dir` is the directory
+    of BLOBFILE weight files; `walls=False` skips the ANE compiler walls.
+
+    >>> from aneforge.mil.text import parse
+    >>> p = parse('''program(1.3) {
+    ...   func main<ios18>(tensor<fp16, [1, 4]> x) {
+    ...     tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y")];
+    ...   } -> (y);
+    ... }''')
+    >>> [op.type for op in p.operations], [v.name for v in p.main.outputs]
+    (['relu'], ['y'])
+    """
+    from .resolve import resolve
+    if not isinstance(text, str):
+        raise AneforgeError(f"parse takes MIL text (a str), got {type(text).__name__}")
+    parser = Parser(text, weights_dir)
+    return resolve(parser.program(), parser.lines, walls)

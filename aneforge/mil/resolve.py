@@ -1,0 +1,447 @@
+"""MIL syntax tree (text.py) -> IR Program, checking every rule with the line that breaks it.
+
+The rules are RULES below (the `rule` of a MILSyntaxError), the MIL primer's "Validation
+gotchas" first. They are checked statement by statement, in order, so the first error is the
+one reported, with its line.
+"""
+from __future__ import annotations
+
+import difflib
+
+import numpy as np
+
+from .. import dtypes
+from ..dtypes import IO_DTYPES
+from ..errors import AneforgeError, CompileWallError
+from ..ir import Block, Function, Operation, Program, TensorType, Var
+from ..limits import MAX_AXIS, MAX_RANK
+from ..ops import REGISTRY
+from ..ops.registry import REQUIRED
+from ..runtime.walls import check_walls
+from .text import Arg, Literal, MILSyntaxError, Ref, Statement, TypeSpec, _source
+
+OPSETS = ("ios15", "ios16", "ios17", "ios18")
+
+RULES = {
+    "io-dtype": "program inputs and outputs are fp16, int8, uint8, int16 or uint16 (fp32, "
+                "int32, bf16 and bool live only inside a program)",
+    "io-rank": "program inputs and outputs have rank >= 1 (Core ML's function signature)",
+    "axis-limit": "every axis is 1..65536",
+    "rank-limit": "rank <= 5",
+    "required-argument": "every input and required argument is given; MIL text spells out "
+                         "log's epsilon and gelu's mode although aneforge has defaults",
+    "name-annotation": "every op ends in a non-empty [name = string(\"...\")]",
+    "duplicate-name": "every value, op name and argument is defined once; no reserved words",
+    "undefined-name": "a value is defined before it is used",
+    "unknown-op": "the op is in aneforge's registry",
+    "unknown-argument": "argument and annotation names are the op's own",
+    "argument-type": "a compile-time argument has the kind and dtype the op takes",
+    "op-check": "the op's own checks pass (broadcasting, dtypes, sizes)",
+    "type-mismatch": "declared result types are the ones the op infers",
+    "compile-wall": "not a graph the ANE compiler rejects (runtime/walls.py)",
+    "literal": "values are well formed and fit their type",
+    "opset": "the function's opset is one aneforge writes (ios15..ios18)",
+    "unsupported": "no construct aneforge cannot run (bf16 values, state types, BLOBFILE "
+                   "without a weights directory)",
+    "syntax": "the text follows the grammar",
+}
+
+# Arguments aneforge's registry defaults but MIL text must spell out: the MIL parser rejects
+# log without epsilon and gelu without mode (MIL primer, "Validation gotchas").
+TEXT_REQUIRED = {("log", "epsilon"), ("gelu", "mode")}
+
+# How each kind of compile-time argument is written, for messages: (what, example).
+KIND_HELP = {
+    "int": ("an int32 scalar", "const(int32(1))"),
+    "ints": ("a 1-D int32 tensor", "const(tensor<int32, [1]>([-1]))"),
+    "bool": ("a bool scalar", "const(bool(false))"),
+    "bools": ("a 1-D bool tensor", "const(tensor<bool, [2]>([true, false]))"),
+    "str": ("a string", 'string("EXACT")'),
+    "dtype": ("a string naming a dtype", 'string("fp16")'),
+    "scalar": ("a scalar of the first input's dtype", "const(fp16(0))"),
+    "value": ("a tensor value", "fp16(0.5)"),
+}
+
+# Attr.kind -> (does a literal's array fit, the Python value ops use). "scalar" is also
+# checked against the first input's dtype (MIL types it `const T`).
+KIND_VALUES = {
+    "int": (lambda a: a.ndim == 0 and a.dtype.kind in "iu", lambda a: int(a)),
+    "ints": (lambda a: a.ndim == 1 and a.dtype.kind in "iu", lambda a: tuple(int(v) for v in a)),
+    "bool": (lambda a: a.ndim == 0 and a.dtype.kind == "b", lambda a: bool(a)),
+    "bools": (lambda a: a.ndim == 1 and a.dtype.kind == "b", lambda a: tuple(bool(v) for v in a)),
+    "str": (lambda a: a.ndim == 0 and a.dtype.kind == "U", lambda a: str(a.item())),
+    "dtype": (lambda a: a.ndim == 0 and a.dtype.kind == "U", lambda a: str(a.item())),
+    "scalar": (lambda a: a.ndim == 0 and a.dtype.kind in "fiu", lambda a: a.item()),
+    "value": (lambda a: a.dtype in dtypes.EXACT, lambda a: a),
+}
+
+# Words MIL text reserves (coremltools' NameSanitizer): never value names.
+RESERVED = frozenset({"any", "bool", "program", "func", "tensor", "list", "dict", "tuple", "true",
+                      "false", "string", "bf16", "fp16", "fp32", "fp64", "int8", "int16", "int32",
+                      "int64", "uint8", "uint16", "uint32", "uint64", "state", "const"})
+
+IO_NAMES = ", ".join(sorted(d.name for d in IO_DTYPES))
+
+
+def resolve(syntax, lines: list[str], walls: bool = True) -> Program:
+    """The IR of a parsed program: validated, and checked against the ANE compiler walls."""
+    functions, op_lines = {}, {}
+    for f in syntax.functions:
+        if f.name.text in functions:
+            _fail(lines, f.line, "duplicate-name", f"function {f.name.text!r} is defined twice")
+        functions[f.name.text] = _FunctionResolver(f, lines, op_lines).function()
+    if "main" not in functions:
+        line = syntax.functions[0].line if syntax.functions else 1
+        _fail(lines, line, "syntax", "a program needs a function named main: "
+              "func main<ios18>(...) { ... } -> (...);")
+    program = Program(functions, syntax.version, syntax.build_info)
+    _check_program(program, lines, op_lines, walls)
+    return program
+
+
+def _check_program(program, lines, op_lines, walls) -> None:
+    main_line = min(op_lines.values(), default=1)
+    try:
+        program.validate()
+    except AneforgeError as e:      # the checks above should have caught it: say so plainly
+        _fail(lines, main_line, "op-check", str(e))
+    if not walls:
+        return
+    try:
+        check_walls(program)
+    except CompileWallError as e:
+        # The wall names the op; find its line (op names are unique, checked above).
+        line = next((op_lines[id(op)] for op in program.operations
+                     if f"{op.name!r}" in str(e)), main_line)
+        _fail(lines, line, "compile-wall", str(e))
+
+
+def _fail(lines, line: int, rule: str, message: str):
+    raise MILSyntaxError(line, rule, message, _source(lines, line))
+
+
+def _close(word: str, options) -> str:
+    near = difflib.get_close_matches(word, list(options), n=3)
+    return f" (did you mean {' or '.join(map(repr, near))}?)" if near else ""
+
+
+class _FunctionResolver:
+    """One function's statements -> IR operations, in order, with a scope of defined names."""
+
+    def __init__(self, f, lines: list[str], op_lines: dict):
+        self.f, self.lines, self.op_lines = f, lines, op_lines
+        self.scope: dict[str, Var] = {}
+        self.defined_at: dict[str, int] = {}
+        self.consts: dict[str, np.ndarray] = {}     # const statements: may bind attributes
+        self.folded: set[str] = set()               # consts read as compile-time arguments
+        self.op_names: dict[str, int] = {}
+        self.ops: list[Operation] = []
+        self.later = {}                             # every name the body defines -> line
+        for st in f.body:
+            for _, tok in st.outputs:
+                self.later.setdefault(tok.text, tok.line)
+        self.taken = set(self.later) | {tok.text for _, tok in f.params}
+
+    def fail(self, line: int, rule: str, message: str):
+        _fail(self.lines, line, rule, message)
+
+    # ---- the function
+    def function(self) -> Function:
+        f = self.f
+        if f.opset.text not in OPSETS:
+            self.fail(f.opset.line, "opset", f"opset {f.opset.text!r} is not one aneforge "
+                      f"writes; use ios18 (func main<ios18>), or one of {', '.join(OPSETS)}")
+        inputs = [self.param(t, tok) for t, tok in f.params]
+        for st in f.body:
+            self.statement(st)
+        outputs = self.outputs()
+        return Function(Block(inputs, self.live_ops(outputs), outputs), f.opset.text)
+
+    def param(self, t: TypeSpec, tok) -> Var:
+        self.check_io(t.dtype, t.shape, f"program input {tok.text!r}", t.line)
+        v = Var(tok.text, TensorType(t.shape, self.ir_dtype(t)))
+        self.define(tok, v)
+        return v
+
+    def outputs(self) -> list[Var]:
+        out, seen = [], set()
+        for ref in self.f.outputs:
+            v = self.lookup(ref)
+            if ref.name in seen:
+                self.fail(ref.line, "duplicate-name", f"output {ref.name!r} is returned twice; "
+                          f"each output needs its own name")
+            seen.add(ref.name)
+            self.check_io(v.dtype.name, v.shape, f"program output {ref.name!r}", ref.line)
+            out.append(v)
+        return out
+
+    def live_ops(self, outputs: list[Var]) -> list[Operation]:
+        """The ops, without consts that only bound compile-time arguments (now inline)."""
+        used = {id(v) for op in self.ops for v in op.input_vars()} | {id(v) for v in outputs}
+        return [op for op in self.ops if not (op.type == "const" and op.name in self.folded
+                                              and id(op.outputs[0]) not in used)]
+
+    # ---- types and names
+    def check_io(self, dtype: str, shape: tuple, what: str, line: int) -> None:
+        if dtype not in {d.name for d in IO_DTYPES}:
+            inside = ("bool tensors are compute-only: pass uint8 and compare inside"
+                      if dtype == "bool" else
+                      "pass fp16 (or int16) and cast(x = ..., dtype = string(\"fp32\")) inside "
+                      "the program")
+            self.fail(line, "io-dtype", f"{what} is {dtype}; the ANE accepts only {IO_NAMES} at "
+                      f"a program's boundary (MIL primer: {dtype} I/O rejects at MIL parse). "
+                      f"{inside[0].upper() + inside[1:]}.")
+        if not shape:
+            self.fail(line, "io-rank", f"{what} is a scalar (shape []); Core ML passes tensors "
+                      f"of rank >= 1 in and out: declare it [1] and reshape inside")
+
+    def check_shape(self, shape: tuple, what: str, line: int) -> None:
+        if len(shape) > MAX_RANK:
+            self.fail(line, "rank-limit", f"{what} has rank {len(shape)}; the ANE allows rank "
+                      f"<= {MAX_RANK}. Reshape to merge axes.")
+        for i, n in enumerate(shape):
+            if not 1 <= n <= MAX_AXIS:
+                fix = ("empty tensors are not supported" if n < 1 else
+                       "split the work along that axis")
+                self.fail(line, "axis-limit", f"{what} has axis {i} of size {n}; every axis "
+                          f"must be 1..{MAX_AXIS} on the ANE (MIL primer): {fix}")
+
+    def ir_dtype(self, t: TypeSpec):
+        if t.dtype not in dtypes.BY_NAME:
+            self.fail(t.line, "unsupported", f"aneforge has no {t.dtype} tensors; use fp16 (or "
+                      f"one of {', '.join(dtypes.BY_NAME)})")
+        self.check_shape(t.shape, str(t), t.line)
+        return dtypes.BY_NAME[t.dtype]
+
+    def define(self, tok, v: Var | None, const: np.ndarray | None = None) -> None:
+        name = tok.text
+        if name in RESERVED:
+            self.fail(tok.line, "duplicate-name", f"{name!r} is a reserved word of MIL text; "
+                      f"rename the value")
+        if name in self.defined_at:
+            self.fail(tok.line, "duplicate-name", f"{name!r} is already defined on line "
+                      f"{self.defined_at[name]}; every value needs a unique name. Rename one: "
+                      f"coremltools' loader does not catch this (it silently rebinds the name, "
+                      f"so later uses read the wrong value).")
+        self.defined_at[name] = tok.line
+        if v is not None:
+            self.scope[name] = v
+        if const is not None:
+            self.consts[name] = const
+
+    def lookup(self, ref: Ref) -> Var:
+        if ref.name in self.scope:
+            return self.scope[ref.name]
+        if ref.name in self.consts:
+            self.fail(ref.line, "argument-type", f"{ref.name!r} is a string constant; it can "
+                      f"only bind a compile-time argument such as gelu's mode")
+        where = self.later.get(ref.name)
+        if where is not None:
+            self.fail(ref.line, "undefined-name", f"{ref.name!r} is used before it is defined "
+                      f"(on line {where}); statements run in order: move its definition up")
+        self.fail(ref.line, "undefined-name", f"{ref.name!r} is not defined; define it in a "
+                  f"statement above or as a function input{_close(ref.name, self.scope)}")
+
+    # ---- statements
+    def statement(self, st: Statement) -> None:
+        opdef = REGISTRY.get(st.op.text)
+        if opdef is None:
+            self.fail(st.op.line, "unknown-op", f"unknown op {st.op.text!r}"
+                      f"{_close(st.op.text, REGISTRY)}; aneforge runs {', '.join(sorted(REGISTRY))}")
+        name = self.op_name(st)
+        if opdef.name == "const" and self.string_const(st, name):
+            return
+        inputs, found = self.bind(st, opdef, name)
+        attrs = opdef.full_attrs(found)
+        declared = self.declared(st)
+        inferred = self.infer(st, opdef, inputs, attrs)
+        self.compare(st, declared, inferred)
+        self.check_const_inputs(st, opdef, inputs)
+        outs = [Var(tok.text, t) for (_, tok), t in zip(st.outputs, declared)]
+        self.add(Operation(opdef.name, inputs, attrs, outs, name), st.line)
+        for (_, tok), v in zip(st.outputs, outs):
+            self.define(tok, v, attrs["val"] if opdef.name == "const" else None)
+
+    def add(self, op: Operation, line: int) -> None:
+        self.ops.append(op)
+        self.op_lines[id(op)] = line
+
+    def op_name(self, st: Statement) -> str:
+        how = f'end the statement with [name = string("{st.outputs[0][1].text}")]'
+        if st.annotations is None:
+            self.fail(st.line, "name-annotation", f"{st.op.text} has no [name = ...] annotation; "
+                      f"every op needs one (MIL primer): {how}")
+        allowed = {"name", "val"} if st.op.text == "const" else {"name"}
+        for key, (_, line) in st.annotations.items():
+            if key not in allowed:
+                self.fail(line, "unknown-argument", f"annotation {key!r} is not one aneforge "
+                          f"reads; annotations are {sorted(allowed)}")
+        lit, line = st.annotations.get("name", (None, st.line))
+        if lit is None or lit.value.dtype.kind != "U" or lit.value.ndim or not lit.value.item():
+            self.fail(line, "name-annotation", f"{st.op.text}'s name annotation is missing or "
+                      f"empty; every op needs a non-empty name (MIL primer): {how}")
+        name = lit.value.item()
+        if name in self.op_names:
+            self.fail(line, "duplicate-name", f"op name {name!r} is already used on line "
+                      f"{self.op_names[name]}; every op needs a unique name")
+        self.op_names[name] = line
+        return name
+
+    def string_const(self, st: Statement, name: str) -> bool:
+        """A string const (`string mode = const(...)`) only binds arguments: no op."""
+        lit = self.const_value(st)
+        if lit is None or lit.value.dtype.kind != "U":
+            return False
+        if len(st.outputs) != 1:
+            self.fail(st.line, "type-mismatch", "a const has exactly one result")
+        self.define(st.outputs[0][1], None, lit.value)
+        return True
+
+    def const_value(self, st: Statement) -> Literal | None:
+        arg = next((a.value for a in st.args if a.name == "val"), None)
+        if arg is None and st.annotations and "val" in st.annotations:
+            arg = st.annotations["val"][0]
+        return arg if isinstance(arg, Literal) else None
+
+    def declared(self, st: Statement) -> list[TensorType]:
+        return [TensorType(t.shape, self.ir_dtype(t)) for t, _ in st.outputs]
+
+    # ---- arguments
+    def bind(self, st: Statement, opdef, name: str) -> tuple[dict, dict]:
+        inputs, literals, seen = {}, {}, set()
+        args = list(st.args)
+        if opdef.name == "const" and st.annotations and "val" in st.annotations:
+            lit, line = st.annotations["val"]
+            args.append(Arg("val", lit, line))
+        for arg in args:
+            if arg.name in seen:
+                self.fail(arg.line, "duplicate-name", f"argument {arg.name!r} is given twice")
+            seen.add(arg.name)
+            if arg.name in opdef.inputs:
+                inputs[arg.name] = self.tensor_arg(opdef, arg, name)
+            elif arg.name in opdef.attrs:
+                literals[arg.name] = arg
+            else:
+                takes = list(opdef.inputs) + list(opdef.attrs)
+                self.fail(arg.line, "unknown-argument", f"{opdef.name} has no argument "
+                          f"{arg.name!r}{_close(arg.name, takes)}; it takes "
+                          f"{', '.join(takes) or 'no arguments'}")
+        inputs = {k: inputs[k] for k in opdef.inputs if k in inputs}     # registry order
+        self.require(st, opdef, inputs, literals)
+        first = next(iter(v for v in inputs.values() if isinstance(v, Var)), None)
+        return inputs, {k: self.attr_arg(opdef, a, first) for k, a in literals.items()}
+
+    def require(self, st: Statement, opdef, inputs: dict, literals: dict) -> None:
+        for k in opdef.inputs:
+            if k not in inputs and k not in opdef.optional:
+                self.fail(st.op.line, "required-argument", f"{opdef.name} needs input {k!r}; "
+                          f"write {opdef.name}({', '.join(f'{i} = ...' for i in opdef.inputs)})")
+        for k, a in opdef.attrs.items():
+            if k not in literals and (a.default is REQUIRED or (opdef.name, k) in TEXT_REQUIRED):
+                what, example = KIND_HELP[a.kind]
+                example = 'string("EXACT")' if opdef.name == "gelu" else example
+                rule = (" (the MIL parser rejects it without one, MIL primer)"
+                        if (opdef.name, k) in TEXT_REQUIRED else "")
+                self.fail(st.op.line, "required-argument", f"{opdef.name} needs argument {k!r}, "
+                          f"{what}{rule}: add {k} = {example}")
+
+    def tensor_arg(self, opdef, arg, op_name: str):
+        items = arg.value if isinstance(arg.value, tuple) else (arg.value,)
+        if arg.name in opdef.variadic:
+            if not items:
+                self.fail(arg.line, "op-check", f"{opdef.name}'s {arg.name} needs at least one "
+                          f"tensor: {arg.name} = (a, b)")
+            return tuple(self.tensor(opdef, arg, v, op_name) for v in items)
+        if isinstance(arg.value, tuple):
+            self.fail(arg.line, "argument-type", f"{opdef.name}'s {arg.name} takes one tensor, "
+                      f"not a tuple: {arg.name} = a")
+        return self.tensor(opdef, arg, arg.value, op_name)
+
+    def tensor(self, opdef, arg, value, op_name: str) -> Var:
+        if isinstance(value, Ref):
+            return self.lookup(value)
+        return self.literal_const(opdef, arg, value, op_name)
+
+    def literal_const(self, opdef, arg, lit: Literal, op_name: str) -> Var:
+        """A literal where a tensor goes (`sub(x = const(val = fp16(0)), y = x)`): a const op."""
+        if lit.value.dtype not in dtypes.EXACT:
+            self.fail(lit.line, "argument-type", f"{opdef.name}'s {arg.name} is a tensor input; "
+                      f"a {lit.dtype} value cannot be one (aneforge tensors are "
+                      f"{', '.join(dtypes.BY_NAME)})")
+        self.check_shape(lit.value.shape, f"the value of {arg.name}", lit.line)
+        name = self.fresh(f"{op_name}_{arg.name}")
+        v = Var(name, TensorType(lit.value.shape, dtypes.EXACT[lit.value.dtype]))
+        self.add(Operation("const", {}, {"val": lit.value}, [v], name), lit.line)
+        self.defined_at[name] = lit.line
+        return v
+
+    def fresh(self, base: str) -> str:
+        name, i = base, 0
+        while name in self.taken or name in self.op_names:
+            i += 1
+            name = f"{base}_{i}"
+        self.taken.add(name)
+        return name
+
+    def attr_arg(self, opdef, arg, first: Var | None):
+        kind = opdef.attrs[arg.name].kind
+        what, example = KIND_HELP[kind]
+        value = arg.value
+        if isinstance(value, Ref):
+            if value.name not in self.consts:
+                self.lookup(value)            # undefined: say so; defined: not a constant
+                self.fail(arg.line, "argument-type", f"{opdef.name}'s {arg.name} must be known "
+                          f"when the program is built, not computed: write it inline, "
+                          f"{arg.name} = {example}")
+            self.folded.add(value.name)
+            array = self.consts[value.name]
+        elif isinstance(value, tuple):
+            self.fail(arg.line, "argument-type", f"{opdef.name}'s {arg.name} is {what}, not a "
+                      f"tuple: {arg.name} = {example}")
+        else:
+            array = value.value
+        fits, convert = KIND_VALUES[kind]
+        if kind == "scalar" and first is not None and array.dtype != first.dtype.np:
+            fits = lambda a: False  # noqa: E731  (MIL types it like the first input)
+            what = f"a {first.dtype.name} scalar like {first.name!r}"
+            example = f"const({first.dtype.name}(0))"
+        if not fits(array):
+            self.fail(arg.line, "argument-type", f"{opdef.name}'s {arg.name} must be {what}, "
+                      f"found {_describe(array)}: write {arg.name} = {example}")
+        return convert(array)
+
+    # ---- types
+    def infer(self, st: Statement, opdef, inputs: dict, attrs: dict) -> list[TensorType]:
+        in_types = {k: tuple(u.type for u in v) if isinstance(v, tuple) else v.type
+                    for k, v in inputs.items()}
+        try:
+            return opdef.infer_types(in_types, attrs)
+        except AneforgeError as e:
+            self.fail(st.op.line, "op-check", str(e))
+        except Exception as e:   # an op's own inference on arguments it did not expect
+            self.fail(st.op.line, "op-check", f"{opdef.name} cannot take these arguments "
+                      f"({type(e).__name__}: {e})")
+
+    def compare(self, st: Statement, declared: list, inferred: list) -> None:
+        if len(declared) != len(inferred):
+            self.fail(st.line, "type-mismatch", f"{st.op.text} gives {len(inferred)} result(s) "
+                      f"here ({', '.join(map(str, inferred))}); the statement declares "
+                      f"{len(declared)}")
+        for (t, tok), d, i in zip(st.outputs, declared, inferred):
+            if d != i:
+                self.fail(t.line, "type-mismatch", f"{tok.text!r} is declared {d} but "
+                          f"{st.op.text} gives {i} for these arguments: declare {i}, or fix "
+                          f"the arguments")
+
+    def check_const_inputs(self, st: Statement, opdef, inputs: dict) -> None:
+        for k in opdef.const_inputs:
+            v = inputs.get(k)
+            if v is not None and (v.op is None or v.op.type != "const"):
+                self.fail(st.op.line, "argument-type", f"{opdef.name}'s {k} must be a const "
+                          f"(MIL requires it); for a value computed or fed at run time use "
+                          f"matmul instead")
+
+
+def _describe(a: np.ndarray) -> str:
+    kind = {"U": "string", "b": "bool", "f": "float", "i": "int", "u": "uint"}.get(a.dtype.kind, "")
+    return f"a {kind} {'scalar' if a.ndim == 0 else f'tensor of shape {list(a.shape)}'}"

@@ -1,0 +1,410 @@
+"""The MIL text parser (aneforge/mil/text.py + resolve.py) and af.load_mil.
+
+1. The MIL primer's example programs, written as the primer writes them, parse and run on the
+   simulator with numpy's numbers (fp16 tolerances).
+2. Every op-table program, forward and backward, survives emit -> parse with its signature
+   (and emits the same text again).
+3. One test per validation rule: the error names the line and the rule.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import aneforge as af
+from aneforge.errors import AneforgeError, DTypeError, ShapeError
+from aneforge.mil.text import MILSyntaxError, emit, parse
+from optable import CASES
+from test_coreml_accepts import backward, forward
+
+HEADER = '''program(1.3)
+[buildInfo = dict<string, string>({{"coremlc-component-MIL", "3520.4.1"},
+{"coremlc-version", "3520.5.1"}})]
+{
+'''
+U = 2.0 ** -11           # fp16 unit roundoff
+
+
+def program(signature: str, body: str, outputs: str) -> str:
+    """A primer-format program: the header, func main<ios18>(signature) { body } -> (outputs)."""
+    return HEADER + f"func main<ios18>({signature}) {{\n{body.strip()}\n}} -> ({outputs});\n}}\n"
+
+
+def f16(*shape, lo=-2.0, hi=2.0, seed=0):
+    return np.random.default_rng(seed).uniform(lo, hi, shape).astype(np.float16)
+
+
+def close(got, want, rtol=2 * U, atol=2.0 ** -20):
+    want = np.asarray(want, np.float64)
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=rtol, atol=atol)
+
+
+# ---------------------------------------------------------------------------- 1. primer programs
+
+X14 = "tensor<fp16, [1, 4]> x"
+AB14 = "tensor<fp16, [1, 4]> a, tensor<fp16, [1, 4]> b"
+
+
+def test_smallest_program_relu():
+    fn = af.load_mil(program(X14, '''
+tensor<fp16, [1, 4]> relu = relu(x = x)[name = string("relu")];''', "relu"))
+    x = f16(1, 4)
+    np.testing.assert_array_equal(fn(x), np.maximum(x, 0))
+    assert fn.program.build_info == {"coremlc-component-MIL": "3520.4.1",
+                                     "coremlc-version": "3520.5.1"}
+
+
+@pytest.mark.parametrize("line, ref", [
+    ('tensor<fp16, [1, 4]> y = gelu(x = x, mode = string("EXACT"))[name = string("y")];',
+     lambda x: 0.5 * x * (1 + np.vectorize(__import__("math").erf)(x / np.sqrt(2)))),
+    ('tensor<fp16, [1, 4]> y = gelu(x = x, mode = const(string("TANH_APPROXIMATION")))'
+     '[name = string("y")];',
+     lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))),
+    ('tensor<fp16, [1, 4]> y = sigmoid(x = x)[name = string("y")];', lambda x: 1 / (1 + np.exp(-x))),
+    ('tensor<fp16, [1, 4]> y = sqrt(x = x)[name = string("y")];', np.sqrt),
+    ('tensor<fp16, [1, 4]> y = exp(x = x)[name = string("y")];', np.exp),
+    ('tensor<fp16, [1, 4]> y = log(x = x, epsilon = const(fp16(0)))[name = string("y")];', np.log),
+    ('tensor<fp16, [1, 4]> y = abs(x = x)[name = string("y")];', np.abs),
+], ids=["gelu", "gelu_tanh", "sigmoid", "sqrt", "exp", "log", "abs"])
+def test_primer_unary(line, ref):
+    x = f16(1, 4, lo=0.25, hi=3.0)
+    close(af.load_mil(program(X14, line, "y"))(x), ref(x.astype(np.float64)))
+
+
+@pytest.mark.parametrize("op, ref", [("add", np.add), ("mul", np.multiply), ("sub", np.subtract),
+                                     ("real_div", np.divide)])
+def test_primer_binary(op, ref):
+    a, b = f16(1, 4, seed=1), f16(1, 4, lo=0.5, hi=2.0, seed=2)
+    fn = af.load_mil(program(AB14, f'tensor<fp16, [1, 4]> y = {op}(x = a, y = b)'
+                                   f'[name = string("y")];', "y"))
+    close(fn(a, b), ref(a.astype(np.float64), b))
+
+
+def test_primer_comparison_and_select():
+    a, b = f16(1, 4, seed=3), f16(1, 4, seed=4)
+    fn = af.load_mil(program(AB14, '''
+tensor<bool, [1, 4]> mask = less(x = a, y = b)[name = string("mask")];
+tensor<fp16, [1, 4]> y = select(cond = mask, a = a, b = b)[name = string("y")];''', "y"))
+    np.testing.assert_array_equal(fn(a, b), np.minimum(a, b))
+
+
+def test_primer_matmul_with_transposes_and_comments():
+    fn = af.load_mil(program("tensor<fp16, [3, 5]> a, tensor<fp16, [4, 5]> b", '''
+tensor<fp16, [3, 4]> y = matmul(
+    x = a,  // [M, K]
+    y = b,  // [N, K], transposed below
+    transpose_x = const(bool(false)),
+    transpose_y = const(bool(true))
+)[name = string("y")];''', "y"))
+    a, b = f16(3, 5, seed=5), f16(4, 5, seed=6)
+    close(fn(a, b), a.astype(np.float64) @ b.T.astype(np.float64), atol=8 * U)
+
+
+def test_primer_reshape_and_transpose():
+    fn = af.load_mil(program("tensor<fp16, [1, 64]> x", '''
+tensor<fp16, [1, 16, 4]> y = reshape(
+    x = x,
+    shape = const(tensor<int32, [3]>([1, 16, 4]))
+)[name = string("y")];
+tensor<fp16, [1, 4, 16]> z = transpose(
+    x = y,  // [B, H, W]
+    perm = const(tensor<int32, [3]>([0, 2, 1]))
+)[name = string("z")];''', "z"))
+    x = f16(1, 64)
+    np.testing.assert_array_equal(fn(x), x.reshape(1, 16, 4).transpose(0, 2, 1))
+
+
+def test_primer_reduce_sum_keep_dims():
+    fn = af.load_mil(program("tensor<fp16, [1, 16]> x", '''
+tensor<fp16, [1, 1]> y = reduce_sum(
+    x = x,  // [1, 16]
+    axes = const(tensor<int32, [1]>([-1])),
+    keep_dims = const(bool(true))
+)[name = string("y")];''', "y"))
+    x = np.arange(16, dtype=np.float16).reshape(1, 16)
+    np.testing.assert_array_equal(fn(x), [[120.0]])
+
+
+def test_primer_constants_scalars_tensors_and_hex():
+    fn = af.load_mil(program("tensor<fp16, [1, 64]> x", '''
+tensor<fp16, []> scale = const(val = fp16(0.125))[name = string("scale")];
+tensor<int32, [3]> shape = const(val = tensor<int32, [3]>([1, 16, 4]))[name = string("shape")];
+tensor<fp16, [2, 3]> w = const(val = tensor<fp16, [2, 3]>(
+    [[0x3c00, 0x4000, 0x4200],
+     [0x4400, 0x4500, 0x4600]]
+))[name = string("w")];
+tensor<fp16, [1, 16, 4]> r = reshape(x = x, shape = shape)[name = string("r")];
+tensor<fp16, [1, 16, 4]> s = mul(x = r, y = scale)[name = string("s")];
+tensor<fp16, [2, 3]> w2 = add(x = w, y = fp16(0.5))[name = string("w2")];''', "s, w2"))
+    x = f16(1, 64)
+    s, w2 = fn(x)
+    np.testing.assert_array_equal(s, (x * np.float16(0.125)).reshape(1, 16, 4))
+    np.testing.assert_array_equal(w2, [[1.5, 2.5, 3.5], [4.5, 5.5, 6.5]])
+    assert "shape" not in {op.name for op in fn.program.operations}   # folded into reshape
+
+
+def test_primer_multi_input():
+    fn = af.load_mil(HEADER + '''func main<ios18>(
+    tensor<fp16, [1, 4]> x,
+    tensor<fp16, [1, 4]> y
+) {
+    tensor<fp16, [1, 4]> z = add(x = x, y = y)[name = string("z")];
+} -> (z);
+}''')
+    assert [v.name for v in fn.inputs] == ["x", "y"]
+    np.testing.assert_array_equal(fn(y=np.ones((1, 4)), x=np.full((1, 4), 2.0)), [[3.0] * 4])
+
+
+def test_primer_multi_output():
+    fn = af.load_mil(program(X14, '''
+tensor<fp16, [1, 4]> y_relu = relu(x = x)[name = string("y_relu")];
+tensor<fp16, [1, 4]> y_neg = sub(x = const(val = fp16(0)), y = x)[name = string("y_neg")];''',
+                             "y_relu, y_neg"))
+    x = f16(1, 4)
+    y_relu, y_neg = fn(x)
+    np.testing.assert_array_equal(y_relu, np.maximum(x, 0))
+    np.testing.assert_array_equal(y_neg, -x)
+    assert [v.name for v in fn.outputs] == ["y_relu", "y_neg"]
+
+
+def test_split_concat_and_literal_forms():
+    fn = af.load_mil(program("tensor<fp16, [2, 6]> x", '''
+tensor<fp16, [2, 2]> a, tensor<fp16, [2, 4]> b = split(x = x,
+    split_sizes = const(tensor<int32, [2]>([2, 4])), axis = const(int32(1)))[name = string("s")];
+tensor<fp16, [2, 6]> c = concat(values = (b, a), axis = int32(-1), interleave = bool(false))
+    [name = string("c")];
+tensor<fp16, [2, 6]> d = mul(x = c, y = const(fp16(0x1.8p+1)))[name = string("d")];
+tensor<fp32, [2, 6]> e = cast(x = d, dtype = string("fp32"))[name = string("e")];
+tensor<fp32, [2, 6]> f = add(x = e, y = fp32(-1.5e-1))[name = string("f")];
+tensor<fp16, [2, 6]> g = cast(x = f, dtype = string("fp16"))[name = string("g")];''', "g"))
+    x = np.arange(12, dtype=np.float16).reshape(2, 6)
+    want = np.concatenate([x[:, 2:], x[:, :2]], 1).astype(np.float32) * 3 - np.float32(0.15)
+    np.testing.assert_array_equal(fn(x), want.astype(np.float16))
+
+
+def test_coremltools_style_consts_in_annotations():
+    """model.mil from coremltools: `const()[name = ..., val = ...]`, scalar types, names bound."""
+    fn = af.load_mil(program(X14, '''
+string mode = const()[name = string("mode"), val = string("TANH_APPROXIMATION")];
+fp16 eps = const()[name = string("eps"), val = fp16(0x0p+0)];
+tensor<fp16, [1, 4]> g = gelu(x = x, mode = mode)[name = string("g")];
+tensor<fp16, [1, 4]> y = log(x = g, epsilon = eps)[name = string("y")];''', "y"))
+    assert [op.type for op in fn.program.operations] == ["gelu", "log"]
+    assert fn.program.operations[0].attrs["mode"] == "TANH_APPROXIMATION"
+
+
+def test_blobfile_weights(tmp_path):
+    from aneforge.mil.proto import WeightFile
+    w = np.arange(12, dtype=np.float16).reshape(3, 4)
+    wf = WeightFile()
+    offset = wf.add(w, "float16")
+    (tmp_path / "weights1.bin").write_bytes(wf.to_bytes())
+    text = program(X14.replace("[1, 4]", "[2, 4]"), f'''
+tensor<fp16, [3, 4]> w = const(
+    val = tensor<fp16, [3, 4]>(BLOBFILE(@path="weights1.bin", offset={offset}))
+)[name = string("w")];
+tensor<fp16, [2, 3]> y = matmul(x = x, y = w, transpose_x = const(bool(false)),
+    transpose_y = const(bool(true)))[name = string("y")];''', "y")
+    (tmp_path / "model.mil").write_text(text)
+    fn = af.load_mil(tmp_path / "model.mil")
+    x = np.ones((2, 4), np.float16)
+    np.testing.assert_array_equal(fn(x), x @ w.T)
+    with pytest.raises(MILSyntaxError, match="weights_dir"):
+        af.load_mil(text)
+
+
+# ---------------------------------------------------------------------------- 2. round trip
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_round_trip_keeps_the_signature(case):
+    programs = [forward(case)] + ([] if case.bakes_inputs else [backward(case)])
+    for p in filter(None, programs):
+        text = emit(p)
+        q = parse(text)
+        assert q.signature() == p.signature()
+        assert emit(q) == text
+
+
+def test_round_trip_of_a_training_step():
+    from test_export import training_step_program
+    p = training_step_program()
+    assert parse(emit(p)).signature() == p.signature()
+
+
+def test_load_mil_runs_like_the_traced_program():
+    x = af.tensor(f16(3, 5))
+    w = af.tensor(f16(5, 4, seed=1))
+    y = ((x @ w).relu().sum(dim=1, keepdim=True) / 3).log_softmax(0)
+    want = y.numpy()
+    fn = af.load_mil(af.to_mil(y))          # the program that computed y
+    np.testing.assert_array_equal(fn(x.numpy(), w.numpy()), want)
+
+
+# ---------------------------------------------------------------------------- load_mil's calls
+
+RELU = program(X14, 'tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y")];', "y")
+
+
+def test_load_mil_compiles_once_per_backend_and_numerics(monkeypatch):
+    from aneforge.runtime import get_backend
+    fn, calls = af.load_mil(RELU), []
+    real = type(get_backend()).compile
+    monkeypatch.setattr(type(get_backend()), "compile",
+                        lambda self, p, nm: calls.append(nm) or real(self, p, nm))
+    for _ in range(3):
+        fn(np.ones((1, 4)))
+    with af.numerics(rounding="half_away"):
+        fn(np.ones((1, 4)))
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("args, kwargs, error, words", [
+    ((np.ones((2, 4)),), {}, ShapeError, "shape [1, 4]"),
+    ((), {}, AneforgeError, "needs input(s) ['x']"),
+    ((np.ones((1, 4)),) * 2, {}, AneforgeError, "takes 1 input(s)"),
+    ((), {"z": np.ones((1, 4))}, AneforgeError, "no input 'z'"),
+    ((np.ones((1, 4)),), {"x": np.ones((1, 4))}, AneforgeError, "both by position and by name"),
+    ((np.array([["a"] * 4]),), {}, DTypeError, "Pass floating-point data"),
+])
+def test_load_mil_checks_its_inputs(args, kwargs, error, words):
+    with pytest.raises(error) as e:
+        af.load_mil(RELU)(*args, **kwargs)
+    assert words in str(e.value)
+
+
+def test_load_mil_integer_inputs_are_range_checked():
+    fn = af.load_mil(program("tensor<int16, [2]> x", '''
+tensor<int32, [2]> w = cast(x = x, dtype = string("int32"))[name = string("w")];
+tensor<int32, [2]> v = add(x = w, y = int32(1))[name = string("v")];
+tensor<int16, [2]> y = cast(x = v, dtype = string("int16"))[name = string("y")];''', "y"))
+    assert fn(np.array([1, 2])).tolist() == [2, 3]
+    with pytest.raises(DTypeError, match="do not fit"):
+        fn(np.array([1, 70000]))
+
+
+def test_load_mil_reads_files_and_says_when_it_cannot(tmp_path):
+    (tmp_path / "relu.mil").write_text(RELU)
+    assert af.load_mil(str(tmp_path / "relu.mil"))(np.ones((1, 4))).tolist() == [[1.0] * 4]
+    with pytest.raises(AneforgeError, match="cannot read MIL text"):
+        af.load_mil(str(tmp_path / "missing.mil"))
+    with pytest.raises(AneforgeError, match="MIL text or a path"):
+        af.load_mil(42)
+
+
+# ---------------------------------------------------------------------------- 3. validation
+
+def error_line(text: str, needle: str) -> int:
+    """The 1-based line of the first occurrence of `needle` in `text`."""
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+Y = 'tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y")];'
+
+# (rule, signature, body, text on the offending line, words the message must contain);
+# the program returns y (or what the needle's "-> (name)" says).
+ERRORS = [
+    ("io-dtype", "tensor<fp32, [1, 4]> x", Y, "tensor<fp32", ["fp32", "cast"]),
+    ("io-dtype", "tensor<int32, [1, 4]> x", Y, "tensor<int32", ["int32", "fp16, int16"]),
+    ("io-dtype", "tensor<bf16, [1, 4]> x", Y, "tensor<bf16", ["bf16"]),
+    ("io-dtype", X14, Y + '\ntensor<bool, [1, 4]> m = less(x = x, y = y)[name = string("m")];',
+     "-> (m)", ["bool", "compute-only"]),
+    ("io-rank", "tensor<fp16, []> x", 'tensor<fp16, []> y = relu(x = x)[name = string("y")];',
+     "tensor<fp16, []> x", ["scalar", "[1]"]),
+    ("axis-limit", "tensor<fp16, [1, 70000]> x", Y, "70000", ["70000", "1..65536"]),
+    ("axis-limit", "tensor<fp16, [0, 4]> x", Y, "[0, 4]", ["size 0", "empty"]),
+    ("rank-limit", "tensor<fp16, [1, 1, 1, 1, 1, 4]> x", Y, "[1, 1, 1, 1, 1, 4]",
+     ["rank 6", "<= 5"]),
+    ("required-argument", X14, 'tensor<fp16, [1, 4]> y = log(x = x)[name = string("y")];', "log(",
+     ["epsilon", "const(fp16(0))"]),
+    ("required-argument", X14, 'tensor<fp16, [1, 4]> y = gelu(x = x)[name = string("y")];',
+     "gelu(", ["mode", 'string("EXACT")']),
+    ("required-argument", X14, 'tensor<fp16, [1, 4]> y = add(x = x)[name = string("y")];',
+     "add(", ["input 'y'"]),
+    ("name-annotation", X14, "tensor<fp16, [1, 4]> y = relu(x = x);", "relu(", ["[name ="]),
+    ("name-annotation", X14, 'tensor<fp16, [1, 4]> y = relu(x = x)[name = string("")];', "relu(",
+     ["empty"]),
+    ("name-annotation", X14, "tensor<fp16, [1, 4]> y = relu(x = x)[];", "relu(", ["missing"]),
+    ("duplicate-name", X14, Y + "\n" + Y.replace('string("y")', 'string("y2")'), 'string("y2")',
+     ["already defined on line", "coremltools' loader does not catch this"]),
+    ("duplicate-name", X14, 'tensor<fp16, [1, 4]> x = relu(x = x)[name = string("y")];', "= relu",
+     ["'x' is already defined"]),
+    ("undefined-name", X14, 'tensor<fp16, [1, 4]> y = relu(x = z)[name = string("y")];', "x = z",
+     ["'z' is not defined"]),
+    ("undefined-name", X14, 'tensor<fp16, [1, 4]> y = relu(x = z)[name = string("y")];\n'
+     'tensor<fp16, [1, 4]> z = exp(x = x)[name = string("z")];', "x = z",
+     ["before it is defined (on line", "move its definition up"]),
+    ("undefined-name", X14, Y, "-> (w)", ["'w' is not defined"]),
+    ("unknown-op", X14, 'tensor<fp16, [1, 4]> y = rellu(x = x)[name = string("y")];', "rellu",
+     ["unknown op 'rellu'", "did you mean 'relu'"]),
+    ("unknown-argument", AB14, 'tensor<fp16, [1, 4]> y = add(a = a, b = b)[name = string("y")];',
+     "add(", ["add has no argument 'a'", "it takes x, y"]),
+    ("argument-type", X14, 'tensor<fp16, [1, 4]> y = log(x = x, epsilon = const(fp32(0)))'
+     '[name = string("y")];', "log(", ["fp16 scalar like 'x'"]),
+    ("argument-type", X14, 'tensor<fp16, [1, 1]> y = reduce_sum(x = x, axes = int32(1), '
+     'keep_dims = bool(true))[name = string("y")];', "reduce_sum", ["1-D int32 tensor"]),
+    ("type-mismatch", X14, 'tensor<fp16, [1, 3]> y = relu(x = x)[name = string("y")];', "relu(",
+     ["declared tensor<fp16, [1, 3]>", "gives tensor<fp16, [1, 4]>"]),
+    ("op-check", "tensor<fp16, [1, 4]> x, tensor<fp16, [3, 5]> w",
+     'tensor<fp16, [1, 5]> y = matmul(x = x, y = w)[name = string("y")];', "matmul(",
+     ["contraction sizes differ"]),
+    ("compile-wall", X14, 'tensor<fp16, [1, 1]> r = reduce_sum(x = x, axes = const(tensor<int32, '
+     '[1]>([1])), keep_dims = const(bool(true)))[name = string("r")];\n'
+     'tensor<fp16, [1, 1]> y = mul(x = r, y = const(val = fp16(0)))[name = string("y")];',
+     "mul(", ["ANECCompile", "sub(x, x)"]),
+    ("literal", X14, 'tensor<fp16, [1, 4]> y = add(x = x, y = tensor<fp16, [2]>([1]))'
+     '[name = string("y")];', "add(", ["shape [1]", "exactly 2 elements"]),
+    ("literal", X14, 'tensor<fp16, [1, 4]> y = add(x = x, y = fp16(1e6))[name = string("y")];',
+     "add(", ["beyond the range of float16"]),
+    ("opset", X14, Y, "func main", ["ios18"]),
+    ("unsupported", X14, 'tensor<fp16, [1, 4]> y = add(x = x, y = bf16(1))[name = string("y")];',
+     "add(", ["no bf16 values"]),
+    ("syntax", X14, 'tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y")]', "-> (y)",
+     ["expected ';'"]),
+]
+
+
+@pytest.mark.parametrize("rule, signature, body, needle, words", ERRORS,
+                         ids=[f"{e[0]}-{i}" for i, e in enumerate(ERRORS)])
+def test_validation_error_names_line_and_rule(rule, signature, body, needle, words):
+    outputs = needle[4:-1] if needle.startswith("-> (") else "y"
+    text = program(signature, body, outputs)
+    if rule == "opset":
+        text = text.replace("main<ios18>", "main<ios99>")
+    with pytest.raises(MILSyntaxError) as e:
+        parse(text)
+    err = e.value
+    assert (err.rule, err.line) == (rule, error_line(text, needle)), str(err)
+    message = str(err)
+    assert message.startswith(f"MIL line {err.line} [{rule}]: ")
+    for w in words:
+        assert w in message, message
+
+
+def test_every_rule_is_tested():
+    from aneforge.mil.resolve import RULES
+    assert set(RULES) == {e[0] for e in ERRORS}
+
+
+def test_errors_are_aneforge_errors_with_a_line():
+    with pytest.raises(AneforgeError) as e:
+        af.load_mil("program(1.3) {\n  func main<ios18>(tensor<fp16, [1]> x) {\n  } -> (x);\n} }")
+    assert e.value.line == 4 and "after the program's closing" in str(e.value)
+
+
+@pytest.mark.parametrize("text, words", [
+    ('program(1.3) { func main<ios18>(tensor<fp16, [1]> x) { } -> (x); } "', "unterminated"),
+    ("program(1.3) { func main<ios18>(tensor<fp16, [M, N]> x) { } -> (x); }", "integer sizes"),
+    ("program(1.3) { func main<ios18>(state<tensor<fp16, [1]>> x) { } -> (x); }", "paired"),
+    ("program(1.3) { func f<ios18>(tensor<fp16, [1]> x) { } -> (x); }", "named main"),
+    ("program(1.3) [foo = 1] { }", "unknown program attribute"),
+    ("program(1.3) { func main<ios18>(tensor<fp16, [1]> x) {\n"
+     "  tensor<fp16, [1]> y = relu(x = x)[name = string(\"y\")];\n"
+     "  tensor<fp16, [1]> z = exp(x = x)[name = string(\"y\")];\n } -> (z); }", "op name 'y'"),
+    ("program(1.3) { func main<ios18>(tensor<fp16, [1]> x) {\n"
+     "  tensor<fp16, [1]> y = add(x = x, y = tensor<fp16, [1]>([[[[[[[1]]]]]]]))"
+     "[name = string(\"y\")];\n } -> (y); }", "deeper than rank 5"),
+])
+def test_syntax_errors_say_what_was_expected(text, words):
+    with pytest.raises(MILSyntaxError) as e:
+        parse(text)
+    assert words in str(e.value)
