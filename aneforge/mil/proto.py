@@ -246,6 +246,11 @@ def _array(v, weights: "WeightReader | None") -> np.ndarray:
     tv = v.immediateValue.tensor
     field = tv.WhichOneof("value")
     data = getattr(tv, field).values if field else []
+    size = int(np.prod(shape, dtype=object))
+    itemsize = np.dtype(key).itemsize if field == "bytes" else 1
+    if len(data) != size * itemsize:
+        raise AneforgeError(f"a value typed {key}{list(shape)} holds {len(data) // itemsize} "
+                            f"elements in its {field or 'empty'} field, not {size}")
     if field == "bytes":
         return np.frombuffer(data, _little(key)).astype(key).reshape(shape)
     return np.array(list(data), dtype=str if key == "str" else key).reshape(shape)
@@ -315,10 +320,16 @@ class WeightReader:
 
     def read(self, blob, key: str) -> np.ndarray:
         data = self._file(blob.fileName)
+        if blob.offset + _META.size > len(data):
+            raise AneforgeError(f"{blob.fileName}: offset {blob.offset} is beyond its "
+                                f"{len(data)} bytes")
         sentinel, code, size, at = _META.unpack_from(data, blob.offset)
         if sentinel != BLOB_SENTINEL or BLOB_DTYPES.get(key) != code:
             raise AneforgeError(f"{blob.fileName} at offset {blob.offset}: no {key} blob there "
                                 f"(sentinel {sentinel:#x}, dtype code {code})")
+        if at + size > len(data) or size % np.dtype(key).itemsize:
+            raise AneforgeError(f"{blob.fileName} at offset {blob.offset}: a {size}-byte blob at "
+                                f"{at} does not fit the file's {len(data)} bytes")
         return np.frombuffer(data, _little(key), size // np.dtype(key).itemsize, at).astype(key)
 
 
@@ -335,6 +346,18 @@ ATTR_KINDS = {
     "dtype": (lambda v, dt: np.array(str(v)), lambda a: str(a.item())),
     "scalar": (lambda v, dt: np.array(v, dt), lambda a: a.item()),
     "value": (lambda v, dt: np.asarray(v), lambda a: a),
+}
+# Attr.kind -> does an array read from a program hold a value of that kind (checked before the
+# conversion above, so ops only ever see the Python types they expect).
+ATTR_FITS = {
+    "int": lambda a: a.ndim == 0 and a.dtype.kind in "iu",
+    "ints": lambda a: a.ndim == 1 and a.dtype.kind in "iu",
+    "bool": lambda a: a.ndim == 0 and a.dtype.kind == "b",
+    "bools": lambda a: a.ndim == 1 and a.dtype.kind == "b",
+    "str": lambda a: a.ndim == 0 and a.dtype.kind == "U",
+    "dtype": lambda a: a.ndim == 0 and a.dtype.kind == "U",
+    "scalar": lambda a: a.ndim == 0 and a.dtype.kind in "fiu",
+    "value": lambda a: a.dtype.kind in "fiubU",
 }
 # Kinds MIL keeps in Operation.attributes, not among its arguments (const's `val`, as coremltools).
 STORED_AS_ATTRIBUTE = frozenset({"value"})
@@ -438,16 +461,28 @@ def _build_info(info: dict[str, str]):
 def from_proto(data, weights_dir: str | None = None) -> Program:
     """An aneforge Program from MILSpec Program bytes (or message). Blob-file values are read
     from `weights_dir` (the directory holding weight.bin)."""
-    m = data if not isinstance(data, (bytes, bytearray)) else message_class("Program").FromString(data)
+    m = data if not isinstance(data, (bytes, bytearray)) else _decode(data)
     if m.version != 1:
         raise AneforgeError(f"MILSpec program version {m.version}; aneforge reads version 1")
     weights = WeightReader(weights_dir) if weights_dir is not None else None
+    if "main" not in m.functions:
+        raise AneforgeError(f"the MILSpec program has no function 'main' (it has "
+                            f"{sorted(m.functions)}); aneforge runs main")
     functions = {name: _read_function(f, weights) for name, f in m.functions.items()}
     info = {}
     if "buildInfo" in m.attributes:
         info = {_array(kv.key, None).item(): _array(kv.value, None).item()
                 for kv in m.attributes["buildInfo"].immediateValue.dictionary.values}
     return Program(functions, build_info=info)
+
+
+def _decode(data: bytes):
+    from google.protobuf.message import DecodeError
+    try:
+        return message_class("Program").FromString(data)
+    except DecodeError as e:
+        raise AneforgeError(f"these {len(data)} bytes are not a MILSpec Program (protobuf: {e}); "
+                            f"pass the serialized mlProgram of a Core ML model") from None
 
 
 def from_proto_bytes(data: bytes, weights_dir: str | None = None) -> Program:
@@ -503,17 +538,21 @@ class _BlockReader:
         inputs = {}
         for k in spec.inputs:              # registry order: the IR's (and signature's) order
             if k in m.inputs:
-                vs = tuple(self.tensor(b, f"{where} argument {k}") for b in m.inputs[k].arguments)
-                inputs[k] = vs if k in spec.variadic else vs[0]
+                args = m.inputs[k].arguments
+                if k not in spec.variadic:
+                    args = [_one(m.inputs[k], f"{where} argument {k}")]
+                inputs[k] = tuple(self.tensor(b, f"{where} argument {k}") for b in args)
+                inputs[k] = inputs[k] if k in spec.variadic else inputs[k][0]
         found = {}
         for k, a in spec.attrs.items():
             if a.kind in STORED_AS_ATTRIBUTE and k in m.attributes:
-                found[k] = ATTR_KINDS[a.kind][1](_array(m.attributes[k], self.weights))
+                found[k] = _attr(a.kind, _array(m.attributes[k], self.weights), f"{where} {k}")
                 self.consts[m.outputs[0].name] = found[k]
                 if _key(found[k]) not in _IR_DTYPE:
                     return                 # e.g. a string const: only ever an argument
             elif k in m.inputs:
-                found[k] = ATTR_KINDS[a.kind][1](self.literal(m.inputs[k].arguments[0], f"{where} {k}"))
+                found[k] = _attr(a.kind, self.literal(_one(m.inputs[k], f"{where} {k}"),
+                                                      f"{where} {k}"), f"{where} {k}")
         outputs = [_read_var(v) for v in m.outputs]
         self.scope.update((v.name, v) for v in outputs)
         self.ops.append(Operation(m.type, inputs, spec.full_attrs(found), outputs, name))
@@ -546,6 +585,19 @@ class _BlockReader:
         used = {id(v) for op in self.ops for v in op.input_vars()} | {id(v) for v in outputs}
         return [op for op in self.ops if not op.outputs or not all(
             v.name in self.folded and id(v) not in used for v in op.outputs)]
+
+
+def _one(argument, where: str):
+    if len(argument.arguments) != 1:
+        raise AneforgeError(f"{where} binds {len(argument.arguments)} values; it takes one")
+    return argument.arguments[0]
+
+
+def _attr(kind: str, a: np.ndarray, where: str):
+    if not ATTR_FITS[kind](a):
+        raise AneforgeError(f"{where}: a {a.dtype} value of shape {list(a.shape)} is not a "
+                            f"{kind} argument")
+    return ATTR_KINDS[kind][1](a)
 
 
 def _check_arguments(m, spec, where: str) -> None:

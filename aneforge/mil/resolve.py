@@ -247,7 +247,8 @@ class _FunctionResolver:
         opdef = REGISTRY.get(st.op.text)
         if opdef is None:
             self.fail(st.op.line, "unknown-op", f"unknown op {st.op.text!r}"
-                      f"{_close(st.op.text, REGISTRY)}; aneforge runs {', '.join(sorted(REGISTRY))}")
+                      f"{_close(st.op.text, REGISTRY)}; aneforge runs "
+                      f"{', '.join(sorted(REGISTRY))}")
         name = self.op_name(st)
         if opdef.name == "const" and self.string_const(st, name):
             return

@@ -10,6 +10,11 @@
 
 Compile-time arguments are written inline (`axes = const(tensor<int32, [1]>([-1]))`,
 `mode = string("EXACT")`), fp16 tensor constants as 16-bit hex literals.
+
+`emit(program)` writes it; `parse(text)` reads it back (and what people and coremltools write
+by hand: comments, literals bound where a tensor goes, consts bound to compile-time
+arguments by name, BLOBFILE weights) into a validated Program. Errors are `MILSyntaxError`s
+naming the line and the rule (resolve.RULES); docs/mil.md describes the grammar.
 """
 from __future__ import annotations
 
@@ -315,7 +320,8 @@ class Parser:
             prog.functions.append(self.function())
         self.expect("}", "to close the program")
         if self.peek().kind != "eof":
-            self.fail(self.peek().line, f"unexpected {self.peek()} after the program's closing '}}'")
+            self.fail(self.peek().line,
+                      f"unexpected {self.peek()} after the program's closing '}}'")
         return prog
 
     def program_attributes(self) -> dict[str, str]:

@@ -1,0 +1,218 @@
+"""Fuzz the MIL readers: mutated MIL text (aneforge/mil/text.py) and mutated MILSpec protobuf
+bytes (aneforge/mil/proto.py) give a valid Program or an AneforgeError — never another
+exception, never a hang. A program the text parser accepts also survives emit -> parse."""
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import aneforge as af
+from aneforge.errors import AneforgeError
+from aneforge.mil import proto
+from aneforge.mil.text import emit, parse
+from aneforge.runtime.sim import SimBackend
+
+SLOW = 1.0          # seconds: far above any example's parse time; more means a near-hang
+
+PRIMER = '''program(1.3)
+[buildInfo = dict<string, string>({{"coremlc-component-MIL", "3520.4.1"},
+{"coremlc-version", "3520.5.1"}})]
+{
+func main<ios18>(tensor<fp16, [1, 4]> x, tensor<fp16, [1, 4]> b) {
+tensor<fp16, [1, 4]> y_relu = relu(x = x)[name = string("y_relu")];
+tensor<fp16, [1, 4]> y_neg = sub(x = const(val = fp16(0)), y = x)[name = string("y_neg")];
+tensor<bool, [1, 4]> mask = less(x = y_neg, y = b)[name = string("mask")];
+tensor<fp16, [1, 4]> y = select(cond = mask, a = y_relu, b = b)[name = string("y")];
+tensor<fp16, [4, 3]> w = const(val = tensor<fp16, [4, 3]>(
+    [[0x3c00, 0x4000, 0x4200], [0x4400, 0x4500, 0x4600],
+     [0xbc00, 0x0001, 0x7bff], [0x8000, 0x3555, -1.5e-2]]
+))[name = string("w")];
+tensor<fp16, [1, 3]> m = matmul(
+    x = y,  // [1, 4]
+    y = w,  // [4, 3]
+    transpose_x = const(bool(false)),
+    transpose_y = const(bool(false))
+)[name = string("m")];
+} -> (y_relu, y_neg, m);
+}
+'''
+
+
+def _traced() -> list[str]:
+    x = af.randn(2, 6)
+    a, b = x.split([2, 4], dim=1)
+    y = af.cat([af.nn.functional.gelu(b), a.log_softmax(-1)], dim=1)
+    y = y.reshape(3, 4).sum(0, keepdim=True)
+    z = af.where(x > 0.5, x.exp(), x.clamp(-1, 1)).argmax(1)
+    return [af.to_mil(y), af.to_mil((y, z)), af.to_mil(x.t() @ x)]
+
+
+SEEDS = [PRIMER] + _traced()
+TOKEN = re.compile(r'"[^"\n]*"|//[^\n]*|0x[0-9a-f.p+]+|-?\d+\.?\d*(?:e[-+]?\d+)?|\w+|->|\S')
+NUMBERS = ["0", "1", "-1", "2", "3", "4", "5", "65536", "65537", "1e9", "0xffff", "0x7c00",
+           "0x1p+0", "inf", "-inf", "nan", "0.5", "-0", "99999999999999999999"]
+WORDS = ["relu", "log", "gelu", "exp", "add", "mul", "reduce_sum", "split", "concat", "const",
+         "tensor", "fp16", "fp32", "int32", "int16", "uint8", "bool", "bf16", "string", "true",
+         "false", "x", "y", "val", "name", "values", "axes", "axis", "mode", "epsilon", "main",
+         "ios18", "BLOBFILE", "state", "program", "func"]
+PUNCT = ["(", ")", "[", "]", "{", "}", "<", ">", ",", "=", ";", "->", '""', '"EXACT"', "//"]
+CHARS = st.sampled_from(list('()[]{}<>,=;"-/.@x0123456789abcdefnp \n') + ["\t", "é", "\x00"])
+
+
+def _pieces(text: str) -> list[str]:
+    """The text as tokens, each followed by the whitespace after it (kept: comments end lines)."""
+    out, at = [], 0
+    for m in TOKEN.finditer(text):
+        if out:
+            out[-1] += text[at:m.start()]
+        else:
+            out.append(text[:m.start()])
+        out.append(m.group())
+        at = m.end()
+    return out[:-1] + [out[-1] + text[at:]] if out else [text]
+
+
+def _like(draw, tok: str, names: list[str]) -> str:
+    """A replacement of the same class: numbers for numbers, names for names, ..."""
+    core = tok.strip()
+    if re.fullmatch(r"-?[\d.]+(e[-+]?\d+)?|0x\w+", core):
+        return draw(st.sampled_from(NUMBERS))
+    if re.fullmatch(r"\w+", core):
+        return draw(st.sampled_from(WORDS + names))
+    return draw(st.sampled_from(PUNCT))
+
+
+@st.composite
+def char_edits(draw, text: str) -> str:
+    for _ in range(draw(st.integers(1, 3))):
+        i = draw(st.integers(0, len(text)))
+        how = draw(st.sampled_from(["delete", "insert", "replace"]))
+        c = draw(CHARS)
+        text = (text[:i] + text[i + 1:] if how == "delete" else
+                text[:i] + c + text[i:] if how == "insert" else text[:i] + c + text[i + 1:])
+    return text
+
+
+@st.composite
+def token_edits(draw, text: str) -> str:
+    pieces = _pieces(text)
+    names = sorted(set(re.findall(r"> (\w+)", text)))
+    for _ in range(draw(st.integers(1, 3))):
+        i, j = (draw(st.integers(0, len(pieces) - 1)) for _ in range(2))
+        how = draw(st.sampled_from(["swap", "delete", "duplicate", "replace", "replace"]))
+        tok, gap = pieces[i].strip(), pieces[i][len(pieces[i].rstrip()):]
+        if how == "swap":
+            other = pieces[j].strip()
+            pieces[j] = tok + pieces[j][len(pieces[j].rstrip()):]
+            pieces[i] = other + gap
+        elif how == "delete" and len(pieces) > 1:
+            del pieces[i]
+        elif how == "duplicate":
+            pieces.insert(j, tok + " ")
+        else:
+            pieces[i] = _like(draw, tok, names) + (gap or " ")
+    return "".join(pieces)
+
+
+@st.composite
+def word_edits(draw, text: str) -> str:
+    """Numbers and names replaced by others of their class: mostly well-formed text whose
+    meaning is wrong (the validation rules' territory)."""
+    pieces = _pieces(text)
+    names = sorted(set(re.findall(r"> (\w+)", text)))
+    words = [i for i, p in enumerate(pieces) if re.fullmatch(r"[-\w.+]+", p.strip())]
+    for _ in range(draw(st.integers(1, 2))):
+        i = draw(st.sampled_from(words))
+        gap = pieces[i][len(pieces[i].rstrip()):]
+        pieces[i] = _like(draw, pieces[i].strip(), names) + gap
+    return "".join(pieces)
+
+
+@st.composite
+def mutated_text(draw) -> str:
+    seed = draw(st.sampled_from(SEEDS))
+    edit = draw(st.sampled_from([char_edits, token_edits, word_edits]))
+    return draw(edit(seed))
+
+
+def accepts_or_aneforge_error(read, data) -> None:
+    start = time.perf_counter()
+    try:
+        program = read(data)
+        program.validate()
+    except AneforgeError:
+        return
+    finally:
+        assert time.perf_counter() - start < SLOW, "a reader took too long"
+    return program
+
+
+FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@FUZZ
+@given(mutated_text())
+def test_mutated_text_gives_a_program_or_an_aneforge_error(text):
+    program = accepts_or_aneforge_error(parse, text)
+    if program is not None:
+        again = parse(emit(program))
+        assert again.signature() == program.signature()
+        try:
+            SimBackend().compile(program, af.get_numerics())
+        except AneforgeError:
+            pass
+
+
+@st.composite
+def mutated_bytes(draw) -> bytes:
+    data = bytearray(draw(st.sampled_from(PROTO_SEEDS)))
+    for _ in range(draw(st.integers(1, 6))):
+        i = draw(st.integers(0, len(data)))
+        how = draw(st.sampled_from(["flip", "delete", "insert", "truncate"]))
+        b = draw(st.integers(0, 255))
+        if how == "flip" and i < len(data):
+            data[i] ^= 1 << (b % 8)
+        elif how == "delete":
+            del data[i:i + 1 + b % 4]
+        elif how == "insert":
+            data[i:i] = bytes([b]) * (1 + b % 3)
+        else:
+            del data[i:]
+    return bytes(data)
+
+
+PROTO_SEEDS = [proto.to_proto_bytes(parse(t)) for t in SEEDS]
+
+
+@FUZZ
+@given(mutated_bytes())
+def test_mutated_protobuf_gives_a_program_or_an_aneforge_error(data):
+    accepts_or_aneforge_error(proto.from_proto_bytes, data)
+
+
+@pytest.mark.parametrize("text", SEEDS, ids=range(len(SEEDS)))
+def test_seeds_are_valid(text):
+    assert parse(text).validate() is not None
+
+
+@pytest.mark.parametrize("text", ["", "program", "program(", "}" * 5000, "[" * 5000,
+                                  "program(1.3) {" + " func" * 3000, "\x00\xff", "//" * 9000],
+                         ids=range(8))
+def test_degenerate_text(text):
+    with pytest.raises(AneforgeError):
+        parse(text)
+
+
+@pytest.mark.parametrize("data", [b"", b"\x00", b"\xff" * 64, b"\x0a\x05hello",
+                                  np.random.default_rng(0).bytes(512)], ids=range(5))
+def test_degenerate_bytes(data):
+    try:
+        proto.from_proto_bytes(data).validate()
+    except AneforgeError:
+        pass
