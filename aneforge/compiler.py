@@ -2,22 +2,27 @@
 
     targets ──cut──► (key, ordered op nodes, leaf inputs)
         key hit  ──► cached Executable
-        key miss ──► build Program (with boundary casts) ─► backend.compile ─► cache
+        key miss ──► build Program (with boundary casts) ─► passes ─► backend.compile ─► cache
     run(leaf data) ──► outputs become realized leaves
 
-The key is structural: leaf types, op names, attributes, wiring, the numerics model and the
-backend — never the values of host data, so a training loop compiles once and then only runs.
+The key is structural: leaf types, op names, attributes, wiring, the numerics model, the pass
+pipeline setting and the backend — never the values of host data, so a training loop compiles
+once and then only runs. Passes are deterministic functions of the structure, so the key is
+taken from the trace as recorded and the pipeline runs on a miss only.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 import weakref
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from . import dtypes
 from .errors import AneforgeError, DTypeError
+from . import passes
 from .ir import Block, Function, Operation, Program, TensorType, Var
 from .numerics import get_numerics
 from .runtime import get_backend
@@ -35,8 +40,37 @@ class CacheInfo:
                 f"compile_seconds={self.compile_seconds:.4f}, entries={self.entries})")
 
 
+class Entry(NamedTuple):
+    """One compiled program: the optimized Program, the backend's Executable, the pass report."""
+    program: Program
+    executable: object
+    report: passes.Report
+
+
 _cache: dict = {}
 _stats = CacheInfo()
+_recorders: list[list] = []
+
+
+@contextlib.contextmanager
+def recording():
+    """Collect (program, inputs) of every program run inside the block: the optimized Program
+    the cache holds and the boundary arrays it was fed (for inspection and benchmarks).
+
+    >>> import aneforge as af
+    >>> from aneforge.compiler import recording
+    >>> with recording() as runs:
+    ...     (af.ones(3) * 2.0).numpy().tolist()
+    [2.0, 2.0, 2.0]
+    >>> [op.type for op in runs[-1][0].operations]
+    ['const', 'mul']
+    """
+    log: list = []
+    _recorders.append(log)
+    try:
+        yield log
+    finally:
+        _recorders.remove(log)
 
 
 def cache_info() -> CacheInfo:
@@ -197,20 +231,25 @@ def realize(refs: list[tuple], include_wanted: bool = False) -> None:
     if not pending:
         return
     cut = Cut(pending)
-    numerics, backend = get_numerics(), get_backend()
-    key = cut.key(numerics, backend.name)
+    numerics, backend, pipeline = get_numerics(), get_backend(), passes.get_pipeline()
+    key = cut.key(numerics, backend.name) + (pipeline,)
     entry = _cache.get(key)
     if entry is None:
         start = time.perf_counter()
         program = cut.program()
-        entry = _cache[key] = (program, backend.compile(program, numerics))
+        report = passes.run(program, pipeline, numerics)
+        entry = _cache[key] = Entry(program, backend.compile(program, numerics), report)
         _stats.compile_seconds += time.perf_counter() - start
         _stats.misses += 1
+        if passes.debugging():
+            print(f"passes for {len(cut.nodes)} traced ops:\n{report}")
     else:
         _stats.hits += 1
-    program, exe = entry
+    program, exe = entry.program, entry.executable
     inputs = [to_transport(n.data[i], n.types[i].dtype).reshape(boundary_shape(n.types[i].shape))
               for n, i in cut.leaves]
+    for log in _recorders:
+        log.append((program, inputs))
     results = exe.run(inputs)
     by_node: dict = {}
     for (node, i), r in zip(cut.outputs, results):

@@ -188,6 +188,57 @@ def _f(m):
     return m.nn.functional
 
 
+def _fused(m, op, inputs, torch_fn, **attrs):
+    """An op graph passes fuse into (aneforge.ops.normalization / attention / leaky_relu),
+    recorded directly: the public API spells these as composites."""
+    if m is torch:
+        return torch_fn()
+    from aneforge.tensor import _op
+    return _op(op, inputs, attrs)
+
+
+def _affine_consts(n):
+    """A fixed gamma and beta of length n (constants: MIL needs them constant)."""
+    return np.linspace(0.5, 1.5, n).astype(np.float16), np.linspace(-0.25, 0.25, n).astype(np.float16)
+
+
+def _layer_norm_op(m, x, dims):
+    from aneforge.tensor import const
+    shape = x.shape[-dims:]
+    g, b = (a.reshape(shape) for a in _affine_consts(int(np.prod(shape))))
+    t = lambda a: torch.tensor(a.astype(np.float32))    # noqa: E731
+    return _fused(m, "layer_norm", {"x": x, "gamma": const(g, af.float16) if m is af else None,
+                                    "beta": const(b, af.float16) if m is af else None},
+                  lambda: torch.nn.functional.layer_norm(x, shape, t(g), t(b), 1e-5),
+                  axes=tuple(range(-dims, 0)), epsilon=1e-5)
+
+
+def _instance_norm_op(m, x):
+    from aneforge.tensor import const
+    g, b = _affine_consts(x.shape[1])
+    t = lambda a: torch.tensor(a.astype(np.float32))    # noqa: E731
+    return _fused(m, "instance_norm", {"x": x, "gamma": const(g, af.float16) if m is af else None,
+                                       "beta": const(b, af.float16) if m is af else None},
+                  lambda: torch.nn.functional.instance_norm(x, weight=t(g), bias=t(b), eps=1e-5),
+                  epsilon=1e-5)
+
+
+CAUSAL = np.tril(np.ones((4, 5), bool), 1)      # every row keeps at least one key
+
+
+def _sdpa(m, q, k, v, mask=None):
+    return _fused(m, "scaled_dot_product_attention",
+                  {"query": q, "key": k, "value": v, "attn_mask": mask},
+                  lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+
+
+# softmax(Q K^T / sqrt(E) + mask) V stored in fp16 after each step: the scores (products(E)),
+# the scaled scores and the mask sum (u |s| each, |s| <= ~8 here), softmax (u), then a
+# products(S) matmul with |p| summing to 1: |error| <= ~ (8 + 3) u max|v| + products. With
+# max|v| ~ 3 for normal data: atol = 32 u.
+ATTENTION = Tol(2 * U, 32 * U)
+
+
 CASES: list[OpCase] = [
     # binary arithmetic (add, sub, mul, real_div, pow, maximum, minimum)
     C("add", (S, S), lambda m, x, y: x + y),
@@ -278,6 +329,18 @@ CASES: list[OpCase] = [
     C("linear_op_const_weight", ((2, 3, 4), (5, 4), (5,)), lambda m, x, w, b: _const_linear(m, x, w, b),
       products(4), bakes_inputs=True),
     C("linear_no_bias", ((3, 6), (2, 6)), lambda m, x, w: _f(m).linear(x, w), products(6)),
+    # ops the graph passes fuse into (recorded directly here)
+    C("layer_norm_op", ((3, 8),), lambda m, x: _layer_norm_op(m, x, 1), T3),
+    C("layer_norm_op_2d", ((2, 3, 4),), lambda m, x: _layer_norm_op(m, x, 2), T3),
+    C("instance_norm_op", ((2, 3, 5),), lambda m, x: _instance_norm_op(m, x), T3),
+    C("instance_norm_op_4d", ((2, 3, 2, 4),), lambda m, x: _instance_norm_op(m, x), T3),
+    C("leaky_relu_op", ((4, 6),), lambda m, x: _fused(
+        m, "leaky_relu", {"x": x}, lambda: torch.nn.functional.leaky_relu(x, 0.125), alpha=0.125)),
+    C("sdpa_op", ((2, 4, 8), (2, 5, 8), (2, 5, 6)), lambda m, q, k, v: _sdpa(m, q, k, v), ATTENTION),
+    C("sdpa_op_float_mask", ((1, 2, 4, 8), (1, 2, 5, 8), (1, 2, 5, 3), (4, 5)),
+      lambda m, q, k, v, mask: _sdpa(m, q, k, v, mask), ATTENTION),
+    C("sdpa_op_bool_mask", ((2, 4, 8), (2, 5, 8), (2, 5, 6)), lambda m, q, k, v: _sdpa(
+        m, q, k, v, m.tensor(CAUSAL)), ATTENTION),
     # reductions
     C("sum_all", ((2, 3, 4),), lambda m, x: x.sum(), summed(24)),
     C("sum_dim", ((2, 3, 4),), lambda m, x: x.sum(1), summed(3)),

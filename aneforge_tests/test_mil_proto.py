@@ -191,15 +191,26 @@ def p_small_io():
                      b("cast", x=i8, dtype="fp16"), b("logical_not", x=b("cast", x=u, dtype="bool")))
 
 
-
-
+def p_fused_ops():
+    """The ops graph passes fuse into: layer_norm, instance_norm, leaky_relu, sdpa."""
+    b = Builder()
+    x, q, k, v = b.input(2, 3, 4), b.input(2, 4, 8), b.input(2, 5, 8), b.input(2, 5, 6)
+    g, beta = b.const(np.linspace(0.5, 1.5, 4)), b.const(np.linspace(-1, 1, 4))
+    gc, bc = b.const(np.linspace(0.5, 1.5, 3)), b.const(np.linspace(-1, 1, 3))
+    mask = b.const(np.tril(np.ones((4, 5), bool)), dtypes.bool_)
+    return b.program(b("layer_norm", x=x, gamma=g, beta=beta, axes=(-1,), epsilon=2.0 ** -10),
+                     b("layer_norm", x=x, axes=(0, 2), epsilon=2.0 ** -10),
+                     b("instance_norm", x=x, gamma=gc, beta=bc, epsilon=2.0 ** -10),
+                     b("leaky_relu", x=x, alpha=0.125),
+                     b("scaled_dot_product_attention", query=q, key=k, value=v, attn_mask=mask),
+                     b("scaled_dot_product_attention", query=q, key=k, value=v))
 
 
 PROGRAMS = {f.__name__[2:]: f for f in (
     p_arithmetic, p_unary, p_compare_select, p_int32, p_fp32_inside, p_matmul, p_matmul_vector_y, p_matmul_vector_x_batched,
     p_matmul_api,
     p_linear, p_reductions, p_reduce_all_keep, p_arg_softmax, p_shapes, p_shapes_ir, p_cast,
-    p_activations_ir, p_small_io)}
+    p_activations_ir, p_small_io, p_fused_ops)}
 
 
 @pytest.fixture(scope="module")

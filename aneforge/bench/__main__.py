@@ -3,7 +3,7 @@ import platform
 import sys
 
 from . import SECTIONS, report, settings
-from . import core, training  # noqa: F401  (they register their sections)
+from . import core, passes, training  # noqa: F401  (they register their sections)
 
 
 def main(argv: list[str]) -> None:

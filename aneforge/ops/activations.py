@@ -142,3 +142,15 @@ GRADIENTS = {
 }
 for _name, _rule in GRADIENTS.items():
     attach(_name, _rule)
+
+
+# ---- leaky_relu (what fuse_leaky_relu makes of maximum(mul(x, alpha), x)) -----------------
+def _leaky_relu_infer(t, attrs):
+    require_dtype("leaky_relu", t, "x", FLOATS)
+    return t["x"]
+
+
+define("leaky_relu", ("x",), _leaky_relu_infer,
+       elementwise(lambda x, alpha: np.where(x >= 0, x, x * np.float32(alpha))),
+       attrs={"alpha": Attr("scalar")})
+attach("leaky_relu", lambda g, ins, a, out: {"x": where(ins["x"] > 0, g, g * a["alpha"])})

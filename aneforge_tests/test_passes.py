@@ -1,0 +1,615 @@
+"""Graph passes, one at a time (coremltools-style): build a small program, run the pass, assert
+the op counts after and that the simulator's outputs are the same values (exact passes) or
+within fp16 rounding (numeric passes); plus a case each pass must leave alone."""
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+
+import aneforge as af
+import aneforge.nn.functional as F
+import aneforge.passes as P
+from aneforge import dtypes
+from aneforge.ir import Block, Function, Program
+from aneforge.numerics import get_numerics
+from aneforge.runtime.sim import SimBackend
+from aneforge.tensor import const
+from test_mil_proto import Builder, _inputs
+
+U = 2.0 ** -11
+
+
+def outputs(program, inputs):
+    return SimBackend().compile(program, get_numerics()).run(inputs)
+
+
+def apply(program, *names, exact=None, tol=4 * U, **options):
+    """Run the passes on `program` in place; check its outputs against the untouched copy
+    (equal values if every pass is exact, else |a - b| <= tol (|b| + max|b|)); return the
+    report."""
+    before = copy.deepcopy(program)
+    report = P.run(program, list(names), **options)
+    program.validate()
+    exact = all(P.PASSES[n].exact for n in names) if exact is None else exact
+    inputs = _inputs(before)
+    for a, b in zip(outputs(program, inputs), outputs(before, inputs)):
+        if exact or a.dtype.kind != "f":
+            np.testing.assert_array_equal(a, b)
+        else:
+            a, b = a.astype(np.float64), b.astype(np.float64)
+            np.testing.assert_array_equal(np.isfinite(a), np.isfinite(b))
+            ok = np.isfinite(b)
+            scale = np.abs(b[ok]).max() if ok.any() else 0.0
+            assert np.all(np.abs(a[ok] - b[ok]) <= tol * (np.abs(b[ok]) + scale)), (a, b)
+    return report
+
+
+def counts(program) -> dict:
+    return program.op_counts()
+
+
+def ops(program) -> list[str]:
+    return [op.type for op in program.operations if op.type != "const"]
+
+
+def data(*shape, low=-2.0, high=2.0):
+    return af.tensor(np.random.default_rng(len(shape)).uniform(low, high, shape))
+
+
+def fp16(v):
+    return const(np.asarray(v, np.float16), af.float16)
+
+
+# ---------------------------------------------------------------------------- machinery
+
+def test_order_places_every_registered_pass_once():
+    names = [n for n, _, _ in P.ORDER]
+    assert sorted(names) == sorted(P.PASSES) and len(set(names)) == len(names)
+    assert all(why for _, _, why in P.ORDER)
+
+
+@pytest.mark.parametrize("name", sorted(P.PASSES))
+def test_every_pass_draws_its_program_before_and_after(name):
+    p = P.PASSES[name]
+    assert p.kind in ("exact", "numeric")
+    assert len(p.doc.splitlines()) >= 3 and ("%" in p.doc or "->" in p.doc), name
+
+
+def test_presets_and_settings():
+    assert set(P.PRESETS["exact"]) <= set(P.DEFAULT)
+    assert all(P.PASSES[n].exact for n in P.PRESETS["exact"])
+    assert "reduce_sum_to_matmul" not in P.DEFAULT and "reduce_sum_to_matmul" in P.PRESETS["ane"]
+    with P.pipeline(add=["reduce_sum_to_matmul"], remove=["divide_to_multiply"]) as spec:
+        names = spec.passes
+        assert names.index("reduce_sum_to_matmul") > names.index("fuse_reduce_mean")
+        assert "divide_to_multiply" not in names
+    assert P.get_pipeline().passes == P.DEFAULT
+    with pytest.raises(af.AneforgeError, match="no graph pass 'fuse_everything'"):
+        P.set_pipeline(["fuse_everything"])
+    with pytest.raises(af.AneforgeError, match="no pass preset"):
+        P.set_pipeline("fast")
+
+
+def test_pipeline_is_part_of_the_cache_key_and_runs_on_misses_only():
+    af.clear_cache()
+    x = data(3, 4)
+    (x * 1.0 + 0.0).exp().numpy()
+    first = P.last_report()
+    assert first.ops_before == 5 and first.ops_after == 1         # mul, add and consts gone
+    (x * 1.0 + 0.0).exp().numpy()
+    assert P.last_report() is first and af.cache_info().misses == 1
+    with P.pipeline("none"):
+        (x * 1.0 + 0.0).exp().numpy()
+        assert P.last_report().ops_after == 5
+    assert af.cache_info().misses == 2
+
+
+def test_report_names_what_each_pass_did():
+    p = af.program(data(3).relu().relu() * 1.0)
+    report = P.run(p)
+    text = str(report)
+    assert "merge_consecutive_relus" in text and "noop_elimination" in text
+    assert "ops 4 -> 1" in text
+    assert report.removed("noop_elimination") == 1
+    assert report.rewrites("merge_consecutive_relus") == 1
+    assert "divide_to_multiply" not in text                        # passes that did nothing
+
+
+def test_debug_prints_each_compile(capsys):
+    P.debug(True)
+    try:
+        (data(5) + 0.0).exp().numpy()
+    finally:
+        P.debug(False)
+    assert "noop_elimination" in capsys.readouterr().out
+
+
+def test_output_names_survive_and_outputs_never_become_inputs_or_consts():
+    b = Builder()
+    x = b.input(3)
+    one = b.const(1.0)
+    y = b("mul", x=x, y=one)                   # would reduce to the input itself
+    z = b("relu", x=b("identity", x=x))        # the identity goes, relu keeps the output name
+    p = b.program(y, z)
+    names = [v.name for v in p.main.outputs]
+    apply(p, "noop_elimination", "dead_code_elimination")
+    assert [v.name for v in p.main.outputs] == names
+    assert ops(p) == ["mul", "relu"]
+
+
+# ---------------------------------------------------------------------------- cleanup passes
+
+def test_dead_code_elimination():
+    b = Builder()
+    x, w = b.input(2, 4), b.input(4, 2)
+    b("matmul", x=x, y=w)
+    b.const(np.ones(3))
+    p = b.program(b("add", x=x, y=b.const(2.0)))
+    report = apply(p, "dead_code_elimination")
+    assert counts(p) == {"const": 1, "add": 1} and report.removed("dead_code_elimination") == 2
+
+
+def test_dead_code_elimination_keeps_multi_output_ops_with_one_used_output():
+    b = Builder()
+    x = b.input(4, 2)
+    a, _ = b("split", x=x, num_splits=2, axis=0)
+    p = b.program(a)
+    apply(p, "dead_code_elimination")
+    assert ops(p) == ["split"]
+
+
+def test_const_elimination_folds_through_the_simulator():
+    x = data(3)
+    p = af.program(x * (fp16(2.0) * fp16(0.35)).exp())
+    apply(p, "const_elimination", "dead_code_elimination")
+    assert ops(p) == ["mul"] and counts(p)["const"] == 1
+    with af.numerics(rounding="half_away"):         # folded by the model's own rounding
+        q = af.program(x + (fp16(2048.0) + fp16(1.0)))
+        P.run(q, ["const_elimination", "dead_code_elimination"])
+    folded = next(op for op in q.operations if op.type == "const").attrs["val"]
+    assert folded.dtype == np.float16 and float(folded) == 2050.0
+
+
+def test_const_elimination_leaves_large_results_and_non_constants():
+    b = Builder()
+    x = b.input(2, 3)
+    big = b("tile", x=b.const(np.ones((1, 1))), reps=(4096, 2))      # 8192 > 4096 elements
+    p = b.program(b("add", x=x, y=b.const(np.ones((2, 3)))), big)
+    apply(p, "const_elimination")
+    assert counts(p)["tile"] == 1 and counts(p)["add"] == 1
+
+
+def test_const_deduplication():
+    x, y = data(3), data(2, 3)
+    p = af.program(x * 0.5, y * 0.5, x.float() * 0.5)
+    apply(p, "const_deduplication", "dead_code_elimination")
+    consts = [op.attrs["val"] for op in p.operations if op.type == "const"]
+    assert sorted(str(c.dtype) for c in consts) == ["float16", "float32"]   # dtypes stay apart
+
+
+def test_remove_redundant_ops():
+    x, y = data(3), data(3)
+    p = af.program(x.abs().maximum(x.abs()), (x + y) * (y + x), x - y, y - x)
+    report = apply(p, "remove_redundant_ops", "dead_code_elimination")
+    assert counts(p) == {"abs": 1, "maximum": 1, "add": 1, "mul": 1, "sub": 2}
+    assert report.rewrites("remove_redundant_ops") == 2
+
+
+NOOPS = {   # (op, attributes) applied to x: [3, 4] (Tensor methods never record these)
+    "identity": ("identity", {}),
+    "reshape_same": ("reshape", {"shape": (3, 4)}),
+    "transpose_identity": ("transpose", {"perm": (0, -1)}),
+    "tile_ones": ("tile", {"reps": (1, 1)}),
+    "squeeze_nothing": ("squeeze", {}),
+    "slice_full": ("slice_by_index", {"begin": (0, 0), "end": (3, 4), "stride": (1, 1),
+                                      "begin_mask": (False, True), "end_mask": (False, False),
+                                      "squeeze_mask": (False, False)}),
+    "sum_size1": ("reduce_sum", {"axes": (0,), "keep_dims": True}),
+    "add_zero": ("add", {"y": 0.0}),
+    "zero_add": ("add", {"x": 0.0}),
+    "sub_zero": ("sub", {"y": np.zeros(4)}),
+    "mul_one": ("mul", {"y": 1.0}),
+    "one_mul": ("mul", {"x": np.ones((1, 4))}),
+    "div_one": ("real_div", {"y": 1.0}),
+    "pow_one": ("pow", {"y": 1.0}),
+    "max_self": ("maximum", {"y": "x"}),
+}
+
+
+@pytest.mark.parametrize("name", NOOPS)
+def test_noop_elimination(name):
+    op, attrs = NOOPS[name]
+    b = Builder()
+    x = b.input(1, 4) if name == "sum_size1" else b.input(3, 4)
+    args = {"x": x}
+    for k, v in attrs.items():
+        args[k] = x if isinstance(v, str) else b.const(v) if k in ("x", "y") else v
+    args.setdefault("x", x)
+    if "x" in attrs and "y" not in attrs:
+        args["y"] = x
+    p = b.program(b("exp", x=b(op, **args)))
+    apply(p, "noop_elimination", "dead_code_elimination")
+    assert ops(p) == ["exp"]
+
+
+def test_noop_elimination_leaves_broadcasting_and_real_work():
+    x = data(3)
+    p = af.program((x + const(np.zeros((2, 3), np.float16), af.float16)).exp(), x * 2.0,
+                   x.reshape(3, 1))
+    apply(p, "noop_elimination", "dead_code_elimination")
+    assert counts(p) == {"add": 1, "exp": 1, "mul": 1, "reshape": 1, "const": 2}
+
+
+def test_cast_optimization():
+    b = Builder()
+    x8, h = b.input(3, dtype=dtypes.int8), b.input(3)
+    a = b("cast", x=b("cast", x=x8, dtype="fp16"), dtype="fp32")         # int8 -> fp32
+    back = b("cast", x=b("cast", x=h, dtype="fp32"), dtype="fp16")        # fp16 -> fp16
+    same = b("cast", x=h, dtype="fp16")
+    p = b.program(b("cast", x=a, dtype="fp16"), b("relu", x=back), b("exp", x=same))
+    apply(p, "cast_optimization", "dead_code_elimination")
+    assert ops(p) == ["cast", "relu", "exp"]          # int8 -> fp16 -> fp32 -> fp16: int8 -> fp16
+    assert p.operations[0].inputs["x"] is x8
+
+
+def test_cast_optimization_leaves_lossy_chains():
+    b = Builder()
+    x, i = b.input(3), b.input(3, dtype=dtypes.int16)
+    f = b("cast", x=x, dtype="fp32")
+    chains = [b("cast", x=b("cast", x=f, dtype="bool"), dtype="fp16"),               # 0/1 only
+              b("cast", x=b("cast", x=b("cast", x=i, dtype="int32"), dtype="int8"), dtype="uint8"),
+              b("cast", x=b("cast", x=b("cast", x=f, dtype="fp16"), dtype="fp32"), dtype="fp16")]
+    p = b.program(*chains)
+    n = ops(p).count("cast")
+    apply(p, "cast_optimization")
+    assert ops(p).count("cast") >= n - 1          # only fp16 -> fp32 after the fp32 goes
+
+
+def test_merge_consecutive_reshapes():
+    x = data(2, 3, 4)
+    p = af.program(x.reshape(6, 4).unsqueeze(0).reshape(2, 12).exp())
+    apply(p, "merge_consecutive_reshapes", "dead_code_elimination")
+    assert ops(p) == ["reshape", "exp"]
+
+
+def test_merge_consecutive_reshapes_round_trip_vanishes():
+    x = data(2, 3)
+    p = af.program(x.reshape(6).reshape(2, 3).exp())
+    apply(p, "merge_consecutive_reshapes", "noop_elimination", "dead_code_elimination")
+    assert ops(p) == ["exp"]
+
+
+def test_merge_consecutive_transposes():
+    x = data(2, 3, 4)
+    p = af.program(x.permute(1, 2, 0).permute(1, 2, 0).exp(),
+                   x.permute(2, 1, 0).permute(2, 1, 0) + 1.0)
+    apply(p, "merge_consecutive_transposes", "dead_code_elimination")
+    assert counts(p)["transpose"] == 1 and ops(p).count("transpose") == 1
+    perm = next(op for op in p.operations if op.type == "transpose").attrs["perm"]
+    assert perm == (2, 0, 1)
+
+
+def test_merge_consecutive_transposes_keeps_a_shared_inner_transpose():
+    x = data(2, 3)
+    t = x.t()
+    p = af.program(t.exp(), t.t().exp())
+    apply(p, "merge_consecutive_transposes", "dead_code_elimination")
+    assert ops(p).count("transpose") == 1
+
+
+def test_merge_consecutive_relus():
+    p = af.program(data(3).relu().relu().relu().exp())
+    apply(p, "merge_consecutive_relus", "dead_code_elimination")
+    assert ops(p) == ["relu", "exp"]
+
+
+def test_select_optimization():
+    x, y = data(3), data(3)
+    t = const(np.array(True), af.bool)
+    p = af.program(af.where(t, x, y).exp(), af.where(x > 0, y, y).exp())
+    apply(p, "select_optimization", "dead_code_elimination")
+    assert "select" not in ops(p)
+    q = af.program(af.where(const(np.array([True, False, True]), af.bool), x, y).exp(),
+                   af.where(x > 0, x, y).exp())
+    apply(q, "select_optimization")
+    assert ops(q).count("select") == 2             # a mixed condition; a computed one
+
+
+def test_dedup_op_and_var_names():
+    b = Builder()
+    x = b.input(3)
+    a = b("relu", x=x)
+    c = b("exp", x=a)
+    c.name = c.op.name = a.name
+    out = b("add", x=a, y=c)
+    p = Program({"main": Function(Block(b.inputs, b.ops, [out]))})
+    with pytest.raises(Exception, match="duplicate"):
+        p.validate()
+    P.run(p, ["dedup_op_and_var_names"])
+    p.validate()
+    assert [v.name for v in p.main.block.vars()] == ["x_1", "relu_2", "relu_2_1", "add_4"]
+
+
+def test_sanitize_input_output_names():
+    b = Builder()
+    x = b.input(3)
+    x.name = "input.1"
+    y = b("relu", x=x)
+    y.name = "0out:0"
+    p = b.program(y)
+    apply(p, "sanitize_input_output_names")
+    assert [p.main.inputs[0].name, p.main.outputs[0].name] == ["input_1", "_0out_0"]
+
+
+def test_topological_reorder_moves_casts_and_transposes_to_their_first_use():
+    b = Builder()
+    x = b.input(2, 4)
+    c = b("cast", x=x, dtype="fp32")
+    t = b("transpose", x=x, perm=(1, 0))
+    r = b("relu", x=x)
+    e = b("exp", x=r)
+    p = b.program(b("cast", x=b("add", x=c, y=c), dtype="fp16"), b("relu", x=t), e)
+    apply(p, "topological_reorder")
+    assert ops(p) == ["relu", "exp", "cast", "add", "transpose", "relu", "cast"]
+    report = P.run(p, ["topological_reorder"])
+    assert report.rewrites("topological_reorder") == 0          # a fixed point
+
+
+def test_divide_to_multiply():
+    x = data(3, 4)
+    p = af.program(x / 3.0, x / 4.0)
+    apply(p, "divide_to_multiply", "dead_code_elimination")
+    assert counts(p)["mul"] == 2 and "real_div" not in counts(p)
+    q = af.program(x / 4.0)
+    apply(q, "divide_to_multiply", exact=True)                   # a power of two: exact
+
+
+def test_divide_to_multiply_leaves_tensor_and_tiny_divisors():
+    x = data(3)
+    p = af.program(x / data(3, low=1, high=2), x / fp16(2.0 ** -24), x / 0.0)
+    apply(p, "divide_to_multiply")
+    assert counts(p)["real_div"] == 3
+
+
+def test_fuse_reduce_mean():
+    x = data(4, 6)
+    p = af.program(x.sum(1, keepdim=True) / 6.0, x.sum(0) * (1 / 4))
+    apply(p, "fuse_reduce_mean", "dead_code_elimination", exact=True)   # bit-exact here
+    assert counts(p) == {"reduce_mean": 2}
+
+
+def test_fuse_reduce_mean_leaves_other_divisors_and_shared_sums():
+    x = data(4, 6)
+    s = x.sum(1)
+    p = af.program(x.sum(1) / 5.0, s / 6.0, s + 1.0)
+    apply(p, "fuse_reduce_mean")
+    assert "reduce_mean" not in counts(p)
+
+
+# ---------------------------------------------------------------------------- fusions
+
+GELU_EXACT = {
+    "half_then_x": lambda x: (((x / 1.4142135).erf() + 1.0) * 0.5) * x,
+    "x_then_half": lambda x: ((x * 0.70710678).erf() + 1.0) * x * 0.5,
+    "half_x_first": lambda x: (x * 0.5) * ((x / 1.4142135).erf() + 1.0),
+}
+
+
+@pytest.mark.parametrize("form", GELU_EXACT)
+def test_fuse_gelu_exact(form):
+    p = af.program(GELU_EXACT[form](data(4, 8, low=-4, high=4)))
+    apply(p, "fuse_gelu_exact", "dead_code_elimination")
+    assert ops(p) == ["gelu"] and p.operations[-1].attrs["mode"] == "EXACT"
+
+
+def test_fuse_gelu_exact_leaves_a_shared_erf():
+    x = data(4, 8)
+    e = (x / 1.4142135).erf()
+    p = af.program(((e + 1.0) * 0.5) * x, e)
+    apply(p, "fuse_gelu_exact", "dead_code_elimination")
+    assert "gelu" not in counts(p)
+
+
+def _gelu_tanh(x, cube):
+    inner = (x + cube(x) * 0.044715) * math.sqrt(2 / math.pi)
+    return ((inner.tanh() + 1.0) * 0.5) * x
+
+
+@pytest.mark.parametrize("cube", [lambda x: x ** 3, lambda x: x * x * x], ids=["pow", "muls"])
+def test_fuse_gelu_tanh_approximation(cube):
+    p = af.program(_gelu_tanh(data(4, 8, low=-4, high=4), cube))
+    apply(p, "fuse_gelu_tanh_approximation", "dead_code_elimination")
+    assert ops(p) == ["gelu"] and p.operations[-1].attrs["mode"] == "TANH_APPROXIMATION"
+
+
+def test_fuse_gelu_tanh_leaves_another_constant():
+    x = data(4, 8)
+    inner = (x + x ** 3 * 0.5) * math.sqrt(2 / math.pi)
+    p = af.program(((inner.tanh() + 1.0) * 0.5) * x)
+    apply(p, "fuse_gelu_tanh_approximation")
+    assert "gelu" not in counts(p)
+
+
+def test_fuse_leaky_relu():
+    x = data(4, 8)
+    p = af.program((x * 0.2).maximum(x), x.maximum(x * 0.01))
+    apply(p, "fuse_leaky_relu", "dead_code_elimination")
+    assert ops(p) == ["leaky_relu", "leaky_relu"]
+
+
+def test_fuse_leaky_relu_leaves_alpha_above_one():
+    x = data(4, 8)
+    p = af.program((x * 1.5).maximum(x))
+    apply(p, "fuse_leaky_relu")
+    assert "leaky_relu" not in counts(p)
+
+
+def test_fuse_layernorm():
+    x = data(2, 5, 8)
+    g = np.linspace(0.5, 1.5, 8).astype(np.float16)
+    p = af.program(F.layer_norm(x, (8,)) * const(g, af.float16) + 0.25)
+    apply(p, "fuse_layernorm_or_instancenorm", "dead_code_elimination", tol=8 * U)
+    assert ops(p) == ["layer_norm"]
+    ln = p.operations[-1]
+    assert set(ln.inputs) == {"x", "gamma", "beta"} and ln.attrs["axes"] == (2,)
+
+
+def test_fuse_layernorm_keeps_trained_gamma_beta_outside():
+    x, w, b = data(2, 5, 8), data(8), data(8)
+    p = af.program(F.layer_norm(x, (8,), w, b, eps=1e-5))
+    apply(p, "fuse_layernorm_or_instancenorm", "dead_code_elimination", tol=8 * U)
+    assert ops(p) == ["layer_norm", "mul", "add"]
+
+
+def test_fuse_instance_norm():
+    x = data(2, 3, 4, 5)
+    g = const(np.array([0.5, 1.0, 2.0], np.float16).reshape(3, 1, 1), af.float16)
+    p = af.program(F.layer_norm(x.permute(0, 1, 2, 3), (4, 5)) * g)
+    apply(p, "fuse_layernorm_or_instancenorm", "dead_code_elimination", tol=8 * U)
+    assert ops(p) == ["instance_norm"] and p.operations[-1].inputs["gamma"].shape == (3,)
+
+
+def test_fuse_layernorm_leaves_a_composite_whose_parts_are_read_elsewhere():
+    x = data(2, 8)
+    mu = x.mean(-1, keepdim=True)
+    xc = x - mu
+    p = af.program(xc * ((xc * xc).mean(-1, keepdim=True) + 1e-5).rsqrt(), xc)
+    apply(p, "fuse_layernorm_or_instancenorm")
+    assert "layer_norm" not in counts(p)
+
+
+def test_fuse_transpose_matmul():
+    x, y = data(5, 3), data(4, 5)
+    p = af.program(x.t() @ y.t())
+    apply(p, "fuse_transpose_matmul", "dead_code_elimination")
+    mm = p.operations[-1]
+    assert ops(p) == ["matmul"] and mm.attrs["transpose_x"] and mm.attrs["transpose_y"]
+
+
+def test_fuse_transpose_matmul_leaves_batch_perms():
+    x, y = data(3, 2, 4), data(2, 4, 5)
+    p = af.program(x.permute(1, 0, 2) @ y)
+    apply(p, "fuse_transpose_matmul")
+    assert "transpose" in counts(p)
+
+
+def _frozen(w):
+    return const(np.asarray(w, np.float16), af.float16)
+
+
+def test_fuse_matmul_weight_bias():
+    rng = np.random.default_rng(0)
+    x = data(2, 3, 4)
+    w, b = rng.standard_normal((4, 5)), rng.standard_normal(5)
+    p = af.program(x @ _frozen(w) + _frozen(b), x @ _frozen(w) - _frozen(b))
+    apply(p, "fuse_matmul_weight_bias", "dead_code_elimination")
+    assert ops(p) == ["linear", "linear"]
+
+
+def test_fuse_matmul_weight_bias_leaves_trained_weights():
+    x, w = data(2, 4), data(4, 5)
+    p = af.program(x @ w + _frozen(np.ones(5)))
+    apply(p, "fuse_matmul_weight_bias")
+    assert "linear" not in counts(p)
+
+
+def test_fuse_linear_bias():
+    from aneforge.tensor import _op
+    rng = np.random.default_rng(1)
+    x = data(3, 4)
+    def lin():
+        return _op("linear", {"x": x, "weight": _frozen(rng.standard_normal((2, 4))),
+                              "bias": _frozen(rng.standard_normal(2))}, {})
+    p = af.program(lin() + _frozen([0.5, -1.0]), 1.0 - lin())
+    apply(p, "fuse_linear_bias", "dead_code_elimination")
+    assert ops(p) == ["linear", "linear"]
+
+
+# ---------------------------------------------------------------------------- ANE-specific
+
+def test_rewrite_reduce_times_zero_makes_the_wall_compile():
+    x = data(4, 8)
+    with pytest.raises(af.CompileWallError):
+        (x.sum(1) * 0.0).numpy()
+    with P.pipeline(add=["rewrite_reduce_times_zero"]):
+        assert (x.sum(1) * 0.0).tolist() == [0.0] * 4
+        zeros = const(np.zeros((4, 3), np.float16), af.float16)
+        assert (x.mean(1, keepdim=True) * zeros).tolist() == [[0.0] * 3] * 4
+    p = af.program(x.sum(1) * 0.0)
+    report = P.run(p, ["rewrite_reduce_times_zero", "dead_code_elimination"])
+    assert report.rewrites("rewrite_reduce_times_zero") == 1 and "mul" not in counts(p)
+
+
+def test_rewrite_reduce_times_zero_leaves_other_products():
+    x = data(4, 8)
+    p = af.program(x.sum(1) * 2.0, x * 0.0)
+    apply(p, "rewrite_reduce_times_zero")
+    assert counts(p)["mul"] == 2
+
+
+def test_reduce_sum_to_matmul_sums_wide():
+    assert af.ones(4096).sum().item() == 2048.0            # the fp16 running sum stalls
+    with P.pipeline("ane"):
+        assert af.ones(4096).sum().item() == 4096.0
+    x = np.random.default_rng(0).uniform(0, 1, (8, 1000)).astype(np.float16)
+    truth = x.astype(np.float64).sum(1)
+    narrow = af.tensor(x).sum(-1).numpy()
+    with P.pipeline(add=["reduce_sum_to_matmul"]):
+        wide = af.tensor(x).sum(-1).numpy()
+    assert np.abs(wide - truth).max() < np.abs(narrow - truth).max() / 4
+
+
+def test_reduce_sum_to_matmul_forms():
+    x = data(2, 3, 4)
+    p = af.program(x.sum(-1), x.sum((1, 2), keepdim=True), x.sum())
+    apply(p, "reduce_sum_to_matmul", "dead_code_elimination", tol=32 * U)
+    assert "reduce_sum" not in counts(p) and counts(p)["matmul"] == 3
+
+
+def test_reduce_sum_to_matmul_leaves_leading_axes():
+    x = data(2, 3, 4)
+    p = af.program(x.sum(0), x.sum(1), x.float().sum(-1))
+    apply(p, "reduce_sum_to_matmul")
+    assert counts(p)["reduce_sum"] == 3
+
+
+def test_split_long_matmul():
+    x, y = data(3, 200), data(200, 5)
+    p = af.program(x @ y, x.t().t() @ y)
+    apply(p, "split_long_matmul", "dead_code_elimination", contraction_cap=64, tol=16 * U)
+    assert counts(p)["matmul"] == 8 and counts(p)["slice_by_index"] >= 8
+    q = af.program(data(3, 4).t() @ data(3, 5))               # transpose_x: K is axis -2
+    apply(q, "split_long_matmul", contraction_cap=2, tol=16 * U)
+    assert counts(q)["matmul"] == 2
+
+
+def test_split_long_matmul_leaves_short_contractions():
+    p = af.program(data(3, 64) @ data(64, 5))
+    apply(p, "split_long_matmul", contraction_cap=64)
+    assert counts(p)["matmul"] == 1
+
+
+def _sdpa(q, k, v, mask=None):
+    from aneforge.tensor import _op
+    return _op("scaled_dot_product_attention", {"query": q, "key": k, "value": v,
+                                                "attn_mask": mask}, {})
+
+
+@pytest.mark.parametrize("mask", ["bool", "float"])
+def test_decompose_masked_attention(mask):
+    q, k, v = data(2, 4, 8), data(2, 5, 8), data(2, 5, 6)
+    m = np.tril(np.ones((4, 5), bool), 1)
+    m = af.tensor(m) if mask == "bool" else af.tensor(np.where(m, 0.0, -1e4))
+    p = af.program(_sdpa(q, k, v, m))
+    apply(p, "decompose_masked_attention", "dead_code_elimination")
+    want = ["matmul", "mul", "select" if mask == "bool" else "add", "softmax", "matmul"]
+    assert [t for t in ops(p) if t != "cast"] == want
+
+
+def test_decompose_masked_attention_leaves_unmasked_sdpa():
+    p = af.program(_sdpa(data(2, 4, 8), data(2, 5, 8), data(2, 5, 6)))
+    apply(p, "decompose_masked_attention")
+    assert ops(p) == ["scaled_dot_product_attention"]
