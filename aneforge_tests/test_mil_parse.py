@@ -342,7 +342,7 @@ ERRORS = [
     ("unknown-argument", AB14, 'tensor<fp16, [1, 4]> y = add(a = a, b = b)[name = string("y")];',
      "add(", ["add has no argument 'a'", "it takes x, y"]),
     ("argument-type", X14, 'tensor<fp16, [1, 4]> y = log(x = x, epsilon = const(fp32(0)))'
-     '[name = string("y")];', "log(", ["fp16 scalar like 'x'"]),
+     '[name = string("y")];', "log(", ["scalar of dtype fp16 (like 'x')"]),
     ("argument-type", X14, 'tensor<fp16, [1, 1]> y = reduce_sum(x = x, axes = int32(1), '
      'keep_dims = bool(true))[name = string("y")];', "reduce_sum", ["1-D int32 tensor"]),
     ("type-mismatch", X14, 'tensor<fp16, [1, 3]> y = relu(x = x)[name = string("y")];', "relu(",

@@ -7,6 +7,7 @@ and checks the ANE compiler walls — once per (backend, numerics), and run.
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 
@@ -124,16 +125,18 @@ def load_mil(text_or_path, weights_dir: str | None = None) -> MILFunction:
 
 
 def _read(text_or_path) -> tuple[str, str | None]:
-    if isinstance(text_or_path, os.PathLike) or (
-            isinstance(text_or_path, str) and "\n" not in text_or_path
-            and not text_or_path.lstrip().startswith("program")):
-        path = os.fspath(text_or_path)
-        try:
-            with open(path, encoding="utf-8") as f:
-                return f.read(), path
-        except (OSError, UnicodeDecodeError) as e:
-            raise AneforgeError(f"cannot read MIL text from {path!r}: {e}") from None
-    if not isinstance(text_or_path, str):
+    """(the MIL text, the path it came from or None). A str is text if it holds a newline or
+    starts with `program(`, else a path."""
+    if isinstance(text_or_path, str) and ("\n" in text_or_path or re.match(
+            r"\s*(//[^\n]*)?\s*program\s*\(", text_or_path)):
+        return text_or_path, None
+    if not isinstance(text_or_path, (str, os.PathLike)):
         raise AneforgeError(f"load_mil takes MIL text or a path, got "
                             f"{type(text_or_path).__name__}")
-    return text_or_path, None
+    path = os.fspath(text_or_path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read(), path
+    except (OSError, UnicodeDecodeError) as e:
+        raise AneforgeError(f"cannot read MIL text from {path!r}: {e}. Pass a path to a MIL "
+                            f"file, or MIL text starting with program(...)") from None

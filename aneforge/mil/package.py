@@ -104,6 +104,9 @@ def _feature(v: Var):
     if v.dtype.name not in CORE_ML_ARRAY_TYPES:
         raise AneforgeError(f"{v.name!r} is {v.dtype.name}; Core ML's model interface holds "
                             f"{', '.join(CORE_ML_ARRAY_TYPES)} arrays")
+    if not v.shape:
+        raise AneforgeError(f"{v.name!r} is a scalar; Core ML passes arrays of rank >= 1 in and "
+                            f"out: reshape it to [1] inside the program")
     f = Model_pb2.FeatureDescription(name=v.name)
     f.type.multiArrayType.shape.extend(v.shape)
     f.type.multiArrayType.dataType = getattr(FeatureTypes_pb2.ArrayFeatureType,

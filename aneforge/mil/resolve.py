@@ -18,9 +18,11 @@ from ..limits import MAX_AXIS, MAX_RANK
 from ..ops import REGISTRY
 from ..ops.registry import REQUIRED
 from ..runtime.walls import check_walls
+from .proto import ATTR_FITS, ATTR_KINDS, STORED_AS_ATTRIBUTE
+from .proto import OPSETS as PROTO_OPSETS
 from .text import Arg, Literal, MILSyntaxError, Ref, Statement, TypeSpec, _source
 
-OPSETS = ("ios15", "ios16", "ios17", "ios18")
+OPSETS = tuple(PROTO_OPSETS)          # the opsets the MILSpec writer names (ios15..ios18)
 
 RULES = {
     "io-dtype": "program inputs and outputs are fp16, int8, uint8, int16 or uint16 (fp32, "
@@ -47,8 +49,8 @@ RULES = {
 }
 
 # Arguments aneforge's registry defaults but MIL text must spell out: the MIL parser rejects
-# log without epsilon and gelu without mode (MIL primer, "Validation gotchas").
-TEXT_REQUIRED = {("log", "epsilon"), ("gelu", "mode")}
+# log without epsilon and gelu without mode (MIL primer, "Validation gotchas"): the fix it gives.
+TEXT_REQUIRED = {("log", "epsilon"): "const(fp16(0))", ("gelu", "mode"): 'string("EXACT")'}
 
 # How each kind of compile-time argument is written, for messages: (what, example).
 KIND_HELP = {
@@ -60,19 +62,6 @@ KIND_HELP = {
     "dtype": ("a string naming a dtype", 'string("fp16")'),
     "scalar": ("a scalar of the first input's dtype", "const(fp16(0))"),
     "value": ("a tensor value", "fp16(0.5)"),
-}
-
-# Attr.kind -> (does a literal's array fit, the Python value ops use). "scalar" is also
-# checked against the first input's dtype (MIL types it `const T`).
-KIND_VALUES = {
-    "int": (lambda a: a.ndim == 0 and a.dtype.kind in "iu", lambda a: int(a)),
-    "ints": (lambda a: a.ndim == 1 and a.dtype.kind in "iu", lambda a: tuple(int(v) for v in a)),
-    "bool": (lambda a: a.ndim == 0 and a.dtype.kind == "b", lambda a: bool(a)),
-    "bools": (lambda a: a.ndim == 1 and a.dtype.kind == "b", lambda a: tuple(bool(v) for v in a)),
-    "str": (lambda a: a.ndim == 0 and a.dtype.kind == "U", lambda a: str(a.item())),
-    "dtype": (lambda a: a.ndim == 0 and a.dtype.kind == "U", lambda a: str(a.item())),
-    "scalar": (lambda a: a.ndim == 0 and a.dtype.kind in "fiu", lambda a: a.item()),
-    "value": (lambda a: a.dtype in dtypes.EXACT, lambda a: a),
 }
 
 # Words MIL text reserves (coremltools' NameSanitizer): never value names.
@@ -178,8 +167,8 @@ class _FunctionResolver:
     def live_ops(self, outputs: list[Var]) -> list[Operation]:
         """The ops, without consts that only bound compile-time arguments (now inline)."""
         used = {id(v) for op in self.ops for v in op.input_vars()} | {id(v) for v in outputs}
-        return [op for op in self.ops if not (op.type == "const" and op.name in self.folded
-                                              and id(op.outputs[0]) not in used)]
+        return [op for op in self.ops if not (op.type == "const" and id(op.outputs[0]) not in used
+                                              and op.outputs[0].name in self.folded)]
 
     # ---- types and names
     def check_io(self, dtype: str, shape: tuple, what: str, line: int) -> None:
@@ -249,8 +238,8 @@ class _FunctionResolver:
             self.fail(st.op.line, "unknown-op", f"unknown op {st.op.text!r}"
                       f"{_close(st.op.text, REGISTRY)}; aneforge runs "
                       f"{', '.join(sorted(REGISTRY))}")
-        name = self.op_name(st)
-        if opdef.name == "const" and self.string_const(st, name):
+        name = self.op_name(st, opdef)
+        if self.string_const(st, opdef):
             return
         inputs, found = self.bind(st, opdef, name)
         attrs = opdef.full_attrs(found)
@@ -260,19 +249,20 @@ class _FunctionResolver:
         self.check_const_inputs(st, opdef, inputs)
         outs = [Var(tok.text, t) for (_, tok), t in zip(st.outputs, declared)]
         self.add(Operation(opdef.name, inputs, attrs, outs, name), st.line)
+        value = _value_attr(opdef)         # a const's value may bind compile-time arguments
         for (_, tok), v in zip(st.outputs, outs):
-            self.define(tok, v, attrs["val"] if opdef.name == "const" else None)
+            self.define(tok, v, attrs[value] if value else None)
 
     def add(self, op: Operation, line: int) -> None:
         self.ops.append(op)
         self.op_lines[id(op)] = line
 
-    def op_name(self, st: Statement) -> str:
+    def op_name(self, st: Statement, opdef) -> str:
         how = f'end the statement with [name = string("{st.outputs[0][1].text}")]'
         if st.annotations is None:
             self.fail(st.line, "name-annotation", f"{st.op.text} has no [name = ...] annotation; "
                       f"every op needs one (MIL primer): {how}")
-        allowed = {"name", "val"} if st.op.text == "const" else {"name"}
+        allowed = {"name"} | {_value_attr(opdef)} - {None}     # const()[val = ...]
         for key, (_, line) in st.annotations.items():
             if key not in allowed:
                 self.fail(line, "unknown-argument", f"annotation {key!r} is not one aneforge "
@@ -288,20 +278,23 @@ class _FunctionResolver:
         self.op_names[name] = line
         return name
 
-    def string_const(self, st: Statement, name: str) -> bool:
+    def string_const(self, st: Statement, opdef) -> bool:
         """A string const (`string mode = const(...)`) only binds arguments: no op."""
-        lit = self.const_value(st)
+        lit = self.value_literal(st, _value_attr(opdef))
         if lit is None or lit.value.dtype.kind != "U":
             return False
-        if len(st.outputs) != 1:
-            self.fail(st.line, "type-mismatch", "a const has exactly one result")
-        self.define(st.outputs[0][1], None, lit.value)
+        (t, tok), *rest = st.outputs
+        if rest or t.dtype != "string" or t.shape:
+            self.fail(st.line, "type-mismatch", f"a string const has one result, typed "
+                      f"string: string {tok.text} = const(...)")
+        self.define(tok, None, lit.value)
         return True
 
-    def const_value(self, st: Statement) -> Literal | None:
-        arg = next((a.value for a in st.args if a.name == "val"), None)
-        if arg is None and st.annotations and "val" in st.annotations:
-            arg = st.annotations["val"][0]
+    def value_literal(self, st: Statement, key: str | None) -> Literal | None:
+        """The literal a const-like op's value argument holds, in its arguments or annotations."""
+        arg = next((a.value for a in st.args if a.name == key), None)
+        if arg is None and key in (st.annotations or {}):
+            arg = st.annotations[key][0]
         return arg if isinstance(arg, Literal) else None
 
     def declared(self, st: Statement) -> list[TensorType]:
@@ -310,10 +303,8 @@ class _FunctionResolver:
     # ---- arguments
     def bind(self, st: Statement, opdef, name: str) -> tuple[dict, dict]:
         inputs, literals, seen = {}, {}, set()
-        args = list(st.args)
-        if opdef.name == "const" and st.annotations and "val" in st.annotations:
-            lit, line = st.annotations["val"]
-            args.append(Arg("val", lit, line))
+        args = list(st.args) + [Arg(k, lit, line) for k, (lit, line) in st.annotations.items()
+                                if k != "name"]
         for arg in args:
             if arg.name in seen:
                 self.fail(arg.line, "duplicate-name", f"argument {arg.name!r} is given twice")
@@ -328,23 +319,22 @@ class _FunctionResolver:
                           f"{arg.name!r}{_close(arg.name, takes)}; it takes "
                           f"{', '.join(takes) or 'no arguments'}")
         inputs = {k: inputs[k] for k in opdef.inputs if k in inputs}     # registry order
-        self.require(st, opdef, inputs, literals)
         first = next(iter(v for v in inputs.values() if isinstance(v, Var)), None)
+        self.require(st, opdef, inputs, literals, first)
         return inputs, {k: self.attr_arg(opdef, a, first) for k, a in literals.items()}
 
-    def require(self, st: Statement, opdef, inputs: dict, literals: dict) -> None:
+    def require(self, st: Statement, opdef, inputs: dict, literals: dict, first) -> None:
         for k in opdef.inputs:
             if k not in inputs and k not in opdef.optional:
                 self.fail(st.op.line, "required-argument", f"{opdef.name} needs input {k!r}; "
                           f"write {opdef.name}({', '.join(f'{i} = ...' for i in opdef.inputs)})")
         for k, a in opdef.attrs.items():
-            if k not in literals and (a.default is REQUIRED or (opdef.name, k) in TEXT_REQUIRED):
-                what, example = KIND_HELP[a.kind]
-                example = 'string("EXACT")' if opdef.name == "gelu" else example
-                rule = (" (the MIL parser rejects it without one, MIL primer)"
-                        if (opdef.name, k) in TEXT_REQUIRED else "")
+            primer = TEXT_REQUIRED.get((opdef.name, k))
+            if k not in literals and (a.default is REQUIRED or primer):
+                what, example = _kind_help(a.kind, first)
+                why = " (the MIL parser rejects it without one, MIL primer)" if primer else ""
                 self.fail(st.op.line, "required-argument", f"{opdef.name} needs argument {k!r}, "
-                          f"{what}{rule}: add {k} = {example}")
+                          f"{what}{why}: add {k} = {primer or example}")
 
     def tensor_arg(self, opdef, arg, op_name: str):
         items = arg.value if isinstance(arg.value, tuple) else (arg.value,)
@@ -386,7 +376,7 @@ class _FunctionResolver:
 
     def attr_arg(self, opdef, arg, first: Var | None):
         kind = opdef.attrs[arg.name].kind
-        what, example = KIND_HELP[kind]
+        what, example = _kind_help(kind, first)
         value = arg.value
         if isinstance(value, Ref):
             if value.name not in self.consts:
@@ -401,12 +391,10 @@ class _FunctionResolver:
                       f"tuple: {arg.name} = {example}")
         else:
             array = value.value
-        fits, convert = KIND_VALUES[kind]
-        if kind == "scalar" and first is not None and array.dtype != first.dtype.np:
-            fits = lambda a: False  # noqa: E731  (MIL types it like the first input)
-            what = f"a {first.dtype.name} scalar like {first.name!r}"
-            example = f"const({first.dtype.name}(0))"
-        if not fits(array):
+        fits, convert = ATTR_FITS[kind], ATTR_KINDS[kind][1]
+        # MIL types a scalar argument like the op's first input (`epsilon: const T`)
+        typed = kind != "scalar" or first is None or array.dtype == first.dtype.np
+        if not (typed and fits(array)):
             self.fail(arg.line, "argument-type", f"{opdef.name}'s {arg.name} must be {what}, "
                       f"found {_describe(array)}: write {arg.name} = {example}")
         return convert(array)
@@ -441,6 +429,19 @@ class _FunctionResolver:
                 self.fail(st.op.line, "argument-type", f"{opdef.name}'s {k} must be a const "
                           f"(MIL requires it); for a value computed or fed at run time use "
                           f"matmul instead")
+
+
+def _value_attr(opdef) -> str | None:
+    """The argument holding a const's value (MIL keeps it among the op's attributes)."""
+    return next((k for k, a in opdef.attrs.items() if a.kind in STORED_AS_ATTRIBUTE), None)
+
+
+def _kind_help(kind: str, first: Var | None) -> tuple[str, str]:
+    """(what an argument of this kind is, how to write one), for messages."""
+    if kind == "scalar" and first is not None:
+        return (f"a scalar of dtype {first.dtype.name} (like {first.name!r})",
+                f"const({first.dtype.name}(0))")
+    return KIND_HELP[kind]
 
 
 def _describe(a: np.ndarray) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -144,8 +144,7 @@ UNSUPPORTED_DTYPES = {"bf16": "bfloat16", "int4": "int4", "uint4": "uint4", "uin
                       "fp8e5m2": "fp8"}
 
 _TOKEN = re.compile(r"""
-    (?P<space>[ \t\r\f\v]+)
-  | (?P<newline>\n)
+    (?P<space>[ \t\r\f\v\n]+)
   | (?P<comment>//[^\n]*)
   | (?P<number>[-+]?(?:0[xX][0-9a-fA-F]+(?:\.[0-9a-fA-F]*)?(?:[pP][-+]?[0-9]+)?
                     |(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?
@@ -153,11 +152,11 @@ _TOKEN = re.compile(r"""
   | (?P<name>@?[A-Za-z_][A-Za-z0-9_]*)
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<punct>->|[()\[\]{}<>,=;])
-""", re.X)
+  | (?P<error>.)
+""", re.X | re.S)
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     kind: str          # name, number, string, punct, eof
     text: str
     line: int
@@ -167,19 +166,17 @@ class Token:
 
 
 def tokenize(text: str, source_lines: list[str]) -> list[Token]:
-    out, line, pos = [], 1, 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            what = ("an unterminated string (strings end with \" on the same line)"
-                    if text[pos] == '"' else f"unexpected character {text[pos]!r}")
-            raise MILSyntaxError(line, "syntax", what, _source(source_lines, line))
+    out, line = [], 1
+    for m in _TOKEN.finditer(text):
         kind = m.lastgroup
-        if kind == "newline":
-            line += 1
-        elif kind not in ("space", "comment"):
+        if kind == "space":
+            line += m.group().count("\n")
+        elif kind == "error":
+            what = ("an unterminated string (strings end with \" on the same line)"
+                    if m.group() == '"' else f"unexpected character {m.group()!r}")
+            raise MILSyntaxError(line, "syntax", what, _source(source_lines, line))
+        elif kind != "comment":
             out.append(Token(kind, m.group(), line))
-        pos = m.end()
     out.append(Token("eof", "", line))
     return out
 
@@ -257,7 +254,7 @@ class Parser:
     """Recursive descent over the primer's grammar (see docs/mil.md for the grammar)."""
 
     def __init__(self, text: str, weights_dir: str | None = None):
-        self.lines = text.splitlines()
+        self.lines = text.split("\n")       # as tokenize counts lines
         self.tokens = tokenize(text, self.lines)
         self.i = 0
         self.weights_dir = weights_dir
@@ -265,7 +262,8 @@ class Parser:
 
     # ---- token helpers
     def peek(self, k: int = 0) -> Token:
-        return self.tokens[min(self.i + k, len(self.tokens) - 1)]
+        i = self.i + k
+        return self.tokens[i] if i < len(self.tokens) else self.tokens[-1]
 
     def take(self) -> Token:
         tok = self.peek()
@@ -386,8 +384,8 @@ class Parser:
         if tok.text == "state":
             self.fail(tok.line, "state<...> types are not supported; pass state as paired "
                       "tensor inputs and outputs (the primer's streaming pattern)", "unsupported")
-        if tok.kind == "name" and tok.text in NUMPY_OF:        # a scalar: fp16 x
-            self.take()
+        if tok.kind == "name" and (tok.text in NUMPY_OF or tok.text in UNSUPPORTED_DTYPES):
+            self.take()                                        # a scalar: fp16 x
             return TypeSpec(tok.text, (), tok.line)
         self.expect("tensor", "(a type: tensor<fp16, [1, 4]>)")
         self.expect("<", "after 'tensor'")
@@ -607,13 +605,13 @@ def _bool_element(tok: Token) -> bool:
 
 def _float_elements(tokens: list[Token], dt: np.dtype) -> np.ndarray:
     bits_dtype = np.dtype(f"uint{dt.itemsize * 8}")
-    bits = np.empty(len(tokens), bits_dtype)
+    bits, top = np.empty(len(tokens), bits_dtype), np.iinfo(bits_dtype).max
     for i, tok in enumerate(tokens):
         if tok.kind != "number":
             raise ValueError(f"expected a number, found {tok}")
         if _HEX_BITS.match(tok.text):
             b = int(tok.text, 16)
-            if not 0 <= b <= np.iinfo(bits_dtype).max:
+            if not 0 <= b <= top:
                 raise ValueError(f"{tok.text} is not a {dt.itemsize * 8}-bit pattern of a "
                                  f"{dt.name} value")
             bits[i] = b
