@@ -128,6 +128,20 @@ tensor<fp16, [1, 1]> y = reduce_sum(
     np.testing.assert_array_equal(fn(x), [[120.0]])
 
 
+def test_primer_scaled_dot_product_attention():
+    fn = af.load_mil(program("tensor<fp16, [1, 2, 3, 8]> q, tensor<fp16, [1, 2, 5, 8]> k, "
+                             "tensor<fp16, [1, 2, 5, 8]> v", '''
+tensor<fp16, [1, 2, 3, 8]> y = scaled_dot_product_attention(
+    query = q,  // [B, H, Sq, Dh]
+    key = k,    // [B, H, Sk, Dh]
+    value = v   // [B, H, Sk, Dh]
+)[name = string("y")];''', "y"))
+    q, k, v = (f16(1, 2, n, 8, seed=i) for i, n in enumerate((3, 5, 5)))
+    s = q.astype(np.float64) @ np.swapaxes(k, -1, -2) / np.sqrt(8)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    close(fn(q, k, v), (p / p.sum(-1, keepdims=True)) @ v, rtol=8 * U, atol=8 * U)
+
+
 def test_primer_constants_scalars_tensors_and_hex():
     fn = af.load_mil(program("tensor<fp16, [1, 64]> x", '''
 tensor<fp16, []> scale = const(val = fp16(0.125))[name = string("scale")];
