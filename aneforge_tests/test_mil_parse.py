@@ -242,6 +242,14 @@ def test_round_trip_keeps_the_signature(case):
         assert emit(q) == text
 
 
+def test_round_trip_of_strings_that_need_escapes():
+    p = af.program(af.ones(1, 4).exp())
+    p.build_info = {"tool": 'say "hi"\\n', "tab": "a\tb\nc"}
+    p.operations[0].name = 'exp "1"'
+    q = parse(emit(p))
+    assert q.build_info == p.build_info and q.operations[0].name == 'exp "1"'
+
+
 def test_round_trip_of_a_training_step():
     from test_export import training_step_program
     p = training_step_program()

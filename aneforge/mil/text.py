@@ -68,9 +68,15 @@ def tensor_literal(a: np.ndarray) -> str:
     return f"tensor<{dt}, [{shape}]>({_nested(a, dt)})"
 
 
+def quote(s) -> str:
+    """A MIL string literal, escaped as `unquote` reads it back."""
+    s = str(s).replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + s.replace("\n", "\\n").replace("\t", "\\t") + '"'
+
+
 def attr_literal(kind: str, value, x_dtype: str | None) -> str:
     if kind == "str":
-        return f'string("{value}")'
+        return f"string({quote(value)})"
     if kind == "value":
         return tensor_literal(np.asarray(value))
     if kind == "bool":
@@ -99,13 +105,13 @@ def statement(op) -> str:
         if op.attrs.get(k) is not None:
             args.append(f"{k} = {attr_literal(a.kind, op.attrs[k], x_dtype)}")
     outs = ", ".join(f"{v.type} {v.name}" for v in op.outputs)
-    return f"{outs} = {op.type}({', '.join(args)})[name = string(\"{op.name}\")];"
+    return f"{outs} = {op.type}({', '.join(args)})[name = string({quote(op.name)})];"
 
 
 def emit(program) -> str:
     """The program as MIL text."""
     f = program.main
-    info = ", ".join(f'{{"{k}", "{v}"}}' for k, v in program.build_info.items())
+    info = ", ".join(f"{{{quote(k)}, {quote(v)}}}" for k, v in program.build_info.items())
     params = ", ".join(f"{v.type} {v.name}" for v in f.inputs)
     lines = [f"program({program.version})",
              f"[buildInfo = dict<string, string>({{{info}}})]",
