@@ -33,7 +33,7 @@ def cast_optimization(graph) -> int:
     middle cast wraps), fp32 -> fp16 -> fp32 (rounds).
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         if op.type != "cast":
             continue
         x, out = op.inputs["x"], op.outputs[0]

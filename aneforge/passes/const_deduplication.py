@@ -18,7 +18,7 @@ def const_deduplication(graph) -> int:
     """
     first: dict = {}
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         if op.type != "const":
             continue
         val = op.attrs["val"]

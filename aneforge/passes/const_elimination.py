@@ -25,7 +25,7 @@ def const_elimination(graph) -> int:
         %y = mul(x=%x, y=%m)
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         if op.type == "const" or not _foldable(op):
             continue
         values = evaluate(op, graph.numerics)

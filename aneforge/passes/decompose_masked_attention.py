@@ -24,7 +24,7 @@ def decompose_masked_attention(graph) -> int:
                                                      %o = matmul(x=%p, y=%v)
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         if op.type != "scaled_dot_product_attention" or op.inputs.get("attn_mask") is None:
             continue
         q, k, v, m = (op.inputs[a] for a in ("query", "key", "value", "attn_mask"))

@@ -19,7 +19,7 @@ def divide_to_multiply(graph) -> int:
         %y = real_div(x=%x, y=%c)                %y = mul(x=%x, y=%r)
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         c = const_value(op.inputs["y"]) if op.type == "real_div" else None
         if c is None or c.dtype.kind != "f" or const_value(op.inputs["x"]) is not None:
             continue   # const / const is const_elimination's

@@ -17,7 +17,7 @@ def fuse_gelu_exact(graph) -> int:
         [x] -> gelu(mode="EXACT") -> [...]
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         if op.type != "erf":
             continue
         pre = prev(op.inputs["x"], ("real_div",), const=math.sqrt(2)) or \

@@ -18,7 +18,7 @@ def fuse_gelu_tanh_approximation(graph) -> int:
         [x] -> gelu(mode="TANH_APPROXIMATION") -> [...]
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         if op.type != "tanh":
             continue
         scaled = prev(op.inputs["x"], ("mul",), const=math.sqrt(2 / math.pi))

@@ -26,7 +26,7 @@ def fuse_layernorm_or_instancenorm(graph) -> int:
         %y = add(x=%w, y=%b: const)
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         found = _match(graph, op) if op.type == "reduce_mean" and op.attrs["keep_dims"] else None
         if found is None:
             continue

@@ -14,7 +14,7 @@ def fuse_leaky_relu(graph) -> int:
         [x] -> mul(alpha) -> maximum(., x) -> [...]        [x] -> leaky_relu(alpha) -> [...]
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         if op.type != "maximum":
             continue
         for a in (op.inputs["x"], op.inputs["y"]):

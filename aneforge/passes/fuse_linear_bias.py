@@ -16,7 +16,7 @@ def fuse_linear_bias(graph) -> int:
         %z = add(x=%y, y=%c: const [N])
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         if op.type != "linear":
             continue
         y = op.outputs[0]

@@ -18,7 +18,7 @@ def fuse_matmul_weight_bias(graph) -> int:
         %z = add(x=%y, y=%b: const [N])
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         w = const_value(op.inputs["y"]) if op.type == "matmul" else None
         if w is None or w.ndim != 2 or op.attrs["transpose_x"] or \
                 const_value(op.inputs["x"]) is not None:

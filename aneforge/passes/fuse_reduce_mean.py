@@ -20,7 +20,7 @@ def fuse_reduce_mean(graph) -> int:
         %m = real_div(x=%s, y=%c)
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         if op.type != "reduce_sum":
             continue
         s = op.outputs[0]

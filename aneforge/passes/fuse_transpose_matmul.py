@@ -16,7 +16,7 @@ def fuse_transpose_matmul(graph) -> int:
     Left alone: any other perm, e.g. (1, 0, 2), which moves a batch axis.
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         if op.type != "matmul":
             continue
         for arg, flag in (("x", "transpose_x"), ("y", "transpose_y")):

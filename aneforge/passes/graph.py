@@ -24,12 +24,20 @@ class Graph:
         self.program, self.numerics, self.options = program, numerics, options
         self.block = program.main.block
         self._names = {v.name for v in self.block.vars()} | {op.name for op in self.ops}
+        self._removed: set[int] = set()
         self._index_uses()
 
     # ---- reading ----------------------------------------------------------------------
     @property
     def ops(self) -> list[Operation]:
         return self.block.operations
+
+    def walk(self, *types: str):
+        """The ops (of `types`, if given) in program order, from a snapshot: ops a pass adds
+        on the way are not visited, ops it removes are skipped."""
+        for op in list(self.ops):
+            if id(op) not in self._removed and (not types or op.type in types):
+                yield op
 
     def uses(self, var: Var) -> list[Operation]:
         """The ops reading `var` (each once), in program order of insertion."""
@@ -102,13 +110,26 @@ class Graph:
         return True
 
     def replace_op(self, op: Operation, new_outputs: list[Var]) -> bool:
-        """Replace all of `op`'s outputs and remove it; False if an output could not move."""
+        """Replace all of `op`'s outputs, remove it and whatever only it read (so the report
+        credits the pass with the ops it made dead); False if an output could not move."""
         if not all(self.can_replace(o, n) for o, n in zip(op.outputs, new_outputs)):
             return False
         for o, n in zip(op.outputs, new_outputs):
             self.replace(o, n)
         self.remove(op)
+        self.sweep(op.input_vars())
         return True
+
+    def sweep(self, vars: Iterable[Var]) -> None:
+        """Remove the producers of `vars` that nothing reads any more, transitively."""
+        stack = list(vars)
+        while stack:
+            op = stack.pop().op
+            if op is None or id(op) in self._removed or any(
+                    self.uses(v) or self.is_output(v) for v in op.outputs):
+                continue
+            self.remove(op)
+            stack.extend(op.input_vars())
 
     def can_replace(self, old: Var, new: Var) -> bool:
         return old is new or not self.is_output(old) or not (
@@ -121,14 +142,18 @@ class Graph:
         if not any(u is old for u in op.input_vars()):
             self._uses[id(old)] = [u for u in self.uses(old) if u is not op]
         self._add_use(new, op)
+        self.sweep([old])
 
     def remove(self, op: Operation) -> None:
         self.ops.remove(op)
+        self._removed.add(id(op))
         for v in set(op.input_vars()):
             self._uses[id(v)] = [u for u in self.uses(v) if u is not op]
 
     def set_operations(self, ops: list[Operation]) -> None:
         """Replace the op list wholesale (DCE, reordering) and rebuild the use map."""
+        kept = {id(op) for op in ops}
+        self._removed.update(id(op) for op in self.ops if id(op) not in kept)
         self.block.operations = ops
         self._index_uses()
 
@@ -259,8 +284,7 @@ def half_x_times(graph: Graph, t: Var, x: Var):
 
 def fuse(graph: Graph, ops: list[Operation], type: str, inputs: dict, **attrs) -> bool:
     """Replace the single-output chain `ops` (its last op's output is the result) by one new
-    op, if no value inside the chain is read from outside it. The chain's other ops are left
-    for dead_code_elimination."""
+    op, if no value inside the chain is read from outside it (the chain then goes with it)."""
     last = ops[-1]
     if not all(graph.internal(v, ops) for op in ops[:-1] for v in op.outputs):
         return False

@@ -15,7 +15,7 @@ def merge_consecutive_relus(graph) -> int:
         %c = exp(x=%b)
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         if op.type == "relu" and producer(op.inputs["x"], "relu") is not None:
             n += graph.replace_op(op, [op.inputs["x"]])
     return n

@@ -18,7 +18,7 @@ def merge_consecutive_reshapes(graph) -> int:
         %c = reshape(x=%b, shape=[2, 12])
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         if op.type not in RESHAPES:
             continue
         inner = producer(op.inputs["x"], *RESHAPES)

@@ -18,7 +18,7 @@ def merge_consecutive_transposes(graph) -> int:
         %b = transpose(x=%a, perm=[1, 0])
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         inner = producer(op.inputs["x"], "transpose") if op.type == "transpose" else None
         if inner is None:
             continue

@@ -21,7 +21,7 @@ def noop_elimination(graph) -> int:
         %y = relu(x=%a)
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         rule = RULES.get(op.type)
         keep = rule(op) if rule is not None else None
         if keep is not None and keep.type == op.outputs[0].type and graph.replace_op(op, [keep]):

@@ -23,7 +23,7 @@ def reduce_sum_to_matmul(graph) -> int:
     running sum that docs/numerics.md pins; add it with `pipeline(add=[...])` or "ane".
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         x = op.inputs.get("x")
         if op.type != "reduce_sum" or x.dtype != dtypes.float16 or not x.shape:
             continue

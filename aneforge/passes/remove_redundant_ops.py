@@ -20,7 +20,7 @@ def remove_redundant_ops(graph) -> int:
     """
     seen: dict = {}
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         key = _key(op)
         first = seen.setdefault(key, op)
         if first is not op and graph.replace_op(op, list(first.outputs)):

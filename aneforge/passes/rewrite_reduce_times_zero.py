@@ -21,7 +21,7 @@ def rewrite_reduce_times_zero(graph) -> int:
     code that multiplies by zero is fixed where it is written.
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         if op.type != "mul":
             continue
         for r, z in ((op.inputs["x"], op.inputs["y"]), (op.inputs["y"], op.inputs["x"])):

@@ -21,7 +21,7 @@ def select_optimization(graph) -> int:
     recorded program has it (masks are built as additive -1e4, ANE_FACTS "Compiler walls").
     """
     n = 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         if op.type != "select":
             continue
         a, b = op.inputs["a"], op.inputs["b"]

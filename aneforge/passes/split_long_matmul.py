@@ -19,7 +19,7 @@ def split_long_matmul(graph) -> int:
                                                      %y = add(x=add(x=%y0, y=%y1), y=%y2)
     """
     cap, n = graph.options.contraction_cap, 0
-    for op in list(graph.ops):
+    for op in graph.walk():
         if op.type != "matmul":
             continue
         x, y = op.inputs["x"], op.inputs["y"]
