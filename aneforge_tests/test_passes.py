@@ -396,6 +396,91 @@ def test_fuse_reduce_mean_leaves_other_divisors_and_shared_sums():
     assert "reduce_mean" not in counts(p)
 
 
+def test_fold_negation():
+    x, y = data(3), data(2, 3)
+    p = af.program(y + (0.0 - x), y - (0.0 - x), (0.0 - x) + y, 0.0 - (0.0 - x))
+    apply(p, "fold_negation", "dead_code_elimination")
+    assert ops(p) == ["sub", "add", "sub", "add"]        # the last: 0 + x (an output stays an op)
+    assert all(op.inputs["y"] is p.main.inputs[0] for op in p.operations if op.type != "const")
+
+
+def test_fold_negation_leaves_other_subtractions():
+    x, y = data(3), data(3)
+    p = af.program(y + (1.0 - x))
+    apply(p, "fold_negation")
+    assert counts(p)["add"] == 1
+
+
+def test_remove_redundant_broadcasts():
+    x, y = data(4, 1), data(4, 5)
+    p = af.program(y / x.expand(4, 5), af.where(y > 0, x.expand(4, 5), y),
+                   data(2, 4, 5) * x.unsqueeze(0))
+    apply(p, "remove_redundant_broadcasts", "dead_code_elimination")
+    assert "tile" not in counts(p) and "expand_dims" not in counts(p)
+
+
+def test_remove_redundant_broadcasts_leaves_needed_expansions():
+    x, y = data(4, 1), data(1, 3)
+    t = x.expand(4, 3)
+    p = af.program(t - t, y.reshape(3, 1) * data(3, 3))
+    apply(p, "remove_redundant_broadcasts")
+    assert counts(p)["tile"] == 1 and counts(p)["reshape"] == 1
+
+
+def test_replace_stack_reshape():
+    x, y = data(2, 3), data(2, 3)
+    p = af.program(af.stack([x, y], 1).reshape(2, 6).exp(), af.stack([x, y], 1).reshape(4, 3).exp())
+    apply(p, "replace_stack_reshape", "dead_code_elimination")
+    assert ops(p) == ["concat", "exp", "concat", "exp"]
+    assert [op.attrs["interleave"] for op in p.operations if op.type == "concat"] == [False, True]
+
+
+def test_replace_stack_reshape_leaves_other_reshapes():
+    x, y = data(2, 3), data(2, 3)
+    p = af.program(af.stack([x, y], 1).reshape(3, 4).exp())
+    apply(p, "replace_stack_reshape")
+    assert counts(p)["expand_dims"] == 2
+
+
+def test_detect_concat_interleave():
+    b = Builder()
+    a, c = b.input(1, 2, 3, 4), b.input(1, 2, 3, 4)
+    cat = b("concat", values=(a, c), axis=1)
+    r = b("reshape", x=cat, shape=(1, 2, 2, 3, 4))
+    t = b("transpose", x=r, perm=(0, 2, 1, 3, 4))
+    p = b.program(b("exp", x=b("reshape", x=t, shape=(1, 4, 3, 4))))
+    apply(p, "detect_concat_interleave", "dead_code_elimination")
+    assert ops(p) == ["concat", "exp"] and p.operations[0].attrs["interleave"]
+
+
+def test_detect_concat_interleave_leaves_other_perms():
+    b = Builder()
+    a, c = b.input(2, 3, 4), b.input(2, 3, 4)
+    r = b("reshape", x=b("concat", values=(a, c), axis=0), shape=(2, 2, 3, 4))
+    p = b.program(b("reshape", x=b("transpose", x=r, perm=(0, 1, 3, 2)), shape=(4, 3, 4)))
+    apply(p, "detect_concat_interleave")
+    assert counts(p)["transpose"] == 1
+
+
+def test_rank0_expand_dims_swap():
+    b = Builder()
+    x = b.input(1)
+    s = b("sub", x=b("reshape", x=x, shape=()), y=b.const(1.5))
+    p = b.program(b("expand_dims", x=b("mul", x=s, y=b.const(2.0)), axes=(0,)))
+    apply(p, "rank0_expand_dims_swap", "merge_consecutive_reshapes", "noop_elimination",
+          "dead_code_elimination")
+    assert all(v.shape == (1,) for op in p.operations if op.type != "const" for v in op.outputs)
+
+
+def test_rank0_expand_dims_swap_leaves_tensor_operands():
+    b = Builder()
+    x, y = b.input(1), b.input(1)
+    s = b("sub", x=b("reshape", x=x, shape=()), y=b("reshape", x=y, shape=()))
+    p = b.program(b("expand_dims", x=s, axes=(0,)))
+    apply(p, "rank0_expand_dims_swap")
+    assert counts(p)["sub"] == 1 and p.operations[-2].outputs[0].shape == ()
+
+
 # ---------------------------------------------------------------------------- fusions
 
 GELU_EXACT = {

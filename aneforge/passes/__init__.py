@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from . import (cast_optimization, const_deduplication, const_elimination,  # noqa: F401
                dead_code_elimination, decompose_masked_attention, dedup_op_and_var_names,
-               divide_to_multiply, fuse_gelu_exact, fuse_gelu_tanh_approximation,
+               detect_concat_interleave, divide_to_multiply, fold_negation, fuse_gelu_exact, fuse_gelu_tanh_approximation,
                fuse_layernorm_or_instancenorm, fuse_leaky_relu, fuse_linear_bias,
                fuse_matmul_weight_bias, fuse_reduce_mean, fuse_transpose_matmul,
                merge_consecutive_relus, merge_consecutive_reshapes, merge_consecutive_transposes,
-               noop_elimination, reduce_sum_to_matmul, remove_redundant_ops,
+               noop_elimination, rank0_expand_dims_swap, reduce_sum_to_matmul,
+               remove_redundant_broadcasts, remove_redundant_ops, replace_stack_reshape,
                rewrite_reduce_times_zero, sanitize_input_output_names, select_optimization,
                split_long_matmul, topological_reorder)
 from .graph import Graph

@@ -30,10 +30,17 @@ ORDER: tuple[tuple[str, bool, str], ...] = (
     ("noop_elimination", True,
      "before matching: identities, same-shape reshapes, x+0, x*1 would break up patterns"),
     ("cast_optimization", True, "with the no-ops: a cast to the same dtype is one"),
+    ("replace_stack_reshape", True,
+     "before merge_consecutive_reshapes, which would turn its expand_dims into reshapes"),
+    ("detect_concat_interleave", True, "with replace_stack_reshape, before the merges"),
     ("merge_consecutive_reshapes", True, "chains of moves collapse before patterns are matched"),
     ("merge_consecutive_transposes", True, "as reshapes; an identity result is removed at once"),
     ("merge_consecutive_relus", True, "as reshapes"),
     ("select_optimization", True, "a select on a folded condition is a move; after folding"),
+    ("fold_negation", True, "canonicalization: y + (0 - x) is y - x; before CSE"),
+    ("remove_redundant_broadcasts", True,
+     "after the merges (an expand is a reshape + tile), before CSE: an operand read before "
+     "its expansion lets equal ops meet"),
     ("remove_redundant_ops", True,
      "CSE after canonicalization (deduplicated consts, no no-ops), so equal ops look equal"),
     ("fuse_reduce_mean", True,
@@ -55,6 +62,8 @@ ORDER: tuple[tuple[str, bool, str], ...] = (
     ("rewrite_reduce_times_zero", False,
      "opt-in (the default keeps the compile wall visible so sources get fixed): after folding, "
      "which turns a computed zero into a const"),
+    ("rank0_expand_dims_swap", True,
+     "late: it only re-ranks scalar arithmetic at the boundary, after everything folded it"),
     ("dead_code_elimination", True, "after every pass that leaves orphans"),
     ("topological_reorder", True, "last: it only moves ops, so it sees the final op list"),
 )
