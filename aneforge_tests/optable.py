@@ -223,6 +223,36 @@ def _instance_norm_op(m, x):
                   epsilon=1e-5)
 
 
+def _pad(m, x, pad, mode):
+    """MIL pad: (before, after) per trailing axis, first axis first (torch lists the last first)."""
+    pairs = [pad[i:i + 2] for i in range(0, len(pad), 2)]
+    torch_pad = tuple(p for pair in reversed(pairs) for p in pair)
+    return _fused(m, "pad", {"x": x}, lambda: torch.nn.functional.pad(x, torch_pad, mode=mode),
+                  pad=pad, mode=mode)
+
+
+def _per_channel_consts(m, c, *arrays):
+    from aneforge.tensor import const
+    if m is torch:
+        return [torch.tensor(a.astype(np.float32)) for a in arrays]
+    return [const(a, af.float16) for a in arrays]
+
+
+def _prelu_op(m, x):
+    (alpha,) = _per_channel_consts(m, x.shape[1], np.linspace(-0.5, 0.5, x.shape[1]).astype(np.float16))
+    return _fused(m, "prelu", {"x": x, "alpha": alpha}, lambda: torch.nn.functional.prelu(x, alpha))
+
+
+def _batch_norm_op(m, x):
+    c = x.shape[1]
+    mean, var = np.linspace(-0.5, 0.5, c).astype(np.float16), np.linspace(0.5, 2, c).astype(np.float16)
+    g, b = _affine_consts(c)
+    mean, var, g, b = _per_channel_consts(m, c, mean, var, g, b)
+    return _fused(m, "batch_norm", {"x": x, "mean": mean, "variance": var, "gamma": g, "beta": b},
+                  lambda: torch.nn.functional.batch_norm(x, mean, var, g, b, False, eps=1e-5),
+                  epsilon=1e-5)
+
+
 CAUSAL = np.tril(np.ones((4, 5), bool), 1)      # every row keeps at least one key
 
 
@@ -334,6 +364,12 @@ CASES: list[OpCase] = [
     C("layer_norm_op_2d", ((2, 3, 4),), lambda m, x: _layer_norm_op(m, x, 2), T3),
     C("instance_norm_op", ((2, 3, 5),), lambda m, x: _instance_norm_op(m, x), T3),
     C("instance_norm_op_4d", ((2, 3, 2, 4),), lambda m, x: _instance_norm_op(m, x), T3),
+    C("pad_constant", ((3, 4),), lambda m, x: _pad(m, x, (1, 2, 2, 1), "constant"), EXACT),
+    C("pad_last_axis", ((2, 3, 4),), lambda m, x: _pad(m, x, (0, 3), "constant"), EXACT),
+    C("pad_reflect", ((2, 3, 5),), lambda m, x: _pad(m, x, (2, 1, 1, 3), "reflect"), EXACT),
+    C("pad_replicate", ((2, 3, 5),), lambda m, x: _pad(m, x, (3, 0, 0, 2), "replicate"), EXACT),
+    C("prelu_op", ((2, 3, 2, 4),), lambda m, x: _prelu_op(m, x)),
+    C("batch_norm_op", ((2, 3, 2, 2),), lambda m, x: _batch_norm_op(m, x), T3),
     C("leaky_relu_op", ((4, 6),), lambda m, x: _fused(
         m, "leaky_relu", {"x": x}, lambda: torch.nn.functional.leaky_relu(x, 0.125), alpha=0.125)),
     C("sdpa_op", ((2, 4, 8), (2, 5, 8), (2, 5, 6)), lambda m, q, k, v: _sdpa(m, q, k, v), ATTENTION),

@@ -192,13 +192,20 @@ def p_small_io():
 
 
 def p_fused_ops():
-    """The ops graph passes fuse into: layer_norm, instance_norm, leaky_relu, sdpa."""
+    """The ops graph passes make: layer_norm, instance_norm, batch_norm, leaky_relu, prelu,
+    pad, sdpa."""
     b = Builder()
     x, q, k, v = b.input(2, 3, 4), b.input(2, 4, 8), b.input(2, 5, 8), b.input(2, 5, 6)
     g, beta = b.const(np.linspace(0.5, 1.5, 4)), b.const(np.linspace(-1, 1, 4))
     gc, bc = b.const(np.linspace(0.5, 1.5, 3)), b.const(np.linspace(-1, 1, 3))
     mask = b.const(np.tril(np.ones((4, 5), bool)), dtypes.bool_)
-    return b.program(b("layer_norm", x=x, gamma=g, beta=beta, axes=(-1,), epsilon=2.0 ** -10),
+    pads = [b("pad", x=x, pad=(1, 0, 2, 1), mode=mode, constant_val=0.5 if mode == "constant" else 0.0)
+            for mode in ("constant", "reflect", "replicate")]
+    norm = b("batch_norm", x=x, mean=gc, variance=b.const(np.linspace(0.5, 2, 3)), gamma=gc,
+             beta=bc, epsilon=2.0 ** -10)
+    return b.program(*pads, norm, b("prelu", x=b("expand_dims", x=x, axes=(0,)),
+                                    alpha=b.const(np.linspace(-1, 1, 2))),
+                     b("layer_norm", x=x, gamma=g, beta=beta, axes=(-1,), epsilon=2.0 ** -10),
                      b("layer_norm", x=x, axes=(0, 2), epsilon=2.0 ** -10),
                      b("instance_norm", x=x, gamma=gc, beta=bc, epsilon=2.0 ** -10),
                      b("leaky_relu", x=x, alpha=0.125),

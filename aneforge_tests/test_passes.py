@@ -481,6 +481,65 @@ def test_rank0_expand_dims_swap_leaves_tensor_operands():
     assert counts(p)["sub"] == 1 and p.operations[-2].outputs[0].shape == ()
 
 
+def test_concat_zeros_to_pad_turns_conv_padding_into_one_pad():
+    x, w = data(1, 2, 5, 5), data(3, 2, 3, 3)
+    p = af.program(F.conv2d(x, w, padding=1))
+    apply(p, "concat_zeros_to_pad", "merge_consecutive_paddings", "dead_code_elimination")
+    pads = [op for op in p.operations if op.type == "pad"]
+    assert len(pads) == 1 and pads[0].attrs["pad"] == (1, 1, 1, 1)
+    assert "sub" not in counts(p)
+
+
+def test_concat_zeros_to_pad_shrinks_slice_gradients():
+    x = af.tensor(np.random.default_rng(0).standard_normal((4, 6)), requires_grad=True)
+    (g,) = af.grad((x[1:3, 2:5] * 2.0).sum(), [x])
+    p = af.program(g)
+    report = apply(p, "concat_zeros_to_pad", "merge_consecutive_paddings", "noop_elimination",
+                   "dead_code_elimination")
+    assert report.ops_after < report.ops_before / 2 and counts(p)["pad"] == 1
+
+
+def test_concat_zeros_to_pad_leaves_non_zero_neighbours():
+    x, y = data(2, 3), data(2, 1)
+    p = af.program(af.cat([y, x, y - y], 1), af.cat([x - x, x, y - y, x], 1))
+    apply(p, "concat_zeros_to_pad")
+    assert counts(p)["concat"] == 2
+
+
+def test_merge_consecutive_paddings_leaves_overlapping_reflections():
+    b = Builder()
+    x = b.input(1, 2, 6, 8)
+    a = b("pad", x=x, pad=(1, 1), mode="reflect")
+    p = b.program(b("pad", x=a, pad=(0, 0, 1, 1), mode="reflect"),
+                  b("pad", x=a, pad=(2, 2), mode="reflect"),
+                  b("pad", x=b("pad", x=x, pad=(1, 1), constant_val=1.0), pad=(1, 1)))
+    apply(p, "merge_consecutive_paddings", "dead_code_elimination")
+    assert counts(p)["pad"] == 5                 # only the first pair merged
+
+
+def test_use_reflection_padding():
+    b = Builder()
+    x = b.input(1, 2, 6, 8)
+
+    def at(i):
+        return b("slice_by_index", x=x, begin=(0, 0, 0, i), end=(1, 2, 6, i + 1),
+                 stride=(1, 1, 1, 1), begin_mask=(True, True, True, False),
+                 end_mask=(True, True, True, False), squeeze_mask=(False,) * 4)
+    p = b.program(b("concat", values=(at(2), at(1), x, at(6)), axis=3))
+    apply(p, "use_reflection_padding", "dead_code_elimination")
+    assert ops(p) == ["pad"] and p.operations[-1].attrs["pad"] == (2, 1)
+
+
+def test_use_reflection_padding_leaves_other_slices():
+    b = Builder()
+    x = b.input(2, 5)
+    s = b("slice_by_index", x=x, begin=(0, 0), end=(2, 1), stride=(1, 1),
+          begin_mask=(False,) * 2, end_mask=(False,) * 2, squeeze_mask=(False,) * 2)
+    p = b.program(b("concat", values=(s, x), axis=1))              # x[0] is a copy, not a mirror
+    apply(p, "use_reflection_padding")
+    assert "pad" not in counts(p)
+
+
 # ---------------------------------------------------------------------------- fusions
 
 GELU_EXACT = {
@@ -586,6 +645,46 @@ def test_fuse_transpose_matmul_leaves_batch_perms():
     p = af.program(x.permute(1, 0, 2) @ y)
     apply(p, "fuse_transpose_matmul")
     assert "transpose" in counts(p)
+
+
+@pytest.mark.parametrize("neg", ["mul", "sub"])
+def test_fuse_prelu(neg):
+    x = data(2, 3, 4, 4)
+    a = const(np.array([0.25, 0.5, -1.0], np.float16).reshape(3, 1, 1), af.float16)
+    def minus():
+        return x * -1.0 if neg == "mul" else 0.0 - x
+    alphas = []
+    for y in (x.relu() + minus().relu() * a, x.relu() - a * minus().relu()):
+        p = af.program(y)
+        apply(p, "fuse_prelu", "dead_code_elimination")
+        assert ops(p) == ["prelu"]
+        alphas.append(p.operations[-1].inputs["alpha"].op.attrs["val"].tolist())
+    assert alphas == [[-0.25, -0.5, 1.0], [0.25, 0.5, -1.0]]
+
+
+def test_fuse_prelu_leaves_rank3_and_spatial_slopes():
+    x3, x4 = data(3, 4, 4), data(1, 2, 3, 3)
+    a = const(np.linspace(0.1, 0.9, 9).reshape(3, 3).astype(np.float16), af.float16)
+    p = af.program(x3.relu() + (x3 * -1.0).relu() * 0.5, x4.relu() + (x4 * -1.0).relu() * a)
+    apply(p, "fuse_prelu")
+    assert "prelu" not in counts(p)
+
+
+def test_fuse_elementwise_to_batchnorm():
+    x = data(2, 3, 4, 4)
+    s = const(np.array([0.5, 2.0, -1.0], np.float16).reshape(1, 3, 1, 1), af.float16)
+    b = const(np.array([0.1, 0.0, 3.0], np.float16).reshape(3, 1, 1), af.float16)
+    p = af.program(x * s + b, (x * 2.0 - b).exp())
+    apply(p, "fuse_elementwise_to_batchnorm", "dead_code_elimination")
+    assert counts(p)["batch_norm"] == 2 and "mul" not in counts(p)
+
+
+def test_fuse_elementwise_to_batchnorm_leaves_other_ranks_and_spatial_constants():
+    x, y = data(2, 3, 4), data(2, 3, 4, 4)
+    s = const(np.ones((4, 4), np.float16), af.float16)
+    p = af.program(x * 2.0 + 1.0, y * s + 1.0)
+    apply(p, "fuse_elementwise_to_batchnorm")
+    assert "batch_norm" not in counts(p)
 
 
 def _frozen(w):

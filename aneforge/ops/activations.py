@@ -154,3 +154,25 @@ define("leaky_relu", ("x",), _leaky_relu_infer,
        elementwise(lambda x, alpha: np.where(x >= 0, x, x * np.float32(alpha))),
        attrs={"alpha": Attr("scalar")})
 attach("leaky_relu", lambda g, ins, a, out: {"x": where(ins["x"] > 0, g, g * a["alpha"])})
+
+
+# ---- prelu (what fuse_prelu makes of relu(x) - a * relu(-x)): a per-channel slope, axis 1 ---
+def _prelu_infer(t, attrs):
+    from .registry import shape_error
+    require_dtype("prelu", t, "x", FLOATS)
+    x, a = t["x"], t["alpha"]
+    if x.rank != 4 or a.shape != x.shape[1:2] or a.dtype != x.dtype:   # Core ML: rank 3 / 5
+        raise shape_error("prelu", t, "x must be [N, C, H, W] and alpha [C] of its dtype "
+                          "(Core ML takes rank 3 or 5 only with one alpha: use leaky_relu)")
+    return x
+
+
+def _channel(a, rank):
+    return a.reshape((1, -1) + (1,) * (rank - 2))
+
+
+define("prelu", ("x", "alpha"), _prelu_infer,
+       elementwise(lambda x, alpha: np.where(x > 0, x, x * _channel(alpha, x.ndim))),
+       const_inputs=frozenset({"alpha"}))
+attach("prelu", lambda g, ins, a, out: {"x": where(
+    ins["x"] > 0, g, g * ins["alpha"].reshape((1, -1) + (1,) * (ins["x"].ndim - 2)))})

@@ -1,6 +1,7 @@
-"""Normalizations (MIL iOS15 normalization.py): layer_norm and instance_norm. Graph passes fuse
-their composite forms into these; the kernels compute in fp32 and the result is rounded once
-(the composite rounds after every step). MIL requires gamma and beta to be constants."""
+"""Normalizations (MIL iOS15 normalization.py): layer_norm, instance_norm, batch_norm. Graph
+passes fuse their composite forms into these; the kernels compute in fp32 and the result is
+rounded once (the composite rounds after every step). MIL requires gamma, beta (and batch_norm's
+mean and variance) to be constants."""
 from __future__ import annotations
 
 import numpy as np
@@ -70,6 +71,35 @@ define("instance_norm", ("x", "gamma", "beta"), _instance_norm_infer, _instance_
        attrs={"epsilon": Attr("scalar", 1e-5)}, **AFFINE)
 
 
+def _batch_norm_infer(t, attrs):
+    require_dtype("batch_norm", t, "x", FLOATS)
+    if not 3 <= t["x"].rank <= 5:
+        raise shape_error("batch_norm", t, "x must be [N, C, ...] of rank 3-5")
+    _check_affine("batch_norm", t, t["x"].shape[1:2])
+    for k in ("mean", "variance"):
+        require_same_dtype("batch_norm", t, ("x", k))
+        if t[k].shape != t["x"].shape[1:2]:
+            raise shape_error("batch_norm", t, f"{k} must have shape [{t['x'].shape[1]}]")
+    return t["x"]
+
+
+def _per_channel(rank):
+    return [1, -1] + [1] * (rank - 2)
+
+
+def _batch_norm_sim(ctx, x, mean, variance, gamma, beta, epsilon):
+    shape = _per_channel(x.ndim)
+    with np.errstate(all="ignore"):
+        out = (x - mean.reshape(shape)) / np.sqrt(variance.reshape(shape) + np.float32(epsilon))
+        return _affine(out, gamma, beta, shape)
+
+
+define("batch_norm", ("x", "mean", "variance", "gamma", "beta"), _batch_norm_infer,
+       _batch_norm_sim, attrs={"epsilon": Attr("scalar", 1e-5)},
+       optional=frozenset({"gamma", "beta"}),
+       const_inputs=frozenset({"mean", "variance", "gamma", "beta"}))
+
+
 # ---- gradient rules (gamma and beta are constants: only x gets a cotangent) ----------------
 def normalize_vjp(g, x, gamma, axes, shape, epsilon):
     xc = x - x.mean(axes, keepdim=True)
@@ -94,5 +124,13 @@ def _instance_norm_vjp(g, ins, attrs, out):
                                attrs["epsilon"])}
 
 
+def _batch_norm_vjp(g, ins, attrs, out):
+    shape = tuple(_per_channel(ins["x"].ndim))
+    scale = (ins["variance"] + attrs["epsilon"]).rsqrt()
+    scale = scale if ins.get("gamma") is None else scale * ins["gamma"]
+    return {"x": g * scale.reshape(shape)}
+
+
 attach("layer_norm", _layer_norm_vjp)
+attach("batch_norm", _batch_norm_vjp)
 attach("instance_norm", _instance_norm_vjp)

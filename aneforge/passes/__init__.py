@@ -15,7 +15,9 @@ matching and editing helpers live in `graph.py`. See docs/passes.md.
 """
 from __future__ import annotations
 
-from . import (cast_optimization, const_deduplication, const_elimination,  # noqa: F401
+from . import (cast_optimization, concat_zeros_to_pad, const_deduplication,  # noqa: F401
+               const_elimination, fuse_elementwise_to_batchnorm, fuse_prelu,
+               merge_consecutive_paddings, use_reflection_padding,
                dead_code_elimination, decompose_masked_attention, dedup_op_and_var_names,
                detect_concat_interleave, divide_to_multiply, fold_negation, fuse_gelu_exact, fuse_gelu_tanh_approximation,
                fuse_layernorm_or_instancenorm, fuse_leaky_relu, fuse_linear_bias,

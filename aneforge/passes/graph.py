@@ -282,6 +282,17 @@ def half_x_times(graph: Graph, t: Var, x: Var):
     return last, [add1, hx[0], last]
 
 
+def per_channel(val: np.ndarray, x: Var) -> np.ndarray | None:
+    """A constant operand of an [N, C, H, W] `x` as a [C] array, if it varies along the
+    channel axis only ([C, 1, 1], [1, C, 1, 1], or one value) and has x's dtype; else None."""
+    if val is None or val.ndim > 4 or len(x.shape) != 4 or val.dtype != x.dtype.np:
+        return None
+    full = val.reshape((1,) * (4 - val.ndim) + val.shape)
+    if full.shape[0] != 1 or full.shape[2:] != (1, 1) or full.shape[1] not in (1, x.shape[1]):
+        return None
+    return np.ascontiguousarray(np.broadcast_to(full.reshape(-1), (x.shape[1],)))
+
+
 def fuse(graph: Graph, ops: list[Operation], type: str, inputs: dict, **attrs) -> bool:
     """Replace the single-output chain `ops` (its last op's output is the result) by one new
     op, if no value inside the chain is read from outside it (the chain then goes with it)."""
