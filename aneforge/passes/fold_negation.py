@@ -26,8 +26,7 @@ def fold_negation(graph) -> int:
                 graph.set_input(op, "y", x)
             else:                                   # (0 - x) + y  ->  y - x
                 op.type = "sub"
-                graph.set_input(op, "x", other)
-                graph.set_input(op, "y", x)
+                graph.set_inputs(op, {"x": other, "y": x})
             n += 1
             break
     return n

@@ -137,12 +137,19 @@ class Graph:
 
     def set_input(self, op: Operation, key: str, new: Var) -> None:
         """Point one (non-variadic) argument of `op` at `new`."""
-        old = op.inputs[key]
-        op.inputs[key] = new
-        if not any(u is old for u in op.input_vars()):
-            self._uses[id(old)] = [u for u in self.uses(old) if u is not op]
-        self._add_use(new, op)
-        self.sweep([old])
+        self.set_inputs(op, {key: new})
+
+    def set_inputs(self, op: Operation, changes: dict[str, Var]) -> None:
+        """Point arguments of `op` at new values, all at once; then remove what the old values'
+        producers leave unread (connecting first, so nothing still needed is swept)."""
+        old = [op.inputs[k] for k in changes]
+        op.inputs.update(changes)
+        for v in changes.values():
+            self._add_use(v, op)
+        for v in old:
+            if not any(u is v for u in op.input_vars()):
+                self._uses[id(v)] = [u for u in self.uses(v) if u is not op]
+        self.sweep(old)
 
     def remove(self, op: Operation) -> None:
         self.ops.remove(op)
