@@ -307,6 +307,21 @@ def test_merge_consecutive_transposes_keeps_a_shared_inner_transpose():
     assert ops(p).count("transpose") == 1
 
 
+def test_reduce_transposes_sinks_transposes_until_they_cancel():
+    x, y = data(3, 4), data(3, 4)
+    p = af.program((x.t().relu().exp() + y.t()).t() * 2.0)
+    apply(p, "reduce_transposes", "merge_consecutive_transposes", "dead_code_elimination")
+    assert "transpose" not in counts(p)
+
+
+def test_reduce_transposes_leaves_shared_transposes_and_other_ops():
+    x = data(2, 3, 4)
+    t = x.permute(2, 0, 1)
+    p = af.program(t.relu().permute(1, 2, 0), t + 1.0, x.permute(2, 0, 1).softmax(-1))
+    apply(p, "reduce_transposes")
+    assert counts(p)["transpose"] == 3
+
+
 def test_merge_consecutive_relus():
     p = af.program(data(3).relu().relu().relu().exp())
     apply(p, "merge_consecutive_relus", "dead_code_elimination")

@@ -24,7 +24,7 @@ SHAPE = (2, 3, 4)
 def _unary(b, x, draw):
     kind = draw(st.sampled_from(["relu", "exp_small", "reshape", "transpose", "cast", "neg",
                                  "identity", "tile", "gelu", "leaky", "mean", "stack", "zero_pad",
-                                 "layer_norm", "select", "divide"]))
+                                 "layer_norm", "select", "divide", "sink"]))
     if kind in MORE:
         return MORE[kind](b, x)
     if kind == "relu":
@@ -84,6 +84,8 @@ MORE = {
     "select": lambda b, x: b("select", cond=b.const(np.array(True), dtypes.bool_), a=x,
                              b=b("relu", x=x)),
     "divide": lambda b, x: b("real_div", x=x, y=b.const(3.0)),
+    "sink": lambda b, x: b("transpose", perm=(1, 2, 0), x=b("exp", x=b("relu", x=b(
+        "transpose", x=x, perm=(2, 0, 1))))),
 }
 
 

@@ -15,18 +15,19 @@ matching and editing helpers live in `graph.py`. See docs/passes.md.
 """
 from __future__ import annotations
 
-from . import (cast_optimization, concat_zeros_to_pad, const_deduplication,  # noqa: F401
-               const_elimination, fuse_elementwise_to_batchnorm, fuse_prelu,
-               merge_consecutive_paddings, use_reflection_padding,
-               dead_code_elimination, decompose_masked_attention, dedup_op_and_var_names,
-               detect_concat_interleave, divide_to_multiply, fold_negation, fuse_gelu_exact, fuse_gelu_tanh_approximation,
-               fuse_layernorm_or_instancenorm, fuse_leaky_relu, fuse_linear_bias,
-               fuse_matmul_weight_bias, fuse_reduce_mean, fuse_transpose_matmul,
-               merge_consecutive_relus, merge_consecutive_reshapes, merge_consecutive_transposes,
-               noop_elimination, rank0_expand_dims_swap, reduce_sum_to_matmul,
-               remove_redundant_broadcasts, remove_redundant_ops, replace_stack_reshape,
-               rewrite_reduce_times_zero, sanitize_input_output_names, select_optimization,
-               split_long_matmul, topological_reorder)
+from . import (  # noqa: F401  (each module registers its pass)
+    cast_optimization, concat_zeros_to_pad, const_deduplication, const_elimination,
+    dead_code_elimination, decompose_masked_attention, dedup_op_and_var_names,
+    detect_concat_interleave, divide_to_multiply, fold_negation,
+    fuse_elementwise_to_batchnorm, fuse_gelu_exact, fuse_gelu_tanh_approximation,
+    fuse_layernorm_or_instancenorm, fuse_leaky_relu, fuse_linear_bias,
+    fuse_matmul_weight_bias, fuse_prelu, fuse_reduce_mean, fuse_transpose_matmul,
+    merge_consecutive_paddings, merge_consecutive_relus, merge_consecutive_reshapes,
+    merge_consecutive_transposes, noop_elimination, rank0_expand_dims_swap,
+    reduce_sum_to_matmul, reduce_transposes, remove_redundant_broadcasts,
+    remove_redundant_ops, replace_stack_reshape, rewrite_reduce_times_zero,
+    sanitize_input_output_names, select_optimization, split_long_matmul,
+    topological_reorder, use_reflection_padding)
 from .graph import Graph
 from .pipeline import (DEFAULT, ORDER, PRESETS, Pipeline, Report, debug, debugging, get_pipeline,
                        last_report, pipeline, run, set_pipeline)

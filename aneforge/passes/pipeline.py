@@ -38,6 +38,8 @@ ORDER: tuple[tuple[str, bool, str], ...] = (
     ("use_reflection_padding", True, "with concat_zeros_to_pad"),
     ("merge_consecutive_paddings", True, "after the pads above exist"),
     ("merge_consecutive_reshapes", True, "chains of moves collapse before patterns are matched"),
+    ("reduce_transposes", True,
+     "before merge_consecutive_transposes: sunk transposes meet their inverses there"),
     ("merge_consecutive_transposes", True, "as reshapes; an identity result is removed at once"),
     ("merge_consecutive_relus", True, "as reshapes"),
     ("select_optimization", True, "a select on a folded condition is a move; after folding"),
