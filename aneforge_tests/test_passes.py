@@ -787,9 +787,29 @@ def test_split_long_matmul():
     p = af.program(x @ y, x.t().t() @ y)
     apply(p, "split_long_matmul", "dead_code_elimination", contraction_cap=64, tol=16 * U)
     assert counts(p)["matmul"] == 8 and counts(p)["slice_by_index"] >= 8
-    q = af.program(data(3, 4).t() @ data(3, 5))               # transpose_x: K is axis -2
-    apply(q, "split_long_matmul", contraction_cap=2, tol=16 * U)
+    q = af.program(data(5, 4).t() @ data(5, 3))               # transpose_x: K is axis -2
+    apply(q, "split_long_matmul", contraction_cap=3, tol=16 * U)
     assert counts(q)["matmul"] == 2
+
+
+def test_split_long_matmul_splits_wide_outputs_exactly():
+    x, y = data(3, 8), data(8, 20)
+    p = af.program(x @ y, x @ data(20, 8).t())
+    apply(p, "split_long_matmul", "dead_code_elimination", contraction_cap=8, exact=True)
+    assert counts(p)["matmul"] == 6 and counts(p)["concat"] == 2
+
+
+def test_split_long_matmul_splits_linear_into_constant_tiles():
+    from aneforge.tensor import _op
+    rng = np.random.default_rng(2)
+    x = data(3, 10)
+    lin = _op("linear", {"x": x, "weight": _frozen(rng.standard_normal((6, 10))),
+                         "bias": _frozen(rng.standard_normal(6))}, {})
+    p = af.program(lin)
+    apply(p, "split_long_matmul", "dead_code_elimination", contraction_cap=4, tol=16 * U)
+    assert counts(p)["linear"] == 3 * 2 and counts(p)["concat"] == 1
+    assert all(op.inputs["weight"].shape[0] <= 4 and op.inputs["weight"].shape[1] <= 4
+               for op in p.operations if op.type == "linear")
 
 
 def test_split_long_matmul_leaves_short_contractions():
