@@ -623,6 +623,14 @@ def test_fuse_layernorm():
     assert set(ln.inputs) == {"x", "gamma", "beta"} and ln.attrs["axes"] == (2,)
 
 
+def test_fuse_layernorm_takes_a_constant_beta_without_gamma():
+    x = data(2, 5, 8)
+    beta = const(np.linspace(-1, 1, 8).astype(np.float16), af.float16)
+    p = af.program(F.layer_norm(x, (8,)) + beta)
+    apply(p, "fuse_layernorm_or_instancenorm", "dead_code_elimination", tol=8 * U)
+    assert ops(p) == ["layer_norm"] and set(p.operations[-1].inputs) == {"x", "beta"}
+
+
 def test_fuse_layernorm_keeps_trained_gamma_beta_outside():
     x, w, b = data(2, 5, 8), data(8), data(8)
     p = af.program(F.layer_norm(x, (8,), w, b, eps=1e-5))

@@ -34,8 +34,10 @@ def fuse_layernorm_or_instancenorm(graph) -> int:
         rank = len(x.shape)
         spatial = rank in (3, 4) and axes == tuple(range(2, rank))
         layer = _affine(chain, gamma, beta, x, axes, [x.shape[a] for a in axes])
-        channel = _affine(chain, gamma, beta, x, (1,), [x.shape[1]]) if spatial else {}
-        instance = "gamma" not in layer and ("gamma" in channel or spatial and rank == 4)
+        channel = _affine(chain, gamma, beta, x, (1,), [x.shape[1]]) if spatial else None
+        # instance_norm when it absorbs more (a per-channel gamma / beta), or as much on NCHW
+        instance = channel is not None and (len(channel["chain"]), rank == 4) > \
+            (len(layer["chain"]), False)
         affine = channel if instance else layer
         chain = affine.pop("chain")
         inputs = {"x": x, **{k: graph.const(v, before=chain[-1]) for k, v in affine.items()}}
@@ -99,15 +101,17 @@ def _rstd(graph, v):
 
 def _affine(chain, gamma, beta, x, keep, shape):
     """Constant gamma / beta varying along the axes `keep` only, as arrays of `shape`, with the
-    chain extended over the ops they replace: both, or gamma alone, or none."""
-    out = {"chain": chain}
-    g = _per_norm(gamma, chain[-1].outputs[0], x, keep, shape) if gamma is not None else None
-    if g is None:
-        return out
-    b = _per_norm(beta, gamma.outputs[0], x, keep, shape) if beta is not None else None
-    out.update(chain=chain + [gamma] + ([beta] if b is not None else []), gamma=g)
-    if b is not None:
-        out["beta"] = b
+    chain extended over the ops they replace. A gamma that is not such a constant (a trained
+    one) stops it: the beta after it cannot move in front of it."""
+    out, last = {"chain": list(chain)}, chain[-1].outputs[0]
+    for key, op in (("gamma", gamma), ("beta", beta)):
+        if op is None:
+            continue
+        value = _per_norm(op, last, x, keep, shape)
+        if value is None:
+            break
+        out[key], last = value, op.outputs[0]
+        out["chain"].append(op)
     return out
 
 
