@@ -102,7 +102,7 @@ def measure(name: str, program, inputs) -> list[tuple[str, float, str]]:
     from aneforge.runtime.sim import SimBackend
     optimized = copy.deepcopy(program)
     report = P.run(optimized, "default")
-    repeat = 3 if settings.steps < 50 else 9
+    repeat = 2 if settings.steps < 50 else 9
     t0, t1 = (timeit(lambda e=SimBackend().compile(p, get_numerics()): e.run(inputs), repeat=repeat)
               for p in (program, optimized))
     nonconst = lambda counts: sum(n for t, n in counts.items() if t != "const")  # noqa: E731
@@ -116,6 +116,7 @@ def measure(name: str, program, inputs) -> list[tuple[str, float, str]]:
 
 @section("passes")
 def passes() -> list[tuple[str, float, str]]:
-    forward, step = transformer_programs()
-    return (measure("train_mlp step", *mlp_step_program())
+    quick = settings.steps < 50                       # --quick: smaller programs, fewer runs
+    forward, step = transformer_programs(*((2, 8, 32) if quick else (4, 16, 64)))
+    return (measure("train_mlp step", *mlp_step_program(16 if quick else 64))
             + measure("transformer forward", *forward) + measure("transformer step", *step))
