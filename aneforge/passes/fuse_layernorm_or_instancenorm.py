@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import binary_with_const, const_value, fuse, next_op, other_operand, producer, splat
+from .graph import (binary_with_const, const_value, fuse, next_op, other_operand,
+                    reduce_axes, splat)
 from .registry import register
 
 
@@ -53,7 +54,7 @@ def fuse_layernorm_or_instancenorm(graph) -> int:
 
 def _match(graph, mean):
     """x, axes, epsilon, the chain up to x * rstd, and the optional gamma / beta ops after."""
-    x, axes = mean.inputs["x"], _axes(mean)
+    x, axes = mean.inputs["x"], reduce_axes(mean)
     mu = mean.outputs[0]
     sub = next((u for u in graph.uses(mu) if u.type == "sub" and u.inputs["x"] is x
                 and u.inputs["y"] is mu), None)
@@ -64,7 +65,7 @@ def _match(graph, mean):
     sq = next((u for u in readers if u.type == "mul" and u.inputs["x"] is xc
                and u.inputs["y"] is xc), None)
     var = next_op(graph, sq.outputs[0], ("reduce_mean",)) if sq is not None else None
-    if var is None or _axes(var) != axes or not var.attrs["keep_dims"]:
+    if var is None or reduce_axes(var) != axes or not var.attrs["keep_dims"]:
         return None
     eps, rs = _rstd(graph, var.outputs[0])
     if rs is None:
@@ -78,12 +79,6 @@ def _match(graph, mean):
     beta = next_op(graph, (gamma or scale).outputs[0], ("add",))
     beta = beta if beta is not None and binary_with_const(beta, ("add",)) else None
     return x, axes, eps, chain, gamma, beta
-
-
-def _axes(op):
-    x = op.inputs["x"]
-    axes = range(len(x.shape)) if op.attrs["axes"] is None else op.attrs["axes"]
-    return tuple(sorted(a % len(x.shape) for a in axes))
 
 
 def _rstd(graph, v):

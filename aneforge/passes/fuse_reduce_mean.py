@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import binary_with_const, splat
+from .graph import binary_with_const, reduce_axes, splat
 from .registry import register
 
 
@@ -32,8 +32,7 @@ def fuse_reduce_mean(graph) -> int:
         if pair is None or pair[0] is not s or user.outputs[0].type != s.type:
             continue
         x = op.inputs["x"]
-        axes = range(len(x.shape)) if op.attrs["axes"] is None else op.attrs["axes"]
-        count = int(np.prod([x.shape[a] for a in axes]))
+        count = int(np.prod([x.shape[a] for a in reduce_axes(op)]))
         c = splat(pair[1])
         want = count if user.type == "real_div" else float(np.asarray(1 / count, s.dtype.np))
         if c != want:

@@ -211,6 +211,13 @@ def is_splat(var: Var, value: float, rtol: float = 0.0) -> bool:
     return v == value if rtol == 0 else abs(v - value) <= rtol * abs(value)
 
 
+def reduce_axes(op: Operation) -> tuple[int, ...]:
+    """A reduction's axes, non-negative and sorted (all of them when `axes` is None)."""
+    rank = len(op.inputs["x"].shape)
+    axes = range(rank) if op.attrs["axes"] is None else op.attrs["axes"]
+    return tuple(sorted(a % rank for a in axes)) if rank else ()
+
+
 def other_operand(op: Operation, var: Var) -> Var | None:
     """For a binary op reading `var` as x or y, the other operand."""
     x, y = op.inputs.get("x"), op.inputs.get("y")

@@ -1,7 +1,7 @@
 """noop_elimination (exact)."""
 from __future__ import annotations
 
-from .graph import is_splat, producer  # noqa: F401
+from .graph import is_splat, reduce_axes
 from .registry import register
 
 
@@ -48,8 +48,7 @@ def _slice(op):
 
 def _reduce(op):
     x = _x(op)
-    axes = range(len(x.shape)) if op.attrs["axes"] is None else op.attrs["axes"]
-    return x if op.attrs["keep_dims"] and all(x.shape[a] == 1 for a in axes) else None
+    return x if op.attrs["keep_dims"] and all(x.shape[a] == 1 for a in reduce_axes(op)) else None
 
 
 def _with_const(value, commutative):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
+from .graph import reduce_axes
 from .registry import register
 
 
@@ -27,8 +28,7 @@ def reduce_sum_to_matmul(graph) -> int:
         x = op.inputs.get("x")
         if op.type != "reduce_sum" or x.dtype != dtypes.float16 or not x.shape:
             continue
-        axes = tuple(range(len(x.shape))) if op.attrs["axes"] is None else \
-            tuple(sorted(a % len(x.shape) for a in op.attrs["axes"]))
+        axes = reduce_axes(op)
         k = int(np.prod([x.shape[a] for a in axes]))
         if axes != tuple(range(len(x.shape) - len(axes), len(x.shape))) or \
                 not 2 <= k <= graph.options.contraction_cap:
