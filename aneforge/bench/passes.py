@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import copy
 import math
+import statistics
+import time
 
 import numpy as np
 
-from . import section, settings, timeit
+from . import section, settings
 
 
 def _raw(run_step):
@@ -102,9 +104,9 @@ def measure(name: str, program, inputs) -> list[tuple[str, float, str]]:
     from aneforge.runtime.sim import SimBackend
     optimized = copy.deepcopy(program)
     report = P.run(optimized, "default")
-    repeat = 2 if settings.steps < 50 else 9
-    t0, t1 = (timeit(lambda e=SimBackend().compile(p, get_numerics()): e.run(inputs), repeat=repeat)
-              for p in (program, optimized))
+    runs = [SimBackend().compile(p, get_numerics()) for p in (program, optimized)]
+    t0, t1 = _interleaved([lambda e=e: e.run(inputs) for e in runs],
+                          repeat=3 if settings.steps < 50 else 15)
     nonconst = lambda counts: sum(n for t, n in counts.items() if t != "const")  # noqa: E731
     return [(f"{name}: ops before -> after", report.ops_before, f"-> {report.ops_after}"),
             ("  non-const ops before -> after", nonconst(report.counts_before),
@@ -112,6 +114,20 @@ def measure(name: str, program, inputs) -> list[tuple[str, float, str]]:
             ("  sim time before", t0 * 1e3, "ms"), ("  sim time after", t1 * 1e3, "ms"),
             ("  ratio after / before", t1 / t0, "x"),
             ("  pipeline time (once per compile)", report.seconds * 1e3, "ms")]
+
+
+def _interleaved(fns, repeat: int) -> list[float]:
+    """Median seconds per call of each of `fns`, timed in alternation (after one warm-up each)
+    so that load from other processes hits both sides alike."""
+    times = [[] for _ in fns]
+    for fn in fns:
+        fn()
+    for _ in range(repeat):
+        for fn, ts in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - start)
+    return [statistics.median(ts) for ts in times]
 
 
 @section("passes")
