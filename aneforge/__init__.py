@@ -28,7 +28,7 @@ from .numerics import Numerics, get_numerics, numerics, set_numerics
 from .runtime import backends, get_backend, set_backend
 from .tensor import Tensor
 from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
-from . import amp, nn, optim  # noqa: E402  (they build on everything above)
+from . import amp, nn, optim, passes  # noqa: E402  (they build on everything above)
 
 float = float32  # noqa: A001
 long = int32
@@ -41,7 +41,9 @@ def realize(*tensors: Tensor) -> None:
 
 
 def program(*tensors: Tensor):
-    """The IR Program that realizing `tensors` would run (nothing is compiled or run)."""
+    """The traced IR Program that realizing `tensors` would compile (nothing is compiled or
+    run), before the pass pipeline: `aneforge.passes.run(af.program(t))` gives the optimized
+    one. For a realized tensor, the (optimized) program that computed it."""
     from .compiler import program_for
     return program_for([t.ref for t in tensors])
 
@@ -94,4 +96,4 @@ __all__ = ["Tensor", "tensor", "from_numpy", "zeros", "ones", "full", "zeros_lik
            "float16", "float32", "half", "int8", "int16", "int32", "uint8", "uint16", "bool",
            "AneforgeError", "ShapeError", "LimitError", "DTypeError", "CompileWallError",
            "BackendUnavailable", "no_grad", "enable_grad", "set_grad_enabled",
-           "is_grad_enabled", "grad", "nn", "optim", "amp", *_functions]
+           "is_grad_enabled", "grad", "nn", "optim", "amp", "passes", *_functions]

@@ -126,7 +126,8 @@ def _split_infer(t, attrs):
 
 def _split_sim(nm, x, num_splits, split_sizes, axis):
     sizes = split_sizes or (x.shape[axis] // num_splits,) * num_splits
-    return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+    parts = np.split(x, np.cumsum(sizes)[:-1], axis=axis)
+    return parts[0] if len(parts) == 1 else tuple(parts)      # one output is not a tuple
 
 
 define("split", ("x",), _split_infer, _split_sim,
