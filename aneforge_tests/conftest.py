@@ -34,3 +34,24 @@ def coremltools_types(pymil) -> dict:
                 if op.op_type in REGISTRY and k in REGISTRY[op.op_type].attrs}
     return {v.name: (tuple(int(d) for d in v.shape), types.builtin_to_string(v.dtype))
             for op in ops if id(op) not in literals for v in op.outputs}
+
+
+def step_program(model, loss_fn, inputs):
+    """The traced program of one optimizer step (forward, backward, update, loss) of `model`."""
+    import aneforge as af
+    from aneforge import compiler
+    opt = af.optim.AdamW(model.parameters(), lr=1e-3)
+    captured, real = [], compiler.realize
+
+    def spy(refs, include_wanted=False):
+        if include_wanted:
+            captured.append(compiler.Cut([r for r in refs if r[0].data is None]).program())
+        return real(refs, include_wanted)
+    compiler.realize = spy
+    try:
+        loss_fn(model(inputs[0]), *inputs[1:]).backward()
+        opt.step()
+    finally:
+        compiler.realize = real
+    (program,) = captured
+    return program

@@ -56,23 +56,8 @@ def test_backward_program_is_accepted(ct, case):
 def test_training_step_program_is_accepted(ct):
     import aneforge.nn as nn
     import aneforge.nn.functional as F
+    from conftest import step_program
     model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
-    opt = af.optim.AdamW(model.parameters(), lr=1e-3)
-    captured = []
-    from aneforge import compiler
-    real = compiler.realize
-
-    def spy(refs, include_wanted=False):
-        if include_wanted:
-            captured.append(compiler.Cut([r for r in refs if r[0].data is None]).program())
-        return real(refs, include_wanted)
-    compiler.realize = spy
-    try:
-        loss = F.cross_entropy(model(af.randn(5, 8)), af.tensor([0, 1, 2, 3, 0]))
-        loss.backward()
-        opt.step()
-    finally:
-        compiler.realize = real
-    (program,) = captured
+    program = step_program(model, F.cross_entropy, (af.randn(5, 8), af.tensor([0, 1, 2, 3, 0])))
     assert len(program.operations) > 50
     accepted(ct, program)

@@ -17,24 +17,8 @@ def training_step_program():
     """The one program of an nn.Linear + AdamW training step (parameters and state as I/O)."""
     import aneforge.nn as nn
     import aneforge.nn.functional as F
-    from aneforge import compiler
-    model = nn.Linear(8, 4)
-    opt = af.optim.AdamW(model.parameters(), lr=1e-3)
-    captured, real = [], compiler.realize
-
-    def spy(refs, include_wanted=False):
-        if include_wanted:
-            captured.append(compiler.Cut([r for r in refs if r[0].data is None]).program())
-        return real(refs, include_wanted)
-    compiler.realize = spy
-    try:
-        loss = F.mse_loss(model(af.randn(5, 8)), af.randn(5, 4))
-        loss.backward()
-        opt.step()
-    finally:
-        compiler.realize = real
-    (program,) = captured
-    return program
+    from conftest import step_program
+    return step_program(nn.Linear(8, 4), F.mse_loss, (af.randn(5, 8), af.randn(5, 4)))
 
 
 def exported(ct, obj, tmp_path, name="model.mlpackage"):
