@@ -184,6 +184,35 @@ def _const_linear(m, x, w, b):
                           "bias": const(b.numpy(), af.float16)}, {})
 
 
+def _conv(m, x, w, b, strides=(1, 1), pad=(0, 0, 0, 0), dilations=(1, 1), groups=1):
+    """MIL `conv` with constant weight and bias (numpy arrays); torch pads explicitly."""
+    if m is torch:
+        xp = torch.nn.functional.pad(x, (pad[2], pad[3], pad[0], pad[1]))
+        t = lambda a: None if a is None else torch.tensor(np.asarray(a, np.float32))  # noqa: E731
+        return torch.nn.functional.conv2d(xp, t(w), t(b), strides, 0, dilations, groups)
+    from aneforge.tensor import _op, const
+    ins = {"x": x, "weight": const(w, af.float16)}
+    if b is not None:
+        ins["bias"] = const(b, af.float16)
+    return _op("conv", ins, dict(strides=strides, pad_type="custom", pad=pad,
+                                 dilations=dilations, groups=groups))
+
+
+def _const_conv(m, x, w, b, **kw):
+    """MIL `conv` of input data baked into its constant weight and bias (as _const_linear)."""
+    arr = (lambda a: a.detach().numpy()) if m is torch else (lambda a: a.numpy())
+    return _conv(m, x, arr(w), arr(b), **kw)
+
+
+def _conv_op(m, x, cout, k, groups=1, bias=True, **kw):
+    """MIL `conv` with a fixed constant weight [cout, C/groups, k, k] (and bias). Positive
+    weights and bias: the products(K) bound evaluates fn(|x|), and they are no input."""
+    rng = np.random.default_rng(cout * 100 + k * 10 + groups)
+    w = rng.uniform(0.25, 1.5, (cout, x.shape[1] // groups, k, k)).astype(np.float16)
+    b = np.linspace(0.25, 0.75, cout).astype(np.float16) if bias else None
+    return _conv(m, x, w, b, groups=groups, **kw)
+
+
 def _f(m):
     return m.nn.functional
 
@@ -358,6 +387,15 @@ CASES: list[OpCase] = [
     C("linear", ((2, 3, 4), (5, 4), (5,)), lambda m, x, w, b: _f(m).linear(x, w, b), products(4)),
     C("linear_op_const_weight", ((2, 3, 4), (5, 4), (5,)), lambda m, x, w, b: _const_linear(m, x, w, b),
       products(4), bakes_inputs=True),
+    C("conv_op_const_weight", ((2, 3, 6, 5), (4, 3, 3, 3), (4,)),
+      lambda m, x, w, b: _const_conv(m, x, w, b, pad=(1, 1, 0, 1)), products(27), bakes_inputs=True),
+    C("conv_op", ((2, 3, 6, 5),), lambda m, x: _conv_op(m, x, 4, 3), products(27)),
+    C("conv_op_stride_pad", ((1, 2, 7, 8),), lambda m, x: _conv_op(
+        m, x, 3, 3, strides=(2, 3), pad=(1, 2, 0, 1)), products(18)),
+    C("conv_op_groups_dilated", ((1, 4, 8, 7),), lambda m, x: _conv_op(
+        m, x, 6, 3, groups=2, bias=False, dilations=(2, 1), pad=(3, 0, 1, 1)), products(18)),
+    C("conv_op_depthwise_1x1", ((2, 4, 3, 3),), lambda m, x: _conv_op(m, x, 4, 1, groups=4),
+      products(1)),
     C("linear_no_bias", ((3, 6), (2, 6)), lambda m, x, w: _f(m).linear(x, w), products(6)),
     # ops the graph passes fuse into (recorded directly here)
     C("layer_norm_op", ((3, 8),), lambda m, x: _layer_norm_op(m, x, 1), T3),

@@ -213,11 +213,26 @@ def p_fused_ops():
                      b("scaled_dot_product_attention", query=q, key=k, value=v))
 
 
+def p_conv():
+    """conv: every argument spelled, the defaults, and each pad_type."""
+    b = Builder()
+    x = b.input(1, 4, 7, 6)
+    rng = np.random.default_rng(2)
+    w, bias = b.const(rng.standard_normal((6, 2, 3, 3))), b.const(rng.standard_normal(6))
+    w1 = b.const(rng.standard_normal((3, 4, 1, 2)))
+    return b.program(
+        b("conv", x=x, weight=w, bias=bias, strides=(2, 1), pad_type="custom", pad=(1, 0, 2, 1),
+          dilations=(1, 2), groups=2),
+        b("conv", x=x, weight=w1),
+        b("conv", x=x, weight=w, groups=2, pad_type="same", strides=(2, 2)),
+        b("conv", x=x, weight=w, groups=2, pad_type="same_lower", strides=(2, 2)))
+
+
 PROGRAMS = {f.__name__[2:]: f for f in (
     p_arithmetic, p_unary, p_compare_select, p_int32, p_fp32_inside, p_matmul, p_matmul_vector_y, p_matmul_vector_x_batched,
     p_matmul_api,
     p_linear, p_reductions, p_reduce_all_keep, p_arg_softmax, p_shapes, p_shapes_ir, p_cast,
-    p_activations_ir, p_small_io, p_fused_ops)}
+    p_activations_ir, p_small_io, p_fused_ops, p_conv)}
 
 
 @pytest.fixture(scope="module")
