@@ -742,6 +742,89 @@ def test_fuse_linear_bias():
     assert ops(p) == ["linear", "linear"]
 
 
+def _conv(x, cout, k=3, bias=True, seed=0, **attrs):
+    """MIL conv with a frozen weight [cout, C, k, k] (and bias)."""
+    from aneforge.tensor import _op
+    rng = np.random.default_rng(seed)
+    ins = {"x": x, "weight": _frozen(rng.standard_normal((cout, x.shape[1], k, k)) / k)}
+    if bias:
+        ins["bias"] = _frozen(rng.standard_normal(cout))
+    return _op("conv", ins, attrs)
+
+
+def _channels(*v):
+    return _frozen(np.array(v).reshape(1, -1, 1, 1))
+
+
+def test_fuse_conv_bias():
+    x = data(2, 3, 6, 5)
+    c = _channels(0.5, -1.0, 2.0, 0.25)
+    p = af.program(_conv(x, 4) + c, _conv(x, 4, seed=1, pad_type="same") - c,
+                   _frozen(np.array([1.5, -0.5, 0.0, 3.0]).reshape(4, 1, 1)) - _conv(x, 4, seed=2),
+                   _conv(x, 4, bias=False, seed=3) + 0.75)
+    apply(p, "fuse_conv_bias", "dead_code_elimination")
+    assert ops(p) == ["conv"] * 4
+
+
+def test_fuse_conv_bias_leaves_spatial_constants_and_shared_outputs():
+    x = data(2, 3, 6, 5)
+    y = _conv(x, 4, seed=1)
+    p = af.program(_conv(x, 4) + _frozen(np.ones((4, 3))), y + _channels(1.0, 2.0, 3.0, 4.0),
+                   y.exp())
+    apply(p, "fuse_conv_bias")
+    assert counts(p)["add"] == 2
+
+
+def test_fuse_conv_scale():
+    x = data(1, 2, 5, 5)
+    s = _channels(0.5, -2.0, 3.0)
+    p = af.program(_conv(x, 3) * s, s * _conv(x, 3, seed=1, strides=(2, 2)),
+                   _conv(x, 3, seed=2, bias=False) / _channels(4.0, -0.5, 1.5))
+    apply(p, "fuse_conv_scale", "dead_code_elimination")
+    assert ops(p) == ["conv"] * 3
+
+
+def test_fuse_conv_scale_leaves_divisors_and_trained_scales():
+    x, t = data(1, 2, 5, 5), data(1, 3, 1, 1)
+    p = af.program(_channels(0.5, -2.0, 3.0) / _conv(x, 3), _conv(x, 3, seed=1) * t)
+    apply(p, "fuse_conv_scale")
+    assert counts(p)["conv"] == 2 and counts(p)["real_div"] == 1 and counts(p)["mul"] == 1
+
+
+def _batch_norm(y, eps=1e-3):
+    from aneforge.tensor import _op
+    c = y.shape[1]
+    return _op("batch_norm", {"x": y, "mean": _frozen(np.linspace(-1, 1, c)),
+                              "variance": _frozen(np.linspace(0.5, 4, c)),
+                              "gamma": _frozen(np.linspace(2, -1, c)),
+                              "beta": _frozen(np.linspace(0.5, 1, c))}, {"epsilon": eps})
+
+
+def test_fuse_conv_batchnorm():
+    x = data(2, 3, 6, 5)
+    p = af.program(_batch_norm(_conv(x, 4)).relu(),
+                   _batch_norm(_conv(x, 2, k=1, bias=False, groups=1, seed=1)))
+    apply(p, "fuse_conv_batchnorm", "dead_code_elimination")
+    assert ops(p) == ["conv", "relu", "conv"]
+
+
+def test_fuse_conv_batchnorm_leaves_other_inputs_and_read_convs():
+    x = data(2, 3, 6, 5)
+    y = _conv(x, 4)
+    p = af.program(_batch_norm(x), _batch_norm(y), y)
+    apply(p, "fuse_conv_batchnorm")
+    assert counts(p)["batch_norm"] == 2 and counts(p)["conv"] == 1
+
+
+def test_default_pipeline_folds_a_frozen_conv_block():
+    """conv -> / s -> + b -> batch_norm -> relu, as a frozen model records it: one conv."""
+    x = data(2, 3, 6, 5)
+    y = _batch_norm(_conv(x, 4) / _channels(2.0, 4.0, 0.5, 1.0) + _channels(1, 2, 3, 4)).relu()
+    p = af.program(y)
+    apply(p, *P.DEFAULT, tol=8 * U)
+    assert ops(p) == ["conv", "relu"]
+
+
 # ---------------------------------------------------------------------------- ANE-specific
 
 def test_rewrite_reduce_times_zero_makes_the_wall_compile():

@@ -318,3 +318,29 @@ def fuse(graph: Graph, ops: list[Operation], type: str, inputs: dict, **attrs) -
         return True
     graph.remove(new.op)
     return False
+
+
+def fold_into_conv(graph: Graph, conv: Operation, ops: list[Operation], scale=None,
+                   shift=None) -> bool:
+    """Replace the chain conv -> `ops` by one conv computing scale * conv(x) + shift per output
+    channel ([C_out] arrays or None): weight * scale and bias * scale + shift, folded in fp32 and
+    rounded to the weight's dtype. False (nothing changed) if a folded value overflows it or the
+    chain cannot be fused."""
+    w = const_value(conv.inputs["weight"])
+    b = const_value(conv.inputs["bias"]) if "bias" in conv.inputs else None
+    co = w.shape[0]
+    s = np.ones(co, np.float32) if scale is None else np.asarray(scale, np.float32)
+    weight = w.astype(np.float32) * s.reshape(co, 1, 1, 1)
+    bias = (np.zeros(co, np.float32) if b is None else b.astype(np.float32)) * s
+    bias = bias if shift is None else bias + np.asarray(shift, np.float32)
+    with np.errstate(all="ignore"):
+        weight, bias = weight.astype(w.dtype), bias.astype(w.dtype)
+    if not (np.all(np.isfinite(weight)) and np.all(np.isfinite(bias))):
+        return False
+    made = [graph.const(weight, ops[-1]), graph.const(bias, ops[-1])]
+    inputs = {"x": conv.inputs["x"], "weight": made[0], "bias": made[1]}
+    if fuse(graph, [conv, *ops], "conv", inputs, **conv.attrs):
+        return True
+    for v in made:
+        graph.remove(v.op)
+    return False

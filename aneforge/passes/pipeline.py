@@ -58,8 +58,16 @@ ORDER: tuple[tuple[str, bool, str], ...] = (
     ("fuse_leaky_relu", True, "as fuse_gelu_exact"),
     ("fuse_prelu", True, "as fuse_gelu_exact"),
     ("fuse_layernorm_or_instancenorm", True, "as fuse_gelu_exact"),
+    ("fuse_conv_scale", True,
+     "after divide_to_multiply (a real_div by a constant is a mul by then) and before "
+     "fuse_conv_bias, so conv -> mul -> add folds both; before fuse_elementwise_to_batchnorm, "
+     "which would otherwise take the mul + add that a conv's weight and bias can absorb"),
+    ("fuse_conv_bias", True, "after fuse_conv_scale; before fuse_elementwise_to_batchnorm"),
     ("fuse_elementwise_to_batchnorm", True,
      "after the norm fusions, which fold their own constant gamma / beta mul and add"),
+    ("fuse_conv_batchnorm", True,
+     "after fuse_elementwise_to_batchnorm: a batch_norm after a conv, recorded or made from a "
+     "mul + add that the conv fusions above did not take, folds into the conv"),
     ("fuse_transpose_matmul", True, "before the linear fusions, which need a plain matmul"),
     ("fuse_matmul_weight_bias", True, "makes the linear that fuse_linear_bias extends"),
     ("fuse_linear_bias", True, "after fuse_matmul_weight_bias"),

@@ -1,0 +1,32 @@
+"""fuse_conv_scale (numeric)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import const_value, fold_into_conv, next_op, other_operand, per_channel
+from .registry import register
+
+
+@register("fuse_conv_scale", exact=False)
+def fuse_conv_scale(graph) -> int:
+    """conv followed by mul by a per-channel constant, or real_div of the conv by one, is one
+    conv with weight and bias scaled (in fp32, rounded once to the weight dtype).
+
+        %y = conv(x=%x, weight=%W, bias=%b)          %z = conv(x=%x, weight=W * s, bias=b * s)
+        %z = mul(x=%y, y=%s: const [1, C_out, 1, 1])
+    """
+    n = 0
+    for op in graph.walk("conv"):
+        y = op.outputs[0]
+        post = next_op(graph, y, ("mul", "real_div"))
+        c = other_operand(post, y) if post is not None else None
+        cv = per_channel(const_value(c), y) if c is not None else None
+        if cv is None or post.outputs[0].type != y.type or \
+                post.type == "real_div" and post.inputs["x"] is not y:
+            continue
+        if post.type == "real_div":
+            if not np.all(cv != 0):
+                continue
+            cv = 1.0 / cv.astype(np.float32)
+        n += fold_into_conv(graph, op, [post], scale=cv)
+    return n
