@@ -408,6 +408,12 @@ CASES: list[OpCase] = [
     C("pad_replicate", ((2, 3, 5),), lambda m, x: _pad(m, x, (3, 0, 0, 2), "replicate"), EXACT),
     C("prelu_op", ((2, 3, 2, 4),), lambda m, x: _prelu_op(m, x)),
     C("batch_norm_op", ((2, 3, 2, 2),), lambda m, x: _batch_norm_op(m, x), T3),
+    C("pixel_shuffle_op", ((2, 8, 3, 2),), lambda m, x: _fused(
+        m, "pixel_shuffle", {"x": x}, lambda: torch.nn.functional.pixel_shuffle(x, 2),
+        upscale_factor=2), EXACT),
+    C("pixel_shuffle_op_3", ((1, 9, 2, 3),), lambda m, x: _fused(
+        m, "pixel_shuffle", {"x": x}, lambda: torch.nn.functional.pixel_shuffle(x, 3),
+        upscale_factor=3), EXACT),
     C("leaky_relu_op", ((4, 6),), lambda m, x: _fused(
         m, "leaky_relu", {"x": x}, lambda: torch.nn.functional.leaky_relu(x, 0.125), alpha=0.125)),
     C("sdpa_op", ((2, 4, 8), (2, 5, 8), (2, 5, 6)), lambda m, q, k, v: _sdpa(m, q, k, v), ATTENTION),

@@ -214,7 +214,7 @@ def p_fused_ops():
 
 
 def p_conv():
-    """conv: every argument spelled, the defaults, and each pad_type."""
+    """conv: every argument spelled, the defaults, and each pad_type; pixel_shuffle."""
     b = Builder()
     x = b.input(1, 4, 7, 6)
     rng = np.random.default_rng(2)
@@ -225,7 +225,8 @@ def p_conv():
           dilations=(1, 2), groups=2),
         b("conv", x=x, weight=w1),
         b("conv", x=x, weight=w, groups=2, pad_type="same", strides=(2, 2)),
-        b("conv", x=x, weight=w, groups=2, pad_type="same_lower", strides=(2, 2)))
+        b("conv", x=x, weight=w, groups=2, pad_type="same_lower", strides=(2, 2)),
+        b("pixel_shuffle", x=x, upscale_factor=2))
 
 
 PROGRAMS = {f.__name__[2:]: f for f in (
