@@ -825,6 +825,30 @@ def test_default_pipeline_folds_a_frozen_conv_block():
     assert ops(p) == ["conv", "relu"]
 
 
+def _interleave(values, axis):
+    from aneforge.tensor import _op
+    return _op("concat", {"values": tuple(values)}, {"axis": axis, "interleave": True})
+
+
+@pytest.mark.parametrize("f", [2, 3])
+def test_concat_to_pixel_shuffle(f):
+    xs = [data(2, 3, 4, 5) + float(i) for i in range(f * f)]
+    cols = [_interleave(xs[j * f:(j + 1) * f], 2) for j in range(f)]
+    np.testing.assert_array_equal(_interleave(cols, -1).numpy(), _interleave(cols, 3).numpy())
+    p = af.program(_interleave(cols, -1).relu())
+    apply(p, "concat_to_pixel_shuffle", "dead_code_elimination")
+    assert [t for t in ops(p) if t not in ("add",)] == ["concat", "pixel_shuffle", "relu"]
+
+
+def test_concat_to_pixel_shuffle_leaves_plain_and_shared_concats():
+    xs = [data(2, 3, 4, 5) + float(i) for i in range(4)]
+    a, b = _interleave(xs[:2], 2), _interleave(xs[2:], 2)
+    plain = af.cat([af.cat(xs[:2], 2), af.cat(xs[2:], 2)], 3)
+    p = af.program(_interleave([a, b], 3), a, plain)
+    apply(p, "concat_to_pixel_shuffle")
+    assert "pixel_shuffle" not in counts(p)
+
+
 # ---------------------------------------------------------------------------- ANE-specific
 
 def test_rewrite_reduce_times_zero_makes_the_wall_compile():

@@ -92,6 +92,7 @@ def _concat_infer(t, attrs):
 
 def _concat_sim(nm, values, axis, interleave):
     if interleave:
+        axis %= values[0].ndim                 # stack after the axis (a negative one too)
         return np.stack(values, axis=axis + 1).reshape(
             np.concatenate(values, axis=axis).shape)
     return np.concatenate(values, axis=axis)

@@ -16,7 +16,7 @@ matching and editing helpers live in `graph.py`. See docs/passes.md.
 from __future__ import annotations
 
 from . import (  # noqa: F401  (each module registers its pass)
-    cast_optimization, concat_zeros_to_pad, const_deduplication, const_elimination,
+    cast_optimization, concat_to_pixel_shuffle, concat_zeros_to_pad, const_deduplication, const_elimination,
     dead_code_elimination, decompose_masked_attention, dedup_op_and_var_names,
     detect_concat_interleave, divide_to_multiply, fold_negation, fuse_conv_batchnorm,
     fuse_conv_bias, fuse_conv_scale,

@@ -33,6 +33,9 @@ ORDER: tuple[tuple[str, bool, str], ...] = (
     ("replace_stack_reshape", True,
      "before merge_consecutive_reshapes, which would turn its expand_dims into reshapes"),
     ("detect_concat_interleave", True, "with replace_stack_reshape, before the merges"),
+    ("concat_to_pixel_shuffle", True,
+     "after detect_concat_interleave, which makes interleaved concats; before CSE, which "
+     "could merge an inner concat into two readers"),
     ("concat_zeros_to_pad", True,
      "before the merges and CSE: a zero-concat (conv padding) becomes one pad to merge"),
     ("use_reflection_padding", True, "with concat_zeros_to_pad"),
