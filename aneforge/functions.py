@@ -8,7 +8,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import AneforgeError
-from .tensor import Tensor, _op, _operands, const, minmax  # noqa: F401
+from .tensor import Tensor, _op, _operands, const
 
 
 def _as_tensors(tensors: Sequence) -> list[Tensor]:

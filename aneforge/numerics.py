@@ -72,10 +72,6 @@ class Numerics:
             r[big] = np.copysign(np.float32(np.inf), x[big])
         return r.reshape(shape)
 
-    def to_fp16(self, x) -> np.ndarray:
-        """Round to fp16 under this model, as a real float16 array."""
-        return self.round16(x).astype(np.float16)
-
 
 ANE = Numerics()
 _current = [ANE]

@@ -169,12 +169,6 @@ class Tensor:
         return (self[i] for i in range(len(self)))
 
     # ---- recording -------------------------------------------------------------------
-    def _rec(self, op: str, inputs: dict[str, Any], **attrs):
-        return _op(op, inputs, attrs)
-
-    def _scalar(self, value, dtype: DType | None = None) -> "Tensor":
-        return const(value, dtype or self.dtype)
-
     # ---- dtype -----------------------------------------------------------------------
     def to(self, *args, dtype=None, **kwargs) -> "Tensor":
         """Cast to a dtype (MIL cast). Devices are accepted and ignored, as in

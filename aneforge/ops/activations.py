@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import AneforgeError
 from ._common import FLOATS, elementwise, norm_axis, require_dtype
-from ._grad import attach, expand_reduced, op, where, zeros  # noqa: F401
+from ._grad import attach, where, zeros
 from .registry import Attr, define
 
 

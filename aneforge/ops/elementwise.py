@@ -6,7 +6,7 @@ import numpy as np
 from .. import dtypes
 from ._common import (FLOATS, NUMERIC, broadcast, elementwise, require_dtype, require_same_dtype,
                       same_type)
-from ._grad import attach, expand_reduced, op, where, zeros  # noqa: F401
+from ._grad import attach, where, zeros
 from .registry import Attr, define
 
 

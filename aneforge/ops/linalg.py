@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..errors import AneforgeError
 from ._common import FLOATS, broadcast, require_dtype, require_same_dtype, same_type
-from ._grad import attach, expand_reduced, op, where, zeros  # noqa: F401
+from ._grad import attach, op
 from .registry import Attr, define, shape_error
 from ..ir.types import TensorType
 

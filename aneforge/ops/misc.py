@@ -6,7 +6,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import DTypeError
 from ._common import same_type
-from ._grad import attach, expand_reduced, op, where, zeros  # noqa: F401
+from ._grad import attach
 from .registry import Attr, define
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import dtypes
 from ._common import NUMERIC, norm_axes, norm_axis, require_dtype, same_type
-from ._grad import attach, expand_reduced, op, where, zeros  # noqa: F401
+from ._grad import attach, expand_reduced, where, zeros
 from .registry import Attr, define
 
 

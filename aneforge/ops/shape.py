@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._common import norm_axes, norm_axis, require_same_dtype, same_type
-from ._grad import attach, expand_reduced, op, where, zeros  # noqa: F401
+from ._grad import attach, op, where, zeros
 from .registry import Attr, define, shape_error
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import const_value, fold_into_conv, next_op, other_operand, per_channel
+from .graph import conv_then_const, fold_into_conv
 from .registry import register
 
 
@@ -17,14 +17,8 @@ def fuse_conv_bias(graph) -> int:
         %z = add(x=%y, y=%c: const [1, C_out, 1, 1])
     """
     n = 0
-    for op in graph.walk("conv"):
-        y = op.outputs[0]
-        post = next_op(graph, y, ("add", "sub"))
-        c = other_operand(post, y) if post is not None else None
-        cv = per_channel(const_value(c), y) if c is not None else None
-        if cv is None or post.outputs[0].type != y.type:
-            continue
-        if post.type == "sub" and post.inputs["x"] is not y:     # c - conv
+    for op, post, cv in conv_then_const(graph, ("add", "sub")):
+        if post.type == "sub" and post.inputs["x"] is not op.outputs[0]:     # c - conv
             n += fold_into_conv(graph, op, [post], scale=-np.ones_like(cv), shift=cv)
         else:
             n += fold_into_conv(graph, op, [post], shift=cv if post.type == "add" else -cv)

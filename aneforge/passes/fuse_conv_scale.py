@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import const_value, fold_into_conv, next_op, other_operand, per_channel
+from .graph import conv_then_const, fold_into_conv
 from .registry import register
 
 
@@ -16,14 +16,9 @@ def fuse_conv_scale(graph) -> int:
         %z = mul(x=%y, y=%s: const [1, C_out, 1, 1])
     """
     n = 0
-    for op in graph.walk("conv"):
-        y = op.outputs[0]
-        post = next_op(graph, y, ("mul", "real_div"))
-        c = other_operand(post, y) if post is not None else None
-        cv = per_channel(const_value(c), y) if c is not None else None
-        if cv is None or post.outputs[0].type != y.type or \
-                post.type == "real_div" and post.inputs["x"] is not y:
-            continue
+    for op, post, cv in conv_then_const(graph, ("mul", "real_div")):
+        if post.type == "real_div" and post.inputs["x"] is not op.outputs[0]:
+            continue                                             # c / conv does not fold
         if post.type == "real_div":
             if not np.all(cv != 0):
                 continue

@@ -320,6 +320,18 @@ def fuse(graph: Graph, ops: list[Operation], type: str, inputs: dict, **attrs) -
     return False
 
 
+def conv_then_const(graph, kinds: tuple[str, ...]):
+    """(conv, its single-use follower of one of `kinds`, the follower's per-channel constant)
+    for each conv whose output feeds such an op with a constant other operand of the same type."""
+    for op in graph.walk("conv"):
+        y = op.outputs[0]
+        post = next_op(graph, y, kinds)
+        c = other_operand(post, y) if post is not None else None
+        cv = per_channel(const_value(c), y) if c is not None else None
+        if cv is not None and post.outputs[0].type == y.type:
+            yield op, post, cv
+
+
 def fold_into_conv(graph: Graph, conv: Operation, ops: list[Operation], scale=None,
                    shift=None) -> bool:
     """Replace the chain conv -> `ops` by one conv computing scale * conv(x) + shift per output
