@@ -8,10 +8,20 @@ input: changing it never recompiles. ANE_FACTS.md: scales of about 128-1024 work
 """
 from __future__ import annotations
 
-from . import compiler
 from .creation import tensor
 from .optim.optimizer import warn_skipped
 from .tensor import Tensor
+
+
+class ScaledLoss(Tensor):
+    """`GradScaler.scale(loss)`: loss * scale, naming the unscaled loss as a companion (the step
+    program returns it too) and the scaler (whose settings an early-planned step uses)."""
+
+    __slots__ = ("scaler", "companions")
+
+    def __init__(self, scaled: Tensor, scaler: "GradScaler", loss: Tensor):
+        super().__init__(*scaled.ref)
+        self.scaler, self.companions = scaler, (loss,)
 
 
 class GradScaler:
@@ -39,11 +49,17 @@ class GradScaler:
 
     def scale(self, loss: Tensor) -> Tensor:
         """loss * scale (the scale is a program input). The unscaled loss is computed by the
-        same step program as the update, so reading it afterwards costs nothing."""
+        same step program as the update, so reading it before or after the step costs nothing."""
         if not self.enabled:
             return loss
-        compiler.want(loss)
-        return loss * tensor(self._scale)
+        scaled = loss * tensor(self._scale)
+        return ScaledLoss(scaled, self, loss)
+
+    def step_args(self, optimizer) -> tuple:
+        """(grad_scale, check_finite) that `step(optimizer)` will pass to optimizer.step()."""
+        if not self.enabled:
+            return None, False
+        return (None if id(optimizer) in self._unscaled else 1.0 / self._scale), True
 
     def unscale_(self, optimizer) -> None:
         """Divide the gradients by the scale now (lazily), e.g. before clip_grad_norm_."""
@@ -60,8 +76,8 @@ class GradScaler:
         """optimizer.step() with the gradients unscaled and non-finite steps skipped."""
         if not self.enabled:
             return optimizer.step(*args, **kwargs)
-        scale = None if id(optimizer) in self._unscaled else tensor(1.0 / self._scale)
-        out = optimizer.step(*args, grad_scale=scale, check_finite=True, **kwargs)
+        scale, check_finite = self.step_args(optimizer)
+        out = optimizer.step(*args, grad_scale=scale, check_finite=check_finite, **kwargs)
         self._found_inf = optimizer.last_step_skipped
         self._unscaled.discard(id(optimizer))
         return out

@@ -13,11 +13,12 @@ training step (forward, backward, update) is one program.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from typing import Sequence
 
 import numpy as np
 
-from . import autograd_state
+from .context import CTX
 from .errors import AneforgeError
 from .ops import REGISTRY
 from .tensor import Tensor, const
@@ -37,12 +38,15 @@ class no_grad(contextlib.ContextDecorator):
     def __init__(self, mode: bool = False):
         self.mode = mode
 
+    def _recreate_cm(self):       # as a decorator: a fresh instance per call (threads, recursion)
+        return type(self)(self.mode)
+
     def __enter__(self):
-        self.prev = autograd_state.enabled[0]
-        autograd_state.enabled[0] = self.mode
+        self.prev = CTX.thread.grad_enabled
+        CTX.thread.grad_enabled = self.mode
 
     def __exit__(self, *exc):
-        autograd_state.enabled[0] = self.prev
+        CTX.thread.grad_enabled = self.prev
 
 
 inference_mode = no_grad
@@ -57,7 +61,7 @@ def set_grad_enabled(mode: bool) -> no_grad:
 
 
 def is_grad_enabled() -> bool:
-    return autograd_state.enabled[0]
+    return CTX.thread.grad_enabled
 
 
 # ---- ANE-safe helpers used by the rules ----------------------------------------------
@@ -191,13 +195,49 @@ def backward(tensor: Tensor, gradient=None) -> None:
         raise AneforgeError("element 0 of tensors does not require grad: nothing to "
                             "differentiate (create parameters with requires_grad=True)")
     grads = _backprop([tensor], [_seed(tensor, gradient)])
+    leaves = []
     with no_grad():
         for ref, g in grads.values():
             node = ref[0]
             if node.op is None and node.requires_grad:
                 node.grad = g if node.grad is None else node.grad + g
-    from . import compiler
-    compiler.want(tensor)
+                leaves.append(node)
+    records = CTX.thread.backward_records
+    records[:] = [r for r in records if r.pending()]
+    records.append(BackwardRecord(tensor, leaves))
+
+
+class BackwardRecord:
+    """The gradients one `backward()` left pending in this thread: the leaves that got them and
+    the root they came from. Nothing runs at backward(); the first realization that needs any of
+    it (a `.item()`, a `.grad` read, `opt.step()`) computes forward, backward and, when an
+    optimizer owns the leaves, the update too, in one program (see Optimizer.join_realization).
+
+    `root` may carry `companions`, values the same program should also return (GradScaler's
+    scaled loss names the unscaled one), and `scaler` (whose settings the step will use).
+    """
+    __slots__ = ("root", "leaves")
+
+    def __init__(self, root: Tensor, leaves: list):
+        self.root = root                                  # strong: it is the graph the grads hold anyway
+        self.leaves = {id(n): weakref.ref(n) for n in leaves}
+
+    def touches(self, node) -> bool:
+        ref = self.leaves.get(id(node))
+        return ref is not None and ref() is node
+
+    def pending(self) -> bool:
+        """Any of its leaves still holds a gradient that is not computed yet."""
+        for ref in self.leaves.values():
+            node = ref()
+            if node is not None and node.grad is not None and node.grad.ref[0].data is None:
+                return True
+        return False
+
+    def outputs(self) -> list:
+        """(node, index) of the root and its companions: a step returns them with the update."""
+        values = [self.root, *getattr(self.root, "companions", ())]
+        return [t.ref for t in values]
 
 
 def grad(outputs, inputs, grad_outputs=None, allow_unused: bool = False) -> tuple:

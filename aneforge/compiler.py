@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-import weakref
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from . import dtypes
+from .context import CTX
 from .errors import AneforgeError, DTypeError
 from . import passes
 from .ir import Block, Function, Operation, Program, TensorType, Var
@@ -40,6 +40,13 @@ class CacheInfo:
                 f"compile_seconds={self.compile_seconds:.4f}, entries={self.entries})")
 
 
+class Run(NamedTuple):
+    """One program run seen by `recording()`."""
+    program: Program
+    inputs: list
+    traced: Program
+
+
 class Entry(NamedTuple):
     """One compiled program: the optimized Program, the backend's Executable, the pass report."""
     program: Program
@@ -47,15 +54,13 @@ class Entry(NamedTuple):
     report: passes.Report
 
 
-_cache: dict = {}
-_stats = CacheInfo()
-_recorders: list[list] = []
 
 
 @contextlib.contextmanager
 def recording():
-    """Collect (program, inputs) of every program run inside the block: the optimized Program
-    the cache holds and the boundary arrays it was fed (for inspection and benchmarks).
+    """Collect a `Run` (program, inputs, traced) for every program run inside the block: the
+    optimized Program the cache holds, the boundary arrays it was fed, and the Program as
+    traced, before the passes (for inspection, tests and benchmarks).
 
     >>> import aneforge as af
     >>> from aneforge.compiler import recording
@@ -66,11 +71,11 @@ def recording():
     ['const', 'mul']
     """
     log: list = []
-    _recorders.append(log)
+    CTX.recorders.append(log)
     try:
         yield log
     finally:
-        _recorders.remove(log)
+        CTX.recorders.remove(log)
 
 
 def cache_info() -> CacheInfo:
@@ -80,14 +85,13 @@ def cache_info() -> CacheInfo:
     >>> af.cache_info().misses >= 0
     True
     """
-    return CacheInfo(_stats.hits, _stats.misses, _stats.compile_seconds, len(_cache))
+    c = CTX.cache
+    return CacheInfo(c.hits, c.misses, c.compile_seconds, len(c.entries))
 
 
 def clear_cache() -> None:
     """Forget every compiled program and reset the statistics."""
-    _cache.clear()
-    _stats.hits = _stats.misses = 0
-    _stats.compile_seconds = 0.0
+    CTX.cache.clear()
 
 
 class Cut:
@@ -212,44 +216,50 @@ def from_transport(array: np.ndarray, dtype) -> np.ndarray:
     return array if array.dtype == dtype.np else array.astype(dtype.np)
 
 
-_wanted: list = []
+def realize(refs: list[tuple]) -> None:
+    """Compute every pending (node, index) in `refs` with one program run.
+
+    Participants (`CTX.participants`: optimizers) may add values of their own first: an
+    optimizer whose gradients are pending plans its step into this same program, so reading
+    the loss before `opt.step()` still runs one program per training step.
+    """
+    if all(n.data is not None for n, _ in refs):
+        return
+    refs = list(refs)
+    if CTX.thread.backward_records:
+        for participant in list(CTX.participants):
+            refs += participant.join_realization(refs)
+    run(refs)
 
 
-def want(tensor) -> None:
-    """Ask for `tensor` to be computed by the next synchronizing realization (an optimizer step),
-    so a training step's loss comes out of the same program as the update."""
-    _wanted.append(weakref.ref(tensor))
-
-
-def realize(refs: list[tuple], include_wanted: bool = False) -> None:
-    """Compute every pending (node, index) in `refs` with one program run."""
-    if include_wanted:
-        alive = [w() for w in _wanted]
-        refs = list(refs) + [t.ref for t in alive if t is not None]
-        _wanted.clear()
-    pending = [(n, i) for n, i in refs if n.data is None]
+def run(refs: list[tuple]) -> None:
+    """Compile (once per signature) and run the program computing `refs` (no participants)."""
+    pending = list(dict.fromkeys((n, i) for n, i in refs if n.data is None))
     if not pending:
         return
+    cache = CTX.cache
     cut = Cut(pending)
     numerics, backend, pipeline = get_numerics(), get_backend(), passes.get_pipeline()
     key = cut.key(numerics, backend.name) + (pipeline,)
-    entry = _cache.get(key)
+    entry = cache.entries.get(key)
     if entry is None:
         start = time.perf_counter()
         program = cut.program()
         report = passes.run(program, pipeline, numerics)
-        entry = _cache[key] = Entry(program, backend.compile(program, numerics), report)
-        _stats.compile_seconds += time.perf_counter() - start
-        _stats.misses += 1
+        entry = cache.entries[key] = Entry(program, backend.compile(program, numerics), report)
+        cache.compile_seconds += time.perf_counter() - start
+        cache.misses += 1
         if passes.debugging():
             print(f"passes for {len(cut.nodes)} traced ops:\n{report}")
     else:
-        _stats.hits += 1
+        cache.hits += 1
     program, exe = entry.program, entry.executable
     inputs = [to_transport(n.data[i], n.types[i].dtype).reshape(boundary_shape(n.types[i].shape))
               for n, i in cut.leaves]
-    for log in _recorders:
-        log.append((program, inputs))
+    if CTX.recorders:
+        run = Run(program, inputs, cut.program())
+        for log in CTX.recorders:
+            log.append(run)
     results = exe.run(inputs)
     by_node: dict = {}
     for (node, i), r in zip(cut.outputs, results):

@@ -7,20 +7,18 @@ import numbers
 import numpy as np
 
 from . import dtypes
+from .context import CTX
 from .ir.types import TensorType
 from .tensor import Tensor, _sizes
 from .trace import leaf
 
-_rng = [np.random.default_rng(0)]
-
-
 def manual_seed(seed: int) -> None:
     """Seed aneforge's random generator (rand, randn, nn.init, dropout masks)."""
-    _rng[0] = np.random.default_rng(seed)
+    CTX.rng = np.random.default_rng(seed)
 
 
 def generator() -> np.random.Generator:
-    return _rng[0]
+    return CTX.rng
 
 
 def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:

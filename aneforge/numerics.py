@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .context import CTX
+
 F16_TINY = np.float32(2.0 ** -14)     # smallest normal fp16
 F16_MAX = np.float32(65504.0)
 
@@ -74,12 +76,11 @@ class Numerics:
 
 
 ANE = Numerics()
-_current = [ANE]
 
 
 def get_numerics() -> Numerics:
     """The numerics model the simulator compiles new programs with."""
-    return _current[0]
+    return ANE if CTX.numerics is None else CTX.numerics
 
 
 def set_numerics(numerics: Numerics | None = None, **changes) -> Numerics:
@@ -89,8 +90,8 @@ def set_numerics(numerics: Numerics | None = None, **changes) -> Numerics:
     >>> old = af.set_numerics(rounding="half_away")
     >>> _ = af.set_numerics(old)
     """
-    prev = _current[0]
-    _current[0] = dataclasses.replace(numerics or prev, **changes)
+    prev = get_numerics()
+    CTX.numerics = dataclasses.replace(numerics or prev, **changes)
     return prev
 
 

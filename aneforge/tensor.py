@@ -20,18 +20,19 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import autograd_state, compiler, dtypes
+from . import compiler, dtypes
+from .context import CTX
 from .dtypes import DType
 from .errors import AneforgeError, DTypeError, ShapeError
 from .ir.types import TensorType
-from .trace import Node, record
+from .trace import Node, leaf, record
 
 minmax = namedtuple("minmax", ["values", "indices"])
 DEVICES = ("cpu", "ane", "mps", "cuda", "meta")     # all mean "wherever the backend runs"
 
 
 def _grad_enabled() -> bool:
-    return autograd_state.enabled[0]
+    return CTX.thread.grad_enabled
 
 
 class Tensor:
@@ -110,11 +111,30 @@ class Tensor:
     def detach(self) -> "Tensor":
         """The same value, cut from the gradient graph."""
         if self._node.data is not None:
-            from .trace import leaf
             return Tensor(leaf(self._node.data[self._idx], self.type))
         from .autograd import no_grad
         with no_grad():
             return _op("identity", {"x": self}, {})
+
+    def set_(self, source) -> "Tensor":
+        """Make this handle hold `source`'s value, as torch's `Tensor.set_`: it becomes a leaf
+        (computing `source` if needed), keeping `requires_grad` and `.grad`. A numpy source must
+        already have this tensor's dtype. Optimizers and `load_state_dict` update this way.
+
+        >>> import aneforge as af
+        >>> w = af.nn.Parameter(af.zeros(2))
+        >>> w.set_(w + 1).tolist(), w.is_leaf, w.requires_grad
+        ([1.0, 1.0], True, True)
+        """
+        if isinstance(source, Tensor):
+            array, type = source.numpy(), source.type
+        else:
+            array = np.asarray(source)
+            type = TensorType(array.shape, self.dtype)
+        old = self._node
+        self._node, self._idx = leaf(array, type, old.requires_grad), 0
+        self._node.grad = old.grad
+        return self
 
     @property
     def is_leaf(self) -> bool:

@@ -39,19 +39,10 @@ def coremltools_types(pymil) -> dict:
 def step_program(model, loss_fn, inputs):
     """The traced program of one optimizer step (forward, backward, update, loss) of `model`."""
     import aneforge as af
-    from aneforge import compiler
+    from aneforge.compiler import recording
     opt = af.optim.AdamW(model.parameters(), lr=1e-3)
-    captured, real = [], compiler.realize
-
-    def spy(refs, include_wanted=False):
-        if include_wanted:
-            captured.append(compiler.Cut([r for r in refs if r[0].data is None]).program())
-        return real(refs, include_wanted)
-    compiler.realize = spy
-    try:
+    with recording() as runs:
         loss_fn(model(inputs[0]), *inputs[1:]).backward()
         opt.step()
-    finally:
-        compiler.realize = real
-    (program,) = captured
-    return program
+    (run,) = runs
+    return run.traced

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.types import TensorType
 from ..tensor import Tensor
 from ..trace import leaf
 
@@ -24,10 +23,7 @@ def assign(t: Tensor, value) -> Tensor:
         raise ValueError(f"cannot assign a value of shape {arr.shape} to a tensor of shape "
                          f"{t.shape}")
     arr = arr.astype(np.float16).astype(t.dtype.np) if t.dtype.is_float else arr.astype(t.dtype.np)
-    old = t._node
-    t._node, t._idx = leaf(arr, TensorType(arr.shape, t.dtype), old.requires_grad), 0
-    t._node.grad = old.grad
-    return t
+    return t.set_(arr)
 
 
 class Parameter(Tensor):

@@ -18,12 +18,12 @@ from typing import Iterable
 import numpy as np
 
 from .. import compiler
-from ..autograd import no_grad
+from ..context import CTX
+from ..autograd import enable_grad, no_grad
 from ..creation import tensor
 from ..errors import AneforgeError
 from ..nn.parameter import assign
 from ..tensor import Tensor
-from ..trace import leaf
 
 MASTER_WEIGHTS = ("compensated", "fp16")
 
@@ -40,11 +40,14 @@ class Optimizer:
         self.param_groups = [{**defaults, **g, "params": list(g["params"])} for g in groups]
         self.state: dict = {}
         self._steps = 0
+        self._staged: _Plan | None = None     # an update planned by an early read, not adopted
         self.last_step_skipped = False
+        CTX.participants.add(self)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self._params():
             p.grad = None
+        self._staged = None
 
     def _params(self):
         for g in self.param_groups:
@@ -65,38 +68,91 @@ class Optimizer:
 
     # ---- the step ------------------------------------------------------------------------
     @no_grad()
-    def step(self, closure=None, grad_scale: Tensor | None = None, check_finite: bool = False):
-        """Record and run one update of every parameter that has a gradient (one program).
+    def step(self, closure=None, grad_scale=None, check_finite: bool = False):
+        """Update every parameter that has a gradient: forward, backward and update run as ONE
+        program (with the loss and the gradients as outputs, so reading them later is free).
 
-        `grad_scale` multiplies each gradient first (an unscale from loss scaling); with
-        `check_finite` the update is skipped, in the program, when any gradient is inf or NaN.
+        `grad_scale` (a number) multiplies each gradient first (an unscale from loss scaling);
+        with `check_finite` the update is skipped, in the program, when any gradient is inf or
+        NaN (`last_step_skipped` says so afterwards).
+
+        When something was read between `backward()` and `step()` (`loss.item()`, a `.grad`),
+        that read already ran the program with this update planned in; `step()` then only
+        adopts the results, provided nothing it depends on changed since.
         """
-        loss = closure() if closure is not None else None
+        loss = None
+        if closure is not None:
+            with enable_grad():       # as torch: the closure re-evaluates the model
+                loss = closure()
         self._steps += 1
+        grad_scale = _value(grad_scale)
+        plan, self._staged = self._staged, None
+        if plan is None or not plan.matches(self, self._steps, grad_scale, check_finite):
+            plan = self._plan(self._steps, grad_scale, check_finite)
+            if plan is None:
+                return loss
+            self._staged = plan            # so join_realization sees this step as planned
+            compiler.realize(plan.targets + self._record_outputs())
+            self._staged = None
+        plan.commit()
+        self._consume_records()
+        self.last_step_skipped = plan.skipped()
+        return loss
+
+    def join_realization(self, refs: list) -> list:
+        """Called by every realization while gradients are pending in this thread: if some are
+        this optimizer's, plan the coming step into the same program (refs to add)."""
+        if self._staged is not None and self._staged.current(self):
+            return []
+        records = self._records()
+        if not records:
+            return []
+        grad_scale, check_finite = _expected_step_args(self, records)
+        plan = self._plan(self._steps + 1, grad_scale, check_finite)
+        if plan is None:
+            return []
+        self._staged = plan
+        return plan.targets + [r for rec in records for r in rec.outputs()]
+
+    def _records(self) -> list:
+        nodes = [p.ref[0] for p in self._params()]
+        return [r for r in CTX.thread.backward_records
+                if r.pending() and any(r.touches(n) for n in nodes)]
+
+    def _record_outputs(self) -> list:
+        return [r for rec in self._records() for r in rec.outputs()]
+
+    def _consume_records(self) -> None:
+        nodes = [p.ref[0] for p in self._params()]
+        records = CTX.thread.backward_records
+        records[:] = [r for r in records if not any(r.touches(n) for n in nodes)]
+
+    def _plan(self, step: int, grad_scale: float | None, check_finite: bool) -> "_Plan | None":
+        """Record the update of step number `step` lazily (nothing runs)."""
         live = [(g, p) for g in self.param_groups for p in g["params"] if p.grad is not None]
         if not live:
-            return loss
-        grads = [p.grad * grad_scale if grad_scale is not None else p.grad for _, p in live]
+            return None
+        for _, p in live:
+            if p not in self.state:
+                self.state[p] = self._fresh_state(p)
+        plan = _Plan(self, step, grad_scale, check_finite, live)
+        scale = tensor(grad_scale) if grad_scale is not None else None
+        grads = [p.grad * scale if scale is not None else p.grad for _, p in live]
         ok = _all_finite(grads) if check_finite else None
-        new_values: list[tuple[Tensor, Tensor]] = []
-        hypers = {id(group): {k: tensor(float(v)) for k, v in self.hyper(group, self._steps).items()}
+        hypers = {id(group): {k: tensor(float(v)) for k, v in self.hyper(group, step).items()}
                   for group in self.param_groups}
         for (group, p), g in zip(live, grads):
-            h = hypers[id(group)]
-            state = self.state.setdefault(p, self._fresh_state(p))
-            delta, new_state = self.update(p, g, state, h, group)
+            state = self.state[p]
+            delta, new_state = self.update(p, g, state, hypers[id(group)], group)
             new_p, lo = self._apply(p, delta, state)
             if lo is not None:
                 new_state["lo"] = lo
-            for name, (old, new) in {"param": (p, new_p), **{k: (state[k], v) for k, v in
-                                                           new_state.items()}}.items():
-                new_values.append((old, new if ok is None else _select(ok, new, old)))
-        targets = [new for _, new in new_values] + ([ok] if ok is not None else [])
-        compiler.realize([t.ref for t in targets], include_wanted=True)
-        for old, new in new_values:
-            _adopt(old, new)
-        self.last_step_skipped = ok is not None and not bool(ok.item())
-        return loss
+            for old, new in [(p, new_p)] + [(state[k], v) for k, v in new_state.items()]:
+                plan.writes.append((old, new if ok is None else _select(ok, new, old)))
+        plan.ok = ok
+        plan.targets = ([new.ref for _, new in plan.writes] + [p.grad.ref for _, p in live] +
+                        ([ok.ref] if ok is not None else []))
+        return plan
 
     def _fresh_state(self, p: Tensor) -> dict:
         state = self.init_state(p)
@@ -134,12 +190,66 @@ def _select(ok: Tensor, new: Tensor, old: Tensor) -> Tensor:
     return where(ok, new, old)
 
 
-def _adopt(old: Tensor, new: Tensor) -> None:
-    """Point handle `old` (a parameter or state leaf) at the realized value of `new`."""
-    grad = old._node.grad
-    old._node = leaf(new.numpy(), new.type, old._node.requires_grad)
-    old._idx = 0
-    old._node.grad = grad
+class _Plan:
+    """One recorded (lazy) update: new values for parameters and state, and what it was recorded
+    from, so a step planned early is adopted only if nothing it read has changed since."""
+
+    def __init__(self, opt: Optimizer, step: int, grad_scale, check_finite: bool, live: list):
+        self.step, self.grad_scale, self.check_finite = step, grad_scale, check_finite
+        self.inputs = _inputs(opt, live)
+        self.hypers = _hypers(opt, step)
+        self.writes: list[tuple[Tensor, Tensor]] = []
+        self.ok: Tensor | None = None
+        self.targets: list = []
+
+    def current(self, opt: Optimizer) -> bool:
+        """Were it stepped now (step number one on), would this plan still apply?"""
+        return self.matches(opt, opt._steps + 1, self.grad_scale, self.check_finite)
+
+    def matches(self, opt: Optimizer, step: int, grad_scale, check_finite: bool) -> bool:
+        if (step, grad_scale, check_finite) != (self.step, self.grad_scale, self.check_finite):
+            return False
+        live = [(g, p) for g in opt.param_groups for p in g["params"] if p.grad is not None]
+        now = _inputs(opt, live)
+        return (len(now) == len(self.inputs) and all(a is b for a, b in zip(now, self.inputs))
+                and _hypers(opt, step) == self.hypers)
+
+    def commit(self) -> None:
+        for old, new in self.writes:
+            old.set_(new)
+
+    def skipped(self) -> bool:
+        return self.ok is not None and not bool(self.ok.item())
+
+
+def _inputs(opt: Optimizer, live: list) -> tuple:
+    """Everything an update reads, by identity: parameters, their gradients, their state."""
+    out = []
+    for _, p in live:
+        out += [p, p.ref[0], p.grad.ref[0]]
+        out += [t.ref[0] for t in opt.state.get(p, {}).values()]
+    return tuple(out)
+
+
+def _hypers(opt: Optimizer, step: int) -> list:
+    return [opt.hyper(g, step) for g in opt.param_groups]
+
+
+def _value(grad_scale):
+    """grad_scale as a number (plans compare numbers); a host leaf tensor is accepted too."""
+    if grad_scale is None:
+        return None
+    return float(grad_scale.item() if isinstance(grad_scale, Tensor) else grad_scale)
+
+
+def _expected_step_args(opt: Optimizer, records: list) -> tuple:
+    """(grad_scale, check_finite) the coming step will most likely get: a GradScaler's, when the
+    loss went through one (its scaled loss names it), else a plain step's."""
+    for rec in records:
+        scaler = getattr(rec.root, "scaler", None)
+        if scaler is not None:
+            return scaler.step_args(opt)
+    return None, False
 
 
 def warn_skipped(scale: float) -> None:

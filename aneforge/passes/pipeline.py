@@ -10,6 +10,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field, replace
 
+from ..context import CTX
 from ..errors import AneforgeError
 from .graph import Graph
 from .registry import PASSES, get_pass
@@ -127,12 +128,11 @@ class Pipeline:
         return replace(Pipeline(), passes=names, **options)
 
 
-_current = [Pipeline()]
-_debug = [False]
+DEFAULT_PIPELINE = Pipeline()
 
 
 def get_pipeline() -> Pipeline:
-    return _current[0]
+    return DEFAULT_PIPELINE if CTX.pipeline is None else CTX.pipeline
 
 
 def set_pipeline(passes=None, *, add=(), remove=(), **options) -> Pipeline:
@@ -148,8 +148,8 @@ def set_pipeline(passes=None, *, add=(), remove=(), **options) -> Pipeline:
     False
     >>> _ = P.set_pipeline(old)
     """
-    prev = _current[0]
-    _current[0] = passes if isinstance(passes, Pipeline) else Pipeline.build(passes, add, remove,
+    prev = get_pipeline()
+    CTX.pipeline = passes if isinstance(passes, Pipeline) else Pipeline.build(passes, add, remove,
                                                                             **options)
     return prev
 
@@ -174,11 +174,11 @@ def pipeline(passes=None, *, add=(), remove=(), **options):
 
 def debug(on: bool = True) -> None:
     """Print each compiled program's pass report (on every compile-cache miss)."""
-    _debug[0] = on
+    CTX.pass_debug = on
 
 
 def debugging() -> bool:
-    return _debug[0]
+    return CTX.pass_debug
 
 
 # ---- the report ---------------------------------------------------------------------------
@@ -224,12 +224,9 @@ def _nonconst(counts: dict) -> int:
     return sum(n for t, n in counts.items() if t != "const")
 
 
-_last: list[Report | None] = [None]
-
-
 def last_report() -> Report | None:
     """The pass report of the most recently compiled program (a compile-cache miss)."""
-    return _last[0]
+    return CTX.last_report
 
 
 def run(program, passes=None, numerics=None, **options) -> Report:
@@ -261,7 +258,7 @@ def run(program, passes=None, numerics=None, **options) -> Report:
             break
     report.ops_after, report.counts_after = len(program.operations), program.op_counts()
     report.seconds = time.perf_counter() - start
-    _last[0] = report
+    CTX.last_report = report
     return report
 
 

@@ -2,12 +2,12 @@
 here as one module each behind runtime/base.py's interface."""
 from __future__ import annotations
 
+from ..context import CTX
 from ..errors import BackendUnavailable
 from .base import Backend, Executable
 from .sim import SimBackend
 
 BACKENDS: dict[str, Backend] = {"sim": SimBackend()}
-_current = ["sim"]
 
 
 def backends() -> dict[str, tuple[bool, str]]:
@@ -16,7 +16,7 @@ def backends() -> dict[str, tuple[bool, str]]:
 
 
 def get_backend() -> Backend:
-    return BACKENDS[_current[0]]
+    return BACKENDS[CTX.backend]
 
 
 def set_backend(name: str) -> None:
@@ -26,7 +26,7 @@ def set_backend(name: str) -> None:
     ok, why = BACKENDS[name].available()
     if not ok:
         raise BackendUnavailable(f"backend {name!r} cannot run here: {why}")
-    _current[0] = name
+    CTX.backend = name
 
 
 __all__ = ["Backend", "Executable", "BACKENDS", "backends", "get_backend", "set_backend"]

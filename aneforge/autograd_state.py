@@ -1,2 +1,0 @@
-"""Whether new ops record gradient information (see `no_grad`)."""
-enabled = [True]

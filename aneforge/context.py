@@ -1,0 +1,60 @@
+"""Every piece of mutable state aneforge keeps, in one object: `CTX`.
+
+Process-wide settings (as torch's defaults are): the random generator, the numerics model, the
+backend, the pass pipeline, the compile cache. Per thread (as torch's grad mode is): whether ops
+record gradient information, and the gradients `backward()` left pending in this thread. Modules
+read and write these fields through their own small API (`af.set_numerics`, `af.no_grad`, ...);
+nothing else keeps state in module globals.
+
+This module sits at the bottom of the layers: it imports nothing from aneforge. A setting left
+at None means "the owning module's default" (the ANE numerics model, the default pipeline).
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+class ThreadState(threading.local):
+    """State one thread sees on its own: two threads training two models never interfere."""
+
+    def __init__(self):
+        self.grad_enabled = True
+        self.backward_records: list = []    # autograd.BackwardRecord of gradients still pending
+
+
+@dataclass
+class CompileCache:
+    """Compiled programs by structural key, with hit/miss statistics (`af.cache_info()`)."""
+    entries: dict = field(default_factory=dict)
+    hits: int = 0
+    misses: int = 0
+    compile_seconds: float = 0.0
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.hits = self.misses = 0
+        self.compile_seconds = 0.0
+
+
+@dataclass
+class Context:
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    numerics: Any = None          # numerics.Numerics; None: the ANE model
+    backend: str = "sim"
+    pipeline: Any = None          # passes.Pipeline; None: the default pipeline
+    pass_debug: bool = False
+    last_report: Any = None       # passes.Report of the latest compile
+    cache: CompileCache = field(default_factory=CompileCache)
+    recorders: list = field(default_factory=list)   # compiler.recording() logs
+    # Objects that take part in every realization (optimizers: a step read early is planned
+    # into the same program). Held weakly: dropping an optimizer drops its participation.
+    participants: weakref.WeakSet = field(default_factory=weakref.WeakSet)
+    thread: ThreadState = field(default_factory=ThreadState)
+
+
+CTX = Context()
