@@ -152,7 +152,7 @@ def _backprop(roots: Sequence[Tensor], seeds: Sequence[Tensor]) -> dict:
     for r, s in zip(roots, seeds):
         _accumulate(grads, r.ref, s)
     with no_grad():
-        for node in reversed(_topo([r._node for r in roots])):
+        for node in reversed(_topo([r.ref[0] for r in roots])):
             if node.op is None:
                 continue
             cot = [grads.get((id(node), i), (None, None))[1] for i in range(len(node.types))]
@@ -256,7 +256,8 @@ def grad(outputs, inputs, grad_outputs=None, allow_unused: bool = False) -> tupl
     grads = _backprop(outputs, [_seed(o, s) for o, s in zip(outputs, seeds)])
     result = []
     for x in inputs:
-        entry = grads.get((id(x._node), x._idx))
+        node, i = x.ref
+        entry = grads.get((id(node), i))
         if entry is None and not allow_unused:
             raise AneforgeError("one of the inputs does not reach the outputs; pass "
                                 "allow_unused=True to get None for it")

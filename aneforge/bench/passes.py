@@ -21,7 +21,7 @@ def _raw(run_step):
     with P.pipeline("none"), recording() as runs:
         loss = run_step()
         loss.item()
-    return next((r.program, r.inputs) for r in runs if r.program is loss._node.origin)
+    return next((r.program, r.inputs) for r in runs if r.program is loss.ref[0].origin)
 
 
 def mlp_step_program(batch: int = 64):

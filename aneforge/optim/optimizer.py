@@ -41,6 +41,7 @@ class Optimizer:
         self.state: dict = {}
         self._steps = 0
         self._staged: _Plan | None = None     # an update planned by an early read, not adopted
+        self._stepping = False
         self.last_step_skipped = False
         CTX.participants.add(self)
 
@@ -91,9 +92,11 @@ class Optimizer:
             plan = self._plan(self._steps, grad_scale, check_finite)
             if plan is None:
                 return loss
-            self._staged = plan            # so join_realization sees this step as planned
-            compiler.realize(plan.targets + self._record_outputs())
-            self._staged = None
+            self._stepping = True          # this realization is the step: nothing to plan
+            try:
+                compiler.realize(plan.targets + self._record_outputs())
+            finally:
+                self._stepping = False
         plan.commit()
         self._consume_records()
         self.last_step_skipped = plan.skipped()
@@ -102,7 +105,7 @@ class Optimizer:
     def join_realization(self, refs: list) -> list:
         """Called by every realization while gradients are pending in this thread: if some are
         this optimizer's, plan the coming step into the same program (refs to add)."""
-        if self._staged is not None and self._staged.current(self):
+        if self._stepping or (self._staged is not None and self._staged.current(self)):
             return []
         records = self._records()
         if not records:
