@@ -8,7 +8,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import AneforgeError
-from .tensor import Tensor, _op, _operands, const
+from .tensor import Tensor, const, operands, record_op
 
 
 def _as_tensors(tensors: Sequence) -> list[Tensor]:
@@ -29,7 +29,9 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     (2, 3)
     """
     tensors = _as_tensors(tensors)
-    return tensors[0] if len(tensors) == 1 else _op("concat", {"values": tuple(tensors)}, {"axis": dim})
+    if len(tensors) == 1:
+        return tensors[0]
+    return record_op("concat", {"values": tuple(tensors)}, {"axis": dim})
 
 
 concat = concatenate = cat
@@ -56,13 +58,13 @@ def where(condition: Tensor, input, other) -> Tensor:
         dt = _scalars_dtype(input, other)
         a, b = const(input, dt), const(other, dt)
     elif not isinstance(input, Tensor):
-        b, a = _operands(other, input)
+        b, a = operands(other, input)
     else:
-        a, b = _operands(input, other)
+        a, b = operands(input, other)
     shape = np.broadcast_shapes(condition.shape, a.shape, b.shape)
     if np.broadcast_shapes(a.shape, b.shape) != shape:
         a = a.expand(shape)                 # Core ML types select as broadcast(a, b) alone
-    return _op("select", {"cond": condition, "a": a, "b": b}, {})
+    return record_op("select", {"cond": condition, "a": a, "b": b}, {})
 
 
 def _scalars_dtype(*values) -> dtypes.DType:

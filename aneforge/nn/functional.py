@@ -13,7 +13,7 @@ import numpy as np
 from ..creation import generator, tensor
 from ..errors import AneforgeError
 from ..functions import where
-from ..tensor import Tensor, _op, const
+from ..tensor import Tensor, const, record_op
 
 __all__ = ["relu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "linear",
            "one_hot", "embedding", "nll_loss", "cross_entropy", "mse_loss", "l1_loss",
@@ -74,7 +74,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     x = input._floating()
     w = weight.to(x.dtype)
     lifted = x.unsqueeze(0) if x.ndim == 1 else x
-    out = _op("matmul", {"x": lifted, "y": w}, {"transpose_y": True})
+    out = record_op("matmul", {"x": lifted, "y": w}, {"transpose_y": True})
     out = out.squeeze(0) if x.ndim == 1 else out
     return out if bias is None else out + bias.to(x.dtype)
 
