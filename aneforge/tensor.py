@@ -318,23 +318,23 @@ class Tensor:
             a, b = a.half(), b.half()
         return record_op(op, {"x": a, "y": b}, {})
 
-    def __lt__(self, o):
-        return self._compare("less", o)
+    def __lt__(self, other):
+        return self._compare("less", other)
 
-    def __le__(self, o):
-        return self._compare("less_equal", o)
+    def __le__(self, other):
+        return self._compare("less_equal", other)
 
-    def __gt__(self, o):
-        return self._compare("greater", o)
+    def __gt__(self, other):
+        return self._compare("greater", other)
 
-    def __ge__(self, o):
-        return self._compare("greater_equal", o)
+    def __ge__(self, other):
+        return self._compare("greater_equal", other)
 
-    def __eq__(self, o):
-        return self._compare("equal", o)
+    def __eq__(self, other):
+        return self._compare("equal", other)
 
-    def __ne__(self, o):
-        return self._compare("not_equal", o)
+    def __ne__(self, other):
+        return self._compare("not_equal", other)
 
     lt, le, gt, ge, eq, ne = __lt__, __le__, __gt__, __ge__, __eq__, __ne__
 
@@ -419,6 +419,17 @@ class Tensor:
         """`value` where `mask` is true, else self (MIL select)."""
         from .functions import where
         return where(mask, value, self)
+
+    def where(self, condition: "Tensor", other) -> "Tensor":
+        """`self` where `condition` is true, else `other`: torch.where(condition, self, other).
+
+        >>> import aneforge as af
+        >>> x = af.tensor([-1.0, 2.0])
+        >>> x.where(x > 0, 0.0).tolist()
+        [0.0, 2.0]
+        """
+        from .functions import where
+        return where(condition, self, other)
 
     def var(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None) -> "Tensor":
         """Variance with Bessel's correction by default, as torch."""
