@@ -160,12 +160,15 @@ EXAMPLES = {
     "var": ">>> af.var(af.tensor([1.0, 3.0])).item()\n2.0",
 }
 
+# torch's name for the tensor argument where it is not `input`.
+FIRST_ARGUMENT = {"split": "tensor"}
+
 
 class Row(NamedTuple):
     name: str
     home: str                   # "Tensor", "functions" or "F"
     surfaces: tuple[str, ...]   # where torch spells the name: "torch", "Tensor", "F"
-    adapted: frozenset          # surfaces with a hand-written adapter (torch's signature differs)
+    adapted: frozenset[str]     # surfaces with a hand-written adapter (torch's signature differs)
 
 
 def _parse(table: str) -> tuple[Row, ...]:
@@ -213,42 +216,38 @@ def _names(names: list[str], head: str, tail: str) -> str:
     return "\n".join([head, *lines, line.rstrip(",") + tail])
 
 
-def _annotation(a) -> str:
-    return str(a).replace('"', "").replace("'", "")
+class _Written(str):
+    """An annotation shown as written: tensor.py's are strings (`from __future__ import
+    annotations`), which inspect would print quoted."""
+    def __repr__(self) -> str:
+        return self.replace('"', "").replace("'", "")
 
 
-def _param(p: inspect.Parameter) -> str:
-    text = str(p.replace(annotation=p.empty, default=p.empty))
-    if p.annotation is not p.empty:
-        text += f": {_annotation(p.annotation)}"
-    if p.default is not p.empty:
-        text += f" = {p.default!r}" if p.annotation is not p.empty else f"={p.default!r}"
-    return text
+def _written(annotation):
+    return annotation if annotation is inspect.Parameter.empty else _Written(annotation)
 
 
 def _forwarder(name: str) -> str:
     """`def name(input, ...)` calling the Tensor method, with the method's own parameters."""
     from .tensor import Tensor
     sig = inspect.signature(getattr(Tensor, name))
-    params = list(sig.parameters.values())[1:]
-    head, call = ["input: Tensor"], []
-    for p in params:
-        if p.kind == p.KEYWORD_ONLY and not any(q.kind == q.VAR_POSITIONAL for q in params) \
-                and "*" not in head:
-            head.append("*")
-        head.append(_param(p))
-        call.append({p.VAR_POSITIONAL: f"*{p.name}", p.VAR_KEYWORD: f"**{p.name}",
-                     p.KEYWORD_ONLY: f"{p.name}={p.name}"}.get(p.kind, p.name))
-    ret = "" if sig.return_annotation is sig.empty else f" -> {_annotation(sig.return_annotation)}"
-    doc = f"torch.{name}: `input.{name}({', '.join(call)})`; see Tensor.{name}."
+    params = [p.replace(annotation=_written(p.annotation)) for p in sig.parameters.values()][1:]
+    call = ", ".join({p.VAR_POSITIONAL: f"*{p.name}", p.VAR_KEYWORD: f"**{p.name}",
+                      p.KEYWORD_ONLY: f"{p.name}={p.name}"}.get(p.kind, p.name) for p in params)
+    tensor = FIRST_ARGUMENT.get(name, "input")
+    first = inspect.Parameter(tensor, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                              annotation=_Written("Tensor"))
+    sig = sig.replace(parameters=[first, *params],
+                      return_annotation=_written(sig.return_annotation))
+    doc = f"torch.{name}: `{tensor}.{name}({call})`; see Tensor.{name}."
     if name in EXAMPLES:
         body = "\n".join(f"    {line}" for line in EXAMPLES[name].splitlines())
         doc += f"\n\n    >>> import aneforge as af\n{body}\n    "
-    line = f"def {name}({', '.join(head)}){ret}:"
+    line = f"def {name}{sig}:"
     if len(line) > 100:                     # wrap the parameters under the opening parenthesis
         cut = line.rindex(", ", 0, 100)
         line = f"{line[:cut + 1]}\n{' ' * (len(name) + 5)}{line[cut + 2:]}"
-    return f"{line}\n    \"\"\"{doc}\"\"\"\n    return input.{name}({', '.join(call)})"
+    return f'{line}\n    """{doc}"""\n    return {tensor}.{name}({call})'
 
 
 def blocks() -> dict[tuple[str, str], str]:
@@ -257,10 +256,9 @@ def blocks() -> dict[tuple[str, str], str]:
     in_functions = [r.name for r in af_rows if _bound_from(r, "torch") == "functions"]
     from_f = [r.name for r in af_rows if _bound_from(r, "torch") == "F"]
     f_imports = [r.name for r in on("F") if _bound_from(r, "F") == "functions"]
-    forwarders = [r.name for r in af_rows if _bound_from(r, "torch") == "functions"
-                  and r.home == "Tensor" and "torch" not in r.adapted]
+    forwarders = [r.name for r in af_rows if r.home == "Tensor" and "torch" not in r.adapted]
     return {
-        ("functions.py", "forwarders"): "\n\n".join(_forwarder(n) for n in forwarders),
+        ("functions.py", "forwarders"): "\n\n\n".join(_forwarder(n) for n in forwarders),
         ("functions.py", "__all__"): _names([f'"{n}"' for n in in_functions], "__all__ = [", "]"),
         ("nn/functional.py", "imports"):
             _names(f_imports, "from ..functions import (", ")") + "\n\n" +

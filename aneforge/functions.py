@@ -126,6 +126,7 @@ def abs(input: Tensor):
     """torch.abs: `input.abs()`; see Tensor.abs."""
     return input.abs()
 
+
 def add(input: Tensor, other, alpha=1):
     """torch.add: `input.add(other, alpha)`; see Tensor.add.
 
@@ -134,6 +135,7 @@ def add(input: Tensor, other, alpha=1):
     [3.0, 4.0]
     """
     return input.add(other, alpha)
+
 
 def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """torch.all: `input.all(dim, keepdim)`; see Tensor.all.
@@ -144,13 +146,16 @@ def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """
     return input.all(dim, keepdim)
 
+
 def amax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """torch.amax: `input.amax(dim, keepdim)`; see Tensor.amax."""
     return input.amax(dim, keepdim)
 
+
 def amin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """torch.amin: `input.amin(dim, keepdim)`; see Tensor.amin."""
     return input.amin(dim, keepdim)
+
 
 def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """torch.any: `input.any(dim, keepdim)`; see Tensor.any.
@@ -161,25 +166,31 @@ def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """
     return input.any(dim, keepdim)
 
+
 def argmax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """torch.argmax: `input.argmax(dim, keepdim)`; see Tensor.argmax."""
     return input.argmax(dim, keepdim)
+
 
 def argmin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """torch.argmin: `input.argmin(dim, keepdim)`; see Tensor.argmin."""
     return input.argmin(dim, keepdim)
 
+
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """torch.chunk: `input.chunk(chunks, dim)`; see Tensor.chunk."""
     return input.chunk(chunks, dim)
+
 
 def clamp(input: Tensor, min=None, max=None) -> Tensor:
     """torch.clamp: `input.clamp(min, max)`; see Tensor.clamp."""
     return input.clamp(min, max)
 
+
 def clip(input: Tensor, min=None, max=None) -> Tensor:
     """torch.clip: `input.clip(min, max)`; see Tensor.clip."""
     return input.clip(min, max)
+
 
 def clone(input: Tensor) -> Tensor:
     """torch.clone: `input.clone()`; see Tensor.clone.
@@ -190,9 +201,11 @@ def clone(input: Tensor) -> Tensor:
     """
     return input.clone()
 
+
 def cos(input: Tensor):
     """torch.cos: `input.cos()`; see Tensor.cos."""
     return input.cos()
+
 
 def detach(input: Tensor) -> Tensor:
     """torch.detach: `input.detach()`; see Tensor.detach.
@@ -204,6 +217,7 @@ def detach(input: Tensor) -> Tensor:
     """
     return input.detach()
 
+
 def div(input: Tensor, other):
     """torch.div: `input.div(other)`; see Tensor.div.
 
@@ -212,6 +226,7 @@ def div(input: Tensor, other):
     [0.5, 1.5]
     """
     return input.div(other)
+
 
 def eq(input: Tensor, other):
     """torch.eq: `input.eq(other)`; see Tensor.eq.
@@ -222,6 +237,7 @@ def eq(input: Tensor, other):
     """
     return input.eq(other)
 
+
 def erf(input: Tensor):
     """torch.erf: `input.erf()`; see Tensor.erf.
 
@@ -231,13 +247,16 @@ def erf(input: Tensor):
     """
     return input.erf()
 
+
 def exp(input: Tensor):
     """torch.exp: `input.exp()`; see Tensor.exp."""
     return input.exp()
 
+
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """torch.flatten: `input.flatten(start_dim, end_dim)`; see Tensor.flatten."""
     return input.flatten(start_dim, end_dim)
+
 
 def ge(input: Tensor, other):
     """torch.ge: `input.ge(other)`; see Tensor.ge.
@@ -248,6 +267,7 @@ def ge(input: Tensor, other):
     """
     return input.ge(other)
 
+
 def gt(input: Tensor, other):
     """torch.gt: `input.gt(other)`; see Tensor.gt.
 
@@ -256,6 +276,7 @@ def gt(input: Tensor, other):
     [False, True]
     """
     return input.gt(other)
+
 
 def le(input: Tensor, other):
     """torch.le: `input.le(other)`; see Tensor.le.
@@ -266,13 +287,16 @@ def le(input: Tensor, other):
     """
     return input.le(other)
 
+
 def log(input: Tensor):
     """torch.log: `input.log()`; see Tensor.log."""
     return input.log()
 
+
 def log_softmax(input: Tensor, dim: int) -> Tensor:
     """torch.log_softmax: `input.log_softmax(dim)`; see Tensor.log_softmax."""
     return input.log_softmax(dim)
+
 
 def logical_not(input: Tensor):
     """torch.logical_not: `input.logical_not()`; see Tensor.logical_not.
@@ -283,6 +307,7 @@ def logical_not(input: Tensor):
     """
     return input.logical_not()
 
+
 def lt(input: Tensor, other):
     """torch.lt: `input.lt(other)`; see Tensor.lt.
 
@@ -291,6 +316,7 @@ def lt(input: Tensor, other):
     [True, False]
     """
     return input.lt(other)
+
 
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """torch.masked_fill: `input.masked_fill(mask, value)`; see Tensor.masked_fill.
@@ -302,29 +328,36 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """
     return input.masked_fill(mask, value)
 
+
 def matmul(input: Tensor, other) -> Tensor:
     """torch.matmul: `input.matmul(other)`; see Tensor.matmul."""
     return input.matmul(other)
+
 
 def max(input: Tensor, dim=None, keepdim: bool = False):
     """torch.max: `input.max(dim, keepdim)`; see Tensor.max."""
     return input.max(dim, keepdim)
 
+
 def maximum(input: Tensor, other):
     """torch.maximum: `input.maximum(other)`; see Tensor.maximum."""
     return input.maximum(other)
+
 
 def mean(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """torch.mean: `input.mean(dim, keepdim)`; see Tensor.mean."""
     return input.mean(dim, keepdim)
 
+
 def min(input: Tensor, dim=None, keepdim: bool = False):
     """torch.min: `input.min(dim, keepdim)`; see Tensor.min."""
     return input.min(dim, keepdim)
 
+
 def minimum(input: Tensor, other):
     """torch.minimum: `input.minimum(other)`; see Tensor.minimum."""
     return input.minimum(other)
+
 
 def movedim(input: Tensor, source: int, destination: int) -> Tensor:
     """torch.movedim: `input.movedim(source, destination)`; see Tensor.movedim.
@@ -335,6 +368,7 @@ def movedim(input: Tensor, source: int, destination: int) -> Tensor:
     """
     return input.movedim(source, destination)
 
+
 def mul(input: Tensor, other):
     """torch.mul: `input.mul(other)`; see Tensor.mul.
 
@@ -343,6 +377,7 @@ def mul(input: Tensor, other):
     [3.0, 6.0]
     """
     return input.mul(other)
+
 
 def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
     """torch.narrow: `input.narrow(dim, start, length)`; see Tensor.narrow.
@@ -353,6 +388,7 @@ def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
     """
     return input.narrow(dim, start, length)
 
+
 def ne(input: Tensor, other):
     """torch.ne: `input.ne(other)`; see Tensor.ne.
 
@@ -362,9 +398,11 @@ def ne(input: Tensor, other):
     """
     return input.ne(other)
 
+
 def neg(input: Tensor) -> Tensor:
     """torch.neg: `input.neg()`; see Tensor.neg."""
     return input.neg()
+
 
 def numel(input: Tensor) -> int:
     """torch.numel: `input.numel()`; see Tensor.numel.
@@ -375,57 +413,71 @@ def numel(input: Tensor) -> int:
     """
     return input.numel()
 
+
 def permute(input: Tensor, *dims) -> Tensor:
     """torch.permute: `input.permute(*dims)`; see Tensor.permute."""
     return input.permute(*dims)
+
 
 def pow(input: Tensor, exponent) -> Tensor:
     """torch.pow: `input.pow(exponent)`; see Tensor.pow."""
     return input.pow(exponent)
 
+
 def reciprocal(input: Tensor):
     """torch.reciprocal: `input.reciprocal()`; see Tensor.reciprocal."""
     return input.reciprocal()
+
 
 def relu(input: Tensor):
     """torch.relu: `input.relu()`; see Tensor.relu."""
     return input.relu()
 
+
 def reshape(input: Tensor, *shape) -> Tensor:
     """torch.reshape: `input.reshape(*shape)`; see Tensor.reshape."""
     return input.reshape(*shape)
+
 
 def rsqrt(input: Tensor):
     """torch.rsqrt: `input.rsqrt()`; see Tensor.rsqrt."""
     return input.rsqrt()
 
+
 def sigmoid(input: Tensor):
     """torch.sigmoid: `input.sigmoid()`; see Tensor.sigmoid."""
     return input.sigmoid()
+
 
 def sin(input: Tensor):
     """torch.sin: `input.sin()`; see Tensor.sin."""
     return input.sin()
 
+
 def softmax(input: Tensor, dim: int) -> Tensor:
     """torch.softmax: `input.softmax(dim)`; see Tensor.softmax."""
     return input.softmax(dim)
 
-def split(input: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
-    """torch.split: `input.split(split_size_or_sections, dim)`; see Tensor.split."""
-    return input.split(split_size_or_sections, dim)
+
+def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
+    """torch.split: `tensor.split(split_size_or_sections, dim)`; see Tensor.split."""
+    return tensor.split(split_size_or_sections, dim)
+
 
 def sqrt(input: Tensor):
     """torch.sqrt: `input.sqrt()`; see Tensor.sqrt."""
     return input.sqrt()
 
+
 def square(input: Tensor):
     """torch.square: `input.square()`; see Tensor.square."""
     return input.square()
 
+
 def squeeze(input: Tensor, dim=None) -> Tensor:
     """torch.squeeze: `input.squeeze(dim)`; see Tensor.squeeze."""
     return input.squeeze(dim)
+
 
 def std(input: Tensor, dim=None, keepdim: bool = False, correction: int = 1,
         unbiased=None) -> Tensor:
@@ -437,6 +489,7 @@ def std(input: Tensor, dim=None, keepdim: bool = False, correction: int = 1,
     """
     return input.std(dim, keepdim, correction, unbiased)
 
+
 def sub(input: Tensor, other, alpha=1):
     """torch.sub: `input.sub(other, alpha)`; see Tensor.sub.
 
@@ -446,30 +499,36 @@ def sub(input: Tensor, other, alpha=1):
     """
     return input.sub(other, alpha)
 
+
 def sum(input: Tensor, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
     """torch.sum: `input.sum(dim, keepdim, dtype)`; see Tensor.sum."""
     return input.sum(dim, keepdim, dtype)
 
-def swapaxes(input: Tensor, dim0: int, dim1: int) -> Tensor:
-    """torch.swapaxes: `input.swapaxes(dim0, dim1)`; see Tensor.swapaxes.
+
+def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
+    """torch.swapaxes: `input.swapaxes(axis0, axis1)`; see Tensor.swapaxes.
 
     >>> import aneforge as af
     >>> af.swapaxes(af.zeros(2, 3), 0, 1).shape
     (3, 2)
     """
-    return input.swapaxes(dim0, dim1)
+    return input.swapaxes(axis0, axis1)
+
 
 def t(input: Tensor) -> Tensor:
     """torch.t: `input.t()`; see Tensor.t."""
     return input.t()
 
+
 def tanh(input: Tensor):
     """torch.tanh: `input.tanh()`; see Tensor.tanh."""
     return input.tanh()
 
+
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     """torch.transpose: `input.transpose(dim0, dim1)`; see Tensor.transpose."""
     return input.transpose(dim0, dim1)
+
 
 def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     """torch.unbind: `input.unbind(dim)`; see Tensor.unbind.
@@ -480,9 +539,11 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     """
     return input.unbind(dim)
 
+
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
     """torch.unsqueeze: `input.unsqueeze(dim)`; see Tensor.unsqueeze."""
     return input.unsqueeze(dim)
+
 
 def var(input: Tensor, dim=None, keepdim: bool = False, correction: int = 1,
         unbiased=None) -> Tensor:

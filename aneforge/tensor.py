@@ -537,7 +537,8 @@ class Tensor:
         perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
         return self.permute(perm)
 
-    swapaxes = transpose
+    def swapaxes(self, axis0: int, axis1: int) -> "Tensor":
+        return self.transpose(axis0, axis1)
 
     def t(self) -> "Tensor":
         if self.ndim > 2:
