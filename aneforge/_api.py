@@ -16,7 +16,9 @@ statement that `python -m aneforge._api` writes into the marked blocks of
     aneforge/__init__.py       af.X: imported from functions and nn.functional; __all__
 
 so IDEs, static analyzers and help() see every name. Tensor.X is always a def (or a class-body
-assignment) in tensor.py, written by hand: the methods are the implementations.
+assignment) in tensor.py, written by hand: the methods are the implementations. Functions that
+make tensors or set state (af.zeros, af.manual_seed, af.no_grad, ...) are on af only, as in
+torch, and imported by hand in __init__.py.
 """
 from __future__ import annotations
 

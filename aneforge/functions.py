@@ -1,4 +1,10 @@
-"""torch-named functions over tensors: af.cat, af.stack, af.where, af.matmul, af.exp, ..."""
+"""torch-named functions over tensors, the torch.X surface: af.cat, af.where, af.exp, ...
+
+Written here: the functions whose home is this module (cat, stack, where) and adapters for
+torch's top-level signatures of nn.functional names (torch.embedding(weight, indices), ...).
+Generated from the table in aneforge/_api.py: af.X for every Tensor method torch also spells
+as torch.X, forwarding to the method, and __all__.
+"""
 from __future__ import annotations
 
 import builtins
@@ -70,7 +76,7 @@ def where(condition: Tensor, input, other) -> Tensor:
 
 def _scalars_dtype(*values) -> dtypes.DType:
     """torch's dtype for Python numbers alone: bool, else int (int32 here), else float16."""
-    if builtins.all(isinstance(v, bool) for v in values):       # af.all shadows all here
+    if builtins.all(isinstance(v, bool) for v in values):       # af.all is defined below
         return dtypes.bool_
     if builtins.all(isinstance(v, numbers.Integral) for v in values):
         return dtypes.int32
@@ -101,7 +107,7 @@ def dropout(input: Tensor, p: float, train: bool) -> Tensor:
     return _dropout(input, p, train)
 
 
-REDUCTIONS = ("none", "mean", "sum")       # torch's top-level reduction codes 0, 1, 2
+_REDUCTIONS = ("none", "mean", "sum")       # torch's top-level reduction codes 0, 1, 2
 
 
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None, pos_weight=None,
@@ -115,9 +121,9 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None,
     """
     if weight is not None or pos_weight is not None:
         raise AneforgeError("binary_cross_entropy_with_logits: weight and pos_weight are not "
-                            "supported; multiply the reduction='none' loss instead")
+                            "supported; multiply the unreduced loss (reduction=0) instead")
     from .nn.functional import binary_cross_entropy_with_logits as _bce
-    return _bce(input, target, REDUCTIONS[reduction])
+    return _bce(input, target, _REDUCTIONS[reduction])
 
 
 # ---- af.X of the Tensor methods ---------------------------------------------------------------
