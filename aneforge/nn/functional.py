@@ -1,5 +1,7 @@
 """torch.nn.functional names over the registered ops: each function records one MIL op (or a
-composite of them), with torch's argument names.
+composite of them), with torch's argument names. The names torch also spells as Tensor methods
+(relu, sigmoid, tanh, softmax, log_softmax) are af's own functions, imported by the block that
+aneforge/_api.py's table generates.
 
 >>> import aneforge as af
 >>> import aneforge.nn.functional as F
