@@ -41,7 +41,7 @@ def _entry(i):
 
 
 def getitem(x, index):
-    from .tensor import _op
+    from .tensor import record_op
     index = tuple(_entry(i) for i in (index if isinstance(index, tuple) else (index,)))
     index = _expand_ellipsis(index, x.ndim)
     begin, end, stride, squeeze, new_axes = [], [], [], [], []
@@ -67,10 +67,10 @@ def getitem(x, index):
             out_pos += 1
         axis += 1
     if any(squeeze) or any((b, e, s) != (0, n, 1) for b, e, s, n in zip(begin, end, stride, x.shape)):
-        x = _op("slice_by_index", {"x": x}, {
+        x = record_op("slice_by_index", {"x": x}, {
             "begin": tuple(begin), "end": tuple(end), "stride": tuple(stride),
             "begin_mask": (False,) * len(begin), "end_mask": (False,) * len(begin),
             "squeeze_mask": tuple(squeeze)})
     if new_axes:
-        x = _op("expand_dims", {"x": x}, {"axes": tuple(new_axes)})
+        x = record_op("expand_dims", {"x": x}, {"axes": tuple(new_axes)})
     return x

@@ -114,7 +114,7 @@ class Tensor:
             return Tensor(leaf(self._node.data[self._idx], self.type))
         from .autograd import no_grad
         with no_grad():
-            return _op("identity", {"x": self}, {})
+            return record_op("identity", {"x": self}, {})
 
     def set_(self, source) -> "Tensor":
         """Make this handle hold `source`'s value, as torch's `Tensor.set_`: it becomes a leaf
@@ -200,7 +200,8 @@ class Tensor:
         if dtype is None:
             return self
         dtype = dtypes.as_dtype(dtype)
-        return self if dtype == self.dtype else _op("cast", {"x": self}, {"dtype": dtype.name})
+        return self if dtype == self.dtype else \
+            record_op("cast", {"x": self}, {"dtype": dtype.name})
 
     def cpu(self) -> "Tensor":
         return self
@@ -210,7 +211,7 @@ class Tensor:
 
     def clone(self) -> "Tensor":
         """A copy that keeps the gradient connection (an identity op)."""
-        return _op("identity", {"x": self}, {})
+        return record_op("identity", {"x": self}, {})
 
     def float(self) -> "Tensor":
         return self.to(dtypes.float32)
@@ -234,8 +235,8 @@ class Tensor:
 
     # ---- arithmetic ------------------------------------------------------------------
     def _binary(self, op: str, other, reverse: bool = False, floating: bool = False):
-        a, b = _operands(self, other, floating)
-        return _op(op, {"x": b, "y": a} if reverse else {"x": a, "y": b}, {})
+        a, b = operands(self, other, floating)
+        return record_op(op, {"x": b, "y": a} if reverse else {"x": a, "y": b}, {})
 
     def __add__(self, o):
         return self._binary("add", o)
@@ -318,42 +319,42 @@ class Tensor:
 
     def matmul(self, other) -> "Tensor":
         """Matrix product with torch's rules for 1-D, 2-D and batched operands (MIL matmul)."""
-        a, b = _operands(self, other, floating=True)
+        a, b = operands(self, other, floating=True)
         if a.ndim == 0 or b.ndim == 0:
             raise ShapeError(f"matmul: both operands need at least 1 dimension, got shapes "
                              f"{a.shape} and {b.shape}")
         # MIL matmul with a rank-1 operand is typed inconsistently by Core ML: lift to rank 2.
         x = a.unsqueeze(0) if a.ndim == 1 else a
         y = b.unsqueeze(-1) if b.ndim == 1 else b
-        out = _op("matmul", {"x": x, "y": y}, {})
+        out = record_op("matmul", {"x": x, "y": y}, {})
         if b.ndim == 1:
             out = out.squeeze(-1)
         return out.squeeze(-2 if b.ndim > 1 else -1) if a.ndim == 1 else out
 
     # ---- comparisons -----------------------------------------------------------------
     def _compare(self, op: str, other):
-        a, b = _operands(self, other)
+        a, b = operands(self, other)
         if a.dtype == dtypes.bool_:       # MIL compares numbers: bools compare as 0/1 in fp16
             a, b = a.half(), b.half()
-        return _op(op, {"x": a, "y": b}, {})
+        return record_op(op, {"x": a, "y": b}, {})
 
-    def __lt__(self, o):
-        return self._compare("less", o)
+    def __lt__(self, other):
+        return self._compare("less", other)
 
-    def __le__(self, o):
-        return self._compare("less_equal", o)
+    def __le__(self, other):
+        return self._compare("less_equal", other)
 
-    def __gt__(self, o):
-        return self._compare("greater", o)
+    def __gt__(self, other):
+        return self._compare("greater", other)
 
-    def __ge__(self, o):
-        return self._compare("greater_equal", o)
+    def __ge__(self, other):
+        return self._compare("greater_equal", other)
 
-    def __eq__(self, o):
-        return self._compare("equal", o)
+    def __eq__(self, other):
+        return self._compare("equal", other)
 
-    def __ne__(self, o):
-        return self._compare("not_equal", o)
+    def __ne__(self, other):
+        return self._compare("not_equal", other)
 
     lt, le, gt, ge, eq, ne = __lt__, __le__, __gt__, __ge__, __eq__, __ne__
 
@@ -370,14 +371,14 @@ class Tensor:
         return _select(a, ~b, b)
 
     def __invert__(self):
-        return _op("logical_not", {"x": self}, {})
+        return record_op("logical_not", {"x": self}, {})
 
     def logical_not(self):
         return ~self
 
     # ---- unary math and activations --------------------------------------------------
     def _unary(self, op: str, **attrs) -> "Tensor":
-        return _op(op, {"x": self._floating()}, attrs)
+        return record_op(op, {"x": self._floating()}, attrs)
 
     def exp(self):
         return self._unary("exp")
@@ -392,7 +393,7 @@ class Tensor:
         return self._unary("rsqrt", epsilon=0.0)
 
     def abs(self):
-        return _op("abs", {"x": self}, {})
+        return record_op("abs", {"x": self}, {})
 
     def relu(self):
         """max(x, 0); integer tensors stay integer, as in torch (MIL relu is floating-only)."""
@@ -425,7 +426,7 @@ class Tensor:
             raise AneforgeError("clamp: give at least one of min and max")
         scalar = all(v is None or isinstance(v, numbers.Real) for v in (min, max))
         if scalar and min is not None and max is not None and min < max and self.dtype.is_float:
-            return _op("clip", {"x": self}, {"alpha": float(min), "beta": float(max)})
+            return record_op("clip", {"x": self}, {"alpha": float(min), "beta": float(max)})
         out = self if min is None else self.maximum(min)
         return out if max is None else out.minimum(max)
 
@@ -438,6 +439,17 @@ class Tensor:
         """`value` where `mask` is true, else self (MIL select)."""
         from .functions import where
         return where(mask, value, self)
+
+    def where(self, condition: "Tensor", other) -> "Tensor":
+        """`self` where `condition` is true, else `other`: torch.where(condition, self, other).
+
+        >>> import aneforge as af
+        >>> x = af.tensor([-1.0, 2.0])
+        >>> x.where(x > 0, 0.0).tolist()
+        [0.0, 2.0]
+        """
+        from .functions import where
+        return where(condition, self, other)
 
     def var(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None) -> "Tensor":
         """Variance with Bessel's correction by default, as torch."""
@@ -470,7 +482,7 @@ class Tensor:
         axes = axes or None       # torch: no dim, or an empty one, reduces every axis
         if self.ndim == 0:
             return self
-        return _op(op, {"x": self}, {"axes": axes, "keep_dims": keepdim})
+        return record_op(op, {"x": self}, {"axes": axes, "keep_dims": keepdim})
 
     def sum(self, dim=None, keepdim: bool = False, dtype=None) -> "Tensor":
         x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
@@ -505,11 +517,11 @@ class Tensor:
 
     def _arg(self, op: str, dim, keepdim: bool) -> "Tensor":
         if self.ndim == 0:                  # MIL reduces rank >= 1: argmax of a scalar is 0
-            return _op(op, {"x": self.reshape(1)}, {"axis": 0, "keep_dims": False})
+            return record_op(op, {"x": self.reshape(1)}, {"axis": 0, "keep_dims": False})
         if dim is None:           # the index into the flattened tensor
-            flat = _op(op, {"x": self.reshape(-1)}, {"axis": 0, "keep_dims": False})
+            flat = record_op(op, {"x": self.reshape(-1)}, {"axis": 0, "keep_dims": False})
             return flat.reshape((1,) * self.ndim) if keepdim else flat
-        return _op(op, {"x": self}, {"axis": dim, "keep_dims": keepdim})
+        return record_op(op, {"x": self}, {"axis": dim, "keep_dims": keepdim})
 
     def argmax(self, dim=None, keepdim: bool = False) -> "Tensor":
         """Index of the largest value (int32; the first one on ties)."""
@@ -521,7 +533,7 @@ class Tensor:
     # ---- shapes ----------------------------------------------------------------------
     def reshape(self, *shape) -> "Tensor":
         shape = _infer_size(_sizes(shape), self.numel(), self.shape)
-        return self if shape == self.shape else _op("reshape", {"x": self}, {"shape": shape})
+        return self if shape == self.shape else record_op("reshape", {"x": self}, {"shape": shape})
 
     view = reshape
 
@@ -536,14 +548,17 @@ class Tensor:
         if sorted(dims) != list(range(self.ndim)):
             raise ShapeError(f"permute: {dims} is not a permutation of {self.ndim} dims "
                              f"(shape {self.shape})")
-        return self if dims == tuple(range(self.ndim)) else _op("transpose", {"x": self}, {"perm": dims})
+        if dims == tuple(range(self.ndim)):
+            return self
+        return record_op("transpose", {"x": self}, {"perm": dims})
 
     def transpose(self, dim0: int, dim1: int) -> "Tensor":
         perm = list(range(self.ndim))
         perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
         return self.permute(perm)
 
-    swapaxes = transpose
+    def swapaxes(self, axis0: int, axis1: int) -> "Tensor":
+        return self.transpose(axis0, axis1)
 
     def t(self) -> "Tensor":
         if self.ndim > 2:
@@ -556,13 +571,13 @@ class Tensor:
         return self.permute(tuple(reversed(range(self.ndim))))
 
     def unsqueeze(self, dim: int) -> "Tensor":
-        return _op("expand_dims", {"x": self}, {"axes": (dim % (self.ndim + 1),)})
+        return record_op("expand_dims", {"x": self}, {"axes": (dim % (self.ndim + 1),)})
 
     def squeeze(self, dim=None) -> "Tensor":
         """Drop size-1 axes (all, or the given ones; like torch, a given axis of size > 1 stays)."""
         dims = range(self.ndim) if dim is None else dim if isinstance(dim, (tuple, list)) else (dim,)
         axes = tuple(d % self.ndim for d in dims if self.shape[d] == 1) if self.ndim else ()
-        return self if not axes else _op("squeeze", {"x": self}, {"axes": axes})
+        return self if not axes else record_op("squeeze", {"x": self}, {"axes": axes})
 
     def expand(self, *sizes) -> "Tensor":
         """Broadcast to `sizes` (-1 keeps an axis); MIL has no view, so this tiles."""
@@ -577,7 +592,8 @@ class Tensor:
                 raise ShapeError(f"expand: cannot expand shape {self.shape} to {sizes}: an axis "
                                  f"of size {n} can only stay or grow from 1")
             reps.append(s if n == 1 else 1)
-        return x if all(r == 1 for r in reps) else _op("tile", {"x": x}, {"reps": tuple(reps)})
+        return x if all(r == 1 for r in reps) else \
+            record_op("tile", {"x": x}, {"reps": tuple(reps)})
 
     def expand_as(self, other: "Tensor") -> "Tensor":
         return self.expand(other.shape)
@@ -591,7 +607,7 @@ class Tensor:
             sizes = list(split_size_or_sections)
         if len(sizes) == 1:
             return (self,)
-        return _op("split", {"x": self}, {"split_sizes": tuple(sizes), "axis": dim})
+        return record_op("split", {"x": self}, {"split_sizes": tuple(sizes), "axis": dim})
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple["Tensor", ...]:
         return self.split(-(-self.shape[dim] // chunks), dim)
@@ -618,7 +634,17 @@ class Tensor:
                             "Build the new value with af.where(mask, value, x) or af.cat.")
 
 
-def _op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
+def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
+    """Record one registered MIL op on Tensors and return its output Tensor (a tuple if it has
+    several): the package's one way to build an op outside Tensor's methods. `inputs` maps MIL
+    argument names to Tensors (or tuples of them), `attrs` the op's literal arguments; the op's
+    `infer` checks shapes, dtypes and ANE limits now.
+
+    >>> import aneforge as af
+    >>> from aneforge.tensor import record_op
+    >>> record_op("exp", {"x": af.zeros(2)}, {}).tolist()
+    [1.0, 1.0]
+    """
     refs = {k: ([t.ref for t in v] if isinstance(v, (tuple, list)) else
                 None if v is None else v.ref) for k, v in inputs.items()}
     grad = _grad_enabled() and any(
@@ -640,12 +666,12 @@ def _bools(x: Tensor, other) -> tuple[Tensor, Tensor]:
 
 
 def _select(cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
-    return _op("select", {"cond": cond, "a": a, "b": b}, {})
+    return record_op("select", {"cond": cond, "a": a, "b": b}, {})
 
 
 def const(value, dtype: DType) -> Tensor:
     """A literal baked into the program (Python numbers in expressions: part of the structure)."""
-    return _op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})
+    return record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})
 
 
 def tensor_like(value, like: Tensor) -> Tensor:
@@ -665,9 +691,16 @@ def _scalar_dtype(x: Tensor, value) -> DType:
     return dtypes.float16
 
 
-def _operands(x: Tensor, other, floating: bool = False) -> tuple[Tensor, Tensor]:
+def operands(x: Tensor, other, floating: bool = False) -> tuple[Tensor, Tensor]:
     """Both operands as Tensors of one dtype, by torch's promotion rules (a Python number takes
-    the tensor's dtype unless it is a float meeting an integer tensor)."""
+    the tensor's dtype unless it is a float meeting an integer tensor); `floating` promotes an
+    integer result to float16. The package's way to prepare a binary op's inputs.
+
+    >>> import aneforge as af
+    >>> from aneforge.tensor import operands
+    >>> [t.dtype for t in operands(af.tensor([1, 2]), 0.5)]
+    [aneforge.float16, aneforge.float16]
+    """
     if isinstance(other, np.ndarray):
         other = tensor_like(other, x)
     if not isinstance(other, Tensor):

@@ -179,8 +179,8 @@ def _const_linear(m, x, w, b):
     """MIL `linear` (weight and bias must be constants): what passes fuse a frozen layer into."""
     if m is torch:
         return torch.nn.functional.linear(x, w, b)
-    from aneforge.tensor import _op, const
-    return _op("linear", {"x": x, "weight": const(w.numpy(), af.float16),
+    from aneforge.tensor import const, record_op
+    return record_op("linear", {"x": x, "weight": const(w.numpy(), af.float16),
                           "bias": const(b.numpy(), af.float16)}, {})
 
 
@@ -190,11 +190,11 @@ def _conv(m, x, w, b, strides=(1, 1), pad=(0, 0, 0, 0), dilations=(1, 1), groups
         xp = torch.nn.functional.pad(x, (pad[2], pad[3], pad[0], pad[1]))
         t = lambda a: None if a is None else torch.tensor(np.asarray(a, np.float32))  # noqa: E731
         return torch.nn.functional.conv2d(xp, t(w), t(b), strides, 0, dilations, groups)
-    from aneforge.tensor import _op, const
+    from aneforge.tensor import const, record_op
     ins = {"x": x, "weight": const(w, af.float16)}
     if b is not None:
         ins["bias"] = const(b, af.float16)
-    return _op("conv", ins, dict(strides=strides, pad_type="custom", pad=pad,
+    return record_op("conv", ins, dict(strides=strides, pad_type="custom", pad=pad,
                                  dilations=dilations, groups=groups))
 
 
@@ -222,8 +222,8 @@ def _fused(m, op, inputs, torch_fn, **attrs):
     recorded directly: the public API spells these as composites."""
     if m is torch:
         return torch_fn()
-    from aneforge.tensor import _op
-    return _op(op, inputs, attrs)
+    from aneforge.tensor import record_op
+    return record_op(op, inputs, attrs)
 
 
 def _affine_consts(n):

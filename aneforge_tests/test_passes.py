@@ -731,11 +731,11 @@ def test_fuse_matmul_weight_bias_leaves_trained_weights():
 
 
 def test_fuse_linear_bias():
-    from aneforge.tensor import _op
+    from aneforge.tensor import record_op
     rng = np.random.default_rng(1)
     x = data(3, 4)
     def lin():
-        return _op("linear", {"x": x, "weight": _frozen(rng.standard_normal((2, 4))),
+        return record_op("linear", {"x": x, "weight": _frozen(rng.standard_normal((2, 4))),
                               "bias": _frozen(rng.standard_normal(2))}, {})
     p = af.program(lin() + _frozen([0.5, -1.0]), 1.0 - lin())
     apply(p, "fuse_linear_bias", "dead_code_elimination")
@@ -744,12 +744,12 @@ def test_fuse_linear_bias():
 
 def _conv(x, cout, k=3, bias=True, seed=0, **attrs):
     """MIL conv with a frozen weight [cout, C, k, k] (and bias)."""
-    from aneforge.tensor import _op
+    from aneforge.tensor import record_op
     rng = np.random.default_rng(seed)
     ins = {"x": x, "weight": _frozen(rng.standard_normal((cout, x.shape[1], k, k)) / k)}
     if bias:
         ins["bias"] = _frozen(rng.standard_normal(cout))
-    return _op("conv", ins, attrs)
+    return record_op("conv", ins, attrs)
 
 
 def _channels(*v):
@@ -792,9 +792,9 @@ def test_fuse_conv_scale_leaves_divisors_and_trained_scales():
 
 
 def _batch_norm(y, eps=1e-3):
-    from aneforge.tensor import _op
+    from aneforge.tensor import record_op
     c = y.shape[1]
-    return _op("batch_norm", {"x": y, "mean": _frozen(np.linspace(-1, 1, c)),
+    return record_op("batch_norm", {"x": y, "mean": _frozen(np.linspace(-1, 1, c)),
                               "variance": _frozen(np.linspace(0.5, 4, c)),
                               "gamma": _frozen(np.linspace(2, -1, c)),
                               "beta": _frozen(np.linspace(0.5, 1, c))}, {"epsilon": eps})
@@ -826,8 +826,8 @@ def test_default_pipeline_folds_a_frozen_conv_block():
 
 
 def _interleave(values, axis):
-    from aneforge.tensor import _op
-    return _op("concat", {"values": tuple(values)}, {"axis": axis, "interleave": True})
+    from aneforge.tensor import record_op
+    return record_op("concat", {"values": tuple(values)}, {"axis": axis, "interleave": True})
 
 
 @pytest.mark.parametrize("f", [2, 3])
@@ -915,10 +915,10 @@ def test_split_long_matmul_splits_wide_outputs_exactly():
 
 
 def test_split_long_matmul_splits_linear_into_constant_tiles():
-    from aneforge.tensor import _op
+    from aneforge.tensor import record_op
     rng = np.random.default_rng(2)
     x = data(3, 10)
-    lin = _op("linear", {"x": x, "weight": _frozen(rng.standard_normal((6, 10))),
+    lin = record_op("linear", {"x": x, "weight": _frozen(rng.standard_normal((6, 10))),
                          "bias": _frozen(rng.standard_normal(6))}, {})
     p = af.program(lin)
     apply(p, "split_long_matmul", "dead_code_elimination", contraction_cap=4, tol=16 * U)
@@ -934,8 +934,8 @@ def test_split_long_matmul_leaves_short_contractions():
 
 
 def _sdpa(q, k, v, mask=None):
-    from aneforge.tensor import _op
-    return _op("scaled_dot_product_attention", {"query": q, "key": k, "value": v,
+    from aneforge.tensor import record_op
+    return record_op("scaled_dot_product_attention", {"query": q, "key": k, "value": v,
                                                 "attn_mask": mask}, {})
 
 

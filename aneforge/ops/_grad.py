@@ -4,8 +4,8 @@ from __future__ import annotations
 
 
 def op(name: str, inputs: dict, **attrs):
-    from ..tensor import _op
-    return _op(name, inputs, attrs)
+    from ..tensor import record_op
+    return record_op(name, inputs, attrs)
 
 
 def where(cond, a, b):

@@ -1,0 +1,177 @@
+"""The three torch surfaces: af.X, Tensor.X and af.nn.functional.X.
+
+torch itself is the oracle of which surface spells which name; aneforge/_api.py's TABLE must
+agree with it, the generated blocks must be up to date, every name must be bound by a statement
+a static analyzer can see, and one name gives one result on every surface it is on.
+"""
+import ast
+import inspect
+import pathlib
+
+import numpy as np
+import pytest
+import torch
+
+import aneforge as af
+import aneforge.functions
+import aneforge.nn.functional as F
+from aneforge import _api
+
+TORCH = {"torch": torch, "Tensor": torch.Tensor, "F": torch.nn.functional}
+OURS = {"torch": af, "Tensor": af.Tensor, "F": F}
+ROOT = pathlib.Path(af.__file__).parent
+
+
+def torch_has(surface: str, name: str) -> bool:
+    return inspect.isroutine(getattr(TORCH[surface], name, None))
+
+
+def ours(surface: str) -> set[str]:
+    """The public functions aneforge offers on a surface."""
+    if surface == "Tensor":
+        return {n for n in dir(af.Tensor)
+                if not n.startswith("_") and inspect.isroutine(getattr(af.Tensor, n))}
+    return {n for n in OURS[surface].__all__ if inspect.isroutine(getattr(OURS[surface], n))}
+
+
+def has(surface: str, name: str) -> bool:
+    if surface == "Tensor":
+        return inspect.isroutine(getattr(af.Tensor, name, None))
+    return name in OURS[surface].__all__ and inspect.isroutine(getattr(OURS[surface], name, None))
+
+
+@pytest.mark.parametrize("surface", list(OURS))
+def test_a_name_torch_spells_elsewhere_is_there_too(surface):
+    missing = sorted(f"{other}.{n}" for n in ours(surface) for other in OURS
+                     if other != surface and torch_has(other, n) and not has(other, n))
+    assert not missing, f"torch spells these, aneforge lacks them: {missing}"
+
+
+@pytest.mark.parametrize("row", _api.ROWS, ids=lambda r: r.name)
+def test_table_row_is_torchs_and_bound_on_exactly_its_surfaces(row):
+    assert set(row.surfaces) == {s for s in TORCH if torch_has(s, row.name)}
+    assert {s for s in OURS if has(s, row.name)} == set(row.surfaces)
+    assert row.home in ("Tensor", "functions", "F") and row.adapted <= set(row.surfaces)
+
+
+def test_every_torch_name_on_the_three_surfaces_is_a_row():
+    rows = {r.name for r in _api.ROWS}
+    offered = {"torch": set(aneforge.functions.__all__), "Tensor": ours("Tensor"),
+               "F": set(F.__all__)}
+    strays = sorted(f"{s}.{n}" for s, names in offered.items() for n in names
+                    if torch_has(s, n) and n not in rows)
+    assert not strays, f"add these to aneforge/_api.py TABLE: {strays}"
+
+
+@pytest.mark.parametrize("block", sorted(_api.blocks()), ids="/".join)
+def test_generated_block_is_up_to_date(block):
+    assert _api.read_block(*block) == _api.blocks()[block], \
+        "run `python -m aneforge._api` and commit the result"
+
+
+def _bound_names(body) -> set[str]:
+    """Names bound by def, class, assignment or import statements in a module or class body."""
+    names = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+@pytest.mark.parametrize("module", [af, aneforge.functions, F], ids=lambda m: m.__name__)
+def test_every_public_name_is_bound_by_a_statement(module):
+    source = pathlib.Path(module.__file__).read_text()
+    assert "globals()" not in source and "setattr(" not in source
+    tree = ast.parse(source)
+    assert set(module.__all__) <= _bound_names(tree.body)
+    assert "*" not in {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                       for a in n.names}
+    assert set(module.__all__) <= set(dir(module))
+
+
+def test_every_tensor_method_of_the_table_is_in_the_class_body():
+    tree = ast.parse((ROOT / "tensor.py").read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Tensor")
+    assert {r.name for r in _api.on("Tensor")} <= _bound_names(cls.body)
+
+
+def test_the_all_lists_hold_the_table():
+    assert {r.name for r in _api.on("torch")} <= set(af.__all__) & set(dir(af))
+    assert {r.name for r in _api.on("F")} == set(F.__all__)
+
+
+# ---- one name, one result: smoke calls on every surface a row is on --------------------------
+def _inputs():
+    rng = np.random.default_rng(0)
+    x = af.tensor(rng.standard_normal((2, 3)))
+    y = af.tensor(rng.standard_normal((2, 3)))
+    return x, y, x.abs() + 0.5, x > 0
+
+
+def _args(name):
+    x, y, pos, mask = _inputs()
+    return {
+        "abs": (x,), "add": (x, y), "all": (mask,), "amax": (x, 1), "amin": (x, 1),
+        "any": (mask,), "argmax": (x, 1), "argmin": (x, 1), "chunk": (x, 2, 1),
+        "clamp": (x, -0.5, 0.5), "clip": (x, -0.5, 0.5), "clone": (x,), "cos": (x,),
+        "detach": (x,), "div": (x, pos), "eq": (x, y), "erf": (x,), "exp": (x,),
+        "flatten": (x,), "ge": (x, y), "gt": (x, y), "le": (x, y), "log": (pos,),
+        "log_softmax": (x, 1), "logical_not": (mask,), "lt": (x, y), "masked_fill": (x, mask, 0.0),
+        "matmul": (x, y.t()), "max": (x, 1), "maximum": (x, y), "mean": (x, 1), "min": (x, 1),
+        "minimum": (x, y), "movedim": (x, 0, 1), "mul": (x, y), "narrow": (x, 1, 0, 2),
+        "ne": (x, y), "neg": (x,), "numel": (x,), "permute": (x, (1, 0)), "pow": (pos, 1.5),
+        "reciprocal": (pos,), "relu": (x,), "reshape": (x, (3, 2)), "rsqrt": (pos,),
+        "sigmoid": (x,), "sin": (x,), "softmax": (x, 1), "split": (x, 1, 1), "sqrt": (pos,),
+        "square": (x,), "squeeze": (x.unsqueeze(0), 0), "std": (x, 1), "sub": (x, y),
+        "sum": (x, 1), "swapaxes": (x, 0, 1), "t": (x,), "tanh": (x,), "transpose": (x, 0, 1),
+        "unbind": (x, 1), "unsqueeze": (x, 0), "var": (x, 1),
+        "conv2d": (x.reshape(1, 1, 2, 3), pos.reshape(1, 1, 2, 3)[..., :2]),
+        "layer_norm": (x, (3,)), "rms_norm": (x, (3,)),
+    }[name]
+
+
+def _adapted_calls(name):
+    """Rows whose surfaces take torch's different signatures: surface -> call."""
+    x, y, pos, mask = _inputs()
+    idx, w = af.tensor([2, 0]), x.t()
+    return {
+        "where": {"torch": lambda: af.where(mask, x, y), "Tensor": lambda: x.where(mask, y)},
+        "embedding": {"torch": lambda: af.embedding(w, idx), "F": lambda: F.embedding(idx, w)},
+        "dropout": {"torch": lambda: af.dropout(x, 0.25, False),
+                    "F": lambda: F.dropout(x, 0.25, training=False)},
+        "binary_cross_entropy_with_logits": {
+            "torch": lambda: af.binary_cross_entropy_with_logits(x, mask.half(), reduction=2),
+            "F": lambda: F.binary_cross_entropy_with_logits(x, mask.half(), reduction="sum")},
+    }.get(name)
+
+
+def _call(surface, name):
+    args = _args(name)
+    if surface == "Tensor":
+        return getattr(args[0], name)(*args[1:])
+    return getattr(OURS[surface], name)(*args)
+
+
+def _values(result) -> list[np.ndarray]:
+    if isinstance(result, tuple):
+        return [v for r in result for v in _values(r)]
+    return [result.numpy() if isinstance(result, af.Tensor) else np.asarray(result)]
+
+
+@pytest.mark.parametrize("row", [r for r in _api.ROWS if len(r.surfaces) > 1],
+                         ids=lambda r: r.name)
+def test_one_name_gives_one_result_on_every_surface(row):
+    calls = _adapted_calls(row.name) or {s: (lambda s=s: _call(s, row.name))
+                                         for s in row.surfaces}
+    assert set(calls) == set(row.surfaces)
+    results = {s: _values(call()) for s, call in calls.items()}
+    first = next(iter(results.values()))
+    for surface, values in results.items():
+        assert len(values) == len(first), f"{surface}.{row.name}"
+        for value, expected in zip(values, first):
+            np.testing.assert_array_equal(value, expected, err_msg=f"{surface}.{row.name}")
