@@ -8,6 +8,7 @@ input: changing it never recompiles. ANE_FACTS.md: scales of about 128-1024 work
 """
 from __future__ import annotations
 
+from .context import CTX
 from .creation import tensor
 from .optim.optimizer import warn_skipped
 from .tensor import Tensor
@@ -52,25 +53,28 @@ class GradScaler:
         same step program as the update, so reading it before or after the step costs nothing."""
         if not self.enabled:
             return loss
-        scaled = loss * tensor(self._scale)
+        scaled = loss * self._scalar(lambda: self._scale)
         return ScaledLoss(scaled, self, loss)
 
     def step_args(self, optimizer) -> tuple:
-        """(grad_scale, check_finite) that `step(optimizer)` will pass to optimizer.step()."""
+        """(grad_scale, check_finite) that `step(optimizer)` passes to optimizer.step(): the
+        unscale factor is a host scalar tensor (None once `unscale_` has run)."""
         if not self.enabled:
             return None, False
-        return (None if id(optimizer) in self._unscaled else 1.0 / self._scale), True
+        if id(optimizer) in self._unscaled:
+            return None, True
+        return self._scalar(lambda: 1.0 / self._scale), True
 
     def unscale_(self, optimizer) -> None:
         """Divide the gradients by the scale now (lazily), e.g. before clip_grad_norm_."""
         if not self.enabled or id(optimizer) in self._unscaled:
             return
-        inv = tensor(1.0 / self._scale)
+        inv = self._scalar(lambda: 1.0 / self._scale)
         for g in optimizer.param_groups:
             for p in g["params"]:
                 if p.grad is not None:
                     p.grad = p.grad * inv
-        self._unscaled.add(id(optimizer))
+        self._host(self._unscaled.add, id(optimizer))
 
     def step(self, optimizer, *args, **kwargs):
         """optimizer.step() with the gradients unscaled and non-finite steps skipped."""
@@ -78,13 +82,19 @@ class GradScaler:
             return optimizer.step(*args, **kwargs)
         scale, check_finite = self.step_args(optimizer)
         out = optimizer.step(*args, grad_scale=scale, check_finite=check_finite, **kwargs)
-        self._found_inf = optimizer.last_step_skipped
-        self._unscaled.discard(id(optimizer))
+        self._host(self._after_step, optimizer)
         return out
 
+    def _after_step(self, optimizer) -> None:
+        self._found_inf = optimizer.last_step_skipped
+        self._unscaled.discard(id(optimizer))
+
     def update(self) -> None:
-        if not self.enabled:
-            return
+        """Lower the scale after a skipped step; raise it after `growth_interval` clean ones."""
+        if self.enabled:
+            self._host(self._update)
+
+    def _update(self) -> None:
         if self._found_inf:
             self._scale *= self.backoff_factor
             self._clean_steps = 0
@@ -95,3 +105,19 @@ class GradScaler:
                 self._scale = min(self._scale * self.growth_factor, self.max_scale)
                 self._clean_steps = 0
         self._found_inf = False
+
+    # ---- af.compile: what a replay recomputes and re-applies -----------------------------
+    def _scalar(self, value) -> Tensor:
+        """A host scalar input whose value af.compile recomputes on each replay."""
+        t = tensor(value())
+        capture = CTX.thread.capture
+        if capture is not None:
+            capture.provide(t, value)
+        return t
+
+    def _host(self, fn, *args) -> None:
+        """Run host bookkeeping now; af.compile re-runs it on each replay."""
+        fn(*args)
+        capture = CTX.thread.capture
+        if capture is not None:
+            capture.effect(lambda: fn(*args))

@@ -196,15 +196,20 @@ def backward(tensor: Tensor, gradient=None) -> None:
                             "differentiate (create parameters with requires_grad=True)")
     grads = _backprop([tensor], [_seed(tensor, gradient)])
     leaves = []
+    capture = CTX.thread.capture
     with no_grad():
         for ref, g in grads.values():
             node = ref[0]
             if node.op is None and node.requires_grad:
+                if capture is not None:
+                    capture.backward_into(node)
                 node.grad = g if node.grad is None else node.grad + g
                 leaves.append(node)
     records = CTX.thread.backward_records
     records[:] = [r for r in records if r.pending()]
     records.append(BackwardRecord(tensor, leaves))
+    if CTX.thread.capture is not None:
+        CTX.thread.capture.records.append(records[-1])
 
 
 class BackwardRecord:
@@ -233,6 +238,12 @@ class BackwardRecord:
             if node is not None and node.grad is not None and node.grad.ref[0].data is None:
                 return True
         return False
+
+    def grads(self) -> list:
+        """The gradients of its leaves that are still pending."""
+        nodes = (ref() for ref in self.leaves.values())
+        return [n.grad for n in nodes if n is not None and n.grad is not None
+                and n.grad.ref[0].data is None]
 
     def outputs(self) -> list:
         """(node, index) of the root and its companions: a step returns them with the update."""

@@ -256,6 +256,8 @@ def run(refs: list[tuple]) -> None:
     program, exe = entry.program, entry.executable
     inputs = [to_transport(n.data[i], n.types[i].dtype).reshape(boundary_shape(n.types[i].shape))
               for n, i in cut.leaves]
+    if CTX.thread.capture is not None:
+        CTX.thread.capture.ran(cut, entry)
     if CTX.recorders:
         run = Run(program, inputs, cut.program())
         for log in CTX.recorders:

@@ -25,6 +25,7 @@ class ThreadState(threading.local):
     def __init__(self):
         self.grad_enabled = True
         self.backward_records: list = []    # autograd.BackwardRecord of gradients still pending
+        self.capture = None                 # replay.Capture while af.compile records a call
 
 
 @dataclass
@@ -34,8 +35,10 @@ class CompileCache:
     hits: int = 0
     misses: int = 0
     compile_seconds: float = 0.0
+    generation: int = 0           # bumped by clear(): captured replays compile anew
 
     def clear(self) -> None:
+        self.generation += 1
         self.entries.clear()
         self.hits = self.misses = 0
         self.compile_seconds = 0.0

@@ -31,13 +31,19 @@ def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
     >>> af.tensor([[1.0, 2.0], [3.0, 4.0]]).dtype
     aneforge.float16
     """
+    source = data
+    arr = _host_array(data)
+    dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.from_numpy(arr.dtype)
+    return _leaf(arr, dt, requires_grad, source=source,
+                 remake=lambda new: _stored(_host_array(new), dt))
+
+
+def _host_array(data) -> np.ndarray:
     if isinstance(data, Tensor):
         data = data.numpy()
     if hasattr(data, "detach") and hasattr(data, "cpu"):      # a torch tensor, without importing torch
         data = data.detach().cpu().numpy()
-    arr = np.array(data)
-    dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.from_numpy(arr.dtype)
-    return _leaf(arr, dt, requires_grad)
+    return np.array(data)
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -45,14 +51,35 @@ def from_numpy(array: np.ndarray) -> Tensor:
     return tensor(np.asarray(array))
 
 
-def _leaf(arr: np.ndarray, dt, requires_grad: bool = False) -> Tensor:
-    if dt.is_float:
-        arr = arr.astype(np.float16).astype(dt.np)         # fp16 storage at the boundary
-    else:
-        arr = arr.astype(dt.np)
+def _leaf(arr: np.ndarray, dt, requires_grad: bool = False, source=None, remake=None) -> Tensor:
+    """A new leaf holding `arr` stored as `dt`. Inside af.compile's capture it is reported with
+    how to make it again: from a new argument (`source` is the host object it came from,
+    `remake(new_object)` converts one), by a new draw (`remake()` alone), or as a constant."""
+    arr = _stored(arr, dt)
     from .limits import check_shape
     check_shape("tensor", arr.shape)
-    return Tensor(leaf(arr, TensorType(arr.shape, dt), requires_grad))
+    t = Tensor(leaf(arr, TensorType(arr.shape, dt), requires_grad))
+    capture = CTX.thread.capture
+    if capture is not None:
+        capture.created_leaf(t.ref[0], source, remake)
+    return t
+
+
+def _stored(arr: np.ndarray, dt) -> np.ndarray:
+    if dt.is_float:
+        return arr.astype(np.float16).astype(dt.np)         # fp16 storage at the boundary
+    return arr.astype(dt.np)
+
+
+def host_random(draw, dtype) -> Tensor:
+    """A leaf holding `draw()` (a host random draw from `generator()`); af.compile draws again
+    on each replay, as an eager call would."""
+    dt = dtypes.as_dtype(dtype)
+    return _leaf(draw(), dt, remake=lambda: _stored(draw(), dt))
+
+
+def _random(draw, dt, requires_grad=False) -> Tensor:
+    return _leaf(draw(), dt, requires_grad, remake=lambda: _stored(draw(), dt))
 
 
 def _dtype(dtype, default=dtypes.float16):
@@ -108,15 +135,18 @@ def eye(n: int, m: int | None = None, dtype=None) -> Tensor:
 
 def rand(*size, dtype=None, requires_grad: bool = False) -> Tensor:
     """Uniform samples from [0, 1), drawn on the host from the generator `manual_seed` seeds."""
-    return _leaf(generator().random(_sizes(size)), _dtype(dtype), requires_grad)
+    shape = _sizes(size)
+    return _random(lambda: generator().random(shape), _dtype(dtype), requires_grad)
 
 
 def randn(*size, dtype=None, requires_grad: bool = False) -> Tensor:
     """Standard normal samples, drawn on the host from the generator `manual_seed` seeds."""
-    return _leaf(generator().standard_normal(_sizes(size)), _dtype(dtype), requires_grad)
+    shape = _sizes(size)
+    return _random(lambda: generator().standard_normal(shape), _dtype(dtype), requires_grad)
 
 
 def randint(low, high=None, size=(), dtype=None) -> Tensor:
     if high is None:
         low, high = 0, low
-    return _leaf(generator().integers(low, high, _sizes((size,))), _dtype(dtype, dtypes.int32))
+    shape = _sizes((size,))
+    return _random(lambda: generator().integers(low, high, shape), _dtype(dtype, dtypes.int32))

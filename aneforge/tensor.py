@@ -15,6 +15,7 @@ new Tensors; nothing runs until a value is needed (`.numpy()`, `.item()`, `.toli
 from __future__ import annotations
 
 import numbers
+import weakref
 from collections import namedtuple
 from typing import Any, Sequence
 
@@ -95,6 +96,9 @@ class Tensor:
     @grad.setter
     def grad(self, value: "Tensor | None") -> None:
         self._node.grad = value
+        capture = CTX.thread.capture
+        if capture is not None:
+            capture.grad_set(self._node)
 
     def backward(self, gradient=None) -> None:
         """Accumulate gradients of this tensor into `.grad` of the leaves that require grad.
@@ -126,14 +130,24 @@ class Tensor:
         >>> w.set_(w + 1).tolist(), w.is_leaf, w.requires_grad
         ([1.0, 1.0], True, True)
         """
+        capture = CTX.thread.capture
         if isinstance(source, Tensor):
-            array, type = source.numpy(), source.type
+            array, type = source.value(), source.type
+            if capture is not None:          # af.compile: a replay sets the new value again
+                capture.effect(self.set_, source)
         else:
+            if capture is not None:
+                capture.host_write()
             array = np.asarray(source)
             type = TensorType(array.shape, self.dtype)
         old = self._node
         self._node, self._idx = leaf(array, type, old.requires_grad), 0
         self._node.grad = old.grad
+        # Both leaves name this handle: a captured program that read the old value reads the
+        # handle's current one on replay (aneforge.replay).
+        self._node.owner = owner = weakref.ref(self)
+        if old.owner is None and old.op is None:
+            old.owner = owner
         return self
 
     @property
@@ -151,6 +165,14 @@ class Tensor:
 
     def numpy(self) -> np.ndarray:
         """The value as a numpy array (float16 tensors give float16 arrays), computing it if needed."""
+        capture = CTX.thread.capture
+        if capture is not None:
+            capture.host_read(f"a {self.dtype.name}{list(self.shape)} tensor")
+        return self.value()
+
+    def value(self) -> np.ndarray:
+        """numpy() for the package's own bookkeeping: not a read by user code (af.compile
+        replays functions whose only host reads are these)."""
         self.realize()
         return self._node.data[self._idx]
 

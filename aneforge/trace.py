@@ -16,7 +16,7 @@ from .ops import REGISTRY
 
 class Node:
     __slots__ = ("op", "srcs", "attrs", "types", "data", "requires_grad", "key", "origin", "grad",
-                 "__weakref__")
+                 "owner", "__weakref__")
 
     def __init__(self, op: str | None, srcs: dict[str, Any], attrs: dict[str, Any],
                  types: list[TensorType], data: list | None = None, requires_grad: bool = False):
@@ -24,6 +24,7 @@ class Node:
         self.data, self.requires_grad = data, requires_grad
         self.origin = None        # the Program that computed a realized node
         self.grad = None          # a leaf's accumulated gradient (a Tensor)
+        self.owner = None         # weakref to the handle whose value this leaf is (Tensor.set_)
         # Everything that identifies this op structurally, computed once at record time.
         self.key = None if op is None else (op, canonical(attrs))
 

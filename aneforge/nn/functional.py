@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..creation import generator, tensor
+from ..creation import generator, host_random, tensor
 from ..errors import AneforgeError
 from ..functions import where
 from ..tensor import Tensor, const, record_op
@@ -191,7 +191,8 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     host (af.manual_seed) and enters the program as an input."""
     if not training or p == 0:
         return input
-    keep = tensor(generator().random(input.shape) >= p)
+    shape = input.shape
+    keep = host_random(lambda: generator().random(shape) >= p, "bool")
     return where(keep, input * (1.0 / (1.0 - p)), input - input)
 
 

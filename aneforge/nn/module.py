@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import OrderedDict, namedtuple
 from typing import Iterator
 
+from ..context import CTX
 from ..errors import AneforgeError
 from .parameter import Parameter, assign
 
@@ -60,6 +61,9 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args, **kwargs):
+        capture = CTX.thread.capture
+        if capture is not None:          # af.compile: a mode switch means capturing again
+            capture.guard(lambda: self.training, ("training", id(self)))
         return self.forward(*args, **kwargs)
 
     # ---- traversal -------------------------------------------------------------------

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from ..context import CTX
+
 
 class LRScheduler:
     def __init__(self, optimizer, last_epoch: int = -1):
@@ -21,6 +23,12 @@ class LRScheduler:
         return [g["lr"] for g in self.optimizer.param_groups]
 
     def step(self) -> None:
+        self._advance()
+        capture = CTX.thread.capture
+        if capture is not None:          # af.compile: a replayed call advances the schedule too
+            capture.effect(self._advance)
+
+    def _advance(self) -> None:
         self.last_epoch += 1
         for g, lr in zip(self.optimizer.param_groups, self.get_lr()):
             g["lr"] = lr

@@ -29,6 +29,7 @@ MASTER_WEIGHTS = ("compensated", "fp16")
 
 
 class Optimizer:
+    dynamic = ("lr",)          # group settings that reach the program only through hyper()
     def __init__(self, params: Iterable, defaults: dict, master_weights: str = "compensated"):
         if master_weights not in MASTER_WEIGHTS:
             raise ValueError(f"master_weights must be one of {MASTER_WEIGHTS}, got {master_weights!r}")
@@ -73,7 +74,8 @@ class Optimizer:
         """Update every parameter that has a gradient: forward, backward and update run as ONE
         program (with the loss and the gradients as outputs, so reading them later is free).
 
-        `grad_scale` (a number) multiplies each gradient first (an unscale from loss scaling);
+        `grad_scale` (a number, or a host scalar tensor) multiplies each gradient first (an
+        unscale from loss scaling);
         with `check_finite` the update is skipped, in the program, when any gradient is inf or
         NaN (`last_step_skipped` says so afterwards).
 
@@ -85,12 +87,18 @@ class Optimizer:
         if closure is not None:
             with enable_grad():       # as torch: the closure re-evaluates the model
                 loss = closure()
-        self._steps += 1
-        grad_scale = _value(grad_scale)
+        self._count_step()
+        capture = CTX.thread.capture
+        if capture is not None:              # af.compile: replays count steps and check groups
+            capture.effect(self._count_step)
+            capture.guard(self._structure)
+        if grad_scale is not None and not isinstance(grad_scale, Tensor):
+            grad_scale = tensor(float(grad_scale))
         plan, self._staged = self._staged, None
-        if plan is None or not plan.matches(self, self._steps, grad_scale, check_finite):
-            plan = self._plan(self._steps, grad_scale, check_finite)
+        if plan is None or not plan.matches(self, self._steps, _value(grad_scale), check_finite):
+            plan = self._plan(0, grad_scale, check_finite)
             if plan is None:
+                self._note_skipped(None)
                 return loss
             self._stepping = True          # this realization is the step: nothing to plan
             try:
@@ -99,19 +107,41 @@ class Optimizer:
                 self._stepping = False
         plan.commit()
         self._consume_records()
-        self.last_step_skipped = plan.skipped()
+        self._note_skipped(plan.ok)
         return loss
+
+    def _count_step(self) -> None:
+        self._steps += 1
+
+    def _structure(self) -> tuple:
+        """What a captured step's program is built from, besides per-step inputs: the groups'
+        settings (all but the per-step scalars) and parameters, and the master-weight mode."""
+        return (self.master_weights, tuple(
+            (tuple(map(id, g["params"])),
+             tuple((k, v) for k, v in g.items() if k not in ("params", *self.dynamic)))
+            for g in self.param_groups))
+
+    def _note_skipped(self, ok: Tensor | None) -> None:
+        self._set_skipped(None if ok is None else ok.value())
+        capture = CTX.thread.capture
+        if capture is not None:
+            capture.effect(self._set_skipped, *([] if ok is None else [ok]))
+
+    def _set_skipped(self, ok=None) -> None:
+        self.last_step_skipped = ok is not None and not bool(ok.reshape(-1)[0])
 
     def join_realization(self, refs: list) -> list:
         """Called by every realization while gradients are pending in this thread: if some are
         this optimizer's, plan the coming step into the same program (refs to add)."""
         if self._stepping or (self._staged is not None and self._staged.current(self)):
             return []
+        if CTX.thread.capture is not None:   # af.compile replays what the function does, only
+            return []
         records = self._records()
         if not records:
             return []
         grad_scale, check_finite = _expected_step_args(self, records)
-        plan = self._plan(self._steps + 1, grad_scale, check_finite)
+        plan = self._plan(1, grad_scale, check_finite)
         if plan is None:
             return []
         self._staged = plan
@@ -130,20 +160,19 @@ class Optimizer:
         records = CTX.thread.backward_records
         records[:] = [r for r in records if not any(r.touches(n) for n in nodes)]
 
-    def _plan(self, step: int, grad_scale: float | None, check_finite: bool) -> "_Plan | None":
-        """Record the update of step number `step` lazily (nothing runs)."""
+    def _plan(self, ahead: int, scale: Tensor | None, check_finite: bool) -> "_Plan | None":
+        """Record lazily (nothing runs) the update of step number `self._steps + ahead`."""
+        step = self._steps + ahead
         live = [(g, p) for g in self.param_groups for p in g["params"] if p.grad is not None]
         if not live:
             return None
         for _, p in live:
             if p not in self.state:
                 self.state[p] = self._fresh_state(p)
-        plan = _Plan(self, step, grad_scale, check_finite, live)
-        scale = tensor(grad_scale) if grad_scale is not None else None
+        plan = _Plan(self, step, _value(scale), check_finite, live)
         grads = [p.grad * scale if scale is not None else p.grad for _, p in live]
         ok = _all_finite(grads) if check_finite else None
-        hypers = {id(group): {k: tensor(float(v)) for k, v in self.hyper(group, step).items()}
-                  for group in self.param_groups}
+        hypers = {id(group): self._hyper_inputs(group, ahead) for group in self.param_groups}
         for (group, p), g in zip(live, grads):
             state = self.state[p]
             delta, new_state = self.update(p, g, state, hypers[id(group)], group)
@@ -156,6 +185,16 @@ class Optimizer:
         plan.targets = ([new.ref for _, new in plan.writes] + [p.grad.ref for _, p in live] +
                         ([ok.ref] if ok is not None else []))
         return plan
+
+    def _hyper_inputs(self, group: dict, ahead: int) -> dict:
+        """The per-step scalars as program inputs; af.compile recomputes them on each replay."""
+        values = self.hyper(group, self._steps + ahead)
+        out = {k: tensor(float(v)) for k, v in values.items()}
+        capture = CTX.thread.capture
+        if capture is not None:
+            for k, t in out.items():
+                capture.provide(t, lambda k=k: self.hyper(group, self._steps + ahead)[k])
+        return out
 
     def _fresh_state(self, p: Tensor) -> dict:
         state = self.init_state(p)
@@ -221,8 +260,6 @@ class _Plan:
         for old, new in self.writes:
             old.set_(new)
 
-    def skipped(self) -> bool:
-        return self.ok is not None and not bool(self.ok.item())
 
 
 def _inputs(opt: Optimizer, live: list) -> tuple:
@@ -239,10 +276,8 @@ def _hypers(opt: Optimizer, step: int) -> list:
 
 
 def _value(grad_scale):
-    """grad_scale as a number (plans compare numbers); a host leaf tensor is accepted too."""
-    if grad_scale is None:
-        return None
-    return float(grad_scale.item() if isinstance(grad_scale, Tensor) else grad_scale)
+    """grad_scale as a number (plans compare numbers)."""
+    return None if grad_scale is None else float(grad_scale.value().reshape(-1)[0])
 
 
 def _expected_step_args(opt: Optimizer, records: list) -> tuple:

@@ -1,0 +1,381 @@
+"""`af.compile(fn)`: capture a function of tensors once per input signature, then replay it.
+
+The first call with a new signature (argument shapes and dtypes, Python-number arguments by
+value, grad mode and the compile settings) runs `fn` as usual while a `Capture` watches: which
+programs run, where each program input comes from, where each output goes, and which Python
+effects the participants (optimizers, GradScaler, modules) perform. Later calls skip `fn`
+entirely: new argument arrays and the current parameters and optimizer state go straight to the
+cached executables, and the effects are re-applied (parameters adopt their new values, the
+optimizer counts its step, the scaler reads its skip flag).
+
+Every program input must have a known source, or the capture is refused (the function then runs
+as usual on every call, with one warning saying why; `fullgraph=True` raises instead):
+
+| source | at replay |
+|---|---|
+| an argument (a Tensor, or an array the function passes to `af.tensor`) | the new argument |
+| a value held by a handle updated with `Tensor.set_` (parameters, optimizer state) | its current value |
+| a value a participant computes (learning rate, bias corrections, loss scale, random draws) | computed again |
+| a constant made in the function (`af.zeros`, `af.eye`, ...) or a tensor made before it | the same value |
+| an output of an earlier program of the same call | that output |
+
+What cannot be replayed, and is refused: reading a value on the host inside the function
+(`.item()`, `.numpy()`, `bool(t)`: the function might branch on it — return the tensor
+instead), tensors made from other host data inside the function, non-tensor return values.
+Like torch.compile, other Python state the function reads (globals, closure variables that are
+not tensors) is fixed at capture: call `.reset()` after changing it.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+from . import compiler
+from .context import CTX
+from .errors import AneforgeError
+from .numerics import get_numerics
+from .passes import get_pipeline
+from .tensor import Tensor
+from .trace import leaf
+
+
+class NotReplayable(AneforgeError):
+    """Why a function cannot be captured for replay (raised with fullgraph=True)."""
+
+
+class Capture:
+    """What one call of a compiled function did, recorded while it ran eagerly."""
+
+    def __init__(self, args: list):
+        self.args = args                 # the argument objects, flattened
+        self.arg_nodes = {id(a.ref[0]): k for k, a in enumerate(args) if isinstance(a, Tensor)}
+        self.created: dict = {}          # id(node) -> (node, how to remake it or None)
+        self.actions: list = []          # ("run", Run) | ("effect", fn), in call order
+        self.guards: dict = {}           # key -> (fn, value at capture)
+        self.refusals: list[str] = []
+        self.runs: list = []
+        self.outputs: dict = {}          # (id(node), i) -> (run index, output index)
+        self.records: list = []          # backward records made during the call
+        self.cleared: dict = {}          # id(leaf) -> leaf whose .grad the call assigned
+
+    # ---- what the library reports while the function runs --------------------------------
+    def created_leaf(self, node, data=None, remake: Callable | None = None) -> None:
+        """A leaf made inside the function. `data` is the host object it was made from (an
+        argument is recognised by identity); `remake(obj)` converts a new argument the same
+        way; `remake` alone (data None) recomputes the value (random draws)."""
+        if data is not None:
+            k = next((k for k, a in enumerate(self.args) if a is data), None)
+            self.created[id(node)] = (node, None if k is None else ("arg", k, remake))
+        else:
+            self.created[id(node)] = (node, ("remake", remake) if remake else ("const",))
+
+    def provide(self, tensor: Tensor, fn: Callable[[], Any]) -> None:
+        """`tensor` (a host leaf made in the function) takes the value fn() at replay."""
+        node = tensor.ref[0]
+        self.created[id(node)] = (node, ("provide", fn, tensor.dtype))
+
+    def effect(self, fn: Callable, *reads: Tensor) -> None:
+        """fn(*arrays) is re-run at this point of each replay, with the values `reads` have then
+        (the eager call has already done it: nothing runs now)."""
+        self.actions.append(("effect", (fn, [t.ref for t in reads])))
+
+    def guard(self, fn: Callable[[], Any], key=None) -> None:
+        """fn() must return the same at replay, or the function is captured again (one guard
+        per `key`, default fn itself)."""
+        key = fn if key is None else key
+        if key not in self.guards:
+            self.guards[key] = (fn, fn())
+
+    def backward_into(self, node) -> None:
+        """backward() is about to add a gradient to leaf `node`. Adding to one this call did not
+        compute cannot be replayed; finding none that this call did not clear is an assumption
+        about the next call too (it is guarded)."""
+        grad = node.grad
+        if grad is None:
+            if id(node) not in self.cleared:
+                self.guard(functools.partial(_no_grad_now, node), ("no grad", id(node)))
+        elif grad.ref[0].data is not None and (id(grad.ref[0]), grad.ref[1]) not in self.outputs:
+            self.refusals.append("gradients accumulate across calls (call zero_grad() inside "
+                                 "the function)")
+
+    def grad_set(self, node) -> None:
+        """A leaf's .grad was assigned (zero_grad sets None) inside the call."""
+        self.cleared[id(node)] = node
+
+    def host_read(self, what: str) -> None:
+        self.refusals.append(f"it reads a value on the host ({what}) — return the tensor "
+                             f"instead and read it after the call")
+
+    def host_write(self) -> None:
+        self.refusals.append("it sets a tensor from host data")
+
+    def ran(self, cut, entry) -> None:
+        j = len(self.runs)
+        for k, (node, i) in enumerate(cut.outputs):
+            self.outputs[(id(node), i)] = (j, k)
+        run = _Run(entry, [(n, i) for n, i in cut.leaves], list(cut.outputs))
+        self.runs.append(run)
+        self.actions.append(("run", run))
+
+    # ---- after the call: resolve every value's source --------------------------------------
+    def source(self, node, i: int):
+        """Where (node, i)'s value comes from at replay, or None if it cannot be known."""
+        k = self.arg_nodes.get(id(node))
+        if k is not None:
+            return ("targ", k, i)
+        out = self.outputs.get((id(node), i))
+        if out is not None:
+            return ("out",) + out
+        if node.owner is not None:
+            return ("owner", node.owner)
+        made = self.created.get(id(node))
+        if made is None:
+            return ("fixed", node.data[i])          # made before the call: never changes
+        how = made[1]
+        if how is None:
+            return None
+        if how[0] == "const":
+            return ("fixed", node.data[i])
+        return how
+
+    def finish(self, result) -> "Replay":
+        flat, rebuild = _flatten(result)
+        for t in flat:
+            if not isinstance(t, Tensor):
+                self.refusals.append(f"it returns a {type(t).__name__}, not tensors")
+        self._grad_effects()
+        for k, (kind, what) in enumerate(self.actions):
+            if kind == "effect":
+                fn, refs = what
+                srcs = [self.source(n, i) for n, i in refs]
+                if None in srcs:
+                    self.refusals.append("a step reads a value no program computes")
+                self.actions[k] = (kind, (fn, srcs))
+        for run in self.runs:
+            run.sources = [self.source(n, i) for n, i in run.leaves]
+            for (n, i), s in zip(run.leaves, run.sources):
+                if s is None:
+                    t = n.types[i]
+                    self.refusals.append(f"a {t.dtype.name}{list(t.shape)} tensor it makes from "
+                                         f"host data that is not an argument feeds a program")
+        if not self.runs:
+            self.refusals.append("it runs no program")
+        if self.refusals:
+            raise NotReplayable("; ".join(dict.fromkeys(self.refusals)))
+        returns = [(self.source(*t.ref), t.type) for t in flat]
+        return Replay(self.actions, list(self.guards.values()), returns, rebuild)
+
+    def _grad_effects(self) -> None:
+        """Gradients the call left on leaves: re-point them at the new values on replay."""
+        leaves = dict(self.cleared)
+        for rec in self.records:
+            leaves.update((k, ref()) for k, ref in rec.leaves.items() if ref() is not None)
+        for node in leaves.values():
+            owner = node.owner
+            g = (owner().ref[0] if owner is not None else node).grad
+            src = None if g is None else self.source(*g.ref)
+            if g is not None and src is None:
+                self.refusals.append("a gradient is not computed by its programs")
+            self.actions.append(("grad", (node, src, None if g is None else g.type)))
+
+
+class _Run:
+    __slots__ = ("entry", "leaves", "outputs", "sources")
+
+    def __init__(self, entry, leaves, outputs):
+        self.entry, self.leaves, self.outputs, self.sources = entry, leaves, outputs, []
+
+
+class Replay:
+    """A captured call, ready to run again on new arguments."""
+
+    def __init__(self, actions, guards, returns, rebuild):
+        self.actions, self.guards, self.returns, self.rebuild = actions, guards, returns, rebuild
+
+    def valid(self) -> bool:
+        return all(fn() == value for fn, value in self.guards)
+
+    def __call__(self, args: list):
+        outs: list = []
+        value = functools.partial(_value, args, outs)
+        for kind, what in self.actions:
+            if kind == "run":
+                outs.append(_run(what, [value(s) for s in what.sources]))
+            elif kind == "effect":
+                fn, srcs = what
+                fn(*[value(s) for s in srcs])
+            else:
+                _set_grad(what, value)
+        return self.rebuild([Tensor(leaf(value(s), t)) for s, t in self.returns])
+
+
+def _value(args, outs, src):
+    kind = src[0]
+    if kind == "out":
+        return outs[src[1]][src[2]]
+    if kind == "owner":
+        node, i = src[1]().ref
+        return node.data[i]
+    if kind == "fixed":
+        return src[1]
+    if kind == "targ":
+        return args[src[1]].ref[0].data[src[2]]
+    if kind == "arg":
+        return src[2](args[src[1]])
+    if kind == "provide":
+        return np.asarray(src[1](), dtype=src[2].np).reshape(())
+    return src[1]()                                   # "remake": a fresh draw
+
+
+def _run(run: _Run, arrays: list) -> list:
+    inputs = [compiler.to_transport(a, n.types[i].dtype).reshape(
+        compiler.boundary_shape(n.types[i].shape)) for a, (n, i) in zip(arrays, run.leaves)]
+    results = run.entry.executable.run(inputs)
+    CTX.cache.hits += 1
+    return [compiler.from_transport(r, n.types[i].dtype).reshape(n.types[i].shape)
+            for r, (n, i) in zip(results, run.outputs)]
+
+
+def _no_grad_now(node) -> bool:
+    owner = node.owner
+    return (owner().ref[0] if owner is not None else node).grad is None
+
+
+def _set_grad(what, value) -> None:
+    node, src, type = what
+    owner = node.owner
+    target = owner().ref[0] if owner is not None else node
+    target.grad = None if src is None else Tensor(leaf(value(src), type))
+
+
+def _flatten(obj):
+    """(list of leaves, rebuild(list) -> same structure) for tensors in tuples/lists/dicts."""
+    if obj is None:
+        return [], lambda xs: None
+    if isinstance(obj, (tuple, list)):
+        parts = [_flatten(o) for o in obj]
+        sizes = [len(p[0]) for p in parts]
+
+        def rebuild(xs):
+            out, at = [], 0
+            for (_, rb), n in zip(parts, sizes):
+                out.append(rb(xs[at:at + n]))
+                at += n
+            return type(obj)(out)
+        return [x for p in parts for x in p[0]], rebuild
+    if isinstance(obj, dict):
+        keys = list(obj)
+        flat, rb = _flatten([obj[k] for k in keys])
+        return flat, lambda xs: dict(zip(keys, rb(xs)))
+    return [obj], lambda xs: xs[0]
+
+
+# ---- af.compile ------------------------------------------------------------------------------
+_EAGER = object()           # a signature whose capture was refused: always run the function
+
+
+class Compiled:
+    """A function (or module) compiled with `af.compile`: replays captured calls."""
+
+    def __init__(self, fn: Callable, fullgraph: bool = False):
+        self._fn, self.fullgraph = fn, fullgraph
+        self._replays: dict = {}
+        functools.update_wrapper(self, fn, updated=())
+
+    def __call__(self, *args, **kwargs):
+        if CTX.thread.capture is not None:          # inside another capture: just run
+            return self._fn(*args, **kwargs)
+        flat, spec = _arguments(args, kwargs)
+        key = (spec, CTX.thread.grad_enabled, get_numerics(), CTX.backend, get_pipeline(),
+               CTX.cache.generation)
+        replay = self._replays.get(key)
+        if replay is _EAGER:
+            return self._fn(*args, **kwargs)
+        if replay is not None and replay.valid():
+            return replay(flat)
+        return self._capture(key, flat, args, kwargs)
+
+    def __getattr__(self, name):                     # a compiled module keeps its attributes
+        return getattr(self._fn, name)
+
+    def reset(self) -> None:
+        """Forget every capture: the next call of each signature runs the function again."""
+        self._replays.clear()
+
+    def _capture(self, key, flat, args, kwargs):
+        capture = Capture(flat)
+        CTX.thread.capture = capture
+        try:
+            result = self._fn(*args, **kwargs)
+            outs, _ = _flatten(result)
+            compiler.realize([t.ref for t in outs if isinstance(t, Tensor)] +
+                             [g.ref for rec in capture.records for g in rec.grads()])
+        finally:
+            CTX.thread.capture = None
+        try:
+            self._replays[key] = capture.finish(result)
+        except NotReplayable as e:
+            if self.fullgraph:
+                raise NotReplayable(f"af.compile({_name(self._fn)}, fullgraph=True): cannot "
+                                    f"replay this function because {e}") from None
+            warnings.warn(f"af.compile({_name(self._fn)}): runs as usual on every call because "
+                          f"{e}", RuntimeWarning, stacklevel=3)
+            self._replays[key] = _EAGER
+        return result
+
+
+def compile(model: Callable | None = None, *, fullgraph: bool = False, disable: bool = False):
+    """Capture `model` (a function of tensors, or a Module) on its first call for each input
+    signature, and replay it on later calls without running its Python (torch.compile's name).
+
+    A training step replays as one program run plus a few host copies: parameters, optimizer
+    state and per-step scalars (learning rate, bias corrections, loss scale) are fed from their
+    current values, and the optimizer's and GradScaler's bookkeeping is re-applied. Return the
+    tensors you want to read (the loss): values read inside the function (`.item()`) make it
+    impossible to replay. `fullgraph=True` raises where replay is impossible instead of warning
+    and running the function as usual; `disable=True` returns `model` unchanged.
+
+    >>> import numpy as np, aneforge as af, aneforge.nn as nn, aneforge.nn.functional as F
+    >>> model = nn.Linear(4, 2)
+    >>> opt = af.optim.SGD(model.parameters(), lr=0.1)
+    >>> @af.compile
+    ... def step(x, y):
+    ...     opt.zero_grad()
+    ...     loss = F.mse_loss(model(x), y)
+    ...     loss.backward()
+    ...     opt.step()
+    ...     return loss
+    >>> x, y = af.ones(8, 4), af.zeros(8, 2)
+    >>> losses = [step(x, y).item() for _ in range(3)]    # captured once, replayed twice
+    >>> losses[0] > losses[1] > losses[2]
+    True
+    """
+    if model is None:
+        return lambda fn: compile(fn, fullgraph=fullgraph, disable=disable)
+    return model if disable else Compiled(model, fullgraph)
+
+
+def _arguments(args, kwargs) -> tuple[list, tuple]:
+    """The flattened arguments and their signature: tensors and arrays by shape and dtype,
+    numbers and strings by value (as torch.compile specializes), other objects by identity."""
+    flat, _ = _flatten([list(args), dict(sorted(kwargs.items()))])
+    spec = []
+    for k, a in enumerate(flat):
+        if isinstance(a, Tensor):
+            if a.ref[0].data is None:
+                a.realize()
+            spec.append(("T", a.shape, a.dtype, a.requires_grad))
+        elif isinstance(a, np.ndarray):
+            spec.append(("A", a.shape, a.dtype.str))
+        elif a is None or isinstance(a, (bool, int, float, str)):
+            spec.append(("V", type(a), a))
+        else:
+            spec.append(("O", id(a)))
+    return flat, tuple(spec) + (tuple(kwargs),)
+
+
+def _name(fn) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
