@@ -85,6 +85,9 @@ def export(obj, path: str) -> str:
     Needs coremltools (`pip install "aneforge[coreml]"`); see aneforge.mil.package.
     """
     from .mil.package import export as _export
+    tensors = obj if isinstance(obj, (tuple, list)) else (obj,)
+    if tensors and all(isinstance(t, Tensor) for t in tensors):
+        obj = program(*tensors)
     return _export(obj, path)
 
 

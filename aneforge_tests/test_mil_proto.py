@@ -18,7 +18,7 @@ from aneforge.errors import AneforgeError
 from aneforge.ir import Block, Function, Operation, Program, TensorType, Var
 from aneforge.mil import proto
 from aneforge.numerics import get_numerics
-from aneforge.ops import REGISTRY
+from aneforge.ops import REGISTRY, validate
 from aneforge.runtime.sim import SimBackend
 
 IOS18 = 9   # coremltools' specification version for iOS18 (opset "CoreML8")
@@ -58,7 +58,7 @@ class Builder:
     def program(self, *outputs):
         outs = [v if v.dtype == dtypes.transport(v.dtype) else
                 self("cast", x=v, dtype=dtypes.transport(v.dtype).name) for v in outputs]
-        return Program({"main": Function(Block(self.inputs, self.ops, outs))}).validate()
+        return validate(Program({"main": Function(Block(self.inputs, self.ops, outs))}))
 
 
 def _data(*shape, low=0.5, high=2.0):

@@ -1,11 +1,13 @@
-"""A structural signature: ops, attributes, shapes, dtypes and wiring — never input data.
+"""The structural key: ops, attributes, shapes, dtypes and wiring — never names or input data.
 
-Names do not enter it either: two programs that differ only in SSA names share a signature.
+One function, `structure`, keys both a Program (`signature`) and the compiler's cut of the
+trace (the compile cache's key), so two programs that differ only in SSA names, or two steps
+that differ only in host data, share a key.
 """
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -23,22 +25,39 @@ def canonical(value: Any) -> Any:
     return value
 
 
-def structure(program) -> tuple:
-    f = program.main
-    index = {id(v): i for i, v in enumerate(f.block.vars())}
+def op_key(type: str, attrs: dict) -> tuple:
+    """What identifies one op structurally: its name and canonical attributes."""
+    return type, canonical(attrs)
 
-    def ref(v):
-        return tuple(index[id(u)] for u in v) if isinstance(v, tuple) else index[id(v)]
 
-    ins = tuple((v.shape, v.dtype.name) for v in f.inputs)
-    from ..ops import REGISTRY
-    ops = tuple((op.type,
-                 tuple((k, ref(op.inputs[k])) for k in REGISTRY[op.type].inputs if k in op.inputs),
-                 canonical(op.attrs),
-                 tuple((v.shape, v.dtype.name) for v in op.outputs))
-                for op in f.block.operations)
-    return ins, ops, tuple(index[id(v)] for v in f.outputs)
+def structure(inputs: Iterable, ops: Iterable, outputs: Iterable) -> tuple:
+    """The structural key of a DAG whose ops come in topological order.
+
+    `inputs` are (value, TensorType) pairs read from outside; each op is (op key, arguments,
+    results) with arguments as (name, tuple of values) pairs and results as (value, TensorType)
+    pairs; `outputs` are values. A value is any hashable handle: the key numbers values in
+    order of definition and sorts arguments by name, so only structure enters it.
+    """
+    number: dict = {}
+
+    def define(values) -> tuple:
+        types = []
+        for v, t in values:
+            number[v] = len(number)
+            types.append((t.shape, t.dtype.name))
+        return tuple(types)
+
+    ins = define(inputs)
+    body = tuple((key, tuple(sorted((k, tuple(number[u] for u in vs)) for k, vs in args)),
+                  define(results)) for key, args, results in ops)
+    return ins, body, tuple(number[v] for v in outputs)
 
 
 def signature(program) -> str:
-    return hashlib.sha256(repr(structure(program)).encode()).hexdigest()
+    """A hash of the Program's structure (see `structure`)."""
+    f = program.main
+    ops = ((op_key(op.type, op.attrs),
+            [(k, v if isinstance(v, tuple) else (v,)) for k, v in op.inputs.items()],
+            [(v, v.type) for v in op.outputs]) for op in f.block.operations)
+    key = structure([(v, v.type) for v in f.inputs], ops, f.outputs)
+    return hashlib.sha256(repr(key).encode()).hexdigest()
