@@ -19,6 +19,7 @@ import numpy as np
 
 from . import autograd_state
 from .errors import AneforgeError
+from .ir.dag import topological
 from .ops import REGISTRY
 from .tensor import Tensor, const
 
@@ -106,20 +107,10 @@ def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 # ---- the walk ------------------------------------------------------------------------
 def _topo(roots) -> list:
-    order, seen = [], set()
-    for root in roots:
-        stack = [(root, False)]
-        while stack:
-            node, done = stack.pop()
-            if done:
-                order.append(node)
-                continue
-            if id(node) in seen or not node.requires_grad:
-                continue
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((src, False) for src, _ in node.refs() if id(src) not in seen)
-    return order
+    # sources in reverse argument order: it fixes the order cotangents are summed in, and fp16
+    # sums depend on it
+    return topological([r for r in roots if r.requires_grad],
+                       lambda n: [src for src, _ in reversed(list(n.refs())) if src.requires_grad])
 
 
 def _inputs(node) -> dict:
