@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import autograd_state
+from . import autograd_state, limits
 from .errors import AneforgeError
 from .ir.dag import topological
 from .ops import REGISTRY
@@ -75,14 +75,10 @@ def ones_const(shape, dtype) -> Tensor:
     return const(np.ones(shape), dtype)
 
 
-# Contraction length every family accepts (reference/facts_limits.md L5: 16384 on M1-M3).
-MAX_CONTRACTION = 16384
-
-
 def wide_sum(x: Tensor) -> Tensor:
     """Sum of all elements through the matmul accumulator (wide), not reduce_sum (fp16)."""
     n = x.numel()
-    if n > MAX_CONTRACTION or not x.dtype.is_float:
+    if n > limits.MAX_CONTRACTION or not x.dtype.is_float:
         return x.sum()
     return (x.reshape(1, n) @ ones_const((n, 1), x.dtype)).reshape(())
 
