@@ -24,7 +24,7 @@ from . import dtypes
 from .errors import AneforgeError, DTypeError
 from . import passes
 from .ir import Block, Function, Operation, Program, TensorType, Var
-from .ir.dag import topological
+from .ir.dag import fresh_name, topological
 from .ir.signature import structure
 from .numerics import get_numerics
 from .runtime import get_backend
@@ -113,10 +113,9 @@ class Cut:
                     self.leaves.append(ref)
 
     def key(self, numerics, backend_name: str) -> tuple:
-        ops = ((n.key, [(k, v if isinstance(v, list) else (v,)) for k, v in n.srcs.items()],
-                [((n, i), t) for i, t in enumerate(n.types)]) for n in self.nodes)
+        ops = ((n.key, n.srcs.items(), [(n, i) for i in range(len(n.types))]) for n in self.nodes)
         leaves = [(ref, ref[0].types[ref[1]]) for ref in self.leaves]
-        return backend_name, numerics, structure(leaves, ops, self.outputs)
+        return backend_name, numerics, structure(leaves, ops, self.outputs, many=list)
 
     def program(self) -> Program:
         """The MIL Program: leaves become inputs (cast in from their transport dtype), target
@@ -125,10 +124,10 @@ class Cut:
         vars: dict = {}
         ops: list[Operation] = []
         inputs: list[Var] = []
-        counter = iter(range(1 << 62))
+        names: set = set()
 
         def fresh(prefix, type):
-            return Var(f"{prefix}_{next(counter)}", type)
+            return Var(fresh_name(prefix, names, len(names)), type)   # x_0, cast_1, mul_2, ...
 
         for node, i in self.leaves:
             t = node.types[i]

@@ -26,16 +26,13 @@ def topological(roots: Iterable, sources: Callable) -> list:
     sources: depth first, sources visited in the order `sources` gives them (iterative, so
     deep graphs do not hit the recursion limit)."""
     order, seen = [], set()
-    for root in roots:
-        stack = [(root, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                order.append(node)
-                continue
-            if id(node) in seen:
-                continue
+    stack = [(root, False) for root in reversed(list(roots))]   # the first root comes first
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+        elif id(node) not in seen:
             seen.add(id(node))
             stack.append((node, True))
-            stack.extend((s, False) for s in reversed(sources(node)) if id(s) not in seen)
+            stack.extend([(s, False) for s in reversed(sources(node)) if id(s) not in seen])
     return order

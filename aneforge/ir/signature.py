@@ -30,34 +30,34 @@ def op_key(type: str, attrs: dict) -> tuple:
     return type, canonical(attrs)
 
 
-def structure(inputs: Iterable, ops: Iterable, outputs: Iterable) -> tuple:
+def structure(inputs: Iterable, ops: Iterable, outputs: Iterable, many: type = tuple) -> tuple:
     """The structural key of a DAG whose ops come in topological order.
 
     `inputs` are (value, TensorType) pairs read from outside; each op is (op key, arguments,
-    results) with arguments as (name, tuple of values) pairs and results as (value, TensorType)
-    pairs; `outputs` are values. A value is any hashable handle: the key numbers values in
-    order of definition and sorts arguments by name, so only structure enters it.
+    result values), its arguments (name, value) pairs in a fixed order, where a `many`
+    (a tuple, or the trace's list) holds the values of a variadic argument; `outputs` are
+    values. A value is any hashable handle: the key numbers values in order of definition,
+    so neither names nor data enter it. Result types are left out: every route that builds
+    an op infers them from its key and input types (`OpDef.apply`).
     """
     number: dict = {}
-
-    def define(values) -> tuple:
-        types = []
-        for v, t in values:
+    ins = []
+    for v, t in inputs:
+        number[v] = len(number)
+        ins.append((t.shape, t.dtype.name))
+    body = []
+    for key, args, results in ops:
+        body.append((key, tuple([(k, tuple([number[u] for u in v]) if type(v) is many
+                                  else number[v]) for k, v in args])))
+        for v in results:
             number[v] = len(number)
-            types.append((t.shape, t.dtype.name))
-        return tuple(types)
-
-    ins = define(inputs)
-    body = tuple((key, tuple(sorted((k, tuple(number[u] for u in vs)) for k, vs in args)),
-                  define(results)) for key, args, results in ops)
-    return ins, body, tuple(number[v] for v in outputs)
+    return tuple(ins), tuple(body), tuple([number[v] for v in outputs])
 
 
 def signature(program) -> str:
     """A hash of the Program's structure (see `structure`)."""
     f = program.main
-    ops = ((op_key(op.type, op.attrs),
-            [(k, v if isinstance(v, tuple) else (v,)) for k, v in op.inputs.items()],
-            [(v, v.type) for v in op.outputs]) for op in f.block.operations)
+    ops = ((op_key(op.type, op.attrs), sorted(op.inputs.items()), op.outputs)
+           for op in f.block.operations)
     key = structure([(v, v.type) for v in f.inputs], ops, f.outputs)
     return hashlib.sha256(repr(key).encode()).hexdigest()
