@@ -16,8 +16,8 @@ import numpy as np
 
 from .. import limits
 from ..errors import AneforgeError, ShapeError
-from ..ir.validate import ValidationError, validate as validate_ir
 from ..ir.types import TensorType
+from ..ir.validate import ValidationError, validate as validate_ir
 
 REQUIRED = object()
 
@@ -130,17 +130,17 @@ def define(name: str, inputs: tuple[str, ...], infer, simulate, **kw) -> OpDef:
     return register(OpDef(name, inputs, infer, simulate, **kw))
 
 
-def var_type(v) -> TensorType:
+def _var_type(v) -> TensorType:
     return v.type
 
 
-def var_is_const(v) -> bool:
+def _var_is_const(v) -> bool:
     return v.op is not None and v.op.type == "const"
 
 
 def apply_to_vars(type: str, inputs: dict[str, Any], attrs: dict[str, Any]):
     """`OpDef.apply` on IR Vars (a tuple of them for a variadic argument)."""
-    return REGISTRY[type].apply(inputs, attrs, var_type, var_is_const)
+    return REGISTRY[type].apply(inputs, attrs, _var_type, _var_is_const)
 
 
 def _type_op(op) -> list[TensorType]:
