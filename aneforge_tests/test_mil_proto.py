@@ -536,6 +536,12 @@ def test_errors_say_what_to_do(programs):
     op.inputs["alpha"].arguments.add().name = "x_0"
     with pytest.raises(AneforgeError, match=r"argument\(s\) \['alpha'\]"):
         proto.from_proto(m.SerializeToString())
+    m = proto.to_proto(programs["unary"])
+    op = next(op for op in m.functions["main"].block_specializations["CoreML8"].operations
+              if op.type != "const")
+    op.outputs[0].type.tensorType.dimensions[0].constant.size += 1
+    with pytest.raises(AneforgeError, match=f"{op.type} gives"):      # read through OpDef.apply
+        proto.from_proto(m.SerializeToString())
 
 
 # ---------------------------------------------------------------------------- known op bugs
