@@ -28,33 +28,29 @@ def _modules() -> dict[str, tuple[pathlib.Path, bool]]:
     return out
 
 
-def _targets(node, here: str) -> list[str]:
-    """The dotted names one import statement reaches (`from a import b`: a.b if b is a module)."""
+def _imported(node, package: str, modules) -> list[str]:
+    """The dotted names one import statement reaches (`from a import b`: a.b if that is a
+    module, else a); `package` is the package the importing module lives in."""
     if isinstance(node, ast.Import):
         return [a.name for a in node.names]
     base = node.module or ""
     if node.level:
-        parent = here.split(".")[:len(here.split(".")) - node.level + 1]
-        base = ".".join(parent + ([node.module] if node.module else []))
-    return [f"{base}.{a.name}" for a in node.names] + [base]
+        parts = package.split(".")
+        base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
 
 
 def import_graph() -> dict[str, set[str]]:
     """aneforge module -> the aneforge modules it imports."""
     modules = _modules()
     graph = {}
-    for name, (path, package) in modules.items():
-        here = name if package else name.rpartition(".")[0]
+    for name, (path, is_package) in modules.items():
+        package = name if is_package else name.rpartition(".")[0]
         deps = set()
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if not isinstance(node, (ast.Import, ast.ImportFrom)):
-                continue
-            targets = _targets(node, here)
-            if isinstance(node, ast.ImportFrom):     # `from a import b`: b's module, else a
-                names, base = targets[:-1], targets[-1]
-                targets = [t if t in modules else base for t in names]
-            deps.update(t for t in targets if t in modules and t != name)
-        graph[name] = deps
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                deps.update(_imported(node, package, modules))
+        graph[name] = {d for d in deps if d in modules and d != name}
     return graph
 
 
