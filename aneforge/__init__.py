@@ -14,6 +14,8 @@ signature and runs it on the current backend (the fp16-faithful simulator off ma
 """
 from __future__ import annotations
 
+import builtins
+
 from . import dtypes
 from .compiler import cache_info, clear_cache
 from .creation import (arange, eye, from_numpy, full, full_like, manual_seed, ones, ones_like,
@@ -94,6 +96,9 @@ def export(obj, path: str) -> str:
     Needs coremltools (`pip install "aneforge[coreml]"`); see aneforge.mil.package.
     """
     from .mil.package import export as _export
+    tensors = obj if isinstance(obj, (tuple, list)) else (obj,)
+    if tensors and builtins.all(isinstance(t, Tensor) for t in tensors):   # af.all shadows it
+        obj = program(*tensors)
     return _export(obj, path)
 
 

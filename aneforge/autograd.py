@@ -18,8 +18,10 @@ from typing import Sequence
 
 import numpy as np
 
+from . import limits
 from .context import CTX
 from .errors import AneforgeError
+from .ir.dag import topological
 from .ops import REGISTRY
 from .tensor import Tensor, const
 
@@ -78,14 +80,10 @@ def ones_const(shape, dtype) -> Tensor:
     return const(np.ones(shape), dtype)
 
 
-# Contraction length every family accepts (reference/facts_limits.md L5: 16384 on M1-M3).
-MAX_CONTRACTION = 16384
-
-
 def wide_sum(x: Tensor) -> Tensor:
     """Sum of all elements through the matmul accumulator (wide), not reduce_sum (fp16)."""
     n = x.numel()
-    if n > MAX_CONTRACTION or not x.dtype.is_float:
+    if n > limits.MAX_CONTRACTION or not x.dtype.is_float:
         return x.sum()
     return (x.reshape(1, n) @ ones_const((n, 1), x.dtype)).reshape(())
 
@@ -110,20 +108,10 @@ def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 # ---- the walk ------------------------------------------------------------------------
 def _topo(roots) -> list:
-    order, seen = [], set()
-    for root in roots:
-        stack = [(root, False)]
-        while stack:
-            node, done = stack.pop()
-            if done:
-                order.append(node)
-                continue
-            if id(node) in seen or not node.requires_grad:
-                continue
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((src, False) for src, _ in node.refs() if id(src) not in seen)
-    return order
+    # sources in reverse argument order: it fixes the order cotangents are summed in, and fp16
+    # sums depend on it
+    return topological([r for r in roots if r.requires_grad],
+                       lambda n: [src for src, _ in reversed(list(n.refs())) if src.requires_grad])
 
 
 def _inputs(node) -> dict:

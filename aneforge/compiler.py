@@ -24,6 +24,8 @@ from .context import CTX
 from .errors import AneforgeError, DTypeError
 from . import passes
 from .ir import Block, Function, Operation, Program, TensorType, Var
+from .ir.dag import fresh_name, topological
+from .ir.signature import structure
 from .numerics import get_numerics
 from .runtime import get_backend
 
@@ -98,56 +100,26 @@ class Cut:
     """The pending subgraph that produces some target values, in topological order."""
 
     def __init__(self, targets: list[tuple]):
-        self.value_id: dict = {}          # (id(node), index) -> value number
-        self.leaves: list[tuple] = []     # (node, index) read as program inputs
-        self.nodes: list = []             # op nodes, topologically ordered
         self.outputs: list[tuple] = []
         for node, _ in targets:           # a realized multi-output node keeps all outputs
             for i in range(len(node.types)):
                 if (node, i) not in self.outputs:
                     self.outputs.append((node, i))
-        self._walk([n for n, _ in self.outputs])
-
-    def _number(self, node, i):
-        self.value_id[(id(node), i)] = len(self.value_id)
-
-    def _walk(self, roots) -> None:
-        seen = set()
-        for root in roots:
-            stack = [(root, False)]
-            while stack:
-                node, expanded = stack.pop()
-                if id(node) in seen and not expanded:
-                    continue
-                if node.data is not None:
-                    seen.add(id(node))
-                    continue       # leaves are numbered when first read, below
-                if expanded:
-                    for src, i in node.refs():
-                        if src.data is not None and (id(src), i) not in self.value_id:
-                            self.leaves.append((src, i))
-                            self._number(src, i)
-                    self.nodes.append(node)
-                    for i in range(len(node.types)):
-                        self._number(node, i)
-                    continue
-                seen.add(id(node))
-                stack.append((node, True))
-                for src, _ in reversed(list(node.refs())):
-                    if id(src) not in seen:
-                        stack.append((src, False))
+        self.nodes: list = topological(   # op nodes, topologically ordered
+            [n for n, _ in self.outputs if n.data is None],
+            lambda n: [src for src, _ in n.refs() if src.data is None])
+        self.leaves: list[tuple] = []     # (node, index) read as program inputs, in order
+        read = set()
+        for node in self.nodes:
+            for ref in node.refs():
+                if ref[0].data is not None and ref not in read:
+                    read.add(ref)
+                    self.leaves.append(ref)
 
     def key(self, numerics, backend_name: str) -> tuple:
-        vid = self.value_id
-
-        def ref(v):
-            return tuple(vid[(id(n), i)] for n, i in v) if isinstance(v, list) else vid[(id(v[0]), v[1])]
-
-        ops = tuple((n.key, tuple((k, ref(v)) for k, v in n.srcs.items())) for n in self.nodes)
-        leaves = tuple((n.types[i].shape, n.types[i].dtype.name, vid[(id(n), i)])
-                       for n, i in self.leaves)
-        outs = tuple(vid[(id(n), i)] for n, i in self.outputs)
-        return backend_name, numerics, leaves, ops, outs
+        ops = ((n.key, n.srcs.items(), [(n, i) for i in range(len(n.types))]) for n in self.nodes)
+        leaves = [(ref, ref[0].types[ref[1]]) for ref in self.leaves]
+        return backend_name, numerics, structure(leaves, ops, self.outputs, many=list)
 
     def program(self) -> Program:
         """The MIL Program: leaves become inputs (cast in from their transport dtype), target
@@ -156,10 +128,10 @@ class Cut:
         vars: dict = {}
         ops: list[Operation] = []
         inputs: list[Var] = []
-        counter = iter(range(1 << 62))
+        names: set = set()
 
         def fresh(prefix, type):
-            return Var(f"{prefix}_{next(counter)}", type)
+            return Var(fresh_name(prefix, names, len(names)), type)   # x_0, cast_1, mul_2, ...
 
         for node, i in self.leaves:
             t = node.types[i]

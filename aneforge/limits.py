@@ -1,10 +1,12 @@
-"""The ANE's shape limits that every op's result must respect (reference/facts_limits.md §1-2)."""
+"""The ANE's shape limits that every op's result must respect (reference/facts_limits.md §1-2),
+and the longest matmul contraction (§5)."""
 from __future__ import annotations
 
 from .errors import LimitError
 
-MAX_RANK = 5          # L1: rank 0..5; rank 6 fails ANECCompile
-MAX_AXIS = 65536      # L4: every axis 1..65536 at MIL parse
+MAX_RANK = 5              # L1: rank 0..5; rank 6 fails ANECCompile
+MAX_AXIS = 65536          # L4: every axis 1..65536 at MIL parse
+MAX_CONTRACTION = 16384   # L5: the matmul contraction every family accepts (M1-M3; M4/M5: 65536)
 
 
 def check_shape(op: str, shape: tuple[int, ...], inputs: str = "") -> None:

@@ -211,6 +211,11 @@ class Tensor:
         return (self[i] for i in range(len(self)))
 
     # ---- recording -------------------------------------------------------------------
+    def _record(self, op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
+        """Record registered op `op` on `inputs`: how the gradient rules in aneforge/ops/,
+        which sit below this module, build Tensors from the ones they are given."""
+        return record_op(op, inputs, attrs)
+
     # ---- dtype -----------------------------------------------------------------------
     def to(self, *args, dtype=None, **kwargs) -> "Tensor":
         """Cast to a dtype (MIL cast). Devices are accepted and ignored, as in

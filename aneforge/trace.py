@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import AneforgeError
-from .ir.signature import canonical
+from .ir.signature import op_key
 from .ir.types import TensorType
 from .ops import REGISTRY
 
@@ -26,7 +25,7 @@ class Node:
         self.grad = None          # a leaf's accumulated gradient (a Tensor)
         self.owner = None         # weakref to the handle whose value this leaf is (Tensor.set_)
         # Everything that identifies this op structurally, computed once at record time.
-        self.key = None if op is None else (op, canonical(attrs))
+        self.key = None if op is None else op_key(op, attrs)
 
     @property
     def realized(self) -> bool:
@@ -52,17 +51,15 @@ def record(op: str, srcs: dict[str, Any], attrs: dict[str, Any], requires_grad: 
 
     `srcs` maps MIL argument names to (node, index) references, or lists of them (variadic).
     """
-    opdef = REGISTRY[op]
-    attrs = opdef.full_attrs(attrs)
-    in_types = {k: (tuple(n.types[i] for n, i in v) if isinstance(v, list) else
-                    None if v is None else v[0].types[v[1]])
-                for k, v in srcs.items()}
-    attrs = opdef.round_scalars(attrs, in_types)
-    types = opdef.infer_types(in_types, attrs)
-    for k in opdef.const_inputs:
-        if srcs.get(k) is not None and srcs[k][0].op != "const":
-            raise AneforgeError(f"{op}: input {k!r} must be a constant (MIL requires it); "
-                                f"for values computed or fed at run time use matmul instead")
+    attrs, types = REGISTRY[op].apply(srcs, attrs, _type, _is_const)
     srcs = {k: v for k, v in srcs.items() if v is not None}
     differentiable = requires_grad and any(t.dtype.is_float for t in types)
     return Node(op, srcs, attrs, types, None, differentiable)
+
+
+def _type(ref) -> TensorType:
+    return ref[0].types[ref[1]]
+
+
+def _is_const(ref) -> bool:
+    return ref[0].op == "const"

@@ -74,3 +74,29 @@ def test_advanced_indexing_says_what_to_do():
     with pytest.raises(af.AneforgeError, match="where"):
         x = af.ones(3)
         x[0] = 1.0
+
+
+def test_const_inputs_are_checked_on_every_route():
+    """OpDef.apply is the one place an op is checked: recording, a pass's Graph.add and the MIL
+    text reader all refuse a conv whose weight is computed (MIL requires a const)."""
+    from aneforge.ir import Block, Function, Program, TensorType, Var
+    from aneforge.mil.text import MILSyntaxError, parse
+    from aneforge.passes.graph import Graph
+    from aneforge.tensor import record_op
+    x, w = af.ones(1, 2, 4, 4), af.ones(3, 2, 1, 1)
+    with pytest.raises(af.AneforgeError, match="conv: input 'weight' must be a constant"):
+        record_op("conv", {"x": x, "weight": w + 1}, {})
+    vx = Var("x", TensorType((1, 2, 4, 4), af.float16))
+    vw = Var("w", TensorType((3, 2, 1, 1), af.float16))
+    graph = Graph(Program({"main": Function(Block([vx, vw], [], [vx]))}), None)
+    with pytest.raises(af.AneforgeError, match="conv: input 'weight' must be a constant"):
+        graph.add("conv", {"x": vx, "weight": vw})
+    ones = "const(tensor<int32, [2]>([1, 1]))"
+    text = ("program(1.3) {\n"
+            "  func main<ios18>(tensor<fp16, [1, 2, 4, 4]> x, tensor<fp16, [3, 2, 1, 1]> w) {\n"
+            f"    tensor<fp16, [1, 3, 4, 4]> y = conv(x = x, weight = w, strides = {ones}, "
+            f'pad_type = string("valid"), dilations = {ones}, groups = const(int32(1)))'
+            '[name = string("y")];\n'
+            "  } -> (y);\n}")
+    with pytest.raises(MILSyntaxError, match="weight' must be a constant"):
+        parse(text)

@@ -15,6 +15,7 @@ import aneforge as af
 from aneforge.errors import AneforgeError
 from aneforge.mil import proto
 from aneforge.mil.text import emit, parse
+from aneforge.ops import validate
 from aneforge.runtime.sim import SimBackend
 
 SLOW = 1.0          # seconds: far above any example's parse time; more means a near-hang
@@ -144,7 +145,7 @@ def accepts_or_aneforge_error(read, data) -> None:
     start = time.perf_counter()
     try:
         program = read(data)
-        program.validate()
+        validate(program)
     except AneforgeError:
         return
     finally:
@@ -198,7 +199,7 @@ def test_mutated_protobuf_gives_a_program_or_an_aneforge_error(data):
 
 @pytest.mark.parametrize("text", SEEDS, ids=range(len(SEEDS)))
 def test_seeds_are_valid(text):
-    assert parse(text).validate() is not None
+    assert validate(parse(text)) is not None
 
 
 @pytest.mark.parametrize("text", ["", "program", "program(", "}" * 5000, "[" * 5000,
@@ -213,6 +214,6 @@ def test_degenerate_text(text):
                                   np.random.default_rng(0).bytes(512)], ids=range(5))
 def test_degenerate_bytes(data):
     try:
-        proto.from_proto_bytes(data).validate()
+        validate(proto.from_proto_bytes(data))
     except AneforgeError:
         pass

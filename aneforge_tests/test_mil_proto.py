@@ -18,7 +18,7 @@ from aneforge.errors import AneforgeError
 from aneforge.ir import Block, Function, Operation, Program, TensorType, Var
 from aneforge.mil import proto
 from aneforge.numerics import get_numerics
-from aneforge.ops import REGISTRY
+from aneforge.ops import REGISTRY, validate
 from aneforge.runtime.sim import SimBackend
 
 IOS18 = 9   # coremltools' specification version for iOS18 (opset "CoreML8")
@@ -58,7 +58,7 @@ class Builder:
     def program(self, *outputs):
         outs = [v if v.dtype == dtypes.transport(v.dtype) else
                 self("cast", x=v, dtype=dtypes.transport(v.dtype).name) for v in outputs]
-        return Program({"main": Function(Block(self.inputs, self.ops, outs))}).validate()
+        return validate(Program({"main": Function(Block(self.inputs, self.ops, outs))}))
 
 
 def _data(*shape, low=0.5, high=2.0):
@@ -535,6 +535,12 @@ def test_errors_say_what_to_do(programs):
     op = m.functions["main"].block_specializations["CoreML8"].operations[0]
     op.inputs["alpha"].arguments.add().name = "x_0"
     with pytest.raises(AneforgeError, match=r"argument\(s\) \['alpha'\]"):
+        proto.from_proto(m.SerializeToString())
+    m = proto.to_proto(programs["unary"])
+    op = next(op for op in m.functions["main"].block_specializations["CoreML8"].operations
+              if op.type != "const")
+    op.outputs[0].type.tensorType.dimensions[0].constant.size += 1
+    with pytest.raises(AneforgeError, match=f"{op.type} gives"):      # read through OpDef.apply
         proto.from_proto(m.SerializeToString())
 
 

@@ -15,6 +15,7 @@ import aneforge.passes as P
 from aneforge import dtypes
 from aneforge.ir import Block, Function, Program
 from aneforge.numerics import get_numerics
+from aneforge.ops import validate
 from aneforge.runtime.sim import SimBackend
 from aneforge.tensor import const
 from test_mil_proto import Builder, _inputs
@@ -32,7 +33,7 @@ def apply(program, *names, exact=None, tol=4 * U, **options):
     report."""
     before = copy.deepcopy(program)
     report = P.run(program, list(names), **options)
-    program.validate()
+    validate(program)
     exact = all(P.PASSES[n].exact for n in names) if exact is None else exact
     inputs = _inputs(before)
     for a, b in zip(outputs(program, inputs), outputs(before, inputs)):
@@ -349,9 +350,9 @@ def test_dedup_op_and_var_names():
     out = b("add", x=a, y=c)
     p = Program({"main": Function(Block(b.inputs, b.ops, [out]))})
     with pytest.raises(Exception, match="duplicate"):
-        p.validate()
+        validate(p)
     P.run(p, ["dedup_op_and_var_names"])
-    p.validate()
+    validate(p)
     assert [v.name for v in p.main.block.vars()] == ["x_1", "relu_2", "relu_2_1", "add_4"]
 
 

@@ -2,7 +2,7 @@
 
 A Block holds its operations in a plain list in topological order; every Var has exactly one
 producer (an Operation, or None for a function input). Passes rewrite it with `replace_uses`,
-`remove_op` and `insert_op`; `validate` checks the invariants again afterwards.
+`remove_op` and `insert_op`; `aneforge.ops.validate` checks the invariants again afterwards.
 """
 from __future__ import annotations
 
@@ -126,11 +126,6 @@ class Program:
     def signature(self) -> str:
         from .signature import signature
         return signature(self)
-
-    def validate(self) -> "Program":
-        from .validate import validate
-        validate(self)
-        return self
 
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

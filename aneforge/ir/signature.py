@@ -1,11 +1,13 @@
-"""A structural signature: ops, attributes, shapes, dtypes and wiring — never input data.
+"""The structural key: ops, attributes, shapes, dtypes and wiring — never names or input data.
 
-Names do not enter it either: two programs that differ only in SSA names share a signature.
+One function, `structure`, keys both a Program (`signature`) and the compiler's cut of the
+trace (the compile cache's key), so two programs that differ only in SSA names, or two steps
+that differ only in host data, share a key.
 """
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -23,22 +25,39 @@ def canonical(value: Any) -> Any:
     return value
 
 
-def structure(program) -> tuple:
-    f = program.main
-    index = {id(v): i for i, v in enumerate(f.block.vars())}
+def op_key(type: str, attrs: dict) -> tuple:
+    """What identifies one op structurally: its name and canonical attributes."""
+    return type, canonical(attrs)
 
-    def ref(v):
-        return tuple(index[id(u)] for u in v) if isinstance(v, tuple) else index[id(v)]
 
-    ins = tuple((v.shape, v.dtype.name) for v in f.inputs)
-    from ..ops import REGISTRY
-    ops = tuple((op.type,
-                 tuple((k, ref(op.inputs[k])) for k in REGISTRY[op.type].inputs if k in op.inputs),
-                 canonical(op.attrs),
-                 tuple((v.shape, v.dtype.name) for v in op.outputs))
-                for op in f.block.operations)
-    return ins, ops, tuple(index[id(v)] for v in f.outputs)
+def structure(inputs: Iterable, ops: Iterable, outputs: Iterable, many: type = tuple) -> tuple:
+    """The structural key of a DAG whose ops come in topological order.
+
+    `inputs` are (value, TensorType) pairs read from outside; each op is (op key, arguments,
+    result values), its arguments (name, value) pairs in a fixed order, where a `many`
+    (a tuple, or the trace's list) holds the values of a variadic argument; `outputs` are
+    values. A value is any hashable handle: the key numbers values in order of definition,
+    so neither names nor data enter it. Result types are left out: every route that builds
+    an op infers them from its key and input types (`OpDef.apply`).
+    """
+    number: dict = {}
+    ins = []
+    for v, t in inputs:
+        number[v] = len(number)
+        ins.append((t.shape, t.dtype.name))
+    body = []
+    for key, args, results in ops:
+        body.append((key, tuple([(k, tuple([number[u] for u in v]) if type(v) is many
+                                  else number[v]) for k, v in args])))
+        for v in results:
+            number[v] = len(number)
+    return tuple(ins), tuple(body), tuple([number[v] for v in outputs])
 
 
 def signature(program) -> str:
-    return hashlib.sha256(repr(structure(program)).encode()).hexdigest()
+    """A hash of the Program's structure (see `structure`)."""
+    f = program.main
+    ops = ((op_key(op.type, op.attrs), sorted(op.inputs.items()), op.outputs)
+           for op in f.block.operations)
+    key = structure([(v, v.type) for v in f.inputs], ops, f.outputs)
+    return hashlib.sha256(repr(key).encode()).hexdigest()

@@ -106,7 +106,7 @@ def load_mil(text_or_path, weights_dir: str | None = None) -> MILFunction:
 
     Runs on the current backend through the same compile path as traced programs. A file's
     BLOBFILE weights are read from its directory unless `weights_dir` says otherwise.
-    Errors name the line and the rule broken (`aneforge.mil.text.MILSyntaxError`).
+    Errors name the line and the rule broken (`aneforge.mil.syntax.MILSyntaxError`).
 
     >>> import numpy as np, aneforge as af
     >>> relu = af.load_mil('''program(1.3) {

@@ -24,6 +24,8 @@ import tempfile
 from .. import dtypes
 from ..errors import AneforgeError
 from ..ir import Block, Function, Operation, Program, TensorType, Var
+from ..ir.dag import fresh_name
+from ..ops import validate
 
 SPECIFICATION_VERSION = 9          # iOS18 / macOS15: MIL opset CoreML8
 CORE_ML_ARRAY_TYPES = {"fp16": "FLOAT16", "fp32": "FLOAT32", "int32": "INT32", "int8": "INT8"}
@@ -33,8 +35,9 @@ WIDENED = dtypes.int32             # Core ML's type for the I/O it cannot descri
 def export(obj, path: str) -> str:
     """Write `obj` as a Core ML `.mlpackage` at `path` (replaced if it exists); returns the path.
 
-    `obj` is a Program, a tensor or tuple of tensors (the program that computes them), or a
-    function from `af.load_mil`. Needs coremltools: `pip install "aneforge[coreml]"`.
+    `obj` is a Program or a function from `af.load_mil` (`af.export` also takes a tensor or
+    tuple of tensors: the program that computes them). Needs coremltools: `pip install
+    "aneforge[coreml]"`.
 
     >>> import aneforge as af, coremltools as ct, tempfile, os
     >>> path = af.export(af.ones(2, 3).relu() * 2, os.path.join(tempfile.mkdtemp(), "m.mlpackage"))
@@ -45,7 +48,7 @@ def export(obj, path: str) -> str:
     ct = _coremltools()
     if not str(path).endswith(".mlpackage"):
         raise AneforgeError(f"export writes a Core ML package: name it '*.mlpackage', not {path!r}")
-    program = _program_of(obj).validate()
+    program = validate(_program_of(obj))
     from ..runtime.walls import check_walls
     check_walls(program)
     program = core_ml_boundary(program)
@@ -71,16 +74,11 @@ def _coremltools():
 
 
 def _program_of(obj) -> Program:
-    from ..tensor import Tensor
     from .load import MILFunction
     if isinstance(obj, Program):
         return obj
     if isinstance(obj, MILFunction):
         return obj.program
-    tensors = obj if isinstance(obj, (tuple, list)) else (obj,)
-    if tensors and all(isinstance(t, Tensor) for t in tensors):
-        from .. import program
-        return program(*tensors)
     raise AneforgeError(f"export takes a Program, a tensor or tuple of tensors, or a function "
                         f"from af.load_mil; got {type(obj).__name__}")
 
@@ -135,21 +133,12 @@ def core_ml_boundary(program: Program) -> Program:
     return Program({**program.functions, "main": main}, program.version, program.build_info)
 
 
-def _fresh(base: str, names: set) -> str:
-    name, i = base, 0
-    while name in names:
-        i += 1
-        name = f"{base}_{i}"
-    names.add(name)
-    return name
-
-
 def _widen_input(v: Var, new: dict, ops: list, names: set) -> Var:
     if v.dtype.name in CORE_ML_ARRAY_TYPES:
         new[id(v)] = Var(v.name, v.type)
         return new[id(v)]
     wide = Var(v.name, TensorType(v.shape, WIDENED))
-    inner = Var(_fresh(f"{v.name}_{v.dtype.name}", names), v.type)
+    inner = Var(fresh_name(f"{v.name}_{v.dtype.name}", names), v.type)
     ops.append(Operation("cast", {"x": wide}, {"dtype": v.dtype.name}, [inner], inner.name))
     new[id(v)] = inner
     return wide
@@ -159,9 +148,9 @@ def _widen_output(v: Var, ops: list, names: set) -> Var:
     if v.dtype.name in CORE_ML_ARRAY_TYPES:
         return v
     if v.op is None:                    # an input returned as is: the output needs a name
-        name = _fresh(f"{v.name}_out", names)
+        name = fresh_name(f"{v.name}_out", names)
     else:
-        name, v.name = v.name, _fresh(f"{v.name}_{v.dtype.name}", names)
+        name, v.name = v.name, fresh_name(f"{v.name}_{v.dtype.name}", names)
     for op in ops:                      # the op producing v is named after it: keep them apart
         if op.name == name and v in op.outputs:
             op.name = v.name

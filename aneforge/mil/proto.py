@@ -32,7 +32,9 @@ import numpy as np
 from .. import dtypes
 from ..errors import AneforgeError
 from ..ir import Block, Function, Operation, Program, TensorType, Var
+from ..ir.dag import fresh_name
 from ..ops import REGISTRY
+from ..ops.registry import apply_to_vars
 
 PACKAGE = "CoreML.Specification.MILSpec"
 
@@ -553,16 +555,20 @@ class _BlockReader:
             elif k in m.inputs:
                 found[k] = _attr(a.kind, self.literal(_one(m.inputs[k], f"{where} {k}"),
                                                       f"{where} {k}"), f"{where} {k}")
+        attrs, types = apply_to_vars(m.type, inputs, found)
         outputs = [_read_var(v) for v in m.outputs]
+        if [v.type for v in outputs] != types:
+            raise AneforgeError(f"{where}: outputs are typed {[str(v.type) for v in outputs]}; "
+                                f"{m.type} gives {[str(t) for t in types]} for these arguments")
         self.scope.update((v.name, v) for v in outputs)
-        self.ops.append(Operation(m.type, inputs, spec.full_attrs(found), outputs, name))
+        self.ops.append(Operation(m.type, inputs, attrs, outputs, name))
 
     def tensor(self, b, where: str) -> Var:
         """A tensor argument: a name, or a literal (read as the const op MIL means by it)."""
         if b.WhichOneof("binding") == "name":
             return self.var(b.name, where)
         val = _array(b.value, self.weights)
-        name = f"literal_{len(self.scope)}"
+        name = fresh_name("literal", set(self.scope), len(self.scope))
         out = Var(name, TensorType(val.shape, _ir_dtype(_key(val), where)))
         self.ops.append(Operation("const", {}, {"val": val}, [out], name))
         self.scope[name] = out

@@ -14,13 +14,14 @@ from .. import dtypes
 from ..dtypes import IO_DTYPES
 from ..errors import AneforgeError, CompileWallError
 from ..ir import Block, Function, Operation, Program, TensorType, Var
+from ..ir.dag import fresh_name
 from ..limits import MAX_AXIS, MAX_RANK
-from ..ops import REGISTRY
-from ..ops.registry import REQUIRED
+from ..ops import REGISTRY, validate
+from ..ops.registry import REQUIRED, apply_to_vars
 from ..runtime.walls import check_walls
 from .proto import ATTR_FITS, ATTR_KINDS, STORED_AS_ATTRIBUTE
 from .proto import OPSETS as PROTO_OPSETS
-from .text import Arg, Literal, MILSyntaxError, Ref, Statement, TypeSpec, _source
+from .syntax import Arg, Literal, MILSyntaxError, Ref, Statement, TypeSpec, source_line
 
 OPSETS = tuple(PROTO_OPSETS)          # the opsets the MILSpec writer names (ios15..ios18)
 
@@ -91,7 +92,7 @@ def resolve(syntax, lines: list[str], walls: bool = True) -> Program:
 def _check_program(program, lines, op_lines, walls) -> None:
     main_line = min(op_lines.values(), default=1)
     try:
-        program.validate()
+        validate(program)
     except AneforgeError as e:      # the checks above should have caught it: say so plainly
         _fail(lines, main_line, "op-check", str(e))
     if not walls:
@@ -106,7 +107,7 @@ def _check_program(program, lines, op_lines, walls) -> None:
 
 
 def _fail(lines, line: int, rule: str, message: str):
-    raise MILSyntaxError(line, rule, message, _source(lines, line))
+    raise MILSyntaxError(line, rule, message, source_line(lines, line))
 
 
 def _close(word: str, options) -> str:
@@ -129,7 +130,7 @@ class _FunctionResolver:
         for st in f.body:
             for _, tok in st.outputs:
                 self.later.setdefault(tok.text, tok.line)
-        self.taken = set(self.later) | {tok.text for _, tok in f.params}
+        self.taken = set(self.later) | {tok.text for _, tok in f.params}   # + op names, as read
 
     def fail(self, line: int, rule: str, message: str):
         _fail(self.lines, line, rule, message)
@@ -242,11 +243,9 @@ class _FunctionResolver:
         if self.string_const(st, opdef):
             return
         inputs, found = self.bind(st, opdef, name)
-        attrs = opdef.full_attrs(found)
         declared = self.declared(st)
-        inferred = self.infer(st, opdef, inputs, attrs)
+        attrs, inferred = self.apply(st, opdef, inputs, found)
         self.compare(st, declared, inferred)
-        self.check_const_inputs(st, opdef, inputs)
         outs = [Var(tok.text, t) for (_, tok), t in zip(st.outputs, declared)]
         self.add(Operation(opdef.name, inputs, attrs, outs, name), st.line)
         value = _value_attr(opdef)         # a const's value may bind compile-time arguments
@@ -276,6 +275,7 @@ class _FunctionResolver:
             self.fail(line, "duplicate-name", f"op name {name!r} is already used on line "
                       f"{self.op_names[name]}; every op needs a unique name")
         self.op_names[name] = line
+        self.taken.add(name)
         return name
 
     def string_const(self, st: Statement, opdef) -> bool:
@@ -367,12 +367,7 @@ class _FunctionResolver:
         return v
 
     def fresh(self, base: str) -> str:
-        name, i = base, 0
-        while name in self.taken or name in self.op_names:
-            i += 1
-            name = f"{base}_{i}"
-        self.taken.add(name)
-        return name
+        return fresh_name(base, self.taken)
 
     def attr_arg(self, opdef, arg, first: Var | None):
         kind = opdef.attrs[arg.name].kind
@@ -400,11 +395,10 @@ class _FunctionResolver:
         return convert(array)
 
     # ---- types
-    def infer(self, st: Statement, opdef, inputs: dict, attrs: dict) -> list[TensorType]:
-        in_types = {k: tuple(u.type for u in v) if isinstance(v, tuple) else v.type
-                    for k, v in inputs.items()}
+    def apply(self, st: Statement, opdef, inputs: dict, attrs: dict):
+        """(full attributes, inferred result types), the op's own errors as op-check."""
         try:
-            return opdef.infer_types(in_types, attrs)
+            return apply_to_vars(opdef.name, inputs, attrs)
         except AneforgeError as e:
             self.fail(st.op.line, "op-check", str(e))
         except Exception as e:   # an op's own inference on arguments it did not expect
@@ -421,14 +415,6 @@ class _FunctionResolver:
                 self.fail(t.line, "type-mismatch", f"{tok.text!r} is declared {d} but "
                           f"{st.op.text} gives {i} for these arguments: declare {i}, or fix "
                           f"the arguments")
-
-    def check_const_inputs(self, st: Statement, opdef, inputs: dict) -> None:
-        for k in opdef.const_inputs:
-            v = inputs.get(k)
-            if v is not None and (v.op is None or v.op.type != "const"):
-                self.fail(st.op.line, "argument-type", f"{opdef.name}'s {k} must be a const "
-                          f"(MIL requires it); for a value computed or fed at run time use "
-                          f"matmul instead")
 
 
 def _value_attr(opdef) -> str | None:

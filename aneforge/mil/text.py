@@ -19,14 +19,14 @@ naming the line and the rule (resolve.RULES); docs/mil.md describes the grammar.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
-
 import numpy as np
 
 from ..errors import AneforgeError
 from ..limits import MAX_RANK
 from ..ops import REGISTRY
+from .resolve import resolve
+from .syntax import (Arg, FunctionSyntax, Literal, MILSyntaxError, ProgramSyntax, Ref, Statement,
+                     Token, TypeSpec, source_line)
 
 INDENT = "    "
 
@@ -128,18 +128,6 @@ def emit(program) -> str:
 # (statements, typed names, literals as numpy arrays, each with its line); resolve.py turns
 # the tree into the IR, checking every rule of the MIL primer with the line it breaks.
 
-
-
-class MILSyntaxError(AneforgeError):
-    """MIL text that aneforge cannot accept: `.line` (1-based) and `.rule` say where and which
-    rule; the message says what to do."""
-
-    def __init__(self, line: int, rule: str, message: str, source: str = ""):
-        self.line, self.rule, self.message = line, rule, message
-        where = f"\n    {line} | {source.strip()}" if source.strip() else ""
-        super().__init__(f"MIL line {line} [{rule}]: {message}{where}")
-
-
 # The element types MIL text names; values of the first group can be tensors in a program.
 NUMPY_OF = {"fp16": "float16", "fp32": "float32", "int8": "int8", "uint8": "uint8",
             "int16": "int16", "uint16": "uint16", "int32": "int32", "bool": "bool",
@@ -162,15 +150,6 @@ _TOKEN = re.compile(r"""
 """, re.X | re.S)
 
 
-class Token(NamedTuple):
-    kind: str          # name, number, string, punct, eof
-    text: str
-    line: int
-
-    def __str__(self) -> str:
-        return "the end of the text" if self.kind == "eof" else repr(self.text)
-
-
 def tokenize(text: str, source_lines: list[str]) -> list[Token]:
     out, line = [], 1
     for m in _TOKEN.finditer(text):
@@ -180,75 +159,11 @@ def tokenize(text: str, source_lines: list[str]) -> list[Token]:
         elif kind == "error":
             what = ("an unterminated string (strings end with \" on the same line)"
                     if m.group() == '"' else f"unexpected character {m.group()!r}")
-            raise MILSyntaxError(line, "syntax", what, _source(source_lines, line))
+            raise MILSyntaxError(line, "syntax", what, source_line(source_lines, line))
         elif kind != "comment":
             out.append(Token(kind, m.group(), line))
     out.append(Token("eof", "", line))
     return out
-
-
-def _source(lines: list[str], line: int) -> str:
-    return lines[line - 1] if 0 < line <= len(lines) else ""
-
-
-# --------------------------------------------------------------------------- syntax tree
-
-@dataclass
-class TypeSpec:
-    dtype: str
-    shape: tuple[int, ...]
-    line: int
-
-    def __str__(self) -> str:
-        return f"tensor<{self.dtype}, [{', '.join(map(str, self.shape))}]>"
-
-
-@dataclass
-class Literal:
-    """A value written in the text: `fp16(0.5)`, `tensor<int32, [2]>([1, 2])`, `string("x")`."""
-    dtype: str
-    value: np.ndarray
-    line: int
-
-
-@dataclass
-class Ref:
-    name: str
-    line: int
-
-
-@dataclass
-class Arg:
-    name: str
-    value: Any            # Ref | Literal | tuple of them
-    line: int
-
-
-@dataclass
-class Statement:
-    outputs: list[tuple[TypeSpec, Token]]
-    op: Token
-    args: list[Arg]
-    annotations: dict[str, tuple[Literal, int]] | None    # None: no [...] at all
-    line: int
-
-
-@dataclass
-class FunctionSyntax:
-    name: Token
-    opset: Token
-    params: list[tuple[TypeSpec, Token]]
-    body: list[Statement]
-    outputs: list[Ref]
-    line: int
-    return_line: int
-
-
-@dataclass
-class ProgramSyntax:
-    version: str
-    build_info: dict[str, str] | None
-    functions: list[FunctionSyntax] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- grammar
@@ -298,7 +213,7 @@ class Parser:
         return self.take()
 
     def fail(self, line: int, message: str, rule: str = "syntax"):
-        raise MILSyntaxError(line, rule, message, _source(self.lines, line))
+        raise MILSyntaxError(line, rule, message, source_line(self.lines, line))
 
     def comma_list(self, close: str, item, where: str) -> list:
         items = []
@@ -664,7 +579,6 @@ def parse(text: str, weights_dir: str | None = None, walls: bool = True):
     >>> [op.type for op in p.operations], [v.name for v in p.main.outputs]
     (['relu'], ['y'])
     """
-    from .resolve import resolve
     if not isinstance(text, str):
         raise AneforgeError(f"parse takes MIL text (a str), got {type(text).__name__}")
     parser = Parser(text, weights_dir)

@@ -1,11 +1,25 @@
-"""Helpers for the gradient rules written beside each op (imported lazily: rules run on Tensors,
-and tensor.py imports the registry)."""
+"""Helpers for the gradient rules written beside each op.
+
+Rules build their results from the Tensors they are given: Tensor methods, and `op` / `const`
+below, which record through one of those Tensors. So the rules never import tensor.py, which
+sits above the op definitions (docs/architecture.md, "Layers")."""
 from __future__ import annotations
+
+import numpy as np
+
+from .registry import REGISTRY
 
 
 def op(name: str, inputs: dict, **attrs):
-    from ..tensor import record_op
-    return record_op(name, inputs, attrs)
+    """Record op `name` on `inputs` (argument name -> Tensor, or a sequence for a variadic one)."""
+    like = next(t for v in inputs.values() if v is not None
+                for t in (v if isinstance(v, (tuple, list)) else (v,)))
+    return like._record(name, inputs, attrs)
+
+
+def const(value, like):
+    """A literal of `like`'s dtype baked into the program (a const op)."""
+    return like._record("const", {}, {"val": np.asarray(value, dtype=like.dtype.np)})
 
 
 def where(cond, a, b):
@@ -26,5 +40,4 @@ def expand_reduced(g, x, axes, keep_dims):
 
 
 def attach(name: str, vjp) -> None:
-    from .registry import REGISTRY
     REGISTRY[name].vjp = vjp

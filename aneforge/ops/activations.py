@@ -8,7 +8,7 @@ import numpy as np
 from ..errors import AneforgeError
 from ._common import FLOATS, elementwise, norm_axis, require_dtype
 from ._grad import attach, where, zeros
-from .registry import Attr, define
+from .registry import Attr, define, shape_error
 
 
 def _float_unary(name):
@@ -158,7 +158,6 @@ attach("leaky_relu", lambda g, ins, a, out: {"x": where(ins["x"] > 0, g, g * a["
 
 # ---- prelu (what fuse_prelu makes of relu(x) - a * relu(-x)): a per-channel slope, axis 1 ---
 def _prelu_infer(t, attrs):
-    from .registry import shape_error
     require_dtype("prelu", t, "x", FLOATS)
     x, a = t["x"], t["alpha"]
     if x.rank != 4 or a.shape != x.shape[1:2] or a.dtype != x.dtype:   # Core ML: rank 3 / 5

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import dtypes
 from ._common import FLOATS, require_dtype, require_same_dtype, same_type
-from ._grad import attach, op
+from ._grad import attach, const, op
 from .linalg import cliff, fp16_matmul
 from .registry import Attr, define, shape_error
 
@@ -148,8 +148,7 @@ def _conv_vjp(g, ins, attrs, out):
         if after < 0:
             g, after = g.narrow(axis, 0, g.shape[axis] + after), 0
         widths += [before, after]
-    from ..tensor import const
-    wt = const(transposed_weight(w, attrs["groups"]), x.dtype)
+    wt = const(transposed_weight(w, attrs["groups"]), x)
     gx = op("conv", {"x": g, "weight": wt}, pad_type="custom", pad=tuple(widths),
             dilations=tuple(dilations), groups=attrs["groups"])
     return {"x": gx}

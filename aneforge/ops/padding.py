@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._common import FLOATS, require_dtype, same_type
-from ._grad import attach, op
+from ._grad import attach, const, op
 from .registry import Attr, define, shape_error
 
 MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge"}   # -> numpy's
@@ -61,9 +61,8 @@ def _pad_vjp(g, ins, attrs, out):
         m = np.zeros((n + b + e, n), np.float16)
         idx = np.pad(np.arange(n), (b, e), mode=MODES[attrs["mode"]])
         m[np.arange(n + b + e), idx] = 1
-        from ..tensor import const
         moved = g.transpose(axis, -1)
-        g = op("matmul", {"x": moved, "y": const(m, g.dtype)}).transpose(axis, -1)
+        g = op("matmul", {"x": moved, "y": const(m, g)}).transpose(axis, -1)
     return {"x": g}
 
 

@@ -2,7 +2,10 @@
 
 An OpDef holds everything about one op: its MIL argument names, its compile-time attributes
 with their defaults, `infer` (result types, checked against the ANE limits), `simulate` (the
-numpy kernel the simulator runs) and `vjp` (its gradient rule, filled in by the autograd module).
+numpy kernel the simulator runs) and `vjp` (its gradient rule, attached beside the op's
+definition in its family module). `OpDef.apply` is the one way an op is applied to typed
+inputs: recording, rewriting in a pass, parsing MIL text and reading MILSpec all go through it,
+and `validate` checks a whole Program with it.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import numpy as np
 from .. import limits
 from ..errors import AneforgeError, ShapeError
 from ..ir.types import TensorType
+from ..ir.validate import ValidationError, validate as validate_ir
 
 REQUIRED = object()
 
@@ -38,7 +42,6 @@ class OpDef:
     const_inputs: frozenset = frozenset()   # tensor inputs MIL requires to be const
     exact: bool = False                     # its result needs no rounding (moves/selects values)
     vjp: Callable | None = None
-    doc: str = ""
 
     def full_attrs(self, attrs: dict[str, Any]) -> dict[str, Any]:
         unknown = set(attrs) - set(self.attrs)
@@ -64,6 +67,29 @@ class OpDef:
             if a.kind == "scalar" and out[k] is not None:
                 out[k] = float(np.asarray(out[k], dtype=first.dtype.np))
         return out
+
+    def apply(self, inputs: dict[str, Any], attrs: dict[str, Any], type_of: Callable,
+              is_const: Callable) -> tuple[dict[str, Any], list[TensorType]]:
+        """Check one use of this op and type it; returns (full attributes, result types).
+
+        `inputs` maps argument names to values (a sequence of them for a variadic argument,
+        None for an absent optional one), whatever a value is to the caller (a trace
+        reference, an IR Var); `type_of(value)` gives its TensorType and `is_const(value)`
+        says whether a const op makes it. Fills in default attributes (rejecting unknown
+        ones), rounds `scalar` attributes as MIL types them, infers the result types (shapes,
+        dtypes, ANE limits) and checks that inputs MIL requires constant are. Raises an error
+        naming the op, the shapes and the rule broken."""
+        attrs = self.full_attrs(attrs)
+        in_types = {k: None if v is None else tuple(map(type_of, v)) if k in self.variadic
+                    else type_of(v) for k, v in inputs.items()}
+        attrs = self.round_scalars(attrs, in_types)
+        types = self.infer_types(in_types, attrs)
+        for k in self.const_inputs:
+            if inputs.get(k) is not None and not is_const(inputs[k]):
+                raise AneforgeError(f"{self.name}: input {k!r} must be a constant (MIL requires "
+                                    f"it); for values computed or fed at run time use matmul "
+                                    f"instead")
+        return attrs, types
 
     def infer_types(self, in_types: dict[str, Any], attrs: dict[str, Any]) -> list[TensorType]:
         """Result types for these input types; raises naming the op, shapes and limit."""
@@ -102,3 +128,29 @@ def register(opdef: OpDef) -> OpDef:
 
 def define(name: str, inputs: tuple[str, ...], infer, simulate, **kw) -> OpDef:
     return register(OpDef(name, inputs, infer, simulate, **kw))
+
+
+def _var_type(v) -> TensorType:
+    return v.type
+
+
+def _var_is_const(v) -> bool:
+    return v.op is not None and v.op.type == "const"
+
+
+def apply_to_vars(type: str, inputs: dict[str, Any], attrs: dict[str, Any]):
+    """`OpDef.apply` on IR Vars (a tuple of them for a variadic argument)."""
+    return REGISTRY[type].apply(inputs, attrs, _var_type, _var_is_const)
+
+
+def _type_op(op) -> list[TensorType]:
+    if op.type not in REGISTRY:
+        raise ValidationError(f"unknown op {op.type!r} in {op.name!r}")
+    return apply_to_vars(op.type, op.inputs, op.attrs)[1]
+
+
+def validate(program):
+    """Check a Program's invariants (aneforge.ir.validate), typing each op by the registry;
+    returns the program."""
+    validate_ir(program, _type_op)
+    return program

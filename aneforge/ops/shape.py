@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import norm_axes, norm_axis, require_same_dtype, same_type
+from .. import dtypes
+from ._common import (broadcast, norm_axes, norm_axis, require_dtype, require_same_dtype,
+                      same_type)
 from ._grad import attach, op, where, zeros
 from .registry import Attr, define, shape_error
 
@@ -192,8 +194,6 @@ define("tile", ("x",), _tile_infer, lambda nm, x, reps: np.tile(x, reps), attrs=
 
 
 def _select_infer(t, attrs):
-    from .. import dtypes
-    from ._common import broadcast, require_dtype
     require_dtype("select", t, "cond", (dtypes.bool_,))
     require_same_dtype("select", t, ("a", "b"))
     shape = broadcast("select", t, ("cond", "a", "b"))

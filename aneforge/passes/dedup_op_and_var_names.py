@@ -41,10 +41,6 @@ def _claim(graph, obj, taken: set) -> int:
     if obj.name not in taken:
         taken.add(obj.name)
         return 0
-    i = 1
-    while f"{obj.name}_{i}" in taken or graph.reserved(f"{obj.name}_{i}"):
-        i += 1
-    obj.name = f"{obj.name}_{i}"
+    obj.name = graph.fresh(obj.name, plain_first=True)   # name_1, name_2...: `taken` is in the graph
     taken.add(obj.name)
-    graph.reserve(obj.name)
     return 1

@@ -16,7 +16,8 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..ir import Operation, Var
-from ..ops import REGISTRY
+from ..ir.dag import fresh_name
+from ..ops.registry import apply_to_vars
 
 
 class Graph:
@@ -58,31 +59,18 @@ class Graph:
         return not self.is_output(var) and all(id(op) in ids for op in self.uses(var))
 
     # ---- editing ----------------------------------------------------------------------
-    def fresh(self, prefix: str) -> str:
-        i = len(self._names)
-        while f"{prefix}_{i}" in self._names:
-            i += 1
-        name = f"{prefix}_{i}"
-        self._names.add(name)
-        return name
-
-    def reserve(self, name: str) -> None:
-        self._names.add(name)
-
-    def reserved(self, name: str) -> bool:
-        return name in self._names
+    def fresh(self, base: str, plain_first: bool = False) -> str:
+        """A name no value or op of the program has: base_N, N counting from the number of
+        names (or, with `plain_first`, `base` itself if free, then base_1, base_2, ...)."""
+        return fresh_name(base, self._names, None if plain_first else len(self._names))
 
     def add(self, type: str, inputs: dict[str, Any], before: Operation | None = None, **attrs):
         """Insert a new op (typed by its own `infer`) before `before` (default: at the end);
         returns its output Var, or a tuple of them."""
-        spec = REGISTRY[type]
         inputs = {k: v for k, v in inputs.items() if v is not None}
-        in_types = {k: tuple(u.type for u in v) if isinstance(v, tuple) else v.type
-                    for k, v in inputs.items()}
-        attrs = spec.round_scalars(spec.full_attrs(attrs), in_types)
+        attrs, types = apply_to_vars(type, inputs, attrs)
         name = self.fresh(type)
-        outs = [Var(name if i == 0 else self.fresh(type), t)
-                for i, t in enumerate(spec.infer_types(in_types, attrs))]
+        outs = [Var(name if i == 0 else self.fresh(type), t) for i, t in enumerate(types)]
         op = Operation(type, inputs, attrs, outs, name)
         index = len(self.ops) if before is None else self.ops.index(before)
         self.ops.insert(index, op)

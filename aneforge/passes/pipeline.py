@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from ..context import CTX
+from .. import limits
 from ..errors import AneforgeError
 from .graph import Graph
 from .registry import PASSES, get_pass
@@ -109,7 +110,7 @@ PRESETS = {
 class Pipeline:
     """Which passes run, in order, and their options (hashable: it is part of the cache key)."""
     passes: tuple[str, ...] = DEFAULT
-    contraction_cap: int = 16384      # split_long_matmul: M1-M3 (h13-h15); 65536 on M4/M5
+    contraction_cap: int = limits.MAX_CONTRACTION   # split_long_matmul (h13-h15)
 
     @staticmethod
     def build(passes=None, add=(), remove=(), **options) -> "Pipeline":

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..ops import REGISTRY
+from ..ops.registry import apply_to_vars
 from .graph import producer
 from .registry import register
 
@@ -54,9 +55,8 @@ def _strip(shape):
 
 
 def _same_result(op, key, source) -> bool:
-    spec = REGISTRY[op.type]
-    types = {k: (source if k == key else v).type for k, v in op.inputs.items()}
     try:
-        return spec.infer_types(types, op.attrs) == [v.type for v in op.outputs]
+        _, types = apply_to_vars(op.type, {**op.inputs, key: source}, op.attrs)
+        return types == [v.type for v in op.outputs]
     except Exception:          # the op does not accept it (shapes no longer broadcast)
         return False

@@ -1,7 +1,7 @@
 """remove_redundant_ops: common subexpression elimination (exact)."""
 from __future__ import annotations
 
-from ..ir.signature import canonical
+from ..ir.signature import op_key
 from .graph import COMMUTATIVE
 from .registry import register
 
@@ -29,11 +29,8 @@ def remove_redundant_ops(graph) -> int:
 
 
 def _key(op):
-    if op.type == "const":
-        val = op.attrs["val"]
-        return "const", val.dtype.str, val.shape, val.tobytes()
     args = tuple(sorted((k, tuple(map(id, v)) if isinstance(v, tuple) else id(v))
                         for k, v in op.inputs.items()))
     if op.type in COMMUTATIVE:
         args = tuple(sorted(a for _, a in args))
-    return op.type, args, canonical(op.attrs)
+    return op_key(op.type, op.attrs), args

@@ -24,11 +24,6 @@ def sanitize_input_output_names(graph) -> int:
             continue
         base = re.sub(r"[^A-Za-z0-9_]", "_", v.name)
         base = base if _VALID.match(base) else "_" + base
-        name, i = base, 0
-        while graph.reserved(name):
-            i += 1
-            name = f"{base}_{i}"
-        v.name = name
-        graph.reserve(name)
+        v.name = graph.fresh(base, plain_first=True)
         n += 1
     return n

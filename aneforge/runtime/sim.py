@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError
-from ..ops import REGISTRY
+from ..ops import REGISTRY, validate
 from .base import Backend
 from .walls import check_walls
 
@@ -110,6 +110,6 @@ class SimBackend(Backend):
         return True, "numpy simulator of the ANE's fp16 numerics; runs everywhere"
 
     def compile(self, program, numerics) -> SimExecutable:
-        program.validate()
+        validate(program)
         check_walls(program)
         return SimExecutable(program, numerics)

@@ -1,0 +1,129 @@
+"""The package's layers import one way (docs/architecture.md, "Layers").
+
+The import graph is read from the source (every `import` and `from ... import`, including the
+lazy ones inside functions: a lazy import is still a dependency). A knot inside the torch-facing
+front (tensor, autograd, functions, creation, ...) is allowed; a cycle through the IR, the
+passes, the runtime or the MIL serializers is not.
+"""
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+import aneforge
+
+ROOT = pathlib.Path(aneforge.__file__).parent
+BELOW_THE_FRONT = ("aneforge.ir", "aneforge.passes", "aneforge.runtime", "aneforge.mil")
+
+
+def _modules() -> dict[str, tuple[pathlib.Path, bool]]:
+    """Module name -> (file, is a package)."""
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        package = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if package else parts)] = (path, package)
+    return out
+
+
+def _imported(node, package: str, modules) -> list[str]:
+    """The dotted names one import statement reaches (`from a import b`: a.b if that is a
+    module, else a); `package` is the package the importing module lives in."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")
+        base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """aneforge module -> the aneforge modules it imports."""
+    modules = _modules()
+    graph = {}
+    for name, (path, is_package) in modules.items():
+        package = name if is_package else name.rpartition(".")[0]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                deps.update(_imported(node, package, modules))
+        graph[name] = {d for d in deps if d in modules and d != name}
+    return graph
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components (iterative)."""
+    index, low, on_stack, stack, out = {}, {}, set(), [], []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while not comp or comp[-1] != v:
+                        comp.append(stack.pop())
+                        on_stack.discard(comp[-1])
+                    out.append(sorted(comp))
+            elif w not in index:
+                index[w] = low[w] = len(index)
+                stack.append(w)
+                on_stack.add(w)
+                work.append((w, iter(sorted(graph[w]))))
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+    return out
+
+
+def _in(module: str, layers) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in layers)
+
+
+def test_the_graph_sees_lazy_imports():
+    graph = import_graph()
+    assert "aneforge.autograd" in graph["aneforge.tensor"]      # Tensor.backward: a lazy import
+    assert "aneforge.ops.registry" in graph["aneforge.ops"]     # `from .registry import ...`
+
+
+def test_no_cycle_runs_through_ir_passes_runtime_or_mil():
+    cycles = [c for c in strongly_connected(import_graph()) if len(c) > 1]
+    bad = [c for c in cycles if any(_in(m, BELOW_THE_FRONT) for m in c)]
+    assert not bad, "import cycles through ir/passes/runtime/mil:\n" + "\n".join(
+        f"  {len(c)} modules: {', '.join(c)}" for c in bad)
+
+
+def test_ir_imports_nothing_from_ops():
+    graph = import_graph()
+    reach = {m: sorted(d for d in deps if _in(d, ("aneforge.ops",)))
+             for m, deps in graph.items() if _in(m, ("aneforge.ir",))}
+    reach = {m: d for m, d in reach.items() if d}
+    assert not reach, f"aneforge.ir reaches up to the op registry: {reach}"
+
+
+def test_passes_runtime_and_mil_stay_below_the_front():
+    front = ("aneforge.tensor", "aneforge.autograd", "aneforge.compiler", "aneforge.optim",
+             "aneforge.nn", "aneforge.functions", "aneforge.creation", "aneforge.trace")
+    graph = import_graph()
+    up = {m: sorted(d for d in deps if _in(d, front) or d == "aneforge")
+          for m, deps in graph.items() if _in(m, BELOW_THE_FRONT[1:])}
+    up = {m: d for m, d in up.items() if d}
+    assert not up, f"passes/runtime/mil import the torch-facing front: {up}"
+
+
+def test_import_aneforge_does_not_import_torch():
+    code = "import sys, aneforge; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=str(ROOT.parent))
+    assert out.stdout.strip() == "False"
