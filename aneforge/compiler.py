@@ -96,25 +96,20 @@ def clear_cache() -> None:
     CTX.cache.clear()
 
 
+def _pending_sources(node) -> list:
+    return [src for src, _ in node.args if src.data is None]
+
+
 class Cut:
     """The pending subgraph that produces some target values, in topological order."""
 
     def __init__(self, targets: list[tuple]):
-        self.outputs: list[tuple] = []
-        for node, _ in targets:           # a realized multi-output node keeps all outputs
-            for i in range(len(node.types)):
-                if (node, i) not in self.outputs:
-                    self.outputs.append((node, i))
+        self.outputs: list[tuple] = list(dict.fromkeys(   # a multi-output node gives all
+            [(node, i) for node, _ in targets for i in range(len(node.types))]))
         self.nodes: list = topological(   # op nodes, topologically ordered
-            [n for n, _ in self.outputs if n.data is None],
-            lambda n: [src for src, _ in n.refs() if src.data is None])
-        self.leaves: list[tuple] = []     # (node, index) read as program inputs, in order
-        read = set()
-        for node in self.nodes:
-            for ref in node.refs():
-                if ref[0].data is not None and ref not in read:
-                    read.add(ref)
-                    self.leaves.append(ref)
+            [n for n, _ in self.outputs if n.data is None], _pending_sources)
+        self.leaves: list[tuple] = list(dict.fromkeys(   # (node, index) read as inputs, in order
+            [ref for node in self.nodes for ref in node.args if ref[0].data is not None]))
 
     def key(self, numerics, backend_name: str) -> tuple:
         ops = ((n.key, n.srcs.items(), [(n, i) for i in range(len(n.types))]) for n in self.nodes)

@@ -672,12 +672,17 @@ def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
     >>> record_op("exp", {"x": af.zeros(2)}, {}).tolist()
     [1.0, 1.0]
     """
-    refs = {k: ([t.ref for t in v] if isinstance(v, (tuple, list)) else
-                None if v is None else v.ref) for k, v in inputs.items()}
-    grad = _grad_enabled() and any(
-        t is not None and t.requires_grad
-        for v in inputs.values() for t in (v if isinstance(v, (tuple, list)) else (v,)))
-    node = record(op, refs, attrs, grad)
+    refs, grad = {}, False
+    for k, v in inputs.items():          # one pass: references, and whether any needs grad
+        if v is None:
+            refs[k] = None
+        elif type(v) is tuple or type(v) is list:
+            refs[k] = [(t._node, t._idx) for t in v]
+            grad = grad or any(t._node.requires_grad for t in v)
+        else:
+            refs[k] = (v._node, v._idx)
+            grad = grad or v._node.requires_grad
+    node = record(op, refs, attrs, grad and CTX.thread.grad_enabled)
     if len(node.types) == 1:
         return Tensor(node)
     return tuple(Tensor(node, i) for i in range(len(node.types)))
@@ -698,7 +703,20 @@ def _select(cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
 
 def const(value, dtype: DType) -> Tensor:
     """A literal baked into the program (Python numbers in expressions: part of the structure)."""
+    if type(value) in (int, float, bool) and value == value:     # a Python number (not NaN)
+        key = (type(value), value, dtype)
+        made = _CONSTS.get(key)
+        if made is not None:                 # checked once: a new node with the same literal
+            return Tensor(Node("const", {}, made[0], made[1], None, False, made[2]))
+        if len(_CONSTS) >= 4096:
+            _CONSTS.clear()
+        t = record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})
+        _CONSTS[key] = (t._node.attrs, t._node.types, t._node.key)
+        return t
     return record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})
+
+
+_CONSTS: dict = {}      # a pure cache: a Python number's checked const (attrs, types, key)
 
 
 def tensor_like(value, like: Tensor) -> Tensor:
@@ -728,7 +746,11 @@ def operands(x: Tensor, other, floating: bool = False) -> tuple[Tensor, Tensor]:
     >>> [t.dtype for t in operands(af.tensor([1, 2]), 0.5)]
     [aneforge.float16, aneforge.float16]
     """
-    if isinstance(other, np.ndarray):
+    if isinstance(other, Tensor):
+        a, b = x._node.types[x._idx].dtype, other._node.types[other._idx].dtype
+        if a is b and (a.is_float or not floating):          # the common case: nothing to cast
+            return x, other
+    elif isinstance(other, np.ndarray):
         other = tensor_like(other, x)
     if not isinstance(other, Tensor):
         if not isinstance(other, numbers.Number):

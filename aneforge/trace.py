@@ -8,24 +8,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from .ir.signature import op_key
+from .ir.signature import canonical, op_key
 from .ir.types import TensorType
 from .ops import REGISTRY
 
 
 class Node:
-    __slots__ = ("op", "srcs", "attrs", "types", "data", "requires_grad", "key", "origin", "grad",
-                 "owner", "__weakref__")
+    __slots__ = ("op", "srcs", "args", "attrs", "types", "data", "requires_grad", "key", "origin",
+                 "grad", "owner", "__weakref__")
 
     def __init__(self, op: str | None, srcs: dict[str, Any], attrs: dict[str, Any],
-                 types: list[TensorType], data: list | None = None, requires_grad: bool = False):
+                 types: list[TensorType], data: list | None = None, requires_grad: bool = False,
+                 key: tuple | None = None):
         self.op, self.srcs, self.attrs, self.types = op, srcs, attrs, types
+        args = []                 # every source (node, index) in argument order, flattened
+        for v in srcs.values():
+            if type(v) is list:
+                args.extend(v)
+            else:
+                args.append(v)
+        self.args = args
         self.data, self.requires_grad = data, requires_grad
         self.origin = None        # the Program that computed a realized node
         self.grad = None          # a leaf's accumulated gradient (a Tensor)
         self.owner = None         # weakref to the handle whose value this leaf is (Tensor.set_)
         # Everything that identifies this op structurally, computed once at record time.
-        self.key = None if op is None else op_key(op, attrs)
+        self.key = key if key is not None or op is None else op_key(op, attrs)
 
     @property
     def realized(self) -> bool:
@@ -34,12 +42,11 @@ class Node:
     def set_data(self, arrays: list, origin=None) -> None:
         self.data, self.origin = arrays, origin
         if not self.requires_grad:
-            self.op, self.srcs, self.key = None, {}, None
+            self.op, self.srcs, self.args, self.key = None, {}, [], None
 
     def refs(self):
         """(node, output index) of every source, in argument order (variadic flattened)."""
-        for v in self.srcs.values():
-            yield from (v if isinstance(v, list) else (v,))
+        return self.args
 
 
 def leaf(array, type: TensorType, requires_grad: bool = False) -> Node:
@@ -50,11 +57,32 @@ def record(op: str, srcs: dict[str, Any], attrs: dict[str, Any], requires_grad: 
     """Check the op NOW (shapes, dtypes, ANE limits) and append it to the trace.
 
     `srcs` maps MIL argument names to (node, index) references, or lists of them (variadic).
+    The check's outcome depends only on the op, the input types and the attributes, so it is
+    remembered (`_APPLIED`): a training loop records the same few hundred uses every step.
     """
-    attrs, types = REGISTRY[op].apply(srcs, attrs, _type, _is_const)
-    srcs = {k: v for k, v in srcs.items() if v is not None}
-    differentiable = requires_grad and any(t.dtype.is_float for t in types)
-    return Node(op, srcs, attrs, types, None, differentiable)
+    opdef = REGISTRY[op]
+    memo = (op, canonical(attrs), tuple([
+        (k, None if v is None else tuple([n.types[i] for n, i in v]) if type(v) is list
+         else v[0].types[v[1]]) for k, v in srcs.items()]))
+    hit = _APPLIED.get(memo)
+    if hit is None:
+        full, types = opdef.apply(srcs, attrs, _type, _is_const)
+        hit = (full, types, op_key(op, full), any(t.dtype.is_float for t in types))
+        if len(_APPLIED) >= _APPLIED_MAX:
+            _APPLIED.clear()
+        _APPLIED[memo] = hit
+    elif opdef.const_inputs:
+        opdef.check_const_inputs(srcs, _is_const)
+    full, types, key, floating = hit
+    if None in srcs.values():
+        srcs = {k: v for k, v in srcs.items() if v is not None}
+    return Node(op, srcs, full, types, None, requires_grad and floating, key)   # shared: never mutated
+
+
+# (op, canonical attributes, input types) -> (full attributes, result types, op key, any float):
+# a pure cache of OpDef.apply's outcome (which depends on nothing else), bounded.
+_APPLIED: dict = {}
+_APPLIED_MAX = 1 << 14
 
 
 def _type(ref) -> TensorType:

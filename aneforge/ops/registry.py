@@ -84,12 +84,15 @@ class OpDef:
                     else type_of(v) for k, v in inputs.items()}
         attrs = self.round_scalars(attrs, in_types)
         types = self.infer_types(in_types, attrs)
+        self.check_const_inputs(inputs, is_const)
+        return attrs, types
+
+    def check_const_inputs(self, inputs: dict[str, Any], is_const: Callable) -> None:
         for k in self.const_inputs:
             if inputs.get(k) is not None and not is_const(inputs[k]):
                 raise AneforgeError(f"{self.name}: input {k!r} must be a constant (MIL requires "
                                     f"it); for values computed or fed at run time use matmul "
                                     f"instead")
-        return attrs, types
 
     def infer_types(self, in_types: dict[str, Any], attrs: dict[str, Any]) -> list[TensorType]:
         """Result types for these input types; raises naming the op, shapes and limit."""
