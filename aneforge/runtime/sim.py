@@ -66,6 +66,24 @@ class SimExecutable:
         self.narrowed = [(slot[id(v.op.inputs["x"])], v.dtype.np, v.name) for v in f.outputs
                          if v.op is not None and v.op.type == "cast" and v.dtype.np.kind in "iu"
                          and v.op.inputs["x"].dtype.np.itemsize > v.dtype.np.itemsize]
+        self._plan_lifetimes()
+
+    def _plan_lifetimes(self) -> None:
+        """The memory plan: each value is dropped right after the last step that reads it
+        (program outputs stay), so a run's peak memory is the largest set of values alive at
+        once, not the sum of all of them (ExecuTorch's memory planning, by lifetime)."""
+        last: dict = {}
+        for k, step in enumerate(self.steps):
+            for p in step[2]:
+                for s in (() if p is None else p if isinstance(p, tuple) else (p,)):
+                    last[s] = k
+            for s in step[4]:
+                last.setdefault(s, k)          # written but never read: dropped at once
+        keep = {s for s, _ in self.outputs} | {s for s, _, _ in self.narrowed}
+        self.frees = [[] for _ in self.steps]
+        for s, k in last.items():
+            if s not in keep:
+                self.frees[k].append(s)
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         env: list = [None] * self.n_slots
@@ -73,13 +91,15 @@ class SimExecutable:
             env[s] = np.asarray(a).astype(carrier, copy=False)
         for s, value in self.constants:
             env[s] = value
-        for fn, ctx, plan, attrs, outs, store in self.steps:
+        for (fn, ctx, plan, attrs, outs, store), frees in zip(self.steps, self.frees):
             args = [None if p is None else tuple(env[i] for i in p) if isinstance(p, tuple) else env[p]
                     for p in plan]
             res = fn(ctx, *args, **attrs)
             res = (res,) if len(outs) == 1 else res
             for i, (s, r) in enumerate(zip(outs, res)):
                 env[s] = r if store is None else store[i](r)
+            for s in frees:
+                env[s] = None
         self._check_narrowed(env)
         return [env[s].astype(dtype, copy=False) for s, dtype in self.outputs]
 
