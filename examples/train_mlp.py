@@ -55,13 +55,18 @@ def train_aneforge(model, train, test, epochs, batch_size, lr, weight_decay, pro
     before = af.cache_info().misses
     start = time.perf_counter()
     bar = _progress(steps, "aneforge", progress)
-    for idx in bar:
-        loss = F.cross_entropy(model(af.tensor(x[idx])), af.tensor(y[idx]))
+
+    @af.compile            # captured on the first step, replayed after: one program per step
+    def train_step(xb, yb):
+        loss = F.cross_entropy(model(af.tensor(xb)), af.tensor(yb))
         opt.zero_grad()
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
-        losses.append(loss.item())
+        return loss
+
+    for idx in bar:
+        losses.append(train_step(x[idx], y[idx]).item())
         if hasattr(bar, "set_postfix"):
             bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
     seconds = time.perf_counter() - start
