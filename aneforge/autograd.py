@@ -134,13 +134,26 @@ def _vjp(node, cotangents: list) -> dict:
     return rule(gs[0] if single else gs, _inputs(node), node.attrs, outs[0] if single else outs)
 
 
-def _backprop(roots: Sequence[Tensor], seeds: Sequence[Tensor]) -> dict:
-    """Cotangents of every requires-grad value reachable from `roots`, keyed by (id(node), i)."""
+def _backprop(roots: Sequence[Tensor], seeds: Sequence[Tensor], retain_graph: bool) -> dict:
+    """Cotangents of every requires-grad value reachable from `roots`, keyed by (id(node), i).
+
+    As in torch, a graph is differentiated once unless `retain_graph`: a second walk through an
+    op a first one freed raises (torch frees the tensors the rule saved; here it keeps the
+    familiar error instead of silently adding a second copy of the gradients)."""
     grads: dict = {}
     for r, s in zip(roots, seeds):
         _accumulate(grads, r.ref, s)
+    order = _topo([r.ref[0] for r in roots])
+    if any(n.freed for n in order):
+        raise AneforgeError("Trying to backward through the graph a second time. Specify "
+                            "retain_graph=True when calling backward() (or af.grad) the first "
+                            "time if you need to differentiate it again.")
+    if not retain_graph:
+        for n in order:
+            if n.op is not None:
+                n.freed = True
     with no_grad():
-        for node in reversed(_topo([r.ref[0] for r in roots])):
+        for node in reversed(order):
             if node.op is None:
                 continue
             cot = [grads.get((id(node), i), (None, None))[1] for i in range(len(node.types))]
@@ -177,12 +190,12 @@ def _seed(t: Tensor, gradient) -> Tensor:
     return gradient.to(t.dtype)
 
 
-def backward(tensor: Tensor, gradient=None) -> None:
+def backward(tensor: Tensor, gradient=None, retain_graph: bool | None = None) -> None:
     """Accumulate d(tensor)/d(leaf) into `.grad` of every leaf that requires grad."""
     if not tensor.requires_grad:
         raise AneforgeError("element 0 of tensors does not require grad: nothing to "
                             "differentiate (create parameters with requires_grad=True)")
-    grads = _backprop([tensor], [_seed(tensor, gradient)])
+    grads = _backprop([tensor], [_seed(tensor, gradient)], bool(retain_graph))
     leaves = []
     capture = CTX.thread.capture
     with no_grad():
@@ -239,7 +252,8 @@ class BackwardRecord:
         return [t.ref for t in values]
 
 
-def grad(outputs, inputs, grad_outputs=None, allow_unused: bool = False) -> tuple:
+def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
+         allow_unused: bool = False) -> tuple:
     """d(outputs)/d(inputs) as a tuple of Tensors, without touching `.grad` (torch.autograd.grad).
 
     >>> import aneforge as af
@@ -252,7 +266,7 @@ def grad(outputs, inputs, grad_outputs=None, allow_unused: bool = False) -> tupl
     inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     seeds = grad_outputs if grad_outputs is not None else [None] * len(outputs)
     seeds = [seeds] if isinstance(seeds, Tensor) else seeds
-    grads = _backprop(outputs, [_seed(o, s) for o, s in zip(outputs, seeds)])
+    grads = _backprop(outputs, [_seed(o, s) for o, s in zip(outputs, seeds)], bool(retain_graph))
     result = []
     for x in inputs:
         node, i = x.ref

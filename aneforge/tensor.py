@@ -100,8 +100,9 @@ class Tensor:
         if capture is not None:
             capture.grad_set(self._node)
 
-    def backward(self, gradient=None) -> None:
+    def backward(self, gradient=None, retain_graph: bool | None = None) -> None:
         """Accumulate gradients of this tensor into `.grad` of the leaves that require grad.
+        A graph is differentiated once, as in torch, unless `retain_graph=True`.
 
         >>> import aneforge as af
         >>> w = af.tensor([1.0, -2.0], requires_grad=True)
@@ -110,7 +111,7 @@ class Tensor:
         [2.0, -4.0]
         """
         from .autograd import backward
-        backward(self, gradient)
+        backward(self, gradient, retain_graph)
 
     def detach(self) -> "Tensor":
         """The same value, cut from the gradient graph."""

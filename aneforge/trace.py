@@ -15,7 +15,7 @@ from .ops import REGISTRY
 
 class Node:
     __slots__ = ("op", "srcs", "args", "attrs", "types", "data", "requires_grad", "key", "origin",
-                 "grad", "owner", "__weakref__")
+                 "grad", "owner", "freed", "__weakref__")
 
     def __init__(self, op: str | None, srcs: dict[str, Any], attrs: dict[str, Any],
                  types: list[TensorType], data: list | None = None, requires_grad: bool = False,
@@ -32,6 +32,7 @@ class Node:
         self.origin = None        # the Program that computed a realized node
         self.grad = None          # a leaf's accumulated gradient (a Tensor)
         self.owner = None         # weakref to the handle whose value this leaf is (Tensor.set_)
+        self.freed = False        # differentiated once without retain_graph (autograd)
         # Everything that identifies this op structurally, computed once at record time.
         self.key = key if key is not None or op is None else op_key(op, attrs)
 

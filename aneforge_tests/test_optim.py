@@ -154,3 +154,48 @@ def test_grad_scaler_grows_after_clean_steps():
 def test_empty_parameter_list_is_an_error():
     with pytest.raises(af.AneforgeError, match="empty"):
         af.optim.SGD([], lr=0.1)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda w: af.optim.SGD([w], lr=-0.1), "Invalid lr"),
+    (lambda w: af.optim.SGD([w], lr=float("nan")), "Invalid lr"),
+    (lambda w: af.optim.SGD([w], lr=0.1, momentum=-0.9), "Invalid momentum"),
+    (lambda w: af.optim.Adam([w], betas=(0.9, 1.0)), "beta parameter at index 1"),
+    (lambda w: af.optim.Adam([w], eps=-1e-8), "Invalid eps"),
+    (lambda w: af.optim.AdamW([w], weight_decay=-0.1), "Invalid weight decay"),
+    (lambda w: af.optim.SGD([w * 2], lr=0.1), "non-leaf"),
+])
+def test_bad_optimizer_arguments_raise_as_torch_does(make, match):
+    w = af.nn.Parameter(af.ones(2))
+    with pytest.raises(ValueError, match=match):
+        make(w)
+
+
+def test_a_learning_rate_fp16_cannot_carry_warns():
+    w = af.nn.Parameter(af.ones(2))
+    opt = af.optim.SGD([w], lr=1e-8)
+    (w * w).sum().backward()
+    with pytest.warns(RuntimeWarning, match="lr=1e-08 is 0 as an fp16 program input"):
+        opt.step()
+
+
+def test_a_skipped_step_is_not_counted_as_in_torch():
+    w = af.nn.Parameter(af.ones(2))
+    opt, scaler = af.optim.Adam([w], lr=0.1), af.amp.GradScaler(init_scale=2.0 ** 15)
+    (w * 1e4).sum().backward()                     # scaled gradients overflow fp16: skipped
+    scaler.scale((w * 1e4).sum()).backward()
+    with pytest.warns(RuntimeWarning, match="skipped"):
+        scaler.step(opt)
+        scaler.update()
+    assert opt.last_step_skipped and opt._steps == 0
+    assert w.tolist() == [1.0, 1.0]
+
+
+def test_backward_twice_raises_unless_the_graph_is_retained():
+    w = af.nn.Parameter(af.ones(2))
+    loss = (w * w).sum()
+    loss.backward(retain_graph=True)
+    loss.backward()
+    assert w.grad.tolist() == [4.0, 4.0]
+    with pytest.raises(af.AneforgeError, match="backward through the graph a second time"):
+        loss.backward()

@@ -12,6 +12,7 @@ off (plain fp16 weights). docs/training.md has the measurement behind the defaul
 """
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Iterable
 
@@ -30,6 +31,7 @@ MASTER_WEIGHTS = ("compensated", "fp16")
 
 class Optimizer:
     dynamic = ("lr",)          # group settings that reach the program only through hyper()
+
     def __init__(self, params: Iterable, defaults: dict, master_weights: str = "compensated"):
         if master_weights not in MASTER_WEIGHTS:
             raise ValueError(f"master_weights must be one of {MASTER_WEIGHTS}, got {master_weights!r}")
@@ -39,6 +41,8 @@ class Optimizer:
             raise AneforgeError("optimizer got an empty parameter list")
         groups = params if isinstance(params[0], dict) else [{"params": params}]
         self.param_groups = [{**defaults, **g, "params": list(g["params"])} for g in groups]
+        for g in self.param_groups:
+            _check_group(g)
         self.state: dict = {}
         self._steps = 0
         self._staged: _Plan | None = None     # an update planned by an early read, not adopted
@@ -129,6 +133,8 @@ class Optimizer:
 
     def _set_skipped(self, ok=None) -> None:
         self.last_step_skipped = ok is not None and not bool(ok.reshape(-1)[0])
+        if self.last_step_skipped:      # as torch, where GradScaler skips optimizer.step()
+            self._steps -= 1            # altogether: a skipped step is not counted
 
     def join_realization(self, refs: list) -> list:
         """Called by every realization while gradients are pending in this thread: if some are
@@ -190,6 +196,8 @@ class Optimizer:
         """The per-step scalars as program inputs; af.compile recomputes them on each replay."""
         values = self.hyper(group, self._steps + ahead)
         out = {k: tensor(float(v)) for k, v in values.items()}
+        for k, v in values.items():
+            _warn_if_lost(k, float(v), out[k])
         capture = CTX.thread.capture
         if capture is not None:
             for k, t in out.items():
@@ -217,6 +225,32 @@ class Optimizer:
                 "param_groups": [{k: v for k, v in g.items() if k != "params"} |
                                  {"params": [index[id(p)] for p in g["params"]]}
                                  for g in self.param_groups]}
+
+
+def _check_group(group: dict) -> None:
+    """torch's argument checks (ValueError, torch's wording), plus what fp16 programs need."""
+    def number(name, low=0.0, high=None, closed=True):
+        v = group.get(name)
+        if v is None:
+            return
+        ok = isinstance(v, (int, float)) and math.isfinite(v) and (
+            v >= low if closed else v > low) and (high is None or v < high)
+        if not ok:
+            raise ValueError(f"Invalid {name.replace('_', ' ')} value: {v!r} (needs a finite "
+                             f"number >= {low}{'' if high is None else f' and < {high}'})")
+    for name in ("lr", "eps", "weight_decay", "momentum", "dampening"):
+        number(name)
+    for i, b in enumerate(group.get("betas", ())):
+        if not (isinstance(b, (int, float)) and 0.0 <= b < 1.0):
+            raise ValueError(f"Invalid beta parameter at index {i}: {b!r} (needs 0 <= beta < 1)")
+    for p in group["params"]:
+        if not isinstance(p, Tensor):
+            raise TypeError(f"optimizer params must be Tensors, got {type(p).__name__}")
+        if not p.is_leaf:
+            raise ValueError("can't optimize a non-leaf Tensor: pass the parameters (leaves), "
+                             "e.g. model.parameters(), not values computed from them")
+        if not p.dtype.is_float:
+            raise ValueError(f"can't optimize a {p.dtype} tensor: parameters are floating")
 
 
 def _all_finite(grads: list[Tensor]) -> Tensor:
@@ -288,6 +322,16 @@ def _expected_step_args(opt: Optimizer, records: list) -> tuple:
         if scaler is not None:
             return scaler.step_args(opt)
     return None, False
+
+
+def _warn_if_lost(name: str, value: float, t: Tensor) -> None:
+    """A per-step scalar travels as fp16: say so when that loses it (0, or off by > 1%)."""
+    stored = float(t.value().reshape(-1)[0])
+    if value != 0 and abs(stored - value) > 0.01 * abs(value):
+        warnings.warn(f"optimizer: {name}={value:g} is {stored:g} as an fp16 program input (fp16's "
+                      f"smallest step is 6e-8): the update is lost or distorted. Use a larger "
+                      f"learning rate, or scale the loss and the learning rate together.",
+                      RuntimeWarning, stacklevel=5)
 
 
 def warn_skipped(scale: float) -> None:
