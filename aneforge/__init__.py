@@ -17,7 +17,7 @@ from __future__ import annotations
 import builtins
 
 from . import dtypes
-from .compiler import cache_info, clear_cache
+from .compiler import cache_info, clear_cache, set_cache_limit
 from .creation import (arange, eye, from_numpy, full, full_like, manual_seed, ones, ones_like,
                        rand, randint, randn, tensor, zeros, zeros_like)
 from .dtypes import bool_ as bool  # noqa: A001  (torch spells it af.bool)
@@ -104,7 +104,7 @@ def export(obj, path: str) -> str:
 
 __all__ = ["Tensor", "tensor", "from_numpy", "zeros", "ones", "full", "zeros_like", "ones_like",
            "full_like", "arange", "eye", "rand", "randn", "randint", "manual_seed", "realize",
-           "program", "to_mil", "load_mil", "export", "cache_info", "clear_cache", "backends",
+           "program", "to_mil", "load_mil", "export", "cache_info", "clear_cache", "set_cache_limit", "backends",
            "get_backend", "set_backend", "Numerics", "numerics", "get_numerics", "set_numerics",
            "dtypes",
            "float16", "float32", "half", "int8", "int16", "int32", "uint8", "uint16", "bool",

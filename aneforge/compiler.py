@@ -36,10 +36,13 @@ class CacheInfo:
     misses: int = 0
     compile_seconds: float = 0.0
     entries: int = 0
+    limit: int = 0
+    evictions: int = 0
 
     def __repr__(self) -> str:
         return (f"CacheInfo(hits={self.hits}, misses={self.misses}, "
-                f"compile_seconds={self.compile_seconds:.4f}, entries={self.entries})")
+                f"compile_seconds={self.compile_seconds:.4f}, entries={self.entries}, "
+                f"limit={self.limit}, evictions={self.evictions})")
 
 
 class Run(NamedTuple):
@@ -88,7 +91,27 @@ def cache_info() -> CacheInfo:
     True
     """
     c = CTX.cache
-    return CacheInfo(c.hits, c.misses, c.compile_seconds, len(c.entries))
+    return CacheInfo(c.hits, c.misses, c.compile_seconds, len(c.entries), c.limit, c.evictions)
+
+
+def set_cache_limit(entries: int) -> int:
+    """Keep at most `entries` compiled programs (least recently used dropped first; default
+    256); returns the previous limit. A training loop needs one; each new batch shape adds one.
+
+    >>> import aneforge as af
+    >>> old = af.set_cache_limit(64)
+    >>> af.cache_info().limit
+    64
+    >>> _ = af.set_cache_limit(old)
+    """
+    if not isinstance(entries, int) or entries < 1:
+        raise ValueError(f"the compile cache needs room for at least one program, got {entries!r}")
+    c = CTX.cache
+    previous, c.limit = c.limit, entries
+    while len(c.entries) > c.limit:
+        del c.entries[next(iter(c.entries))]
+        c.evictions += 1
+    return previous
 
 
 def clear_cache() -> None:
@@ -208,18 +231,22 @@ def run(refs: list[tuple]) -> None:
     cut = Cut(pending)
     numerics, backend, pipeline = get_numerics(), get_backend(), passes.get_pipeline()
     key = cut.key(numerics, backend.name) + (pipeline,)
-    entry = cache.entries.get(key)
+    entry = cache.entries.pop(key, None)      # re-inserted last: the most recently used
     if entry is None:
         start = time.perf_counter()
         program = cut.program()
         report = passes.run(program, pipeline, numerics)
-        entry = cache.entries[key] = Entry(program, backend.compile(program, numerics), report)
+        entry = Entry(program, backend.compile(program, numerics), report)
         cache.compile_seconds += time.perf_counter() - start
         cache.misses += 1
         if passes.debugging():
             print(f"passes for {len(cut.nodes)} traced ops:\n{report}")
     else:
         cache.hits += 1
+    cache.entries[key] = entry
+    while len(cache.entries) > cache.limit:   # least recently used first
+        del cache.entries[next(iter(cache.entries))]
+        cache.evictions += 1
     program, exe = entry.program, entry.executable
     inputs = [to_transport(n.data[i], n.types[i].dtype).reshape(boundary_shape(n.types[i].shape))
               for n, i in cut.leaves]

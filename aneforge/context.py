@@ -35,12 +35,14 @@ class CompileCache:
     hits: int = 0
     misses: int = 0
     compile_seconds: float = 0.0
+    limit: int = 256              # entries kept, least recently used dropped first
+    evictions: int = 0
     generation: int = 0           # bumped by clear(): captured replays compile anew
 
     def clear(self) -> None:
         self.generation += 1
         self.entries.clear()
-        self.hits = self.misses = 0
+        self.hits = self.misses = self.evictions = 0
         self.compile_seconds = 0.0
 
 

@@ -1,5 +1,6 @@
 """The compile cache: one compile per shape signature; data never enters the key."""
 import numpy as np
+import pytest
 
 import aneforge as af
 
@@ -81,3 +82,19 @@ def test_compile_time_is_reported():
     af.clear_cache()
     (af.ones(2) + 1.0).numpy()
     assert af.cache_info().compile_seconds > 0
+
+
+def test_the_cache_keeps_the_most_recently_used_programs_up_to_its_limit():
+    af.clear_cache()
+    old = af.set_cache_limit(3)
+    try:
+        for n in (1, 2, 3, 4, 1):                 # 1 is evicted by 4, then compiled again
+            (af.ones(n) * 2.0).numpy()
+        info = af.cache_info()
+        assert (info.entries, info.misses, info.evictions) == (3, 5, 2)
+        (af.ones(4) * 2.0).numpy()                # still cached: 2 and 3 went first
+        assert af.cache_info().misses == 5
+        with pytest.raises(ValueError, match="at least one"):
+            af.set_cache_limit(0)
+    finally:
+        af.set_cache_limit(old)

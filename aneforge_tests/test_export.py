@@ -3,6 +3,8 @@ loads with skip_model_load, its program converts back to pymil, and the model in
 describes every input and output by name, shape and dtype."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -140,3 +142,18 @@ def test_export_refuses_a_compile_wall(tmp_path):
     x = af.randn(4, 8)
     with pytest.raises(af.CompileWallError):
         af.export(x.sum(1) * 0.0, str(tmp_path / "m.mlpackage"))
+
+
+def test_a_failed_export_keeps_the_previous_package(ct, tmp_path, monkeypatch):
+    path = str(tmp_path / "m.mlpackage")
+    af.export(af.ones(2, 3).relu() * 2, path)
+    before = sorted(p.name for p in (tmp_path / "m.mlpackage").rglob("*"))
+
+    def broken_save(self, where):
+        os.makedirs(where)
+        raise OSError("disk full")
+    monkeypatch.setattr(ct.models.MLModel, "save", broken_save)
+    with pytest.raises(OSError, match="disk full"):
+        af.export(af.ones(2, 3) * 3, path)
+    assert sorted(p.name for p in (tmp_path / "m.mlpackage").rglob("*")) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["m.mlpackage"]      # nothing left behind

@@ -33,7 +33,8 @@ WIDENED = dtypes.int32             # Core ML's type for the I/O it cannot descri
 
 
 def export(obj, path: str) -> str:
-    """Write `obj` as a Core ML `.mlpackage` at `path` (replaced if it exists); returns the path.
+    """Write `obj` as a Core ML `.mlpackage` at `path` (an existing one is replaced only once
+    the new one is written); returns the path.
 
     `obj` is a Program or a function from `af.load_mil` (`af.export` also takes a tensor or
     tuple of tensors: the program that computes them). Needs coremltools: `pip install
@@ -56,10 +57,32 @@ def export(obj, path: str) -> str:
         spec = model_spec(program, os.path.join(tmp, "weights"))
         model = ct.models.MLModel(spec, weights_dir=os.path.join(tmp, "weights"),
                                   skip_model_load=True)
-        if os.path.isdir(path):
-            shutil.rmtree(path)
-        model.save(str(path))
+        _replace(path, model.save)
     return str(path)
+
+
+def _replace(path, write) -> None:
+    """write(p) a new package beside `path`, then swap it in: a failed write leaves the old
+    package as it was (and no half-written one)."""
+    path = os.path.abspath(str(path))
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".aneforge-export-", dir=parent)
+    try:
+        new = os.path.join(staging, os.path.basename(path))
+        write(new)
+        old = None
+        if os.path.lexists(path):
+            old = os.path.join(staging, "previous")
+            os.rename(path, old)
+        try:
+            os.rename(new, path)
+        except OSError:
+            if old is not None:
+                os.rename(old, path)
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _coremltools():
