@@ -231,7 +231,7 @@ def run(refs: list[tuple]) -> None:
     cut = Cut(pending)
     numerics, backend, pipeline = get_numerics(), get_backend(), passes.get_pipeline()
     key = cut.key(numerics, backend.name) + (pipeline,)
-    entry = cache.entries.pop(key, None)      # re-inserted last: the most recently used
+    entry = cache.entries.get(key)
     if entry is None:
         start = time.perf_counter()
         program = cut.program()
@@ -241,9 +241,10 @@ def run(refs: list[tuple]) -> None:
         cache.misses += 1
         if passes.debugging():
             print(f"passes for {len(cut.nodes)} traced ops:\n{report}")
+        cache.entries[key] = entry
     else:
         cache.hits += 1
-    cache.entries[key] = entry
+        cache.entries.move_to_end(key)        # the most recently used last
     while len(cache.entries) > cache.limit:   # least recently used first
         del cache.entries[next(iter(cache.entries))]
         cache.evictions += 1

@@ -12,6 +12,7 @@ at None means "the owning module's default" (the ANE numerics model, the default
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,7 @@ class ThreadState(threading.local):
 @dataclass
 class CompileCache:
     """Compiled programs by structural key, with hit/miss statistics (`af.cache_info()`)."""
-    entries: dict = field(default_factory=dict)
+    entries: OrderedDict = field(default_factory=OrderedDict)
     hits: int = 0
     misses: int = 0
     compile_seconds: float = 0.0
