@@ -165,6 +165,8 @@ class Capture:
             self.refusals.append("it runs no program")
         if self.refusals:
             raise NotReplayable("; ".join(dict.fromkeys(self.refusals)))
+        for run in self.runs:
+            run.settle()
         returns = [(self.source(*t.ref), t.type) for t in flat]
         return Replay(self.actions, list(self.guards.values()), returns, rebuild)
 
@@ -183,10 +185,17 @@ class Capture:
 
 
 class _Run:
-    __slots__ = ("entry", "leaves", "outputs", "sources")
+    __slots__ = ("entry", "leaves", "outputs", "sources", "in_types", "out_types")
 
     def __init__(self, entry, leaves, outputs):
         self.entry, self.leaves, self.outputs, self.sources = entry, leaves, outputs, []
+
+    def settle(self) -> None:
+        """Keep the types of the program's inputs and outputs, not the capture's nodes (and
+        the arrays they hold)."""
+        self.in_types = [n.types[i] for n, i in self.leaves]
+        self.out_types = [n.types[i] for n, i in self.outputs]
+        self.leaves = self.outputs = None
 
 
 class Replay:
@@ -231,12 +240,12 @@ def _value(args, outs, src):
 
 
 def _run(run: _Run, arrays: list) -> list:
-    inputs = [compiler.to_transport(a, n.types[i].dtype).reshape(
-        compiler.boundary_shape(n.types[i].shape)) for a, (n, i) in zip(arrays, run.leaves)]
+    inputs = [compiler.to_transport(a, t.dtype).reshape(compiler.boundary_shape(t.shape))
+              for a, t in zip(arrays, run.in_types)]
     results = run.entry.executable.run(inputs)
     CTX.cache.hits += 1
-    return [compiler.from_transport(r, n.types[i].dtype).reshape(n.types[i].shape)
-            for r, (n, i) in zip(results, run.outputs)]
+    return [compiler.from_transport(r, t.dtype).reshape(t.shape)
+            for r, t in zip(results, run.out_types)]
 
 
 def _no_grad_now(node) -> bool:
