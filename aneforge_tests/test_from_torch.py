@@ -1,0 +1,113 @@
+"""af.from_torch: torch modules through torch.export run, train and export like aneforge's own."""
+import numpy as np
+import pytest
+import torch
+import torch.nn as tnn
+
+import aneforge as af
+import aneforge.nn.functional as F
+
+
+class Block(tnn.Module):
+    """A pre-norm transformer block with hand-written causal attention."""
+
+    def __init__(self, d=16, t=6):
+        super().__init__()
+        self.ln1, self.ln2 = tnn.LayerNorm(d), tnn.LayerNorm(d)
+        self.qkv, self.proj = tnn.Linear(d, 3 * d), tnn.Linear(d, d)
+        self.mlp = tnn.Sequential(tnn.Linear(d, 4 * d), tnn.GELU(), tnn.Linear(4 * d, d))
+        self.register_buffer("mask", torch.triu(torch.full((t, t), -1e4), diagonal=1))
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+        a = torch.softmax(q @ k.transpose(-2, -1) / 4.0 + self.mask, dim=-1) @ v
+        x = x + self.proj(a)
+        return x + self.mlp(self.ln2(x))
+
+
+class SmallCNN(tnn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = tnn.Conv2d(1, 4, 3, padding=1), tnn.Conv2d(4, 8, 3, stride=2)
+        self.fc = tnn.Linear(8 * 3 * 3, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.conv1(x))
+        x = torch.relu(self.conv2(x))
+        return self.fc(x.flatten(1))
+
+
+def mlp():
+    return tnn.Sequential(tnn.Linear(8, 32), tnn.ReLU(), tnn.Linear(32, 4))
+
+
+MODELS = {"mlp": (mlp, (4, 8)), "transformer_block": (Block, (2, 6, 16)),
+          "cnn": (SmallCNN, (3, 1, 8, 8))}
+
+
+def pair(name):
+    torch.manual_seed(0)
+    make, shape = MODELS[name]
+    net = make()
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float16).astype(np.float32)
+    return net, af.from_torch(net, (torch.from_numpy(x),)), x
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_forward_and_gradients_match_torch(name):
+    net, model, x = pair(name)
+    y = model(af.tensor(x))
+    ty = net(torch.from_numpy(x))
+    np.testing.assert_allclose(y.numpy().astype(np.float32), ty.detach().numpy(), atol=2e-2, rtol=2e-2)
+    (y * y).mean().backward()
+    (ty * ty).mean().backward()
+    grads = dict(net.named_parameters())
+    for k, p in model.named_parameters():
+        ref = grads[k].grad.numpy()
+        np.testing.assert_allclose(p.grad.numpy().astype(np.float32), ref,
+                                   atol=2e-2 * max(1.0, np.abs(ref).max()), rtol=5e-2, err_msg=k)
+
+
+def test_an_imported_module_trains_like_torch_and_exports(tmp_path):
+    net, model, x = pair("mlp")
+    target = np.random.default_rng(1).standard_normal((4, 4)).astype(np.float32)
+    opt = af.optim.SGD(model.parameters(), lr=0.1)
+    topt = torch.optim.SGD(net.parameters(), lr=0.1)
+    af.clear_cache()
+    for _ in range(20):
+        opt.zero_grad()
+        loss = F.mse_loss(model(af.tensor(x)), af.tensor(target))
+        loss.backward()
+        opt.step()
+        topt.zero_grad()
+        tl = torch.nn.functional.mse_loss(net(torch.from_numpy(x)), torch.from_numpy(target))
+        tl.backward()
+        topt.step()
+    assert abs(loss.item() - tl.item()) < 0.02 * tl.item() + 1e-3
+    assert af.cache_info().misses == 1                       # one program per step
+    path = af.export(model(af.tensor(x)), str(tmp_path / "m.mlpackage"))
+    assert path.endswith("m.mlpackage")
+
+
+def test_state_dict_keys_and_buffers_follow_torch():
+    net, model, _ = pair("transformer_block")
+    assert sorted(model.state_dict()) == sorted(k for k, _ in net.named_parameters())
+    assert [tuple(b.shape) for b in model.buffers()] == [(6, 6)]
+
+
+def test_an_op_without_a_route_is_named_with_its_node():
+    class Odd(tnn.Module):
+        def forward(self, x):
+            return torch.cumsum(x, dim=0)
+    with pytest.raises(af.AneforgeError, match=r"aten\.cumsum\.default \(node 'cumsum'.*torch\.cumsum"):
+        af.from_torch(Odd(), (torch.ones(3),))
+
+
+def test_buffers_updated_in_training_mode_are_refused_with_a_fix():
+    net = tnn.Sequential(tnn.Linear(4, 4), tnn.BatchNorm1d(4))
+    with pytest.raises(af.AneforgeError, match="eval mode"):
+        af.from_torch(net, (torch.ones(2, 4),))
+    model = af.from_torch(net.eval(), (torch.ones(2, 4),))     # eval: running statistics
+    x = np.random.default_rng(0).random((2, 4)).astype(np.float32)
+    np.testing.assert_allclose(model(af.tensor(x)).numpy(), net(torch.from_numpy(x)).detach().numpy(),
+                               atol=1e-2)
