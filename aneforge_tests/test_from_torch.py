@@ -111,3 +111,26 @@ def test_buffers_updated_in_training_mode_are_refused_with_a_fix():
     x = np.random.default_rng(0).random((2, 4)).astype(np.float32)
     np.testing.assert_allclose(model(af.tensor(x)).numpy(), net(torch.from_numpy(x)).detach().numpy(),
                                atol=1e-2)
+
+
+def test_compare_reports_agreement_and_catches_a_difference():
+    net, model, x = pair("transformer_block")
+    report = af.testing.compare(model, net, (x,))
+    assert report.ok, str(report)
+    assert [r.name for r in report][:2] == ["output 0", "grad ln1.weight"]
+    with af.no_grad():
+        w = model.state_dict()["proj.bias"]
+    model.load_state_dict({**model.state_dict(), "proj.bias": w.numpy() + 0.5})
+    bad = af.testing.compare(model, net, (x,))
+    assert not bad.ok and not bad[0].ok
+    assert "DIFF" in str(bad)
+
+
+def test_assert_close_uses_fp16_aware_tolerances():
+    x = np.linspace(-4, 4, 101)
+    af.testing.assert_close(af.tensor(x).tanh(), np.tanh(x))            # fp16 roundings pass
+    af.testing.assert_close(af.tensor(x) - af.tensor(x) + 1e-9, np.zeros(101) + 1e-9, atol=1e-8)
+    with pytest.raises(AssertionError, match="not close"):
+        af.testing.assert_close(af.tensor(x) * 1.05, x)
+    with pytest.raises(AssertionError, match="shape"):
+        af.testing.assert_close(af.tensor(x), x[:3])
