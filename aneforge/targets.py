@@ -10,13 +10,13 @@ Two tables ship inside the package, in `aneforge/data/`:
 Both were compiled from the public measurements of the ANEForge research project
 (github.com/sbryngelson/ANEForge, MIT) on M1-M5 hardware; each row's note names its source.
 Nothing in them was measured by aneforge. `docs/capabilities.md` is generated from them
-(`python -m aneforge.targets --write-docs`).
+(`python -m aneforge.targets_doc --write`).
 
 The target in force is a process-wide setting, as numerics and the backend are:
 
 >>> import aneforge as af
->>> af.get_target().family
-'A13'
+>>> af.get_target().family in ("A13", "A14", "A15", "A16")
+True
 >>> with af.target("M4"):
 ...     af.get_target().name, af.get_target().spatial_cap
 ('h16', 65536)
@@ -51,7 +51,9 @@ DATA = Path(__file__).parent / "data"
 # op_catalog.csv's column for each family
 COLUMNS = {"A13": "M1_A13", "A14": "M2_A14", "A15": "M3_A15", "A16": "M4_M5_A16_A17"}
 STATUS = {"Y": "native", "~": "decomposed", "N": "rejected"}
-# Chip names -> the compiler target their ANE reports (targets.csv, chips_or_note).
+# Chip names -> the compiler target their ANE reports (targets.csv, chips_or_note names M1, M1
+# Max, M2, M2 Pro, M3, M4, M5 and M5 Pro; the other variants are placed in their chip's family,
+# whose caps and op support they share).
 ALIASES = {"M1": "h13", "M1 Pro": "h13", "M1 Max": "h13g", "M1 Ultra": "h13g",
            "M2": "h14", "M2 Pro": "h14g", "M2 Max": "h14g", "M2 Ultra": "h14g",
            "M3": "h15", "M3 Pro": "h15", "M3 Max": "h15", "M3 Ultra": "h15",
@@ -98,17 +100,16 @@ class Target:
         row = CATALOG.get(op)
         return STATUS[row[COLUMNS[self.family]]] if row else "unknown"
 
-    def axis_caps(self, shape: tuple, op: str | None = None) -> list[tuple[int, str]]:
-        """(cap, which cap) for each axis of a tensor of `shape` that `op` makes.
-
-        A rank-4 tensor's axis 1 is the channel axis; every other axis is spatial; a transpose
-        is bounded by the transpose extent instead (facts: limits L5-L8)."""
+    def axis_kinds(self, shape: tuple, op: str | None = None) -> list[str]:
+        """Which cap bounds each axis of a tensor of `shape` that `op` makes: a rank-4 tensor's
+        axis 1 is the channel axis, every other axis is spatial, and a transpose is bounded by
+        the transpose extent instead (facts: limits L5-L8)."""
         if op == "transpose":
-            return [(self.transpose_cap, "transpose extent")] * len(shape)
-        return [(self.channel_cap, "channel cap (axis 1 of a rank-4 tensor)")
-                if len(shape) == 4 and i == 1 else
-                (self.spatial_cap, "spatial cap (every axis but a rank-4 tensor's axis 1)")
-                for i in range(len(shape))]
+            return ["transpose"] * len(shape)
+        return ["channel" if len(shape) == 4 and i == 1 else "spatial" for i in range(len(shape))]
+
+    def cap(self, kind: str) -> int:
+        return getattr(self, f"{kind}_cap")
 
 
 def _int(s: str) -> int | None:
@@ -176,7 +177,10 @@ def _default() -> Target:
     macOS, else M1 -- both reported, not enforced."""
     chosen = os.environ.get("ANEFORGE_TARGET")
     if chosen:
-        return find(chosen)
+        try:
+            return find(chosen)
+        except AneforgeError as e:
+            raise AneforgeError(f"ANEFORGE_TARGET: {e}") from None
     return dataclasses.replace(host_target() or TARGETS[FALLBACK], enforce_caps=False)
 
 
@@ -188,8 +192,9 @@ def get_target() -> Target:
     """The ANE target programs are checked, keyed and compiled for.
 
     >>> import aneforge as af
-    >>> af.get_target().name
-    'h13'
+    >>> with af.target("M2"):
+    ...     af.get_target().name
+    'h14'
     """
     return CTX.target or DEFAULT
 
@@ -250,19 +255,23 @@ def _remedy(size: int, cap_of, what: str) -> str:
            f"{cap_of(later)}"
 
 
+CAP_NAMES = {"spatial": "spatial cap (every axis but a rank-4 tensor's axis 1)",
+             "channel": "channel cap (axis 1 of a rank-4 tensor)",
+             "transpose": "transpose extent"}
+
+
 def axis_problems(t: Target, shape: tuple, op: str | None = None) -> list[str]:
     """Why each axis of `shape` (made by `op`) is over `t`'s caps, with the fix; [] if none."""
     out = []
-    for i, (n, (cap, which)) in enumerate(zip(shape, t.axis_caps(shape, op))):
-        if n > cap:
-            kind = which.split(" (")[0]
-            tile = f"tile it: split the work along axis {i} into pieces of at most {cap}"
-            if kind == "spatial cap" and len(shape) == 4 and n <= t.channel_cap:
-                tile += f", or move this extent to axis 1 (channel cap {t.channel_cap})"
-            pos = "channel" if which.startswith("channel") else "spatial"
-            out.append(f"axis {i} of size {n}, over the {which} of {cap} on target "
-                       f"{t.describe()}. Fix: {tile}"
-                       + _remedy(n, lambda u: getattr(u, f"{pos}_cap"), "axes of"))
+    for i, (n, kind) in enumerate(zip(shape, t.axis_kinds(shape, op))):
+        cap = t.cap(kind)
+        if n <= cap:
+            continue
+        tile = f"tile it: split the work along axis {i} into pieces of at most {cap}"
+        if kind == "spatial" and len(shape) == 4 and n <= t.channel_cap:
+            tile += f", or move this extent to axis 1 (channel cap {t.channel_cap})"
+        out.append(f"axis {i} of size {n}, over the {CAP_NAMES[kind]} of {cap} on target "
+                   f"{t.describe()}. Fix: {tile}" + _remedy(n, lambda u: u.cap(kind), "axes of"))
     return out
 
 

@@ -106,6 +106,13 @@ def test_environment_variable_chooses_an_enforced_target():
     assert out == ["h14", "True", "rejected"]
 
 
+def test_an_unknown_target_in_the_environment_fails_the_import_clearly():
+    env = dict(os.environ, ANEFORGE_TARGET="M0", PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", "import aneforge"], env=env, capture_output=True,
+                         text=True)
+    assert out.returncode != 0 and "ANEFORGE_TARGET: no ANE target 'M0'; choose a chip (M1, " in out.stderr
+
+
 @pytest.mark.parametrize("system,brand,name", [
     ("Darwin", "Apple M1", "h13"), ("Darwin", "Apple M1 Max", "h13g"),
     ("Darwin", "Apple M2 Pro", "h14g"), ("Darwin", "Apple M3 Max", "h15"),
