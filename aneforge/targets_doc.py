@@ -67,7 +67,9 @@ aneforge.errors.LimitError: tensor: shape (2, 16385) has axis 1 of size 16385, o
 **How the caps apply.** Axis 1 of a rank-4 tensor is the channel axis (channel cap); every other
 axis, of every rank, is spatial (H, W, matmul K, flat widths: spatial cap). A transpose's result
 is bounded by the transpose extent instead. Recording checks every op's result and every host
-tensor; a conv's kernel width (the weight's last axis) is checked against the kernel-width cap.
+tensor (and `af.load_mil` every program input); a conv's kernel width (the weight's last axis)
+is checked against the kernel-width cap. Op support is reported, not enforced: an op that is
+*decomposed* on the target (sin and cos on M1/M2) records and simulates as the MIL op.
 The matmul contraction is tiled by the `split_long_matmul` pass at the pipeline's
 `contraction_cap` (16384, M1–M3's). Not modelled: the transpose extent's relief for a
 transpose's direct inputs (such a producer is checked against the spatial cap).

@@ -320,6 +320,16 @@ def test_report_takes_a_load_mil_function():
     assert [(r.op, r.status) for r in af.cross_compile_check(fn, target="M1").rows] == [
         ("input", "over a cap"), ("exp", "over a cap")]
     assert af.cross_compile_check(fn, target="M5").ok
-    with af.target("M1"), pytest.raises(MILSyntaxError, match=r"line \d \[op-check\]: exp: "
-                                                            r"shape \(1, 20000\).*h13 \(M1\)"):
+    with af.target("M1"), pytest.raises(MILSyntaxError, match=r"line \d \[axis-limit\]: program "
+                                                            r"input 'x' has axis 1 of size 20000, "
+                                                            r"over the spatial cap .*h13 \(M1\)"):
         af.load_mil(af.to_mil(fn.program))             # a chosen target checks parsed MIL too
+    wide = """program(1.3) {
+  func main<ios18>(tensor<fp16, [1, 8000]> x) {
+    tensor<fp16, [1, 16000]> y = concat(values = (x, x), axis = const(int32(1)), interleave = const(bool(false)))[name = string("y")];
+  } -> (y);
+}"""
+    with af.target("M1"):
+        assert af.load_mil(wide)(np.ones((1, 8000))).shape == (1, 16000)
+        with pytest.raises(MILSyntaxError, match=r"line 3 \[op-check\]: concat: shape \(1, 16386\)"):
+            af.load_mil(wide.replace("8000", "8193").replace("16000", "16386"))
