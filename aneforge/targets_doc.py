@@ -70,8 +70,8 @@ is bounded by the transpose extent instead. Recording checks every op's result a
 tensor (and `af.load_mil` every program input); a conv's kernel width (the weight's last axis)
 is checked against the kernel-width cap. Op support is reported, not enforced: an op that is
 *decomposed* on the target (sin and cos on M1/M2) records and simulates as the MIL op.
-The matmul contraction is tiled by the `split_long_matmul` pass at the pipeline's
-`contraction_cap` (16384, M1–M3's). Not modelled: the transpose extent's relief for a
+A longer matmul contraction is tiled by the `split_long_matmul` pass at the target's spatial
+cap (or the pipeline's `contraction_cap` when set). Not modelled: the transpose extent's relief for a
 transpose's direct inputs (such a producer is checked against the spatial cap).
 """
 

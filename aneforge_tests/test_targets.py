@@ -200,6 +200,18 @@ def test_conv_kernel_width_at_the_cap_and_one_over(chip, kw):
     assert _conv(16).shape == (1, 1, 4, 5)          # the default: no kernel-width cap
 
 
+def test_long_contractions_are_tiled_at_the_target_cap():
+    x, w = af.ones(2, 20000), af.ones(20000, 3)       # recorded under the default (65536 axes)
+    counts = {}
+    for chip in (None, "M1", "M4"):
+        with af.target(chip):
+            report = af.passes.run(af.program(x @ w))
+            counts[chip] = report.counts_after.get("matmul", 0)
+    assert counts == {None: 2, "M1": 2, "M4": 1}
+    with af.target("M4"):
+        assert (x @ w).numpy().tolist() == [[20000.0] * 3] * 2
+
+
 def test_the_target_is_part_of_the_compile_cache_key():
     af.clear_cache()
     x = af.ones(2, 3)
