@@ -69,9 +69,9 @@ axis, of every rank, is spatial (H, W, matmul K, flat widths: spatial cap). A tr
 is bounded by the transpose extent instead. Recording checks every op's result and every host
 tensor (and `af.load_mil` every program input); a conv's kernel width (the weight's last axis)
 is checked against the kernel-width cap. Op support is reported, not enforced: an op that is
-*decomposed* on the target (sin and cos on M1/M2) records and simulates as the MIL op.
-A longer matmul contraction is tiled by the `split_long_matmul` pass at the target's spatial
-cap (or the pipeline's `contraction_cap` when set). Not modelled: the transpose extent's relief for a
+*decomposed* on the target (sin and cos on M1/M2) records and simulates as the MIL op. A longer
+matmul contraction is tiled by the `split_long_matmul` pass at the target's spatial cap (or the
+pipeline's `contraction_cap` when set). Not modelled: the transpose extent's relief for a
 transpose's direct inputs (such a producer is checked against the spatial cap).
 """
 
@@ -87,16 +87,20 @@ def _yesno(v) -> str:
 def _targets_table() -> list[str]:
     out = ["## Targets", "",
            "| target | chips | family | spatial cap | channel cap | transpose extent | conv kW <= "
-           "| reduce transpose route at | weights streamed | texture engine | width-slice clamp |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| reduce transpose route at | weights streamed | texture engine | width-slice clamp "
+           "| note (from the ANEForge project; paths are its files) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for t in targets.TARGETS.values():
-        chips = t.chips.replace("|", "/")
+        chips = ", ".join(c for c, n in targets.ALIASES.items() if n == t.name) or "–"
         out.append(f"| `{t.name}` | {chips} | {t.family} | {_cap(t.spatial_cap)} | "
                    f"{_cap(t.channel_cap)} | {_cap(t.transpose_cap)} | {t.conv_kw_max} | "
                    f"{t.reduce_transpose_at} | {', '.join(t.weight_streams)} | "
-                   f"{_yesno(t.texture_engine)} | {_yesno(t.width_slice_clamp)} |")
-    aliases = ", ".join(f"{c} → `{n}`" for c, n in targets.ALIASES.items())
-    out += ["", f"Chip names accepted: {aliases}.", "",
+                   f"{_yesno(t.texture_engine)} | {_yesno(t.width_slice_clamp)} | "
+                   f"{t.chips.replace('|', '/')} |")
+    out += ["", "The chip names are what `af.set_target` accepts besides the target names (any "
+            "case); the table's notes name M1, M1 Max, M2, M2 Pro, M3, M4, M5 and M5 Pro, and the "
+            "other variants are placed in their chip's family, whose caps and op support they "
+            "share.", "",
             "Targets below the MIL floor (refused by `af.set_target`): "
             + ", ".join(f"`{n}` ({r['chips_or_note']})" for n, r in targets.UNSUPPORTED.items())
             + ".", ""]
@@ -139,7 +143,8 @@ def render() -> str:
         "*native*: the family's ANE runs the op; *decomposed*: reached another way (a "
         "decomposition, a fold at compile time, a software fallback); *rejected*: the ANE "
         "compiler refuses it. `af.op_info(name)` and `af.is_native(name, target=)` read the "
-        "same table.", "",
+        "same table. The notes are the catalog's, from the ANEForge project (file names, HAL "
+        "offsets and `_OP_FLOOR` are its own).", "",
         "### The ops aneforge records", ""]
     lines += _support_table(sorted(op for op in REGISTRY if op in targets.CATALOG))
     by_category: dict[str, list[str]] = {}
