@@ -26,6 +26,7 @@ from .errors import (AneforgeError, BackendUnavailable, CompileWallError, DTypeE
                      ShapeError)
 from .numerics import Numerics, get_numerics, numerics, set_numerics
 from .runtime import backends, get_backend, set_backend
+from .targets import get_target, is_native, op_info, set_target, target
 from .tensor import Tensor
 from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from . import amp, nn, optim, passes  # noqa: E402  (they build on everything above)
@@ -92,6 +93,33 @@ def load_mil(text_or_path, weights_dir=None):
     return _load_mil(text_or_path, weights_dir)
 
 
+def cross_compile_check(obj, target=None):
+    """Check a program op by op against an ANE target (default: the current one): each op is
+    native, decomposed, rejected or over a cap there, with the reason. `obj` is a tensor (or
+    tensors: the program realizing them, after the pass pipeline), a Program, or a `load_mil`
+    function. The report prints as a table; `.ok` says whether it would compile.
+
+    >>> import aneforge as af
+    >>> x = af.ones(1, 20000)
+    >>> report = af.cross_compile_check(x.exp(), target="M1")
+    >>> report.ok, [r.status for r in report.rows]
+    (False, ['over a cap', 'over a cap'])
+    >>> af.cross_compile_check(x.exp(), target="M4").ok
+    True
+    """
+    from .compiler import program_for
+    from .ir import Program
+    from .targets import cross_compile_check as check
+    if isinstance(getattr(obj, "program", None), Program):      # a load_mil function
+        obj = obj.program
+    if not isinstance(obj, Program):
+        refs = [t.ref for t in (obj if isinstance(obj, (tuple, list)) else (obj,))]
+        obj = program_for(refs)
+        if builtins.any(n.data is None for n, _ in refs):   # to compile: check what would
+            passes.run(obj, passes.get_pipeline(), get_numerics())
+    return check(obj, target)
+
+
 def export(obj, path: str) -> str:
     """Write a Program, tensor(s) or `load_mil` function as a Core ML `.mlpackage` (iOS18).
 
@@ -108,6 +136,7 @@ __all__ = ["Tensor", "tensor", "from_numpy", "zeros", "ones", "full", "zeros_lik
            "full_like", "arange", "eye", "rand", "randn", "randint", "manual_seed", "realize",
            "program", "to_mil", "load_mil", "export", "cache_info", "clear_cache", "set_cache_limit", "backends",
            "get_backend", "set_backend", "Numerics", "numerics", "get_numerics", "set_numerics",
+           "get_target", "set_target", "target", "op_info", "is_native", "cross_compile_check",
            "dtypes",
            "float16", "float32", "half", "int8", "int16", "int32", "uint8", "uint16", "bool",
            "AneforgeError", "ShapeError", "LimitError", "DTypeError", "CompileWallError",

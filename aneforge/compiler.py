@@ -5,10 +5,10 @@
         key miss ──► build Program (with boundary casts) ─► passes ─► backend.compile ─► cache
     run(leaf data) ──► outputs become realized leaves
 
-The key is structural: leaf types, op names, attributes, wiring, the numerics model, the pass
-pipeline setting and the backend — never the values of host data, so a training loop compiles
-once and then only runs. Passes are deterministic functions of the structure, so the key is
-taken from the trace as recorded and the pipeline runs on a miss only.
+The key is structural: leaf types, op names, attributes, wiring, the numerics model, the ANE
+target, the pass pipeline setting and the backend — never the values of host data, so a
+training loop compiles once and then only runs. Passes are deterministic functions of the
+structure, so the key is taken from the trace as recorded and the pipeline runs on a miss only.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from .ir import Block, Function, Operation, Program, TensorType, Var
 from .ir.dag import fresh_name, topological
 from .ir.signature import structure
 from .numerics import get_numerics
+from .targets import get_target
 from .runtime import get_backend
 
 
@@ -230,7 +231,7 @@ def run(refs: list[tuple]) -> None:
     cache = CTX.cache
     cut = Cut(pending)
     numerics, backend, pipeline = get_numerics(), get_backend(), passes.get_pipeline()
-    key = cut.key(numerics, backend.name) + (pipeline,)
+    key = cut.key(numerics, backend.name) + (pipeline, get_target().name)
     entry = cache.entries.get(key)
     if entry is None:
         start = time.perf_counter()

@@ -1,7 +1,7 @@
 """Every piece of mutable state aneforge keeps, in one object: `CTX`.
 
 Process-wide settings (as torch's defaults are): the random generator, the numerics model, the
-backend, the pass pipeline, the compile cache. Per thread (as torch's grad mode is): whether ops
+ANE target, the backend, the pass pipeline, the compile cache. Per thread (as torch's grad mode is): whether ops
 record gradient information, and the gradients `backward()` left pending in this thread. Modules
 read and write these fields through their own small API (`af.set_numerics`, `af.no_grad`, ...);
 nothing else keeps state in module globals.
@@ -51,6 +51,7 @@ class CompileCache:
 class Context:
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
     numerics: Any = None          # numerics.Numerics; None: the ANE model
+    target: Any = None            # targets.Target; None: the default (host chip, else M1)
     backend: str = "sim"
     pipeline: Any = None          # passes.Pipeline; None: the default pipeline
     pass_debug: bool = False

@@ -1,7 +1,13 @@
 """The ANE's shape limits that every op's result must respect (reference/facts_limits.md §1-2),
-and the longest matmul contraction (§5)."""
+and the longest matmul contraction (§5).
+
+Two layers of checks: the limits every family's MIL parser applies (rank 0..5, every axis
+1..65536), always; then the caps of the target you chose (`aneforge.targets`: per-axis spatial
+and channel caps, the conv kernel width), when one is chosen.
+"""
 from __future__ import annotations
 
+from . import targets
 from .errors import LimitError
 
 MAX_RANK = 5              # L1: rank 0..5; rank 6 fails ANECCompile
@@ -9,8 +15,14 @@ MAX_AXIS = 65536          # L4: every axis 1..65536 at MIL parse
 MAX_CONTRACTION = 16384   # L5: the matmul contraction every family accepts (M1-M3; M4/M5: 65536)
 
 
+def axis_bound() -> int:
+    """Every axis of 1..axis_bound() passes both layers (the recording fast path)."""
+    return min(MAX_AXIS, targets.fast_bound())
+
+
 def check_shape(op: str, shape: tuple[int, ...], inputs: str = "") -> None:
-    """Raise LimitError, naming the op and its input shapes, if `shape` cannot live on the ANE."""
+    """Raise LimitError, naming the op and its input shapes, if `shape` cannot live on the ANE
+    (or, with a target chosen, on that target)."""
     where = f" (inputs {inputs})" if inputs else ""
     if len(shape) > MAX_RANK:
         raise LimitError(f"{op}: result shape {shape}{where} has rank {len(shape)}; the ANE allows "
@@ -21,3 +33,9 @@ def check_shape(op: str, shape: tuple[int, ...], inputs: str = "") -> None:
                              f"must be 1..{MAX_AXIS} on the ANE"
                              + (". Empty tensors are not supported." if n < 1 else
                                 ". Split the work along that axis."))
+    targets.check_shape(op, shape, where)
+
+
+def check_kernel_width(op: str, kw: int, inputs: str = "") -> None:
+    """Raise LimitError if the chosen target's conv kernel-width cap rejects `kw`."""
+    targets.check_kernel_width(op, kw, f" (inputs {inputs})" if inputs else "")

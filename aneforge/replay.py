@@ -299,7 +299,7 @@ class Compiled:
             return self._fn(*args, **kwargs)
         flat, spec = _arguments(args, kwargs)
         key = (spec, CTX.thread.grad_enabled, get_numerics(), CTX.backend, get_pipeline(),
-               CTX.cache.generation)
+               CTX.target, CTX.cache.generation)
         replay = self._replays.get(key)
         if replay is _EAGER:
             return self._fn(*args, **kwargs)

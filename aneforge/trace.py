@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .context import CTX
 from .ir.signature import canonical, op_key
 from .ir.types import TensorType
 from .ops import REGISTRY
@@ -58,13 +59,14 @@ def record(op: str, srcs: dict[str, Any], attrs: dict[str, Any], requires_grad: 
     """Check the op NOW (shapes, dtypes, ANE limits) and append it to the trace.
 
     `srcs` maps MIL argument names to (node, index) references, or lists of them (variadic).
-    The check's outcome depends only on the op, the input types and the attributes, so it is
-    remembered (`_APPLIED`): a training loop records the same few hundred uses every step.
+    The check's outcome depends only on the op, the input types, the attributes and the target
+    (whose caps it enforces), so it is remembered (`_APPLIED`): a training loop records the
+    same few hundred uses every step.
     """
     opdef = REGISTRY[op]
     memo = (op, canonical(attrs), tuple([
         (k, None if v is None else tuple([n.types[i] for n, i in v]) if type(v) is list
-         else v[0].types[v[1]]) for k, v in srcs.items()]))
+         else v[0].types[v[1]]) for k, v in srcs.items()]), CTX.target)
     hit = _APPLIED.get(memo)
     if hit is None:
         full, types = opdef.apply(srcs, attrs, _type, _is_const)
@@ -80,8 +82,8 @@ def record(op: str, srcs: dict[str, Any], attrs: dict[str, Any], requires_grad: 
     return Node(op, srcs, full, types, None, requires_grad and floating, key)   # shared: never mutated
 
 
-# (op, canonical attributes, input types) -> (full attributes, result types, op key, any float):
-# a pure cache of OpDef.apply's outcome (which depends on nothing else), bounded.
+# (op, canonical attributes, input types, target) -> (full attributes, result types, op key,
+# any float): a pure cache of OpDef.apply's outcome (which depends on nothing else), bounded.
 _APPLIED: dict = {}
 _APPLIED_MAX = 1 << 14
 

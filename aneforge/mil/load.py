@@ -50,8 +50,9 @@ class MILFunction:
     def __call__(self, *args, **kwargs):
         from ..numerics import get_numerics
         from ..runtime import get_backend
+        from ..targets import get_target
         backend, numerics = get_backend(), get_numerics()
-        key = (backend.name, numerics)
+        key = (backend.name, numerics, get_target().name)
         if key not in self._compiled:
             self._compiled[key] = backend.compile(self.program, numerics)
         results = self._compiled[key].run(self._bind(args, kwargs))

@@ -10,7 +10,7 @@ import difflib
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, targets
 from ..dtypes import IO_DTYPES
 from ..errors import AneforgeError, CompileWallError
 from ..ir import Block, Function, Operation, Program, TensorType, Var
@@ -29,7 +29,8 @@ RULES = {
     "io-dtype": "program inputs and outputs are fp16, int8, uint8, int16 or uint16 (fp32, "
                 "int32, bf16 and bool live only inside a program)",
     "io-rank": "program inputs and outputs have rank >= 1 (Core ML's function signature)",
-    "axis-limit": "every axis is 1..65536",
+    "axis-limit": "every axis is 1..65536, and a program input's within the chosen target's "
+                  "caps (aneforge.targets)",
     "rank-limit": "rank <= 5",
     "required-argument": "every input and required argument is given; MIL text spells out "
                          "log's epsilon and gelu's mode although aneforge has defaults",
@@ -150,6 +151,10 @@ class _FunctionResolver:
     def param(self, t: TypeSpec, tok) -> Var:
         self.check_io(t.dtype, t.shape, f"program input {tok.text!r}", t.line)
         v = Var(tok.text, TensorType(t.shape, self.ir_dtype(t)))
+        chosen = targets.enforced()         # op results: their op-check applies the target's caps
+        problems = targets.axis_problems(chosen, t.shape) if chosen else []
+        if problems:
+            self.fail(t.line, "axis-limit", f"program input {tok.text!r} has {problems[0]}")
         self.define(tok, v)
         return v
 

@@ -101,8 +101,9 @@ class OpDef:
                 raise AneforgeError(f"{self.name} needs input {k!r}")
         out = self.infer(in_types, attrs)
         out = list(out) if isinstance(out, (list, tuple)) and not isinstance(out, TensorType) else [out]
+        bound = limits.axis_bound()         # the target's caps, or the MIL parser's 65536
         for t in out:
-            if len(t.shape) > limits.MAX_RANK or not all(1 <= n <= limits.MAX_AXIS for n in t.shape):
+            if len(t.shape) > limits.MAX_RANK or not all(1 <= n <= bound for n in t.shape):
                 limits.check_shape(self.name, t.shape, describe(in_types))
         return out
 

@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass, field, replace
 
 from ..context import CTX
-from .. import limits
 from ..errors import AneforgeError
 from .graph import Graph
 from .registry import PASSES, get_pass
@@ -110,7 +109,7 @@ PRESETS = {
 class Pipeline:
     """Which passes run, in order, and their options (hashable: it is part of the cache key)."""
     passes: tuple[str, ...] = DEFAULT
-    contraction_cap: int = limits.MAX_CONTRACTION   # split_long_matmul (h13-h15)
+    contraction_cap: int | None = None   # split_long_matmul; None: the target's (16384 on h13-h15)
 
     @staticmethod
     def build(passes=None, add=(), remove=(), **options) -> "Pipeline":
@@ -244,10 +243,13 @@ def run(program, passes=None, numerics=None, **options) -> Report:
     (4, 1)
     """
     from ..numerics import get_numerics
+    from ..targets import get_target
     spec = passes if isinstance(passes, Pipeline) else (
         get_pipeline() if passes is None and not options else Pipeline.build(passes, **options))
     start = time.perf_counter()
     report = Report(len(program.operations), counts_before=program.op_counts())
+    if spec.contraction_cap is None:        # the target's spatial cap bounds matmul K too
+        spec = replace(spec, contraction_cap=get_target().spatial_cap)
     graph = Graph(program, numerics or get_numerics(), spec)
     stats = {n: PassStat(n, get_pass(n).kind) for n in spec.passes}
     report.stats = list(stats.values())
