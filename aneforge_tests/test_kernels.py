@@ -161,13 +161,16 @@ def test_matmul_adds_sequentially_over_k():
                 == [[want] * n]
 
 
-def test_matmul_reference_does_not_depend_on_its_chunk(monkeypatch):
+@pytest.mark.parametrize("rows", [5, 50])     # few outputs (accumulate) / many (row adds)
+def test_matmul_reference_does_not_depend_on_its_chunk(monkeypatch, rows):
     rng = np.random.default_rng(0)
-    x, y = fp16((3, 5, 700), rng), fp16((700, 6), rng, 100.0)
+    x, y = fp16((3, rows, 700), rng), fp16((700, 9), rng, 100.0)
     want = reference.matmul(x, y, 0)
     monkeypatch.setattr(reference, "_CHUNK", 37)
     same(reference.matmul(x, y, 0), want)
+    monkeypatch.undo()
     same(both(kernels.matmul, x, y, 0), want)
+    same(want[1], _sequential(x[1], y, 0))
 
 
 def _sequential(x, y, mode):

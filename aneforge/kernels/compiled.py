@@ -8,9 +8,13 @@ same integer formulas as the reference.
 """
 from __future__ import annotations
 
+import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, types
 from numba.extending import intrinsic
 
 _TINY = np.float32(2.0 ** -14)
@@ -22,8 +26,7 @@ _ZERO = np.float32(0.0)
 _HALF = np.float32(0.5)
 _ONE = np.float32(1.0)
 ROWS = 4          # rows of x sharing each loaded row of y
-COLS = 512        # output columns per task: a task's accumulators stay in L1
-PARALLEL_MACS = 1 << 18     # smaller matmuls run on one thread (thread start-up costs more)
+PARALLEL_MACS = 1 << 20     # smaller matmuls run on the calling thread (a hand-off costs more)
 
 
 @intrinsic
@@ -66,10 +69,17 @@ def _outside(v, mode):
 
 
 @njit(cache=True)
+def r16_ieee(v, mode):
+    """r16 under mode 0 (nearest-even, subnormals kept): IEEE float -> half -> float; a NaN is
+    returned as is (as the reference does)."""
+    return v if v != v else _via_half(v)
+
+
+@njit(cache=True)
 def r16(v, mode):
     """One float32 value rounded to fp16 under `mode` (see reference.py)."""
     if mode == 0:
-        return v if v != v else _via_half(v)
+        return r16_ieee(v, mode)
     b = _bits(v)
     if mode & 2:
         r = _float(np.uint32((b + np.uint32(0x1000)) & np.uint32(0xFFFFE000)))
@@ -82,81 +92,115 @@ def r16(v, mode):
     return r
 
 
+def rounder(mode: int):
+    """The scalar rounding for `mode`, passed to the kernels (numba compiles one version per
+    function): the IEEE conversion for the default mode vectorizes, the general one does not."""
+    return r16_ieee if mode == 0 else r16
+
+
 @njit(cache=True)
-def round16(x, out, mode):
+def _round16(x, out, mode, rnd):
     for i in range(x.size):
-        out[i] = r16(x[i], mode)
+        out[i] = rnd(x[i], mode)
+
+
+def round16(x, out, mode):
+    _round16(x, out, mode, rounder(mode))
 
 
 def _tasks(out):
-    nb, m, n = out.shape
-    return nb * ((m + ROWS - 1) // ROWS) * ((n + COLS - 1) // COLS)
+    nb, m, _ = out.shape
+    return nb * ((m + ROWS - 1) // ROWS)
 
 
 @njit(cache=True)
-def _matmul_task(t, x, y, bx, by, out, mode):
-    """One task of out[b] = x[bx[b]] @ y[by[b]]: ROWS rows by COLS columns of one batch entry.
-    Each product is rounded to fp16 (`r16`) and added to an fp32 accumulator in order
-    k = 0 .. K-1 from +0. The k loop is outside the j loop, so the j loop vectorizes across
-    independent accumulators while each (i, j) still sums sequentially over k.
+def _matmul_task(t, x, y, bx, by, out, mode, rnd):
+    """One task of out[b] = x[bx[b]] @ y[by[b]]: ROWS rows of one batch entry. Each product
+    is rounded to fp16 (`rnd`) and added to an fp32 accumulator in order k = 0 .. K-1 from +0.
+    The k loop is outside the j loop, so the j loop vectorizes across independent accumulators
+    while each (i, j) still sums sequentially over k. (j must run over whole C-contiguous rows
+    from 0: a column block, j0 + j or a slice, stops numba/LLVM from vectorizing it.)
 
     Another datapath (e.g. tiles of 4 products summed by a narrow adder, then a wide sum across
     tiles) is another task function of this shape with a different accumulate step."""
     _, m, n = out.shape
     k = x.shape[2]
-    rb, cb = (m + ROWS - 1) // ROWS, (n + COLS - 1) // COLS
-    b, rest = t // (rb * cb), t % (rb * cb)
-    i0, j0 = (rest // cb) * ROWS, (rest % cb) * COLS
-    i1, j1 = min(i0 + ROWS, m), min(j0 + COLS, n)
+    rb = (m + ROWS - 1) // ROWS
+    b, i0 = t // rb, (t % rb) * ROWS
+    i1 = min(i0 + ROWS, m)
     xb, yb, ob = x[bx[b]], y[by[b]], out[b]
     for i in range(i0, i1):
-        for j in range(j0, j1):
+        for j in range(n):
             ob[i, j] = _ZERO
     if i1 - i0 == ROWS:
         o0, o1, o2, o3 = ob[i0], ob[i0 + 1], ob[i0 + 2], ob[i0 + 3]
         for kk in range(k):
             a0, a1, a2, a3 = xb[i0, kk], xb[i0 + 1, kk], xb[i0 + 2, kk], xb[i0 + 3, kk]
             yk = yb[kk]
-            for j in range(j0, j1):
-                w = yk[j]
-                o0[j] += r16(a0 * w, mode)
-                o1[j] += r16(a1 * w, mode)
-                o2[j] += r16(a2 * w, mode)
-                o3[j] += r16(a3 * w, mode)
+            for j in range(n):
+                v = yk[j]
+                o0[j] += rnd(a0 * v, mode)
+                o1[j] += rnd(a1 * v, mode)
+                o2[j] += rnd(a2 * v, mode)
+                o3[j] += rnd(a3 * v, mode)
     else:
         for i in range(i0, i1):
             o = ob[i]
             for kk in range(k):
                 a, yk = xb[i, kk], yb[kk]
-                for j in range(j0, j1):
-                    o[j] += r16(a * yk[j], mode)
+                for j in range(n):
+                    o[j] += rnd(a * yk[j], mode)
 
 
-@njit(cache=True)
-def matmul_serial(x, y, bx, by, out, mode, tasks):
-    for t in range(tasks):
-        _matmul_task(t, x, y, bx, by, out, mode)
-
-
-@njit(cache=True, parallel=True)
-def matmul_parallel(x, y, bx, by, out, mode, tasks):
-    for t in prange(tasks):
-        _matmul_task(t, x, y, bx, by, out, mode)
+@njit(cache=True, nogil=True)
+def matmul_tasks(x, y, bx, by, out, mode, first, last, rnd):
+    for t in range(first, last):
+        _matmul_task(t, x, y, bx, by, out, mode, rnd)
 
 
 def matmul(x, y, bx, by, out, mode):
-    """out[b] = x[bx[b]] @ y[by[b]] for C-contiguous float32 x [Bx, M, K], y [By, K, N]."""
-    kernel = matmul_parallel if out.shape[1] * out.shape[2] * x.shape[2] * len(bx) >= \
-        PARALLEL_MACS else matmul_serial
-    kernel(x, y, bx, by, out, mode, _tasks(out))
+    """out[b] = x[bx[b]] @ y[by[b]] for C-contiguous float32 x [Bx, M, K], y [By, K, N].
+    Large ones are split over `threads()` threads (the kernel releases the GIL); not numba's
+    parallel=True, whose OpenMP layer spins between calls and slowed the rest of a training
+    step 3x."""
+    tasks = _tasks(out)
+    rnd = rounder(mode)
+    macs = out.shape[1] * out.shape[2] * x.shape[2] * len(bx)
+    n = min(threads(), tasks) if macs >= PARALLEL_MACS else 1
+    if n <= 1:
+        matmul_tasks(x, y, bx, by, out, mode, 0, tasks, rnd)
+        return
+    cuts = [tasks * i // n for i in range(n + 1)]
+    jobs = [_pool().submit(matmul_tasks, x, y, bx, by, out, mode, a, b, rnd)
+            for a, b in zip(cuts[:-1], cuts[1:])]
+    for job in jobs:
+        job.result()
+
+
+def threads() -> int:
+    """Threads for large matmuls: ANEFORGE_THREADS, else the CPUs this process may use."""
+    env = os.environ.get("ANEFORGE_THREADS")
+    if env:
+        return max(1, int(env))
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@functools.lru_cache(maxsize=None)
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max(1, threads()), thread_name_prefix="aneforge-kernel")
 
 
 @njit(cache=True)
-def narrow_sum(terms, out, mode):
-    """Sum over axis 0 of a 2-D array, acc = r16(acc + term) in order (reference.narrow_sum)."""
+def _narrow_sum(terms, out, mode, rnd):
     r, c = terms.shape
     for j in range(c):
         out[j] = terms[0, j]
     for i in range(1, r):
+        t = terms[i]
         for j in range(c):
-            out[j] = r16(out[j] + terms[i, j], mode)
+            out[j] = rnd(out[j] + t[j], mode)
+
+
+def narrow_sum(terms, out, mode):
+    """Sum over axis 0 of a 2-D array, acc = r16(acc + term) in order (reference.narrow_sum)."""
+    _narrow_sum(terms, out, mode, rounder(mode))

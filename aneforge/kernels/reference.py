@@ -69,12 +69,16 @@ def matmul(x: np.ndarray, y: np.ndarray, mode: int) -> np.ndarray:
     batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
     m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
     acc = np.zeros(batch + (m, n), np.float32)
-    step = max(1, _CHUNK // max(1, int(np.prod(batch)) * m * n))
+    step = max(1, _CHUNK // max(1, acc.size))
     with np.errstate(all="ignore"):
         for k0 in range(0, k, step):
             p = round16(x[..., :, k0:k0 + step, None] * y[..., None, k0:k0 + step, :], mode)
-            p[..., 0, :] += acc                  # acc + p[0]: the first sequential step
-            acc = np.add.accumulate(p, axis=-2)[..., -1, :]     # accumulate is sequential
+            if acc.size >= 1024:         # few, large rows: add them one by one
+                for kk in range(p.shape[-2]):
+                    acc += p[..., kk, :]
+            else:                        # many small rows: accumulate (sequential) in one call
+                p[..., 0, :] += acc      # acc + p[0], the first step
+                acc = np.add.accumulate(p, axis=-2)[..., -1, :]
     return acc
 
 
