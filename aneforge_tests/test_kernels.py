@@ -262,3 +262,19 @@ def test_environment_switch_forces_numpy():
 def test_use_rejects_unknown_kernels():
     with pytest.raises(ValueError, match="numpy"):
         kernels.use("cuda")
+
+
+# ---- float16 casts at the program boundary --------------------------------------------------
+def test_float16_casts_equal_numpy():
+    every_fp16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    wide = both(kernels.astype, every_fp16, np.float32)
+    same(wide, every_fp16.astype(np.float32))
+    high = (np.arange(512, dtype=np.uint32)[:, None] << 23) | (np.arange(1024, dtype=np.uint32) << 13)
+    x = (high.reshape(-1, 1) | np.array([0, 1, 0xFFF, 0x1000, 0x1001, 0x1FFF], np.uint32))
+    x = np.concatenate([x.reshape(-1).view(np.float32), SPECIALS]).reshape(-1, 2)
+    narrow = both(kernels.astype, x, np.float16)
+    assert narrow.dtype == np.float16 and narrow.shape == x.shape
+    with np.errstate(all="ignore"):
+        same(narrow.astype(np.float32), x.astype(np.float16).astype(np.float32))
+    assert both(kernels.astype, np.float32(2049.0), np.float16) == 2048.0
+    assert both(kernels.astype, np.arange(3), np.float32).dtype == np.float32

@@ -1,5 +1,6 @@
 """The simulator's hot kernels — fp16 rounding, the fp16-product matmul, the narrow fp16 sum —
-in two implementations with one meaning: `reference` (numpy, always available, the
+(and the float16 casts at a program's
+boundary) in two implementations with one meaning: `reference` (numpy, always available, the
 definition) and `compiled` (numba, used when installed: `pip install aneforge[fast]`).
 Both give bit-identical results (aneforge_tests/test_kernels.py).
 
@@ -129,3 +130,22 @@ def narrow_sum(terms: np.ndarray, mode: int) -> np.ndarray:
     out = np.empty(flat.shape[1], np.float32)
     fast.narrow_sum(flat, out, mode)
     return out.reshape(terms.shape[1:])
+
+
+_F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
+def astype(a, dtype) -> np.ndarray:
+    """`a.astype(dtype, copy=False)`, with compiled float32 <-> float16 casts at the program
+    boundary (numpy's float16 casts take ~10 ns per element)."""
+    a, dtype = np.asarray(a), np.dtype(dtype)
+    fast = _fast() if {a.dtype, dtype} == {_F16, _F32} else None
+    if fast is None:
+        return a.astype(dtype, copy=False)
+    flat = np.ascontiguousarray(a).reshape(-1)
+    out = np.empty(flat.shape, dtype)
+    if dtype == _F16:
+        fast.to_float16(flat, out.view(np.uint16))
+    else:
+        fast.from_float16(flat.view(np.uint16), out)
+    return out.reshape(a.shape)

@@ -51,6 +51,34 @@ def _float(typingctx, u):
     return types.float32(types.uint32), codegen
 
 
+@intrinsic
+def _to_half_bits(typingctx, v):
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+    return types.uint16(types.float32), codegen
+
+
+@intrinsic
+def _from_half_bits(typingctx, h):
+    def codegen(context, builder, sig, args):
+        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+    return types.float32(types.uint16), codegen
+
+
+@njit(cache=True)
+def to_float16(x, out):
+    """float32 -> the bits of IEEE float16 (nearest-even), as numpy's astype(float16)."""
+    for i in range(x.size):
+        out[i] = _to_half_bits(x[i])
+
+
+@njit(cache=True)
+def from_float16(h, out):
+    """the bits of float16 -> float32 (exact)."""
+    for i in range(h.size):
+        out[i] = _from_half_bits(h[i])
+
+
 @njit(cache=True)
 def _outside(v, mode):
     """round16 of a value outside the fp16 normal range (as reference._outside)."""

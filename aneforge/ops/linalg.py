@@ -51,7 +51,9 @@ def fp16_matmul(nm, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def cliff(nm, acc: np.ndarray) -> np.ndarray:
     """The measured output cliff: |y| above ~32752 reads back as ±inf (fact N15)."""
     if nm.matmul_overflow is not None:
-        acc = np.where(np.abs(acc) > nm.matmul_overflow, np.copysign(np.float32(np.inf), acc), acc)
+        big = np.abs(acc) > nm.matmul_overflow
+        if big.any():
+            acc = np.where(big, np.copysign(np.float32(np.inf), acc), acc)
     return acc
 
 
