@@ -220,6 +220,23 @@ def test_matmul_compiled_equals_reference(data):
     assert r.shape == np.broadcast_shapes(bx, by) + (m, n)
 
 
+@pytest.mark.parametrize("mode", MODES.values(), ids=MODES.keys())
+def test_matmul_zeros_of_x_against_inf_and_nan_in_y(mode):
+    """The compiled kernel skips a k where x is 0 across a row block (one-hot, relu): never
+    where y's row holds inf or NaN (0 * inf = NaN), and -0 + 0 must stay +0."""
+    rng = np.random.default_rng(3)
+    x = np.zeros((37, 12), np.float32)
+    x[np.arange(37), rng.integers(0, 12, 37)] = 1.0          # one-hot rows
+    x[5:9] = -0.0
+    x[20:24, 3] = 2.0 ** -20
+    y = fp16((12, 7), rng)
+    y[3, 2], y[7, 4], y[9, 0] = np.inf, np.nan, -np.inf
+    y[10] = -0.0
+    r = both(kernels.matmul, x, y, mode)
+    same(r, _sequential(x, y, mode))
+    assert np.isnan(r[:, 2]).sum() > 0 and not np.signbit(r[5:9, 1]).any()
+
+
 @needs_numba
 def test_matmul_compiled_large_uses_threads_and_blocks():
     rng = np.random.default_rng(2)

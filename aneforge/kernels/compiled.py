@@ -26,6 +26,7 @@ _ZERO = np.float32(0.0)
 _HALF = np.float32(0.5)
 _ONE = np.float32(1.0)
 ROWS = 4          # rows of x sharing each loaded row of y
+SKIP_ROWS = 16     # from this many rows of x on, zeros of x skip work
 PARALLEL_MACS = 1 << 20     # smaller matmuls run on the calling thread (a hand-off costs more)
 
 
@@ -142,12 +143,15 @@ def _tasks(out):
 
 
 @njit(cache=True)
-def _matmul_task(t, x, y, bx, by, out, mode, rnd):
+def _matmul_task(t, x, y, bx, by, finite, out, mode, rnd):
     """One task of out[b] = x[bx[b]] @ y[by[b]]: ROWS rows of one batch entry. Each product
     is rounded to fp16 (`rnd`) and added to an fp32 accumulator in order k = 0 .. K-1 from +0.
     The k loop is outside the j loop, so the j loop vectorizes across independent accumulators
     while each (i, j) still sums sequentially over k. (j must run over whole C-contiguous rows
     from 0: a column block, j0 + j or a slice, stops numba/LLVM from vectorizing it.)
+    A k where x is 0 in every row of the task and y's row is finite is skipped: its products
+    are ±0, and adding ±0 leaves the accumulator unchanged (it starts at +0 and a
+    round-to-nearest sum is never -0). One-hot and relu'd operands skip most of their work.
 
     Another datapath (e.g. tiles of 4 products summed by a narrow adder, then a wide sum across
     tiles) is another task function of this shape with a different accumulate step."""
@@ -156,7 +160,7 @@ def _matmul_task(t, x, y, bx, by, out, mode, rnd):
     rb = (m + ROWS - 1) // ROWS
     b, i0 = t // rb, (t % rb) * ROWS
     i1 = min(i0 + ROWS, m)
-    xb, yb, ob = x[bx[b]], y[by[b]], out[b]
+    xb, yb, ob, fin = x[bx[b]], y[by[b]], out[b], finite[by[b]]
     for i in range(i0, i1):
         for j in range(n):
             ob[i, j] = _ZERO
@@ -164,6 +168,8 @@ def _matmul_task(t, x, y, bx, by, out, mode, rnd):
         o0, o1, o2, o3 = ob[i0], ob[i0 + 1], ob[i0 + 2], ob[i0 + 3]
         for kk in range(k):
             a0, a1, a2, a3 = xb[i0, kk], xb[i0 + 1, kk], xb[i0 + 2, kk], xb[i0 + 3, kk]
+            if a0 == _ZERO and a1 == _ZERO and a2 == _ZERO and a3 == _ZERO and fin[kk]:
+                continue
             yk = yb[kk]
             for j in range(n):
                 v = yk[j]
@@ -176,14 +182,16 @@ def _matmul_task(t, x, y, bx, by, out, mode, rnd):
             o = ob[i]
             for kk in range(k):
                 a, yk = xb[i, kk], yb[kk]
+                if a == _ZERO and fin[kk]:
+                    continue
                 for j in range(n):
                     o[j] += rnd(a * yk[j], mode)
 
 
 @njit(cache=True, nogil=True)
-def matmul_tasks(x, y, bx, by, out, mode, first, last, rnd):
+def matmul_tasks(x, y, bx, by, finite, out, mode, first, last, rnd):
     for t in range(first, last):
-        _matmul_task(t, x, y, bx, by, out, mode, rnd)
+        _matmul_task(t, x, y, bx, by, finite, out, mode, rnd)
 
 
 def matmul(x, y, bx, by, out, mode):
@@ -193,13 +201,16 @@ def matmul(x, y, bx, by, out, mode):
     step 3x."""
     tasks = _tasks(out)
     rnd = rounder(mode)
+    # which rows of y are finite (a zero of x may skip them); not worth a pass for few rows
+    finite = np.isfinite(y).all(axis=2) if out.shape[1] >= SKIP_ROWS else \
+        np.zeros(y.shape[:2], np.bool_)
     macs = out.shape[1] * out.shape[2] * x.shape[2] * len(bx)
     n = min(threads(), tasks) if macs >= PARALLEL_MACS else 1
     if n <= 1:
-        matmul_tasks(x, y, bx, by, out, mode, 0, tasks, rnd)
+        matmul_tasks(x, y, bx, by, finite, out, mode, 0, tasks, rnd)
         return
     cuts = [tasks * i // n for i in range(n + 1)]
-    jobs = [_pool().submit(matmul_tasks, x, y, bx, by, out, mode, a, b, rnd)
+    jobs = [_pool().submit(matmul_tasks, x, y, bx, by, finite, out, mode, a, b, rnd)
             for a, b in zip(cuts[:-1], cuts[1:])]
     for job in jobs:
         job.result()
