@@ -276,6 +276,16 @@ def test_environment_switch_forces_numpy():
         assert _python(code, ANEFORGE_KERNELS="auto") == "numba"
 
 
+def test_without_numba_the_numpy_kernels_run(tmp_path):
+    (tmp_path / "numba.py").write_text("raise ImportError('no numba here')\n")
+    code = ("import numpy as np, aneforge as af; from aneforge import kernels; "
+            "v = (af.tensor([[1.0, 2.0]]) @ af.tensor([[3.0], [4.0]])).item(); "
+            "print(v, kernels.active())")
+    import os
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    assert _python(code, PYTHONPATH=path) == "11.0 numpy"
+
+
 def test_use_rejects_unknown_kernels():
     with pytest.raises(ValueError, match="numpy"):
         kernels.use("cuda")

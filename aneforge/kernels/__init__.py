@@ -32,8 +32,11 @@ _compiled: list = []          # the imported `compiled` module, once loaded
 
 
 def available() -> bool:
-    """True if numba is installed (the compiled kernels can run)."""
-    return importlib.util.find_spec("numba") is not None
+    """True if numba is installed (found without importing it: importing takes ~0.5 s)."""
+    try:
+        return importlib.util.find_spec("numba") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def use(choice: str) -> str:
@@ -61,16 +64,24 @@ def active() -> str:
     """"numba" or "numpy": the implementation the next kernel call runs."""
     if _choice[0] not in CHOICES:
         raise ValueError(f"ANEFORGE_KERNELS must be one of {CHOICES}, got {_choice[0]!r}")
-    return "numpy" if _choice[0] == "numpy" or (_choice[0] == "auto" and not available()) \
-        else "numba"
+    if _choice[0] == "numpy" or (_choice[0] == "auto" and (not available() or _compiled == [None])):
+        return "numpy"
+    return "numba"
 
 
 def _fast():
-    """The compiled module, or None when the numpy reference is selected."""
+    """The compiled module, or None when the numpy reference runs (chosen, or numba absent or
+    broken under "auto")."""
     if active() == "numpy":
         return None
     if not _compiled:
-        from . import compiled
+        try:
+            from . import compiled
+        except ImportError:
+            if _choice[0] == "numba":
+                raise
+            _compiled.append(None)
+            return None
         _compiled.append(compiled)
     return _compiled[0]
 
