@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import kernels
 from .context import CTX
 
 F16_TINY = np.float32(2.0 ** -14)     # smallest normal fp16
@@ -49,30 +50,11 @@ class Numerics:
     def round16(self, x) -> np.ndarray:
         """Round to the nearest fp16 value under this model, returned as float32.
 
-        The simulator carries fp16 values in float32 arrays and rounds with integer operations
-        on the bits: numpy's own float16 conversion is an order of magnitude slower, and two
-        orders slower on subnormals (which gradients are full of).
+        The simulator carries fp16 values in float32 arrays; `aneforge.kernels.round16` rounds
+        them (numba when installed, else numpy float32 arithmetic: numpy's own float16
+        conversion is an order of magnitude slower, and two orders slower on subnormals).
         """
-        x = np.asarray(x, dtype=np.float32)
-        shape = x.shape
-        x = x.reshape(-1)
-        bits = x.view(np.uint32)
-        if self.rounding == "nearest_even":      # + half an fp16 ulp - 1, + the parity bit
-            bits = bits + ((bits >> 13) & np.uint32(1)) + np.uint32(0xFFF)
-        else:                                     # sign-magnitude: + half an ulp rounds away
-            bits = bits + np.uint32(0x1000)
-        r = (bits & np.uint32(0xFFFFE000)).view(np.float32)
-        mag = np.abs(x)
-        if mag.size and mag.min() < F16_TINY:     # fp16 subnormals: fixed spacing 2**-24
-            small = mag < F16_TINY
-            scaled = x[small] * np.float32(2.0 ** 24)
-            q = np.rint(scaled) if self.rounding == "nearest_even" else \
-                np.trunc(scaled + np.copysign(np.float32(0.5), scaled))
-            r[small] = 0.0 * x[small] if self.subnormals == "flush" else q * np.float32(2.0 ** -24)
-        if r.size and np.abs(r).max() > F16_MAX:  # also leaves NaN alone (comparisons are False)
-            big = np.abs(r) > F16_MAX
-            r[big] = np.copysign(np.float32(np.inf), x[big])
-        return r.reshape(shape)
+        return kernels.round16(x, kernels.mode(self.rounding, self.subnormals))
 
 
 ANE = Numerics()

@@ -6,6 +6,7 @@ import tracemalloc
 import numpy as np
 
 import aneforge as af
+from aneforge import kernels
 import aneforge.nn as nn
 import aneforge.nn.functional as F
 
@@ -61,7 +62,14 @@ def peak_rss() -> int:
 
 def live_growth(step, warm: range, measured: range) -> int:
     """Bytes still allocated after `measured` steps that were not after `warm` (both traced:
-    tracing starts with warm-up so its own first allocations are not counted)."""
+    tracing starts with warm-up so its own first allocations are not counted). The numpy
+    kernels run here: numba fills bounded type caches of its own over tens of thousands of
+    calls, which would hide aneforge's own growth (its executor, replay and trace)."""
+    with kernels.using("numpy"):
+        return _live_growth(step, warm, measured)
+
+
+def _live_growth(step, warm: range, measured: range) -> int:
     tracemalloc.start()
     try:
         for i in warm:
@@ -80,15 +88,15 @@ def test_memory_stays_flat_over_a_thousand_replayed_steps():
     step = _loop(1000, compiled=True)
     for i in range(100):
         step(i)
-    assert live_growth(step, range(100, 200), range(200, 300)) < 2048   # < 20 bytes a step
+    assert live_growth(step, range(100, 300), range(300, 600)) < 4096   # < 15 bytes a step
     early = peak_rss()
-    for i in range(300, 1000):
+    for i in range(600, 1000):
         step(i)
     assert peak_rss() - early < early // 100, (early, peak_rss())
 
 
 def test_memory_stays_flat_over_eager_steps():
-    step = _loop(200, compiled=False)
-    for i in range(40):
+    step = _loop(300, compiled=False)
+    for i in range(100):
         step(i)
-    assert live_growth(step, range(40, 100), range(100, 200)) < 2048
+    assert live_growth(step, range(100, 150), range(150, 300)) < 8192   # < 60 bytes a step

@@ -1,9 +1,9 @@
-"""python -m aneforge.bench [section ...]: run the benchmark sections and print their tables."""
+"""python -m aneforge.bench [--quick] [section ...]: run the benchmark sections and print their\ntables (`speed`: aneforge against torch eager with the same thread count, one table)."""
 import platform
 import sys
 
 from . import SECTIONS, report, settings
-from . import core, passes, training  # noqa: F401  (they register their sections)
+from . import core, passes, speed, training  # noqa: F401  (they register their sections)
 
 
 def main(argv: list[str]) -> None:
@@ -14,10 +14,14 @@ def main(argv: list[str]) -> None:
     unknown = [n for n in names if n not in SECTIONS]
     if unknown:
         sys.exit(f"unknown section(s) {unknown}; choose from {list(SECTIONS)}")
-    print(f"aneforge.bench on {platform.machine()} {platform.python_version()}, backend sim")
+    print(f"aneforge.bench on {platform.machine()} {platform.python_version()}, backend sim; "
+          f"{speed.machine()}")
     for name in names:
         print(f"\n[{name}]")
-        print(report(SECTIONS[name]()))
+        if name == "speed":                  # the one comparison table
+            print(speed.table(speed.measure()))
+        else:
+            print(report(SECTIONS[name]()))
 
 
 if __name__ == "__main__":

@@ -1,17 +1,15 @@
-"""matmul and linear: fp16 operands, each product rounded to fp16, a wide (fp32) accumulator,
-the output rounded to fp16 and turned to ±inf above the measured cliff (facts N5, N6, N15)."""
+"""matmul and linear: fp16 operands, each product rounded to fp16, a wide (fp32) accumulator
+adding the products in order over K, the output rounded to fp16 and turned to ±inf above the
+measured cliff (facts N5, N6, N15). The kernel lives in aneforge/kernels."""
 from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, kernels
 from ._common import FLOATS, broadcast, require_dtype, require_same_dtype, same_type
 from ._grad import attach, op
 from .registry import Attr, define, shape_error
 from ..ir.types import TensorType
-
-_CHUNK = 1 << 22      # products materialized at once by the faithful kernel
-
 
 def _matmul_shape(op, t, xs, ys, tx, ty):
     if len(xs) < 2 or len(ys) < 2:
@@ -36,36 +34,26 @@ def _matmul_infer(t, attrs):
 
 
 def fp16_matmul(nm, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """x @ y of fp16 values with the ANE's MAC model; returns the wide (fp32) accumulator."""
-    if nm.matmul_products == "exact" or _powers_of_two(x) or _powers_of_two(y):
+    """x @ y of fp16 values with the ANE's MAC model; returns the wide (fp32) accumulator.
+
+    Each product is rounded to fp16 and added to an fp32 accumulator sequentially over K
+    (docs/numerics.md); `matmul_products="exact"` is fp32 BLAS instead (its own order)."""
+    if nm.matmul_products == "exact":
         return np.matmul(x, y)
     vx, vy = x.ndim == 1, y.ndim == 1
     x = x[None, :] if vx else x
     y = y[:, None] if vy else y
-    batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
-    m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
-    acc = np.zeros(batch + (m, n), np.float32)
-    step = max(1, _CHUNK // max(1, int(np.prod(batch)) * m * n))
-    with np.errstate(all="ignore"):
-        for k0 in range(0, k, step):
-            prod = x[..., :, k0:k0 + step, None] * y[..., None, k0:k0 + step, :]
-            acc += nm.round16(prod).sum(axis=-2)
+    acc = kernels.matmul(x, y, kernels.mode(nm.rounding, nm.subnormals))
     acc = acc[..., 0, :] if vx else acc
     return acc[..., 0] if vy else acc
-
-
-def _powers_of_two(a: np.ndarray) -> bool:
-    """True if every value is 0 or ±2**k: then each product is already an fp16 value (ones
-    vectors for sums, one-hot rows for embeddings), and BLAS gives the same result."""
-    if a.size > 1 << 16:
-        return False
-    return not np.any(np.ascontiguousarray(a).view(np.uint32) & np.uint32(0x7FFFFF))
 
 
 def cliff(nm, acc: np.ndarray) -> np.ndarray:
     """The measured output cliff: |y| above ~32752 reads back as ±inf (fact N15)."""
     if nm.matmul_overflow is not None:
-        acc = np.where(np.abs(acc) > nm.matmul_overflow, np.copysign(np.float32(np.inf), acc), acc)
+        big = np.abs(acc) > nm.matmul_overflow
+        if big.any():
+            acc = np.where(big, np.copysign(np.float32(np.inf), acc), acc)
     return acc
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, kernels
 from ._common import NUMERIC, norm_axes, norm_axis, require_dtype, same_type
 from ._grad import attach, expand_reduced, where, zeros
 from .registry import Attr, define
@@ -32,14 +32,11 @@ def _axes(x, axes):
 
 
 def narrow_sum(nm, x: np.ndarray, axes) -> np.ndarray:
-    """Sum over `axes` with a running fp16 accumulator (one rounding per added term)."""
+    """Sum over `axes` with a running fp16 accumulator (one rounding per added term), the
+    terms taken in C order of the reduced axes."""
     moved = np.moveaxis(x, axes, tuple(range(len(axes))))
-    rest = moved.shape[len(axes):]
-    terms = moved.reshape((-1,) + rest)
-    acc = np.array(terms[0])          # an ndarray even when the result is 0-d
-    for term in terms[1:]:
-        acc = nm.round16(acc + term)
-    return acc
+    terms = moved.reshape((-1,) + moved.shape[len(axes):])
+    return kernels.narrow_sum(terms, kernels.mode(nm.rounding, nm.subnormals))
 
 
 def _sum(ctx, x, axes):

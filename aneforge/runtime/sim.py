@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, kernels
 from ..errors import DTypeError
 from ..ops import REGISTRY, validate
 from .base import Backend
@@ -88,7 +88,7 @@ class SimExecutable:
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         env: list = [None] * self.n_slots
         for (s, carrier), a in zip(self.inputs, inputs):
-            env[s] = np.asarray(a).astype(carrier, copy=False)
+            env[s] = kernels.astype(a, carrier)
         for s, value in self.constants:
             env[s] = value
         for (fn, ctx, plan, attrs, outs, store), frees in zip(self.steps, self.frees):
@@ -101,7 +101,7 @@ class SimExecutable:
             for s in frees:
                 env[s] = None
         self._check_narrowed(env)
-        return [env[s].astype(dtype, copy=False) for s, dtype in self.outputs]
+        return [kernels.astype(env[s], dtype) for s, dtype in self.outputs]
 
     def _check_narrowed(self, env) -> None:
         for s, dtype, name in self.narrowed:

@@ -1,0 +1,162 @@
+"""The simulator's hot kernels — fp16 rounding, the fp16-product matmul, the narrow fp16 sum —
+(and the float16 casts at a program's
+boundary) in two implementations with one meaning: `reference` (numpy, always available, the
+definition) and `compiled` (numba, used when installed: `pip install aneforge[fast]`).
+Both give bit-identical results (aneforge_tests/test_kernels.py).
+
+One switch picks the implementation: the environment variable `ANEFORGE_KERNELS` read at
+import (`auto`, the default: numba if importable; `numpy`; `numba`), or `use()`:
+
+>>> from aneforge import kernels
+>>> previous = kernels.use("numpy")      # force the numpy reference
+>>> kernels.active()
+'numpy'
+>>> _ = kernels.use(previous)
+
+Importing aneforge never imports numba: it is imported, and each kernel compiled (or loaded
+from numba's on-disk cache), on first use.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+
+import numpy as np
+
+from . import reference
+
+CHOICES = ("auto", "numpy", "numba")
+_choice = [os.environ.get("ANEFORGE_KERNELS", "auto").strip().lower() or "auto"]
+_compiled: list = []          # the imported `compiled` module, once loaded
+
+
+def available() -> bool:
+    """True if numba is installed (found without importing it: importing takes ~0.5 s)."""
+    try:
+        return importlib.util.find_spec("numba") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def use(choice: str) -> str:
+    """Pick the kernels: "auto" (numba when installed), "numpy" or "numba"; returns the
+    previous choice."""
+    if choice not in CHOICES:
+        raise ValueError(f"kernels must be one of {CHOICES}, got {choice!r}")
+    if choice == "numba" and not available():
+        raise ImportError("the numba kernels need numba: pip install 'aneforge[fast]'")
+    previous, _choice[0] = _choice[0], choice
+    return previous
+
+
+@contextlib.contextmanager
+def using(choice: str):
+    """Run a block with the given kernels (tests compare the two this way)."""
+    previous = use(choice)
+    try:
+        yield
+    finally:
+        use(previous)
+
+
+def active() -> str:
+    """"numba" or "numpy": the implementation the next kernel call runs."""
+    if _choice[0] not in CHOICES:
+        raise ValueError(f"ANEFORGE_KERNELS must be one of {CHOICES}, got {_choice[0]!r}")
+    if _choice[0] == "numpy" or (_choice[0] == "auto" and (not available() or _compiled == [None])):
+        return "numpy"
+    return "numba"
+
+
+def _fast():
+    """The compiled module, or None when the numpy reference runs (chosen, or numba absent or
+    broken under "auto")."""
+    if active() == "numpy":
+        return None
+    if not _compiled:
+        try:
+            from . import compiled
+        except ImportError:
+            if _choice[0] == "numba":
+                raise
+            _compiled.append(None)
+            return None
+        _compiled.append(compiled)
+    return _compiled[0]
+
+
+def mode(rounding: str, subnormals: str) -> int:
+    """The numerics model's rounding as the kernels' small int (see reference.py)."""
+    return (2 if rounding == "half_away" else 0) | (1 if subnormals == "flush" else 0)
+
+
+def round16(x, mode: int) -> np.ndarray:
+    """x rounded to fp16 values, as float32 (any shape; python scalars and float64 are first
+    converted to float32)."""
+    fast = _fast()
+    if fast is None:
+        return reference.round16(x, mode)
+    x = np.asarray(x, dtype=np.float32)
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(flat.shape, np.float32)
+    fast.round16(flat, out, mode)
+    return out.reshape(x.shape)
+
+
+def matmul(x, y, mode: int) -> np.ndarray:
+    """x @ y for float32 operands of rank >= 2 with broadcast batch dims: each product rounded
+    to fp16, summed in fp32 sequentially over k from +0 (docs/numerics.md)."""
+    x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
+    fast = _fast()
+    if fast is None:
+        return reference.matmul(x, y, mode)
+    batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    bx, x3 = _batch_index(x, batch)
+    by, y3 = _batch_index(y, batch)
+    out = np.empty((len(bx), x.shape[-2], y.shape[-1]), np.float32)
+    if out.size:
+        fast.matmul(x3, y3, bx, by, out, mode)
+    return out.reshape(batch + out.shape[1:])
+
+
+def _batch_index(a: np.ndarray, batch: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """a as a C-contiguous [B_a, rows, cols] stack, and for each entry of the broadcast batch
+    the index of its matrix in that stack (broadcasting without copies)."""
+    own = a.shape[:-2]
+    count = int(np.prod(own))
+    index = np.arange(count, dtype=np.int64).reshape((1,) * (len(batch) - len(own)) + own)
+    return np.ascontiguousarray(np.broadcast_to(index, batch)).reshape(-1), \
+        np.ascontiguousarray(a).reshape((count,) + a.shape[-2:])
+
+
+def narrow_sum(terms: np.ndarray, mode: int) -> np.ndarray:
+    """Sum over axis 0 with a running fp16 accumulator (one rounding per added term, the first
+    term taken as is)."""
+    terms = np.asarray(terms, np.float32)
+    fast = _fast()
+    if fast is None:
+        return reference.narrow_sum(terms, mode)
+    flat = np.ascontiguousarray(terms).reshape(terms.shape[0], -1)
+    out = np.empty(flat.shape[1], np.float32)
+    fast.narrow_sum(flat, out, mode)
+    return out.reshape(terms.shape[1:])
+
+
+_F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
+def astype(a, dtype) -> np.ndarray:
+    """`a.astype(dtype, copy=False)`, with compiled float32 <-> float16 casts at the program
+    boundary (numpy's float16 casts take ~10 ns per element)."""
+    a, dtype = np.asarray(a), np.dtype(dtype)
+    fast = _fast() if {a.dtype, dtype} == {_F16, _F32} else None
+    if fast is None:
+        return a.astype(dtype, copy=False)
+    flat = np.ascontiguousarray(a).reshape(-1)
+    out = np.empty(flat.shape, dtype)
+    if dtype == _F16:
+        fast.to_float16(flat, out.view(np.uint16))
+    else:
+        fast.from_float16(flat.view(np.uint16), out)
+    return out.reshape(a.shape)

@@ -1,0 +1,265 @@
+"""numba kernels, bit-identical to `reference.py` (imported only when numba is installed and
+the compiled kernels are on; compiled on first call and cached on disk, `cache=True`).
+
+fastmath stays off: the kernels must add in the documented order with IEEE float32 rounding.
+fp16 rounding under the default model (nearest-even, subnormals kept) is LLVM's float -> half
+-> float conversion (one F16C / fcvt instruction pair, exact IEEE); the other models use the
+same integer formulas as the reference.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+_TINY = np.float32(2.0 ** -14)
+_MAX = np.float32(65504.0)
+_INF = np.float32(np.inf)
+_UP = np.float32(2.0 ** 24)
+_DOWN = np.float32(2.0 ** -24)
+_ZERO = np.float32(0.0)
+_HALF = np.float32(0.5)
+_ONE = np.float32(1.0)
+ROWS = 4          # rows of x sharing each loaded row of y
+SKIP_ROWS = 16     # from this many rows of x on, zeros of x skip work
+PARALLEL_MACS = 1 << 20     # smaller matmuls run on the calling thread (a hand-off costs more)
+
+
+@intrinsic
+def _via_half(typingctx, v):
+    """float32 -> fp16 (IEEE, nearest-even, subnormals kept, overflow to inf) -> float32."""
+    def codegen(context, builder, sig, args):
+        return builder.fpext(builder.fptrunc(args[0], ir.HalfType()), ir.FloatType())
+    return types.float32(types.float32), codegen
+
+
+@intrinsic
+def _bits(typingctx, v):
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.uint32(types.float32), codegen
+
+
+@intrinsic
+def _float(typingctx, u):
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.FloatType())
+    return types.float32(types.uint32), codegen
+
+
+@intrinsic
+def _to_half_bits(typingctx, v):
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+    return types.uint16(types.float32), codegen
+
+
+@intrinsic
+def _from_half_bits(typingctx, h):
+    def codegen(context, builder, sig, args):
+        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+    return types.float32(types.uint16), codegen
+
+
+@njit(cache=True)
+def to_float16(x, out):
+    """float32 -> the bits of IEEE float16 (nearest-even), as numpy's astype(float16)."""
+    for i in range(x.size):
+        out[i] = _to_half_bits(x[i])
+
+
+@njit(cache=True)
+def from_float16(h, out):
+    """the bits of float16 -> float32 (exact)."""
+    for i in range(h.size):
+        out[i] = _from_half_bits(h[i])
+
+
+@njit(cache=True)
+def _outside(v, mode):
+    """round16 of a value outside the fp16 normal range (as reference._outside)."""
+    if v != v:
+        return v
+    if abs(v) >= _TINY:
+        return _INF if v > _ZERO else -_INF
+    s = v * _UP
+    if mode & 1:
+        return _ZERO * s
+    if mode & 2:
+        t = np.float32(np.trunc(s))
+        q = abs(t) + (_ONE if abs(s - t) >= _HALF else _ZERO)
+        return np.float32(np.copysign(q, s)) * _DOWN
+    return np.float32(np.rint(s)) * _DOWN
+
+
+@njit(cache=True)
+def r16_ieee(v, mode):
+    """r16 under mode 0 (nearest-even, subnormals kept): IEEE float -> half -> float; a NaN is
+    returned as is (as the reference does)."""
+    return v if v != v else _via_half(v)
+
+
+@njit(cache=True)
+def r16(v, mode):
+    """One float32 value rounded to fp16 under `mode` (see reference.py)."""
+    if mode == 0:
+        return r16_ieee(v, mode)
+    b = _bits(v)
+    if mode & 2:
+        r = _float(np.uint32((b + np.uint32(0x1000)) & np.uint32(0xFFFFE000)))
+    else:
+        c = v * np.float32(8193.0)
+        r = c - (c - v)
+    d = np.uint32(np.uint32(b << np.uint32(1)) - np.uint32(0x71000000))
+    if d >= np.uint32(0x1DFFE000) and v != _ZERO:
+        return _outside(v, mode)
+    return r
+
+
+def rounder(mode: int):
+    """The scalar rounding for `mode`, passed to the matmul kernel (numba compiles one version
+    per function): the IEEE conversion for the default mode vectorizes, the general one does
+    not."""
+    return r16_ieee if mode == 0 else r16
+
+
+# round16 and narrow_sum run once per op output: they call their rounding directly (a
+# function passed from Python costs a type lookup, and an allocation numba keeps, per call).
+@njit(cache=True)
+def _round16_ieee(x, out, mode):
+    for i in range(x.size):
+        out[i] = r16_ieee(x[i], mode)
+
+
+@njit(cache=True)
+def _round16_any(x, out, mode):
+    for i in range(x.size):
+        out[i] = r16(x[i], mode)
+
+
+def round16(x, out, mode):
+    (_round16_ieee if mode == 0 else _round16_any)(x, out, mode)
+
+
+def _tasks(out):
+    nb, m, _ = out.shape
+    return nb * ((m + ROWS - 1) // ROWS)
+
+
+@njit(cache=True)
+def _matmul_task(t, x, y, bx, by, finite, out, mode, rnd):
+    """One task of out[b] = x[bx[b]] @ y[by[b]]: ROWS rows of one batch entry. Each product
+    is rounded to fp16 (`rnd`) and added to an fp32 accumulator in order k = 0 .. K-1 from +0.
+    The k loop is outside the j loop, so the j loop vectorizes across independent accumulators
+    while each (i, j) still sums sequentially over k. (j must run over whole C-contiguous rows
+    from 0: a column block, j0 + j or a slice, stops numba/LLVM from vectorizing it.)
+    A k where x is 0 in every row of the task and y's row is finite is skipped: its products
+    are ±0, and adding ±0 leaves the accumulator unchanged (it starts at +0 and a
+    round-to-nearest sum is never -0). One-hot and relu'd operands skip most of their work.
+
+    Another datapath (e.g. tiles of 4 products summed by a narrow adder, then a wide sum across
+    tiles) is another task function of this shape with a different accumulate step."""
+    _, m, n = out.shape
+    k = x.shape[2]
+    rb = (m + ROWS - 1) // ROWS
+    b, i0 = t // rb, (t % rb) * ROWS
+    i1 = min(i0 + ROWS, m)
+    xb, yb, ob, fin = x[bx[b]], y[by[b]], out[b], finite[by[b]]
+    for i in range(i0, i1):
+        for j in range(n):
+            ob[i, j] = _ZERO
+    if i1 - i0 == ROWS:
+        o0, o1, o2, o3 = ob[i0], ob[i0 + 1], ob[i0 + 2], ob[i0 + 3]
+        for kk in range(k):
+            a0, a1, a2, a3 = xb[i0, kk], xb[i0 + 1, kk], xb[i0 + 2, kk], xb[i0 + 3, kk]
+            if a0 == _ZERO and a1 == _ZERO and a2 == _ZERO and a3 == _ZERO and fin[kk]:
+                continue
+            yk = yb[kk]
+            for j in range(n):
+                v = yk[j]
+                o0[j] += rnd(a0 * v, mode)
+                o1[j] += rnd(a1 * v, mode)
+                o2[j] += rnd(a2 * v, mode)
+                o3[j] += rnd(a3 * v, mode)
+    else:
+        for i in range(i0, i1):
+            o = ob[i]
+            for kk in range(k):
+                a, yk = xb[i, kk], yb[kk]
+                if a == _ZERO and fin[kk]:
+                    continue
+                for j in range(n):
+                    o[j] += rnd(a * yk[j], mode)
+
+
+@njit(cache=True, nogil=True)
+def matmul_tasks(x, y, bx, by, finite, out, mode, first, last, rnd):
+    for t in range(first, last):
+        _matmul_task(t, x, y, bx, by, finite, out, mode, rnd)
+
+
+def matmul(x, y, bx, by, out, mode):
+    """out[b] = x[bx[b]] @ y[by[b]] for C-contiguous float32 x [Bx, M, K], y [By, K, N].
+    Large ones are split over `threads()` threads (the kernel releases the GIL); not numba's
+    parallel=True, whose OpenMP layer spins between calls and slowed the rest of a training
+    step 3x."""
+    tasks = _tasks(out)
+    rnd = rounder(mode)
+    # which rows of y are finite (a zero of x may skip them); not worth a pass for few rows
+    finite = np.isfinite(y).all(axis=2) if out.shape[1] >= SKIP_ROWS else \
+        np.zeros(y.shape[:2], np.bool_)
+    macs = out.shape[1] * out.shape[2] * x.shape[2] * len(bx)
+    n = min(threads(), tasks) if macs >= PARALLEL_MACS else 1
+    if n <= 1:
+        matmul_tasks(x, y, bx, by, finite, out, mode, 0, tasks, rnd)
+        return
+    cuts = [tasks * i // n for i in range(n + 1)]
+    jobs = [_pool().submit(matmul_tasks, x, y, bx, by, finite, out, mode, a, b, rnd)
+            for a, b in zip(cuts[:-1], cuts[1:])]
+    for job in jobs:
+        job.result()
+
+
+def threads() -> int:
+    """Threads for large matmuls: ANEFORGE_THREADS, else the CPUs this process may use."""
+    env = os.environ.get("ANEFORGE_THREADS")
+    if env:
+        return max(1, int(env))
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@functools.lru_cache(maxsize=None)
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max(1, threads()), thread_name_prefix="aneforge-kernel")
+
+
+@njit(cache=True)
+def _narrow_sum_ieee(terms, out, mode):
+    r, c = terms.shape
+    for j in range(c):
+        out[j] = terms[0, j]
+    for i in range(1, r):
+        t = terms[i]
+        for j in range(c):
+            out[j] = r16_ieee(out[j] + t[j], mode)
+
+
+@njit(cache=True)
+def _narrow_sum_any(terms, out, mode):
+    r, c = terms.shape
+    for j in range(c):
+        out[j] = terms[0, j]
+    for i in range(1, r):
+        t = terms[i]
+        for j in range(c):
+            out[j] = r16(out[j] + t[j], mode)
+
+
+def narrow_sum(terms, out, mode):
+    """Sum over axis 0 of a 2-D array, acc = r16(acc + term) in order (reference.narrow_sum)."""
+    (_narrow_sum_ieee if mode == 0 else _narrow_sum_any)(terms, out, mode)

@@ -1,0 +1,91 @@
+"""The numpy reference kernels: always available, and the definition the compiled kernels in
+`compiled.py` must match bit for bit (aneforge_tests/test_kernels.py checks that).
+
+Every kernel takes `mode`, the rounding of the numerics model as one small int (`kernels.mode`):
+bit 1 = round half away from zero (else nearest-even), bit 0 = flush fp16 subnormals to 0.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+F16_TINY = np.float32(2.0 ** -14)     # smallest normal fp16
+F16_MAX = np.float32(65504.0)
+# |x| in [2**-14, 65520) rounds to a normal finite fp16 value by the fast formulas below; the
+# window is tested on the float32 bits shifted left once (sign dropped), as one unsigned compare.
+_LO = np.uint32(0x38800000 << 1)
+_SPAN = np.uint32((0x477FF000 - 0x38800000) << 1)
+_CHUNK = 1 << 22      # products the matmul materializes at once
+
+
+def round16(x, mode: int) -> np.ndarray:
+    """Round float32 values to the nearest fp16 value (returned as float32).
+
+    Nearest-even uses the Veltkamp split: c = x * (2**13 + 1); c - (c - x) is x rounded to
+    24 - 13 = 11 significant bits, ties to even, exact over the fp16 normal range. Half-away
+    adds half an fp16 ulp to the sign-magnitude bits and truncates. Values outside the normal
+    range (subnormals, overflow, inf, NaN) are redone one by one in `_outside`; exact zeros
+    come through the fast formulas unchanged, so relu outputs stay on the fast path.
+    """
+    x = np.asarray(x, dtype=np.float32)
+    shape, x = x.shape, x.reshape(-1)
+    with np.errstate(all="ignore"):
+        if mode & 2:
+            r = ((x.view(np.uint32) + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+        else:
+            c = x * np.float32(8193.0)
+            r = c - (c - x)
+        d = x.view(np.uint32) << np.uint32(1)
+        d -= _LO
+        idx = np.flatnonzero(d >= _SPAN)
+        if idx.size:
+            v = x[idx]
+            idx, v = idx[v != 0], v[v != 0]
+            r[idx] = _outside(v, mode)
+    return r.reshape(shape)
+
+
+def _outside(v: np.ndarray, mode: int) -> np.ndarray:
+    """round16 of values outside the fp16 normal range: subnormals (fixed spacing 2**-24, or
+    flushed to a signed 0), overflow (±inf), inf and NaN (returned unchanged)."""
+    out = np.copysign(np.float32(np.inf), v)
+    small = np.abs(v) < F16_TINY
+    s = v[small] * np.float32(2.0 ** 24)
+    if mode & 1:
+        q = np.float32(0.0) * s
+    elif mode & 2:                        # trunc, then away from zero at or past the half
+        t = np.trunc(s)
+        q = np.copysign(np.abs(t) + (np.abs(s - t) >= 0.5), s).astype(np.float32)
+    else:
+        q = np.rint(s)
+    out[small] = q * np.float32(2.0 ** -24)
+    nan = np.isnan(v)
+    out[nan] = v[nan]
+    return out
+
+
+def matmul(x: np.ndarray, y: np.ndarray, mode: int) -> np.ndarray:
+    """x @ y (float32, broadcast batch dims, rank >= 2) with each product rounded to fp16 and
+    an fp32 accumulator that adds the products in order k = 0, 1, ..., K-1 from +0."""
+    batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
+    acc = np.zeros(batch + (m, n), np.float32)
+    step = max(1, _CHUNK // max(1, acc.size))
+    with np.errstate(all="ignore"):
+        for k0 in range(0, k, step):
+            p = round16(x[..., :, k0:k0 + step, None] * y[..., None, k0:k0 + step, :], mode)
+            if acc.size >= 1024:         # few, large rows: add them one by one
+                for kk in range(p.shape[-2]):
+                    acc += p[..., kk, :]
+            else:                        # many small rows: accumulate (sequential) in one call
+                p[..., 0, :] += acc      # acc + p[0], the first step
+                acc = np.add.accumulate(p, axis=-2)[..., -1, :]
+    return acc
+
+
+def narrow_sum(terms: np.ndarray, mode: int) -> np.ndarray:
+    """Sum over axis 0 with a running fp16 accumulator: acc = round16(acc + term), in order."""
+    acc = np.array(terms[0], dtype=np.float32)
+    with np.errstate(all="ignore"):
+        for term in terms[1:]:
+            acc = round16(acc + term, mode)
+    return acc

@@ -1,0 +1,313 @@
+"""The kernels (aneforge/kernels): the numpy reference pinned on its hard cases, the compiled
+(numba) kernels bit-equal to it, and round16 checked on every float32 against a definition.
+
+"Bit-equal" means equal float32 bits, except that a NaN only has to be a NaN (the engine never
+returns one, ANE_FACTS D3, and payloads depend on operand order in the hardware add)."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aneforge import kernels
+from aneforge.kernels import reference
+
+MODES = {"nearest_even": 0, "flush": 1, "half_away": 2, "half_away+flush": 3}
+needs_numba = pytest.mark.skipif(not kernels.available(),
+                                 reason="numba is not installed: no compiled kernels to compare")
+
+
+def same(a, b):
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    assert a.shape == b.shape
+    nan = np.isnan(a)
+    np.testing.assert_array_equal(nan, np.isnan(b))
+    np.testing.assert_array_equal(a.view(np.uint32)[~nan], b.view(np.uint32)[~nan])
+
+
+def both(fn, *args):
+    """fn run with the numpy reference and (when numba is installed) the compiled kernels."""
+    with kernels.using("numpy"), np.errstate(all="ignore"):
+        ref = fn(*args)
+    if kernels.available():
+        with kernels.using("numba"), np.errstate(all="ignore"):
+            same(fn(*args), ref)
+    return ref
+
+
+SPECIALS = np.array(
+    [0.0, -0.0, 1.0, -1.0, 2049.0, 2051.0, 65504.0, 65519.99, 65520.0, -65520.0, 1e5, -1e5,
+     3.4e38, np.inf, -np.inf, np.nan, -np.nan, 2.0 ** -14, -(2.0 ** -14), 2.0 ** -14 - 2.0 ** -30,
+     2.0 ** -24, 2.0 ** -25, 3 * 2.0 ** -26, -(2.0 ** -25), (0.5 - 2.0 ** -25) * 2.0 ** -24,
+     1.5 * 2.0 ** -24, 2.5 * 2.0 ** -24, 1e-30, -1e-30, 1e-45, 1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11],
+    np.float32)
+NAN_PAYLOADS = np.array([0x7FFFFFFF, 0xFFFFFFFF, 0x7FFFF001, 0x7F800001, 0xFF800001],
+                        np.uint32).view(np.float32)
+
+
+# ---- round16 --------------------------------------------------------------------------------
+def test_round16_fix_ups_apply_when_a_nan_is_present():
+    # the old kernel skipped every fix-up for the whole array when it held a NaN
+    x = np.array([np.nan, 1e-6, 65520, -1e5], np.float32)
+    r = both(kernels.round16, x, 0)
+    assert np.isnan(r[0]) and r[1:].tolist() == [np.float32(np.float16(1e-6)), np.inf, -np.inf]
+
+
+@pytest.mark.parametrize("mode", MODES.values(), ids=MODES.keys())
+def test_round16_keeps_nan_and_inf(mode):
+    r = both(kernels.round16, np.concatenate([NAN_PAYLOADS, np.float32([np.inf, -np.inf])]), mode)
+    assert np.isnan(r[:-2]).all() and r[-2:].tolist() == [np.inf, -np.inf]
+
+
+def test_round16_half_away_subnormals_round_once():
+    # (1/2 - 2**-25) * 2**-24 is below half an fp16 subnormal step: it rounds to 0, not up
+    # (adding 0.5 in float32 first rounded it to a tie)
+    x = np.float32([(0.5 - 2.0 ** -25) * 2.0 ** -24, 0.5 * 2.0 ** -24, -2.5 * 2.0 ** -24])
+    assert both(kernels.round16, x, 2).tolist() == [0.0, 2.0 ** -24, -3 * 2.0 ** -24]
+
+
+@pytest.mark.parametrize("mode", MODES.values(), ids=MODES.keys())
+def test_round16_matches_numpy_cast_and_the_definition(mode):
+    x = np.concatenate([SPECIALS, np.random.default_rng(mode).integers(
+        0, 2 ** 32, 1 << 18, dtype=np.uint64).astype(np.uint32).view(np.float32)])
+    same(both(kernels.round16, x, mode), definition16(x, mode))
+    if mode == 0:
+        with np.errstate(all="ignore"):
+            same(both(kernels.round16, x, mode), x.astype(np.float16).astype(np.float32))
+
+
+@pytest.mark.parametrize("mode", MODES.values(), ids=MODES.keys())
+def test_round16_every_fp16_value_and_its_ties(mode):
+    """For every exponent, sign and 10-bit fp16 mantissa: the float32 patterns at, just
+    around and at the ties between fp16 neighbours (the default run's dense sample)."""
+    high = (np.arange(512, dtype=np.uint32)[:, None] << 23) | (np.arange(1024, dtype=np.uint32) << 13)
+    low = np.array([0, 1, 0xFFF, 0x1000, 0x1001, 0x1FFF], np.uint32)
+    x = (high.reshape(-1, 1) | low).reshape(-1).view(np.float32)
+    same(both(kernels.round16, x, mode), definition16(x, mode))
+
+
+def test_round16_keeps_shape_and_takes_python_scalars():
+    assert both(kernels.round16, 2049.0, 0).shape == ()
+    assert both(kernels.round16, np.ones((2, 0, 3)), 0).shape == (2, 0, 3)
+    assert both(kernels.round16, np.ones((3, 4)).T, 0).shape == (4, 3)
+    # float64 input is first converted to float32 (the carrier): 1 + 2**-11 + 2**-40 becomes
+    # the tie 1 + 2**-11, which then rounds to even
+    assert both(kernels.round16, np.float64(1 + 2.0 ** -11 + 2.0 ** -40), 0) == 1.0
+
+
+def definition16(x, mode):
+    """round16 by its definition, in float64: the fp16 grid spacing is 2**(e - 10) for
+    2**e <= |x| < 2**(e + 1), e >= -14; round x / spacing to an integer; beyond 65504 -> inf."""
+    with np.errstate(all="ignore"):
+        v = np.asarray(x, np.float64)
+        e = np.maximum(np.frexp(v)[1] - 1, -14)
+        q = np.ldexp(1.0, e - 10)
+        s = v / q
+        n = np.copysign(np.floor(np.abs(s) + 0.5), s) if mode & 2 else np.rint(s)
+        r = n * q
+        r = np.where(np.abs(r) > 65504, np.copysign(np.inf, v), r)
+        if mode & 1:
+            r = np.where(np.abs(v) < 2.0 ** -14, np.copysign(0.0, v), r)
+        r = np.where(np.isfinite(v), r, v)
+    return r.astype(np.float32)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES.values(), ids=MODES.keys())
+def test_round16_numpy_every_float32(mode):
+    """Every float32 bit pattern through the numpy reference, against the compiled kernel
+    (itself checked against the definition by the next test), or the definition in numpy
+    without numba (2-7 minutes per mode on 2 cores, depending on load: `pytest -m slow`)."""
+    step = 1 << 24
+    for start in range(0, 1 << 32, step):
+        x = np.arange(start, start + step, dtype=np.uint32).view(np.float32)
+        if kernels.available():
+            with kernels.using("numba"):
+                want = kernels.round16(x, mode)
+        else:
+            want = definition16(x, mode)
+        same(reference.round16(x, mode), want)
+
+
+@pytest.mark.slow
+@needs_numba
+@pytest.mark.parametrize("mode", MODES.values(), ids=MODES.keys())
+def test_round16_compiled_every_float32(mode):
+    """Every float32 bit pattern through the compiled rounding every compiled kernel uses,
+    against `definition16` compiled (0.5-2 minutes per mode on 2 cores, depending on load)."""
+    from exhaustive16 import count_mismatches
+    with kernels.using("numba"):
+        kernels.round16(np.float32(1.0), mode)      # compile (or load) the kernel first
+    first, count = count_mismatches(mode)
+    assert count == 0, f"{count} float32 patterns differ, the first {first:#010x}"
+
+
+# ---- matmul ---------------------------------------------------------------------------------
+def fp16(shape, rng, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float16).astype(np.float32)
+
+
+def test_matmul_shortcut_bug_products_are_rounded():
+    # 0.5 * 2**-24 = 2**-25 rounds (a tie) to 0 in fp16: the old powers-of-two BLAS shortcut
+    # returned 1024 * 2**-25 = 3.05e-5
+    x, y = np.full((1, 1024), 0.5, np.float32), np.full((1024, 1), 2.0 ** -24, np.float32)
+    assert both(kernels.matmul, x, y, 0).tolist() == [[0.0]]
+
+
+def test_matmul_adds_sequentially_over_k():
+    # 300 * 65504 = 19651200 (spacing 2 in fp32): each later + 1 is a tie back to even, so the
+    # ones vanish when they come last and count when they come first
+    big, ones = [65504.0] * 300, [1.0] * 1000
+    for order, want in ((big + ones, 19651200.0), (ones + big, 19652200.0)):
+        x = np.array([order], np.float32)
+        for n in (1, 2, 5):              # no dependence on N (the old reference changed at N = 1)
+            assert both(kernels.matmul, x, np.ones((len(order), n), np.float32), 0).tolist() \
+                == [[want] * n]
+
+
+@pytest.mark.parametrize("rows", [5, 50])     # few outputs (accumulate) / many (row adds)
+def test_matmul_reference_does_not_depend_on_its_chunk(monkeypatch, rows):
+    rng = np.random.default_rng(0)
+    x, y = fp16((3, rows, 700), rng), fp16((700, 9), rng, 100.0)
+    want = reference.matmul(x, y, 0)
+    monkeypatch.setattr(reference, "_CHUNK", 37)
+    same(reference.matmul(x, y, 0), want)
+    monkeypatch.undo()
+    same(both(kernels.matmul, x, y, 0), want)
+    same(want[1], _sequential(x[1], y, 0))
+
+
+def _sequential(x, y, mode):
+    """The documented order written out: acc = +0, then acc += round16(x[i, k] * y[k, j])."""
+    acc = np.zeros((x.shape[0], y.shape[1]), np.float32)
+    with np.errstate(all="ignore"):
+        for k in range(x.shape[1]):
+            acc = acc + reference.round16(x[:, k, None] * y[None, k, :], mode)
+    return acc
+
+
+@pytest.mark.parametrize("mode", MODES.values(), ids=MODES.keys())
+@pytest.mark.parametrize("case", ["ties", "subnormal", "overflow", "not_fp16", "specials"])
+def test_matmul_hard_cases(case, mode):
+    rng = np.random.default_rng(1)
+    m, k, n = 7, 33, 9
+    if case == "ties":           # (1 + a 2**-10)(1 + b 2**-10): products land on fp16 ties
+        x = 1 + rng.integers(0, 8, (m, k)).astype(np.float32) * 2.0 ** -10
+        y = (1 + rng.integers(0, 8, (k, n)).astype(np.float32) * 2.0 ** -10) * \
+            rng.choice([-1, 1], (k, n)).astype(np.float32)
+    elif case == "subnormal":    # products around 2**-24 .. 2**-14
+        x, y = fp16((m, k), rng, 2.0 ** -8), fp16((k, n), rng, 2.0 ** -9)
+    elif case == "overflow":     # products beyond 65504 and partial sums beyond it
+        x, y = fp16((m, k), rng, 300.0), fp16((k, n), rng, 300.0)
+    elif case == "not_fp16":     # float32 data that is not fp16 (double rounding is the model)
+        x, y = rng.standard_normal((m, k)).astype(np.float32), \
+            rng.standard_normal((k, n)).astype(np.float32)
+    else:
+        x = rng.choice(SPECIALS, (m, k)).astype(np.float32)
+        y = rng.choice(SPECIALS, (k, n)).astype(np.float32)
+    same(both(kernels.matmul, x, y, mode), _sequential(x, y, mode))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(st.data())
+def test_matmul_compiled_equals_reference(data):
+    """Shapes with broadcast batches, edges of the 4-row and column blocks, empty axes."""
+    bx = data.draw(st.sampled_from([(), (1,), (3,), (2, 1), (1, 3)]))
+    by = data.draw(st.sampled_from([(), (1,), (3,), (2, 3)]))
+    m, k, n = (data.draw(st.sampled_from([0, 1, 3, 4, 5, 9])) for _ in range(3))
+    mode = data.draw(st.sampled_from(list(MODES.values())))
+    rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
+    values = np.concatenate([SPECIALS, fp16(64, rng, 2.0 ** data.draw(st.integers(-12, 8)))])
+    x = rng.choice(values, bx + (m, k)).astype(np.float32)
+    y = rng.choice(values, by + (k, n)).astype(np.float32)
+    r = both(kernels.matmul, x, y, mode)
+    assert r.shape == np.broadcast_shapes(bx, by) + (m, n)
+
+
+@pytest.mark.parametrize("mode", MODES.values(), ids=MODES.keys())
+def test_matmul_zeros_of_x_against_inf_and_nan_in_y(mode):
+    """The compiled kernel skips a k where x is 0 across a row block (one-hot, relu): never
+    where y's row holds inf or NaN (0 * inf = NaN), and -0 + 0 must stay +0."""
+    rng = np.random.default_rng(3)
+    x = np.zeros((37, 12), np.float32)
+    x[np.arange(37), rng.integers(0, 12, 37)] = 1.0          # one-hot rows
+    x[5:9] = -0.0
+    x[20:24, 3] = 2.0 ** -20
+    y = fp16((12, 7), rng)
+    y[3, 2], y[7, 4], y[9, 0] = np.inf, np.nan, -np.inf
+    y[10] = -0.0
+    r = both(kernels.matmul, x, y, mode)
+    same(r, _sequential(x, y, mode))
+    assert np.isnan(r[:, 2]).sum() > 0 and not np.signbit(r[5:9, 1]).any()
+
+
+@needs_numba
+def test_matmul_compiled_large_uses_threads_and_blocks():
+    rng = np.random.default_rng(2)
+    x, y = fp16((2, 70, 300), rng), fp16((300, 1100), rng)      # > one 512-column block
+    both(kernels.matmul, x, y, 0)
+
+
+# ---- narrow sum -----------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", MODES.values(), ids=MODES.keys())
+def test_narrow_sum_compiled_equals_reference(mode):
+    rng = np.random.default_rng(mode)
+    terms = np.concatenate([fp16((50, 3, 4), rng, 100.0), rng.choice(SPECIALS, (20, 3, 4)),
+                            fp16((50, 3, 4), rng, 2.0 ** -12)]).astype(np.float32)
+    both(kernels.narrow_sum, terms, mode)
+    # ones stall at 2048 (2049 ties to even); half-away climbs by 2 up to 4096 (spacing 4)
+    assert both(kernels.narrow_sum, np.ones((4096,), np.float32), mode).tolist() == \
+        (2048.0 if mode < 2 else 4096.0)
+    both(kernels.narrow_sum, terms[:1], mode)
+
+
+# ---- the switch -----------------------------------------------------------------------------
+def _python(code, **env):
+    import os
+    full = dict(os.environ, **env)
+    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def test_import_does_not_import_numba():
+    assert _python("import sys, aneforge; print('numba' in sys.modules)") == "False"
+
+
+def test_environment_switch_forces_numpy():
+    code = "from aneforge import kernels; print(kernels.active())"
+    assert _python(code, ANEFORGE_KERNELS="numpy") == "numpy"
+    if kernels.available():
+        assert _python(code, ANEFORGE_KERNELS="auto") == "numba"
+
+
+def test_without_numba_the_numpy_kernels_run(tmp_path):
+    (tmp_path / "numba.py").write_text("raise ImportError('no numba here')\n")
+    code = ("import numpy as np, aneforge as af; from aneforge import kernels; "
+            "v = (af.tensor([[1.0, 2.0]]) @ af.tensor([[3.0], [4.0]])).item(); "
+            "print(v, kernels.active())")
+    import os
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    assert _python(code, PYTHONPATH=path) == "11.0 numpy"
+
+
+def test_use_rejects_unknown_kernels():
+    with pytest.raises(ValueError, match="numpy"):
+        kernels.use("cuda")
+
+
+# ---- float16 casts at the program boundary --------------------------------------------------
+def test_float16_casts_equal_numpy():
+    every_fp16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    wide = both(kernels.astype, every_fp16, np.float32)
+    same(wide, every_fp16.astype(np.float32))
+    high = (np.arange(512, dtype=np.uint32)[:, None] << 23) | (np.arange(1024, dtype=np.uint32) << 13)
+    x = (high.reshape(-1, 1) | np.array([0, 1, 0xFFF, 0x1000, 0x1001, 0x1FFF], np.uint32))
+    x = np.concatenate([x.reshape(-1).view(np.float32), SPECIALS]).reshape(-1, 2)
+    narrow = both(kernels.astype, x, np.float16)
+    assert narrow.dtype == np.float16 and narrow.shape == x.shape
+    with np.errstate(all="ignore"):
+        same(narrow.astype(np.float32), x.astype(np.float16).astype(np.float32))
+    assert both(kernels.astype, np.float32(2049.0), np.float16) == 2048.0
+    assert both(kernels.astype, np.arange(3), np.float32).dtype == np.float32
