@@ -463,12 +463,15 @@ class Parser:
         from types import SimpleNamespace
 
         from .proto import WeightReader
+        if not (isinstance(offset, str) and offset.isdigit()) and not (
+                isinstance(offset, (int, np.integer)) and not isinstance(offset, bool)):
+            self.fail(line, f"BLOBFILE's offset is a byte offset (a non-negative integer), "
+                      f"found {offset!r}", "literal")
+        self._weights = self._weights or WeightReader(self.weights_dir)
+        blob = SimpleNamespace(fileName=path, offset=int(offset))
         try:
-            self._weights = self._weights or WeightReader(self.weights_dir)
-            blob = SimpleNamespace(fileName=path, offset=int(offset))
-            a = self._weights.read(blob, NUMPY_OF.get(t.dtype, t.dtype))
-            return a.reshape(t.shape)
-        except (OSError, ValueError, KeyError, TypeError, AneforgeError) as e:
+            return self._weights.read(blob, NUMPY_OF.get(t.dtype, t.dtype), t.shape)
+        except AneforgeError as e:
             self.fail(line, f"cannot read {t} from BLOBFILE {path!r} at offset {offset}: {e}",
                       "literal")
 
