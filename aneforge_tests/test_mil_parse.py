@@ -230,6 +230,39 @@ tensor<fp16, [2, 3]> y = matmul(x = x, y = w, transpose_x = const(bool(false)),
         af.load_mil(text)
 
 
+def _blob_text(offset, path="weights1.bin", shape="[3, 4]"):
+    return program(X14.replace("[1, 4]", "[2, 4]"), f'''
+tensor<fp16, {shape}> w = const(
+    val = tensor<fp16, {shape}>(BLOBFILE(@path="{path}", offset={offset}))
+)[name = string("w")];
+tensor<fp16, [2, 4]> y = relu(x = x)[name = string("y")];''', "y")
+
+
+@pytest.mark.parametrize("offset,contents,match", [
+    ("64", b"", "has 0 bytes, fewer than the 64-byte header"),
+    ("64", b"\x01" * 63, "has 63 bytes, fewer than the 64-byte header"),
+    ("100", None, "offset 100 is not the start of a blob record"),
+    ("-1", None, "expected a number|byte offset"),
+    ("int32(-64)", None, "offset -64 is not the start of a blob record"),
+    ("fp16(1.5)", None, "byte offset \\(a non-negative integer\\), found 1.5"),
+    ("99999999999999999999", None, "is not the start of a blob record"),
+    ("0", None, "no float16 blob there"),
+], ids=["empty", "short", "past-end", "negative", "int32-negative", "float", "huge", "header"])
+def test_blobfile_reads_are_bounds_checked(tmp_path, offset, contents, match):
+    """Issue 14: a short or damaged weight file is a MILSyntaxError [literal], never struct.error."""
+    from aneforge.mil.proto import WeightFile
+    wf = WeightFile()
+    wf.add(np.arange(12, dtype=np.float16), "float16")
+    (tmp_path / "weights1.bin").write_bytes(wf.to_bytes() if contents is None else contents)
+    with pytest.raises(MILSyntaxError, match=match):
+        parse(_blob_text(offset), weights_dir=str(tmp_path))
+    with pytest.raises(MILSyntaxError, match="holds 12 float16 elements; a value of shape \\[4, 4\\]"):
+        (tmp_path / "weights1.bin").write_bytes(wf.to_bytes())
+        parse(_blob_text(64, shape="[4, 4]"), weights_dir=str(tmp_path))
+    with pytest.raises(MILSyntaxError, match="cannot read the weight file 'missing.bin'"):
+        parse(_blob_text(64, path="missing.bin"), weights_dir=str(tmp_path))
+
+
 # ---------------------------------------------------------------------------- 2. round trip
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
