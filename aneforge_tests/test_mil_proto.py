@@ -710,3 +710,14 @@ def test_names_are_held_to_the_text_readers_rules(programs):
     outs = m.functions["main"].block_specializations["CoreML8"].outputs
     outs.append(outs[0])
     _rejects(m, "each output needs its own name")
+
+
+def test_arguments_an_op_does_not_expect(programs):
+    """An op's inference meeting arguments it never checks (a perm axis out of range) is an
+    AneforgeError naming the op, as in the text reader (found by the protobuf fuzzer)."""
+    m = proto.to_proto(programs["shapes"])
+    op = next(op for op in _ops(m) if op.type == "transpose")
+    perm = op.inputs["perm"].arguments[0].value
+    rank = len(perm.immediateValue.tensor.ints.values)
+    perm.CopyFrom(proto._value(np.array([rank] + list(range(1, rank)), np.int32)))
+    _rejects(m, "is not a permutation of 3 axes")               # was IndexError: 3 % 3 == 0

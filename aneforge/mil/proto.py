@@ -619,7 +619,13 @@ class _BlockReader:
             elif k in m.inputs:
                 found[k] = _attr(a.kind, self.literal(_one(m.inputs[k], f"{where} {k}"),
                                                       f"{where} {k}"), f"{where} {k}")
-        attrs, types = apply_to_vars(m.type, inputs, found)
+        try:
+            attrs, types = apply_to_vars(m.type, inputs, found)
+        except AneforgeError:
+            raise
+        except Exception as e:    # an op's own inference on arguments it did not expect
+            raise AneforgeError(f"{where}: {m.type} cannot take these arguments "
+                                f"({type(e).__name__}: {e})") from None
         outputs = [_read_var(v, f"{where} output") for v in m.outputs]
         if [v.type for v in outputs] != types:
             raise AneforgeError(f"{where}: outputs are typed {[str(v.type) for v in outputs]}; "
