@@ -62,6 +62,12 @@ def name_problem(name: str, what: str) -> tuple[str, str] | None:
     return None
 
 
+def as_name(text: str) -> str:
+    """`text` (an op's name, which may hold any character) made a MIL value name."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", text)
+    return name if NAME.match(name) and name not in RESERVED else "_" + name
+
+
 def raise_problem(problem: tuple[str, str] | None) -> None:
     """For readers without lines (protobuf): the problem as an AneforgeError."""
     if problem is not None:

@@ -17,7 +17,7 @@ from ..ir.dag import fresh_name
 from ..ops import REGISTRY, validate
 from ..ops.registry import REQUIRED, apply_to_vars
 from ..runtime.walls import check_walls
-from .checks import io_problem, name_problem, shape_problem
+from .checks import as_name, io_problem, name_problem, shape_problem
 from .proto import ATTR_FITS, ATTR_KINDS, STORED_AS_ATTRIBUTE
 from .proto import OPSETS as PROTO_OPSETS
 from .syntax import Arg, Literal, MILSyntaxError, Ref, Statement, TypeSpec, source_line
@@ -337,7 +337,7 @@ class _FunctionResolver:
                       f"a {lit.dtype} value cannot be one (aneforge tensors are "
                       f"{', '.join(dtypes.BY_NAME)})")
         self.check_shape(lit.value.shape, f"the value of {arg.name}", lit.line)
-        name = self.fresh(f"{op_name}_{arg.name}")
+        name = self.fresh(as_name(f"{op_name}_{arg.name}"))     # op names may hold any character
         v = Var(name, TensorType(lit.value.shape, dtypes.EXACT[lit.value.dtype]))
         self.add(Operation("const", {}, {"val": lit.value}, [v], name), lit.line)
         self.defined_at[name] = lit.line

@@ -19,6 +19,7 @@ naming the line and the rule (resolve.RULES); docs/mil.md describes the grammar.
 from __future__ import annotations
 
 import functools
+import math
 import re
 
 import numpy as np
@@ -531,8 +532,9 @@ class Parser:
 def _array_value(text: str, t: TypeSpec) -> np.ndarray | None:
     """An array token's value as a `t` array, vectorized; None if it is not exactly a
     well-formed value of `t` (the plain tokens then say what is wrong, with the line)."""
-    if not t.shape or _array_skeleton(text) != _skeleton(t.shape):
-        return None
+    skeleton = _array_skeleton(text) if 0 < len(t.shape) <= MAX_RANK else ""
+    if skeleton.count("E") != math.prod(t.shape) or skeleton != _skeleton(t.shape):
+        return None                           # (counted first: a huge shape is never built)
     elements = text.translate(_DROP_BRACKETS).split(",")
     letters = set("".join(elements))
     np_name = NUMPY_OF.get(t.dtype)
