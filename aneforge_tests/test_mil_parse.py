@@ -247,7 +247,9 @@ tensor<fp16, [2, 4]> y = relu(x = x)[name = string("y")];''', "y")
     ("fp16(1.5)", None, "byte offset \\(a non-negative integer\\), found 1.5"),
     ("99999999999999999999", None, "is not the start of a blob record"),
     ("0", None, "no float16 blob there"),
-], ids=["empty", "short", "past-end", "negative", "int32-negative", "float", "huge", "header"])
+    ('"\u00b2"', None, "byte offset \\(a non-negative integer\\), found '\u00b2'"),
+], ids=["empty", "short", "past-end", "negative", "int32-negative", "float", "huge", "header",
+        "unicode-digit"])
 def test_blobfile_reads_are_bounds_checked(tmp_path, offset, contents, match):
     """Issue 14: a short or damaged weight file is a MILSyntaxError [literal], never struct.error."""
     from aneforge.mil.proto import WeightFile
@@ -600,3 +602,11 @@ tensor<fp16, {shape}> w = const(val = tensor<fp16, {shape}>({body}))[name = stri
 tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y")];''', "y")
     fast, plain = _parse_both(text)
     assert fast == plain and ("[literal]" in plain or "[rank-limit]" in plain)
+
+
+def test_the_end_of_the_text_keeps_its_line():
+    text = program("tensor<fp16, [1, 4]> x", '''
+tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y")];''', "y")
+    with pytest.raises(MILSyntaxError) as e:
+        parse(text.rstrip().rstrip("}") + "\n\n\n")
+    assert e.value.line == text.rstrip().count("\n") + 4     # the last line, blank ones too

@@ -156,8 +156,8 @@ _TOKEN = re.compile(r"""
 
 
 def tokenize(text: str, source_lines: list[str]) -> list[Token]:
-    out = _tokens(text, source_lines, 1, arrays=True)
-    out.append(Token("eof", "", out[-1].line + out[-1].text.count("\n") if out else 1))
+    out, line = _tokens(text, source_lines, 1, arrays=True)
+    out.append(Token("eof", "", line))
     return out
 
 
@@ -171,7 +171,9 @@ _SPACES = re.compile(r"[ \t\r\f\v\n]*")          # the tokenizer's whitespace, n
 ARRAY_MIN_CHARS = 64             # shorter values go through the plain tokens
 
 
-def _tokens(text: str, source_lines: list[str], line: int, arrays: bool) -> list[Token]:
+def _tokens(text: str, source_lines: list[str], line: int,
+            arrays: bool) -> tuple[list[Token], int]:
+    """The tokens of `text`, whose first line is `line`, and the line it ends on."""
     out, pos, n, match = [], 0, len(text), _TOKEN.match
     while pos < n:
         m = match(text, pos)
@@ -192,7 +194,7 @@ def _tokens(text: str, source_lines: list[str], line: int, arrays: bool) -> list
                     out.append(Token("array", array, line))
                     line += array.count("\n")
                     pos = gap.end() + len(array)
-    return out
+    return out, line
 
 
 def _array_text(text: str, start: int) -> str | None:
@@ -229,7 +231,7 @@ class Parser:
             return self.tokens[-1]
         if self.tokens[i].kind == "array":             # the grammar wants its pieces
             tok = self.tokens[i]
-            self.tokens[i:i + 1] = _tokens(tok.text, self.lines, tok.line, arrays=False)
+            self.tokens[i:i + 1] = _tokens(tok.text, self.lines, tok.line, arrays=False)[0]
         return self.tokens[i]
 
     def take(self) -> Token:
@@ -516,7 +518,7 @@ class Parser:
         from types import SimpleNamespace
 
         from .proto import WeightReader
-        if not (isinstance(offset, str) and offset.isdigit()) and not (
+        if not (isinstance(offset, str) and re.fullmatch("[0-9]+", offset)) and not (
                 isinstance(offset, (int, np.integer)) and not isinstance(offset, bool)):
             self.fail(line, f"BLOBFILE's offset is a byte offset (a non-negative integer), "
                       f"found {offset!r}", "literal")
