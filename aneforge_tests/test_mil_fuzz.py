@@ -344,7 +344,7 @@ def same_program_in_both_readers(program) -> None:
     """What the protobuf reader accepted, the text reader accepts as the same program, and it
     survives the protobuf writer too."""
     text = emit(program)
-    assert parse(text, walls=False).signature() == program.signature(), text
+    assert parse(text).signature() == program.signature(), text
     assert proto.from_proto_bytes(proto.to_proto_bytes(program)).signature() == program.signature()
 
 

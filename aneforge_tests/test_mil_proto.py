@@ -15,7 +15,7 @@ import pytest
 
 import aneforge as af
 from aneforge import dtypes
-from aneforge.errors import AneforgeError, DTypeError, LimitError, ShapeError
+from aneforge.errors import AneforgeError, CompileWallError, DTypeError, LimitError, ShapeError
 from aneforge.ir import Block, Function, Operation, Program, TensorType, Var
 from aneforge.mil import proto
 from aneforge.numerics import get_numerics
@@ -726,3 +726,21 @@ def test_arguments_an_op_does_not_expect(programs):
     rank = len(perm.immediateValue.tensor.ints.values)
     perm.CopyFrom(proto._value(np.array([rank] + list(range(1, rank)), np.int32)))
     _rejects(m, "is not a permutation of 3 axes")               # was IndexError: 3 % 3 == 0
+
+
+def test_the_compile_walls_and_what_is_not_a_program():
+    """As text.parse: a graph the ANE compiler rejects is a CompileWallError (walls=False reads
+    it); and anything but bytes or a Program message is an AneforgeError."""
+    b = Builder()
+    x = b.input(2, 3)
+    p = b.program(b("mul", x=b("reduce_sum", x=x, axes=(1,), keep_dims=True), y=b.const(0.0)))
+    data = proto.to_proto_bytes(p)
+    with pytest.raises(CompileWallError, match="mul\\(reduce_sum output, 0\\)"):
+        proto.from_proto_bytes(data)
+    assert proto.from_proto_bytes(data, walls=False).signature() == p.signature()
+    for bad in ("program", 5, None, [1, 2]):
+        with pytest.raises(AneforgeError, match="MILSpec Program bytes or a Program message"):
+            proto.from_proto(bad)
+        with pytest.raises(AneforgeError, match="from_proto_bytes reads bytes"):
+            proto.from_proto_bytes(bad)
+    assert proto.from_proto(memoryview(data), walls=False).signature() == p.signature()

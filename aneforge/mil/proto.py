@@ -35,6 +35,7 @@ from ..ir import Block, Function, Operation, Program, TensorType, Var
 from ..ir.dag import fresh_name
 from ..ops import REGISTRY, validate
 from ..ops.registry import apply_to_vars
+from ..runtime.walls import check_walls
 from .checks import io_problem, name_problem, raise_problem, shape_problem
 
 PACKAGE = "CoreML.Specification.MILSpec"
@@ -492,10 +493,17 @@ def _build_info(info: dict[str, str]):
 # --------------------------------------------------------------------------- reader
 
 
-def from_proto(data, weights_dir: str | None = None) -> Program:
-    """An aneforge Program from MILSpec Program bytes (or message). Blob-file values are read
-    from `weights_dir` (the directory holding weight.bin)."""
-    m = data if not isinstance(data, (bytes, bytearray)) else _decode(data)
+def from_proto(data, weights_dir: str | None = None, walls: bool = True) -> Program:
+    """An aneforge Program from MILSpec Program bytes (or message), validated by the rules MIL
+    text is (docs/mil.md); `walls=False` skips the ANE compiler walls, as text.parse's does.
+    Blob-file values are read from `weights_dir` (the directory holding weight.bin)."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        m = _decode(bytes(data))
+    elif getattr(getattr(data, "DESCRIPTOR", None), "full_name", None) == f"{PACKAGE}.Program":
+        m = data
+    else:
+        raise AneforgeError(f"from_proto reads MILSpec Program bytes or a Program message, not "
+                            f"{type(data).__name__}")
     if m.version != 1:
         raise AneforgeError(f"MILSpec program version {m.version}; aneforge reads version 1")
     weights = WeightReader(weights_dir) if weights_dir is not None else None
@@ -504,7 +512,10 @@ def from_proto(data, weights_dir: str | None = None) -> Program:
                             f"{sorted(m.functions)}); aneforge runs main")
     functions = {name: _read_function(f, weights) for name, f in m.functions.items()}
     info = _read_build_info(m.attributes["buildInfo"]) if "buildInfo" in m.attributes else {}
-    return validate(Program(functions, build_info=info))
+    program = validate(Program(functions, build_info=info))
+    if walls:
+        check_walls(program)
+    return program
 
 
 def _read_build_info(v) -> dict[str, str]:
@@ -524,8 +535,10 @@ def _decode(data: bytes):
                             f"pass the serialized mlProgram of a Core ML model") from None
 
 
-def from_proto_bytes(data: bytes, weights_dir: str | None = None) -> Program:
-    return from_proto(bytes(data), weights_dir)
+def from_proto_bytes(data: bytes, weights_dir: str | None = None, walls: bool = True) -> Program:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise AneforgeError(f"from_proto_bytes reads bytes, not {type(data).__name__}")
+    return from_proto(bytes(data), weights_dir, walls)
 
 
 def _read_function(m, weights) -> Function:
