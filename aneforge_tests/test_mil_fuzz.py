@@ -15,7 +15,7 @@ import aneforge as af
 from aneforge.errors import AneforgeError
 from aneforge.mil import proto
 from aneforge.mil.text import emit, parse
-from aneforge.ops import validate
+from aneforge.ops import REGISTRY, validate
 from aneforge.runtime.sim import SimBackend
 
 SLOW = 1.0          # seconds: far above any example's parse time; more means a near-hang
@@ -217,3 +217,144 @@ def test_degenerate_bytes(data):
         validate(proto.from_proto_bytes(data))
     except AneforgeError:
         pass
+
+
+# ---------------------------------------------------------------------------- protobuf semantics
+# Programs that still decode, with one to three semantic mutations: wrong dtypes, shapes, ranks,
+# names, op types, bindings, attribute values, element fields, outputs. The reader's checks
+# (not protobuf's decoding) must catch each: a Program or an AneforgeError. And what the protobuf
+# reader accepts, the text reader accepts too, as the same program (the readers share their
+# type and name rules, aneforge/mil/checks.py) — a Program accepted by one reader only is a
+# silently wrong result of the other.
+
+SIZES = [0, 1, 2, 3, 4, 6, 12, 65536, 65537, 2 ** 31, 2 ** 40, 2 ** 64 - 1]
+NAMES = ["x", "x_1", "y", "fp16", "const", "", "1x", "a b", "@w", "name", "main", "_"]
+FIELDS = ["floats", "ints", "bools", "strings", "longInts", "doubles", "bytes"]
+
+
+def _named_types(m, block):
+    f = m.functions["main"]
+    return list(f.inputs) + [o for op in block.operations for o in op.outputs]
+
+
+def _values(block):
+    """Every Value in the block's ops: attributes, and arguments bound to values."""
+    out = [v for op in block.operations for v in op.attributes.values()]
+    return out + [b.value for op in block.operations for a in op.inputs.values()
+                  for b in a.arguments if b.WhichOneof("binding") == "value"]
+
+
+def _tensor_type(draw, t) -> None:
+    how = draw(st.sampled_from(["dtype", "size", "add", "drop", "rank"]))
+    if how == "dtype":
+        t.dataType = draw(st.sampled_from(sorted(proto.DATA_TYPES.values()) + [99]))
+    elif how == "size" and len(t.dimensions):
+        t.dimensions[draw(st.integers(0, len(t.dimensions) - 1))].constant.size = \
+            draw(st.sampled_from(SIZES))
+    elif how == "add":
+        for _ in range(draw(st.integers(1, 5))):
+            t.dimensions.add().constant.size = draw(st.sampled_from(SIZES[:4]))
+        t.rank = len(t.dimensions) if draw(st.booleans()) else t.rank
+    elif how == "drop" and len(t.dimensions):
+        del t.dimensions[-1]
+        t.rank = len(t.dimensions) if draw(st.booleans()) else t.rank
+    else:
+        t.rank = draw(st.integers(0, 7))
+
+
+def _value(draw, v) -> None:
+    """A Value's type, or its elements' field and count, changed."""
+    if draw(st.booleans()):
+        _tensor_type(draw, v.type.tensorType)
+        return
+    tv = v.immediateValue.tensor
+    field = draw(st.sampled_from(FIELDS))
+    n = draw(st.integers(0, 5))
+    if field == "bytes":
+        tv.bytes.values = bytes(draw(st.integers(0, 255)) for _ in range(n))
+    else:
+        item = {"floats": 1.5, "doubles": -2.0, "ints": 7, "longInts": 2 ** 40, "bools": True,
+                "strings": "EXACT"}[field]
+        getattr(tv, field).values.extend([item] * n)
+        getattr(tv, field).SetInParent()
+
+
+def _mutate(draw, m) -> None:
+    f = m.functions["main"]
+    block = f.block_specializations[f.opset]
+    ops, first = list(block.operations), f.inputs[0].name if len(f.inputs) else "x"
+    how = draw(st.sampled_from(["type", "type", "name", "op", "outputs", "binding", "value",
+                                "value", "attribute", "returns", "build_info", "inputs"]))
+    if how == "type":
+        _tensor_type(draw, draw(st.sampled_from(_named_types(m, block))).type.tensorType)
+    elif how == "name":
+        draw(st.sampled_from(_named_types(m, block))).name = draw(st.sampled_from(NAMES + [
+            o.name for o in _named_types(m, block)]))
+    elif how == "op":
+        draw(st.sampled_from(ops)).type = draw(st.sampled_from(sorted(REGISTRY)))
+    elif how == "outputs":
+        op = draw(st.sampled_from(ops))
+        if draw(st.booleans()):
+            del op.outputs[:]
+        elif len(op.outputs):
+            op.outputs.add().CopyFrom(op.outputs[0])
+    elif how == "binding":
+        op = draw(st.sampled_from(ops))
+        if len(op.inputs):
+            arg = op.inputs[draw(st.sampled_from(sorted(op.inputs)))]
+            choice = draw(st.sampled_from(["rename", "clear", "add", "unknown"]))
+            if choice == "rename" and len(arg.arguments):
+                arg.arguments[0].name = draw(st.sampled_from(NAMES + [
+                    o.name for o in _named_types(m, block)]))
+            elif choice == "clear":
+                del arg.arguments[:]
+            elif choice == "add":
+                arg.arguments.add().name = first
+            else:
+                op.inputs["alpha"].arguments.add().name = first
+    elif how in ("value", "attribute"):
+        values = _values(block)
+        if values and how == "value":
+            _value(draw, draw(st.sampled_from(values)))
+        elif values:
+            draw(st.sampled_from(values)).CopyFrom(draw(st.sampled_from(values)))
+    elif how == "returns":
+        outs = block.outputs
+        if draw(st.booleans()) and len(outs):
+            outs.append(outs[0])
+        else:
+            outs.append(draw(st.sampled_from(NAMES)))
+    elif how == "build_info":
+        kv = m.attributes["buildInfo"].immediateValue.dictionary.values
+        if len(kv):
+            _value(draw, kv[0].value if draw(st.booleans()) else kv[0].key)
+    elif len(f.inputs):
+        del f.inputs[draw(st.integers(0, len(f.inputs) - 1))]
+
+
+@st.composite
+def mutated_messages(draw) -> bytes:
+    m = proto.message_class("Program").FromString(draw(st.sampled_from(PROTO_SEEDS)))
+    for _ in range(draw(st.integers(1, 3))):
+        _mutate(draw, m)
+    return m.SerializeToString()
+
+
+def same_program_in_both_readers(program) -> None:
+    """What the protobuf reader accepted, the text reader accepts as the same program, and it
+    survives the protobuf writer too."""
+    text = emit(program)
+    assert parse(text).signature() == program.signature(), text
+    assert proto.from_proto_bytes(proto.to_proto_bytes(program)).signature() == program.signature()
+
+
+@FUZZ
+@given(mutated_messages())
+def test_semantic_protobuf_mutations_give_a_program_or_an_aneforge_error(data):
+    program = accepts_or_aneforge_error(proto.from_proto_bytes, data)
+    if program is not None:
+        same_program_in_both_readers(program)
+        try:
+            SimBackend().compile(program, af.get_numerics())
+        except AneforgeError:
+            pass

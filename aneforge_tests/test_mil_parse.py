@@ -230,6 +230,41 @@ tensor<fp16, [2, 3]> y = matmul(x = x, y = w, transpose_x = const(bool(false)),
         af.load_mil(text)
 
 
+def _blob_text(offset, path="weights1.bin", shape="[3, 4]"):
+    return program(X14.replace("[1, 4]", "[2, 4]"), f'''
+tensor<fp16, {shape}> w = const(
+    val = tensor<fp16, {shape}>(BLOBFILE(@path="{path}", offset={offset}))
+)[name = string("w")];
+tensor<fp16, [2, 4]> y = relu(x = x)[name = string("y")];''', "y")
+
+
+@pytest.mark.parametrize("offset,contents,match", [
+    ("64", b"", "has 0 bytes, fewer than the 64-byte header"),
+    ("64", b"\x01" * 63, "has 63 bytes, fewer than the 64-byte header"),
+    ("100", None, "offset 100 is not the start of a blob record"),
+    ("-1", None, "expected a number|byte offset"),
+    ("int32(-64)", None, "offset -64 is not the start of a blob record"),
+    ("fp16(1.5)", None, "byte offset \\(a non-negative integer\\), found 1.5"),
+    ("99999999999999999999", None, "is not the start of a blob record"),
+    ("0", None, "no float16 blob there"),
+    ('"\u00b2"', None, "byte offset \\(a non-negative integer\\), found '\u00b2'"),
+], ids=["empty", "short", "past-end", "negative", "int32-negative", "float", "huge", "header",
+        "unicode-digit"])
+def test_blobfile_reads_are_bounds_checked(tmp_path, offset, contents, match):
+    """Issue 14: a short or damaged weight file is a MILSyntaxError [literal], never struct.error."""
+    from aneforge.mil.proto import WeightFile
+    wf = WeightFile()
+    wf.add(np.arange(12, dtype=np.float16), "float16")
+    (tmp_path / "weights1.bin").write_bytes(wf.to_bytes() if contents is None else contents)
+    with pytest.raises(MILSyntaxError, match=match):
+        parse(_blob_text(offset), weights_dir=str(tmp_path))
+    with pytest.raises(MILSyntaxError, match="holds 12 float16 elements; a value of shape \\[4, 4\\]"):
+        (tmp_path / "weights1.bin").write_bytes(wf.to_bytes())
+        parse(_blob_text(64, shape="[4, 4]"), weights_dir=str(tmp_path))
+    with pytest.raises(MILSyntaxError, match="cannot read the weight file 'missing.bin'"):
+        parse(_blob_text(64, path="missing.bin"), weights_dir=str(tmp_path))
+
+
 # ---------------------------------------------------------------------------- 2. round trip
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
@@ -433,3 +468,145 @@ def test_syntax_errors_say_what_was_expected(text, words):
     with pytest.raises(MILSyntaxError) as e:
         parse(text)
     assert words in str(e.value)
+
+
+# ---------------------------------------------------------------------------- large values
+# A tensor value is read as one "array" token converted with numpy (text.py); these check that
+# it accepts and rejects exactly what the plain tokens do, with the same value or message.
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from aneforge.mil import text as mil_text  # noqa: E402
+
+CONST_DTYPES = {"fp16": np.float16, "fp32": np.float32, "int32": np.int32, "int16": np.int16,
+                "uint8": np.uint8, "int8": np.int8, "bool": np.bool_}
+
+
+def _const_program(dtype: str, shape, body: str) -> str:
+    t = f"tensor<{dtype}, [{', '.join(map(str, shape))}]>"
+    return program("tensor<fp16, [1]> x", f'{t} w = const(val = {t}({body}))[name = string("w")];\n'
+                   f'tensor<fp16, [1]> y = relu(x = x)[name = string("y")];', "y")
+
+
+def _parse_both(text: str):
+    """(value or error message) with array tokens, and with the plain tokens only."""
+    out = []
+    for min_chars in (mil_text.ARRAY_MIN_CHARS, 10 ** 9):
+        old, mil_text.ARRAY_MIN_CHARS = mil_text.ARRAY_MIN_CHARS, min_chars
+        try:
+            p = parse(text)
+            out.append(next(op.attrs["val"] for op in p.operations if op.type == "const"))
+        except MILSyntaxError as e:
+            out.append(str(e))
+        finally:
+            mil_text.ARRAY_MIN_CHARS = old
+    return out
+
+
+def _elements(a: np.ndarray, dtype: str, how: str) -> list[str]:
+    flat = a.ravel()
+    if dtype == "bool":
+        return ["true" if v else "false" for v in flat]
+    if dtype.startswith("fp") and how == "hex":
+        width = flat.dtype.itemsize * 2
+        return [f"0x{b:0{width}x}" for b in flat.view(f"uint{flat.dtype.itemsize * 8}")]
+    if dtype.startswith("fp"):
+        return [repr(float(v)) for v in flat]
+    return [f"{int(v):#x}" if how == "hex" and v >= 0 else str(int(v)) for v in flat]
+
+
+def _nest(items: list[str], shape) -> str:
+    if len(shape) == 1:
+        return "[" + ", ".join(items) + "]"
+    n = len(items) // shape[0]
+    return "[" + ",\n ".join(_nest(items[i * n:(i + 1) * n], shape[1:]) for i in range(shape[0])) + "]"
+
+
+@st.composite
+def large_values(draw):
+    dtype = draw(st.sampled_from(sorted(CONST_DTYPES)))
+    shape = tuple(draw(st.lists(st.integers(1, 6), min_size=1, max_size=3))) + (8,)
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 16)))
+    a = (rng.standard_normal(shape) * 100).astype(CONST_DTYPES[dtype]) if dtype != "bool" else \
+        rng.random(shape) < 0.5
+    items = _elements(a, dtype, draw(st.sampled_from(["hex", "decimal"])))
+    for _ in range(draw(st.integers(0, 3))):     # damage: a word, a number, a bracket, ...
+        i = draw(st.integers(0, len(items) - 1))
+        items[i] = draw(st.sampled_from(["1e", ".", "-", "0x", "0x1ffff", "1.5", "-0x3c00", "inf",
+                                         "nan", "-inf", "1e9", "true", "x", "1 2", "", "[1]",
+                                         "0x1.8p+0", "99999999999999999999", "1_0", "+7",
+                                         "0X3C00", "007", items[i]]))
+    return dtype, shape, _nest(items, shape)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(large_values())
+def test_array_tokens_read_exactly_what_plain_tokens_read(case):
+    dtype, shape, body = case
+    fast, plain = _parse_both(_const_program(dtype, shape, body))
+    if isinstance(plain, str):
+        assert fast == plain
+    else:
+        assert fast.dtype == plain.dtype and fast.shape == plain.shape
+        np.testing.assert_array_equal(fast.view(np.uint8), plain.view(np.uint8))
+
+
+def test_array_token_errors_keep_their_line():
+    rows = [", ".join(["0x3c00"] * 16)] * 4
+    rows[2] = rows[2].replace("0x3c00", "0x13c00", 1)
+    text = _const_program("fp16", (4, 16), "[" + "],\n[".join(rows).join("[]") + "]")
+    with pytest.raises(MILSyntaxError, match="0x13c00 is not a 16-bit pattern") as e:
+        parse(text)
+    assert e.value.line == 6 and e.value.rule == "literal"      # where the value starts
+    fast, plain = _parse_both(text)
+    assert fast == plain == str(e.value)
+    bad = text.replace("0x13c00", "0x3c00 0x3c00")               # a missing comma, line 8
+    fast, plain = _parse_both(bad)
+    assert fast == plain and plain.startswith("MIL line 8 [syntax]")
+
+
+def test_large_inline_weights_parse_fast():
+    """Issue 14: ~2 s per MB before; numpy on the whole value reads several MB/s."""
+    import time
+    w = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float16)
+    body = _nest([f"0x{b:04x}" for b in w.view(np.uint16).ravel()], w.shape)
+    text = _const_program("fp16", w.shape, body)
+    start = time.perf_counter()
+    p = parse(text)
+    elapsed = time.perf_counter() - start
+    np.testing.assert_array_equal(next(op.attrs["val"] for op in p.operations), w)
+    assert len(text) / elapsed > 1e6, f"{len(text) / elapsed / 1e6:.2f} MB/s"
+
+
+def test_a_literal_argument_of_an_op_with_any_name_round_trips():
+    """A literal becomes a const whose value name comes from the op's name, which may hold any
+    character: the value name is made a MIL name (found by the text fuzzer: 'y_n/g')."""
+    for op_name in ("y_n/g", "1st", "fp16", "a b", "é"):
+        text = program("tensor<fp16, [1, 4]> x", f'''
+tensor<fp16, [1, 4]> y = sub(x = const(val = fp16(0)), y = x)[name = string("{op_name}")];''', "y")
+        p = parse(text)
+        assert parse(emit(p)).signature() == p.signature()
+
+
+@pytest.mark.parametrize("shape", ["[99999999999999999999, 8]", "[65536, 65536]", "[]", "[0, 8]",
+                                   "[1, 1, 1, 1, 1, 1, 16]"])
+def test_a_large_value_for_an_absurd_type_is_an_error(shape):
+    """The array token's value is compared with its type by counting elements first (the text
+    fuzzer found a shape too large to build the comparison for)."""
+    body = "[" + ", ".join(["0x3c00"] * 16) + "]"
+    body = "[" * (shape.count(",") - 1) + body + "]" * (shape.count(",") - 1) if shape.count(",") > 1 \
+        else body
+    text = program("tensor<fp16, [1, 4]> x", f'''
+tensor<fp16, {shape}> w = const(val = tensor<fp16, {shape}>({body}))[name = string("w")];
+tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y")];''', "y")
+    fast, plain = _parse_both(text)
+    assert fast == plain and ("[literal]" in plain or "[rank-limit]" in plain)
+
+
+def test_the_end_of_the_text_keeps_its_line():
+    text = program("tensor<fp16, [1, 4]> x", '''
+tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y")];''', "y")
+    with pytest.raises(MILSyntaxError) as e:
+        parse(text.rstrip().rstrip("}") + "\n\n\n")
+    assert e.value.line == text.rstrip().count("\n") + 4     # the last line, blank ones too

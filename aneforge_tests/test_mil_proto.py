@@ -7,6 +7,7 @@ the registry (test_every_registered_op_is_covered).
 """
 from __future__ import annotations
 
+import copy
 import os
 
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 
 import aneforge as af
 from aneforge import dtypes
-from aneforge.errors import AneforgeError
+from aneforge.errors import AneforgeError, CompileWallError, DTypeError, LimitError, ShapeError
 from aneforge.ir import Block, Function, Operation, Program, TensorType, Var
 from aneforge.mil import proto
 from aneforge.numerics import get_numerics
@@ -134,7 +135,9 @@ def p_reductions():
 def p_reduce_all_keep():
     b = Builder()
     x = b.input(2, 3)
-    return b.program(b("reduce_max", x=x, keep_dims=True), b("reduce_mean", x=x))
+    # a scalar result leaves as [1], as the tracer writes it: program I/O has rank >= 1
+    return b.program(b("reduce_max", x=x, keep_dims=True),
+                     b("reshape", x=b("reduce_mean", x=x), shape=(1,)))
 
 
 def p_arg_softmax():
@@ -512,8 +515,13 @@ def test_weight_file_is_byte_identical_to_coremltools(ct, tmp_path):
 def test_coremltools_reads_our_weight_file(ct, tmp_path):
     p = _big_program()
     pymil = _load_in_coremltools(proto.to_proto_bytes(p, str(tmp_path)), str(tmp_path))
-    consts = {op.outputs[0].name: op.outputs[0].val for op in pymil.functions["main"].operations
-              if op.op_type == "const"}
+    ops = pymil.functions["main"].operations
+    # not the consts coremltools makes for literal arguments: their automatic names (const_3)
+    # can repeat ours, depending on what coremltools named earlier in the process
+    literals = {id(v.op) for op in ops for k, v in op.inputs.items()
+                if op.op_type in REGISTRY and k in REGISTRY[op.op_type].attrs}
+    consts = {op.outputs[0].name: op.outputs[0].val for op in ops
+              if op.op_type == "const" and id(op) not in literals}
     for op in p.operations:
         if op.type == "const":
             np.testing.assert_array_equal(consts[op.name], op.attrs["val"])
@@ -568,3 +576,171 @@ def test_constructs_core_ml_rejects_are_rejected_when_recorded():
     v, w = b.input(5), b.input(5, 3)
     with pytest.raises(AneforgeError, match="rank >= 2"):
         b("matmul", x=v, y=w, transpose_x=True)
+
+
+# ---------------------------------------------------------------------------- damaged input (issue 14)
+# Whatever the bytes hold, the reader gives a Program or an AneforgeError naming what is wrong.
+
+def _ops(m):
+    return m.functions["main"].block_specializations["CoreML8"].operations
+
+
+def _rejects(m, match, weights_dir=None, error=AneforgeError):
+    with pytest.raises(error, match=match):
+        proto.from_proto(m.SerializeToString(), weights_dir)
+
+
+@pytest.mark.parametrize("size", [0, 1, 63])
+def test_a_weight_file_shorter_than_its_header(tmp_path, size):
+    data = proto.to_proto_bytes(_big_program(), str(tmp_path))
+    (tmp_path / "weight.bin").write_bytes(bytes(size))
+    with pytest.raises(AneforgeError, match=f"has {size} bytes, fewer than the 64-byte header"):
+        proto.from_proto_bytes(data, str(tmp_path))
+
+
+def test_weight_blobs_are_bounds_checked(tmp_path):
+    p = _big_program()
+    m = proto.to_proto(p, str(tmp_path))
+    whole = (tmp_path / "weight.bin").read_bytes()
+    blob = next(op.attributes["val"].blobFileValue for op in _ops(m)
+                if op.type == "const" and op.attributes["val"].WhichOneof("value") == "blobFileValue")
+    for cut in (blob.offset + 10, blob.offset + 64 + 5):       # inside the record, the data
+        (tmp_path / "weight.bin").write_bytes(whole[:cut])
+        _rejects(m, "weight.bin", str(tmp_path))
+    (tmp_path / "weight.bin").write_bytes(whole)
+    for offset, match in ((len(whole) - 10, "is not the start of a blob record"),
+                          (2 ** 63, "is not the start of a blob record"),
+                          (blob.offset + 1, "no float16 blob there")):
+        m2 = copy.deepcopy(m)
+        next(op.attributes["val"].blobFileValue for op in _ops(m2) if op.type == "const"
+             and op.attributes["val"].WhichOneof("value") == "blobFileValue").offset = offset
+        _rejects(m2, match, str(tmp_path))
+    m2 = copy.deepcopy(m)
+    const = next(op for op in _ops(m2) if op.type == "const"
+                 and op.attributes["val"].WhichOneof("value") == "blobFileValue")
+    const.attributes["val"].type.tensorType.dimensions[0].constant.size = 16
+    _rejects(m2, "a value of shape \\[16, 64\\] needs 1024", str(tmp_path))
+    m2 = copy.deepcopy(m)
+    next(op for op in _ops(m2) if op.type == "const" and op.attributes["val"].WhichOneof(
+        "value") == "blobFileValue").attributes["val"].blobFileValue.fileName = "@model_path/nope.bin"
+    _rejects(m2, "cannot read the weight file '@model_path/nope.bin'", str(tmp_path))
+
+
+def test_a_const_op_without_outputs(programs):
+    m = proto.to_proto(programs["linear"])
+    const = next(op for op in _ops(m) if op.type == "const")
+    del const.outputs[:]
+    _rejects(m, "declares no outputs")
+
+
+def test_strings_typed_as_other_values(programs):
+    m = proto.to_proto(programs["unary"])
+    name = _ops(m)[0].attributes["name"]
+    name.type.tensorType.dataType = proto.DATA_TYPES["FLOAT32"]
+    _rejects(m, "holds its elements in the strings field")
+    m = proto.to_proto(programs["unary"])
+    _ops(m)[0].attributes["name"].CopyFrom(proto._value(np.array(1.5, np.float32)))
+    _rejects(m, "name: a float32 value of shape \\[\\] is not a str argument")
+    m = proto.to_proto(programs["unary"])
+    kv = m.attributes["buildInfo"].immediateValue.dictionary.values[0]
+    kv.value.type.tensorType.dataType = proto.DATA_TYPES["FLOAT32"]
+    _rejects(m, "holds its elements in the strings field")
+    m = proto.to_proto(programs["unary"])
+    m.attributes["buildInfo"].immediateValue.dictionary.values[0].value.CopyFrom(
+        proto._value(np.array(["a", "b"])))
+    _rejects(m, "a buildInfo value: a <U1 value of shape \\[2\\] is not a str argument")
+    m = proto.to_proto(programs["unary"])
+    m.attributes["buildInfo"].CopyFrom(proto._value(np.array("x")))
+    _rejects(m, "buildInfo is not a dict<string, string>")
+
+
+def test_elements_must_be_in_their_dtypes_field(programs):
+    m = proto.to_proto(programs["linear"])
+    val = next(op for op in _ops(m) if op.type == "const").attributes["val"]
+    n = len(val.immediateValue.tensor.bytes.values) // 2
+    val.immediateValue.tensor.floats.values.extend([1.0] * n)   # was fp16 bytes
+    _rejects(m, "typed float16\\[6, 4\\] holds its elements in the floats field")
+
+
+@pytest.mark.parametrize("shape,rule,error", [
+    ((1, 0), "axis-limit", LimitError), ((1, 65537), "axis-limit", LimitError),
+    ((1, 2 ** 40), "axis-limit", LimitError), ((1, 1, 1, 1, 1, 4), "rank-limit", LimitError),
+    ((), "io-rank", ShapeError)], ids=["axis0", "axis65537", "axis2**40", "rank6", "scalar"])
+def test_both_readers_reject_the_same_input_shapes(programs, shape, rule, error):
+    from aneforge.mil.text import MILSyntaxError, emit, parse
+    m = proto.to_proto(programs["unary"])
+    t = m.functions["main"].inputs[0].type.tensorType
+    del t.dimensions[:]
+    for n in shape:
+        t.dimensions.add().constant.size = n
+    t.rank = len(shape)
+    _rejects(m, f"\\[{rule}\\] program input", error=error)
+    text = emit(programs["unary"])
+    old = str(programs["unary"].main.inputs[0].type)
+    new = f"tensor<fp16, [{', '.join(map(str, shape))}]>"
+    with pytest.raises(MILSyntaxError) as e:
+        parse(text.replace(old, new, 1))
+    assert e.value.rule == rule
+
+
+def test_declared_types_are_checked_everywhere(programs):
+    m = proto.to_proto(programs["unary"])
+    out = next(op for op in _ops(m) if op.type != "const").outputs[0].type.tensorType
+    out.dimensions.add().constant.size = 1
+    _rejects(m, "lists 3 dimensions")                            # rank says 2
+    out.rank = 6
+    for _ in range(3):
+        out.dimensions.add().constant.size = 1
+    _rejects(m, "\\[rank-limit\\]", error=LimitError)
+    m = proto.to_proto(programs["unary"])
+    m.functions["main"].inputs[0].type.tensorType.dataType = proto.DATA_TYPES["FLOAT32"]
+    _rejects(m, "\\[io-dtype\\] program input", error=DTypeError)
+
+
+def test_names_are_held_to_the_text_readers_rules(programs):
+    for bad, match in (("fp16", "reserved word"), ("1x", "is not a MIL name"),
+                       ("a b", "is not a MIL name"), ("", "is not a MIL name")):
+        m = proto.to_proto(programs["unary"])
+        m.functions["main"].inputs[0].name = bad
+        _rejects(m, match)
+    m = proto.to_proto(programs["unary"])
+    ops = [op for op in _ops(m) if op.type != "const"]
+    ops[1].outputs[0].name = ops[0].outputs[0].name
+    _rejects(m, "is defined twice")
+    m = proto.to_proto(programs["unary"])
+    ops = [op for op in _ops(m) if op.type != "const"]
+    ops[1].attributes["name"].CopyFrom(ops[0].attributes["name"])
+    _rejects(m, "unique, non-empty name")
+    m = proto.to_proto(programs["unary"])
+    outs = m.functions["main"].block_specializations["CoreML8"].outputs
+    outs.append(outs[0])
+    _rejects(m, "each output needs its own name")
+
+
+def test_arguments_an_op_does_not_expect(programs):
+    """An op's inference meeting arguments it never checks (a perm axis out of range) is an
+    AneforgeError naming the op, as in the text reader (found by the protobuf fuzzer)."""
+    m = proto.to_proto(programs["shapes"])
+    op = next(op for op in _ops(m) if op.type == "transpose")
+    perm = op.inputs["perm"].arguments[0].value
+    rank = len(perm.immediateValue.tensor.ints.values)
+    perm.CopyFrom(proto._value(np.array([rank] + list(range(1, rank)), np.int32)))
+    _rejects(m, "is not a permutation of 3 axes")               # was IndexError: 3 % 3 == 0
+
+
+def test_the_compile_walls_and_what_is_not_a_program():
+    """As text.parse: a graph the ANE compiler rejects is a CompileWallError (walls=False reads
+    it); and anything but bytes or a Program message is an AneforgeError."""
+    b = Builder()
+    x = b.input(2, 3)
+    p = b.program(b("mul", x=b("reduce_sum", x=x, axes=(1,), keep_dims=True), y=b.const(0.0)))
+    data = proto.to_proto_bytes(p)
+    with pytest.raises(CompileWallError, match="mul\\(reduce_sum output, 0\\)"):
+        proto.from_proto_bytes(data)
+    assert proto.from_proto_bytes(data, walls=False).signature() == p.signature()
+    for bad in ("program", 5, None, [1, 2]):
+        with pytest.raises(AneforgeError, match="MILSpec Program bytes or a Program message"):
+            proto.from_proto(bad)
+        with pytest.raises(AneforgeError, match="from_proto_bytes reads bytes"):
+            proto.from_proto_bytes(bad)
+    assert proto.from_proto(memoryview(data), walls=False).signature() == p.signature()

@@ -33,8 +33,10 @@ from .. import dtypes
 from ..errors import AneforgeError
 from ..ir import Block, Function, Operation, Program, TensorType, Var
 from ..ir.dag import fresh_name
-from ..ops import REGISTRY
+from ..ops import REGISTRY, validate
 from ..ops.registry import apply_to_vars
+from ..runtime.walls import check_walls
+from .checks import io_problem, name_problem, raise_problem, shape_problem
 
 PACKAGE = "CoreML.Specification.MILSpec"
 
@@ -212,6 +214,9 @@ def _read_type(vt) -> tuple[tuple[int, ...], str]:
     t = vt.tensorType
     if any(d.WhichOneof("dimension") != "constant" for d in t.dimensions):
         raise AneforgeError("aneforge programs have static shapes; found an unknown dimension")
+    if t.rank != len(t.dimensions):
+        raise AneforgeError(f"a tensor type of rank {t.rank} lists {len(t.dimensions)} "
+                            f"dimensions; they must agree")
     if t.dataType not in _NP_OF_CODE:
         raise AneforgeError(f"MIL DataType {t.dataType} has no numpy counterpart in aneforge")
     return tuple(d.constant.size for d in t.dimensions), _NP_OF_CODE[t.dataType]
@@ -242,11 +247,14 @@ def _array(v, weights: "WeightReader | None") -> np.ndarray:
         if weights is None:
             raise AneforgeError(f"value stored in {v.blobFileValue.fileName}: pass weights_dir "
                                 f"(the directory holding that weight file) to from_proto")
-        return weights.read(v.blobFileValue, key).reshape(shape)
+        return weights.read(v.blobFileValue, key, shape)
     if which != "immediateValue" or v.immediateValue.WhichOneof("value") != "tensor":
         raise AneforgeError(f"aneforge reads tensor values only, got {which}")
     tv = v.immediateValue.tensor
     field = tv.WhichOneof("value")
+    if field and field != ELEMENTS[key][1]:
+        raise AneforgeError(f"a value typed {key}{list(shape)} holds its elements in the {field} "
+                            f"field; MIL keeps {key} elements in {ELEMENTS[key][1]}")
     data = getattr(tv, field).values if field else []
     size = int(np.prod(shape, dtype=object))
     itemsize = np.dtype(key).itemsize if field == "bytes" else 1
@@ -260,6 +268,11 @@ def _array(v, weights: "WeightReader | None") -> np.ndarray:
 
 def _string(s: str):
     return _value(np.array(s))
+
+
+def _read_string(v, where: str) -> str:
+    """A Value that must hold one string (an op's name, a buildInfo key or value)."""
+    return _attr("str", _array(v, None), where)
 
 
 # --------------------------------------------------------------------------- weight file
@@ -304,7 +317,9 @@ class WeightFile:
 
 
 class WeightReader:
-    """Reads blobs from the weight files of a `weights_dir`, each file read once."""
+    """Reads blobs from the weight files of a `weights_dir`, each file read once. Every read is
+    bounds-checked: a short, damaged or missing file is an AneforgeError naming the file, the
+    offset and what is wrong (both readers, protobuf and MIL text BLOBFILE, come through here)."""
 
     def __init__(self, weights_dir: str):
         self.dir, self.files = weights_dir, {}
@@ -312,27 +327,45 @@ class WeightReader:
     def _file(self, name: str) -> bytes:
         path = os.path.join(self.dir, name.split("/")[-1])     # as coremltools resolves it
         if path not in self.files:
-            with open(path, "rb") as f:
-                self.files[path] = f.read()
-            _, version = _HEADER.unpack_from(self.files[path])
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except OSError as e:
+                raise AneforgeError(f"cannot read the weight file {name!r} ({path}): "
+                                    f"{e.strerror or e}") from None
+            if len(data) < _HEADER.size:
+                raise AneforgeError(f"{path} has {len(data)} bytes, fewer than the {_HEADER.size}"
+                                    f"-byte header of a Core ML weight file: it is truncated")
+            _, version = _HEADER.unpack_from(data)
             if version != BLOB_VERSION:
                 raise AneforgeError(f"{path} is weight-file version {version}; aneforge reads "
                                     f"version {BLOB_VERSION} (Core ML, iOS15 on)")
+            self.files[path] = data
         return self.files[path]
 
-    def read(self, blob, key: str) -> np.ndarray:
-        data = self._file(blob.fileName)
-        if blob.offset + _META.size > len(data):
-            raise AneforgeError(f"{blob.fileName}: offset {blob.offset} is beyond its "
-                                f"{len(data)} bytes")
-        sentinel, code, size, at = _META.unpack_from(data, blob.offset)
-        if sentinel != BLOB_SENTINEL or BLOB_DTYPES.get(key) != code:
-            raise AneforgeError(f"{blob.fileName} at offset {blob.offset}: no {key} blob there "
+    def read(self, blob, key: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
+        """The blob at `blob.offset` of `blob.fileName` as a `key` array (of `shape`, checked)."""
+        if key not in BLOB_DTYPES:
+            raise AneforgeError(f"a weight file holds {', '.join(BLOB_DTYPES)} blobs, not {key}")
+        data, offset = self._file(blob.fileName), blob.offset
+        if not isinstance(offset, int) or not 0 <= offset <= len(data) - _META.size:
+            raise AneforgeError(f"{blob.fileName}: offset {offset} is not the start of a blob "
+                                f"record in its {len(data)} bytes")
+        sentinel, code, size, at = _META.unpack_from(data, offset)
+        if sentinel != BLOB_SENTINEL or BLOB_DTYPES[key] != code:
+            raise AneforgeError(f"{blob.fileName} at offset {offset}: no {key} blob there "
                                 f"(sentinel {sentinel:#x}, dtype code {code})")
-        if at + size > len(data) or size % np.dtype(key).itemsize:
-            raise AneforgeError(f"{blob.fileName} at offset {blob.offset}: a {size}-byte blob at "
+        itemsize = np.dtype(key).itemsize
+        if at + size > len(data) or size % itemsize:
+            raise AneforgeError(f"{blob.fileName} at offset {offset}: a {size}-byte blob at "
                                 f"{at} does not fit the file's {len(data)} bytes")
-        return np.frombuffer(data, _little(key), size // np.dtype(key).itemsize, at).astype(key)
+        count = size // itemsize
+        if shape is not None and count != int(np.prod(shape, dtype=object)):
+            raise AneforgeError(f"{blob.fileName} at offset {offset}: the blob holds {count} "
+                                f"{key} elements; a value of shape {list(shape)} needs "
+                                f"{int(np.prod(shape, dtype=object))}")
+        a = np.frombuffer(data, _little(key), count, at).astype(key)
+        return a if shape is None else a.reshape(shape)
 
 
 # --------------------------------------------------------------------------- attributes
@@ -460,10 +493,17 @@ def _build_info(info: dict[str, str]):
 # --------------------------------------------------------------------------- reader
 
 
-def from_proto(data, weights_dir: str | None = None) -> Program:
-    """An aneforge Program from MILSpec Program bytes (or message). Blob-file values are read
-    from `weights_dir` (the directory holding weight.bin)."""
-    m = data if not isinstance(data, (bytes, bytearray)) else _decode(data)
+def from_proto(data, weights_dir: str | None = None, walls: bool = True) -> Program:
+    """An aneforge Program from MILSpec Program bytes (or message), validated by the rules MIL
+    text is (docs/mil.md); `walls=False` skips the ANE compiler walls, as text.parse's does.
+    Blob-file values are read from `weights_dir` (the directory holding weight.bin)."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        m = _decode(bytes(data))
+    elif getattr(getattr(data, "DESCRIPTOR", None), "full_name", None) == f"{PACKAGE}.Program":
+        m = data
+    else:
+        raise AneforgeError(f"from_proto reads MILSpec Program bytes or a Program message, not "
+                            f"{type(data).__name__}")
     if m.version != 1:
         raise AneforgeError(f"MILSpec program version {m.version}; aneforge reads version 1")
     weights = WeightReader(weights_dir) if weights_dir is not None else None
@@ -471,11 +511,19 @@ def from_proto(data, weights_dir: str | None = None) -> Program:
         raise AneforgeError(f"the MILSpec program has no function 'main' (it has "
                             f"{sorted(m.functions)}); aneforge runs main")
     functions = {name: _read_function(f, weights) for name, f in m.functions.items()}
-    info = {}
-    if "buildInfo" in m.attributes:
-        info = {_array(kv.key, None).item(): _array(kv.value, None).item()
-                for kv in m.attributes["buildInfo"].immediateValue.dictionary.values}
-    return Program(functions, build_info=info)
+    info = _read_build_info(m.attributes["buildInfo"]) if "buildInfo" in m.attributes else {}
+    program = validate(Program(functions, build_info=info))
+    if walls:
+        check_walls(program)
+    return program
+
+
+def _read_build_info(v) -> dict[str, str]:
+    if v.WhichOneof("value") != "immediateValue" or \
+            v.immediateValue.WhichOneof("value") != "dictionary":
+        raise AneforgeError("the program's buildInfo is not a dict<string, string> value")
+    return {_read_string(kv.key, "a buildInfo key"): _read_string(kv.value, "a buildInfo value")
+            for kv in v.immediateValue.dictionary.values}
 
 
 def _decode(data: bytes):
@@ -487,26 +535,39 @@ def _decode(data: bytes):
                             f"pass the serialized mlProgram of a Core ML model") from None
 
 
-def from_proto_bytes(data: bytes, weights_dir: str | None = None) -> Program:
-    return from_proto(bytes(data), weights_dir)
+def from_proto_bytes(data: bytes, weights_dir: str | None = None, walls: bool = True) -> Program:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise AneforgeError(f"from_proto_bytes reads bytes, not {type(data).__name__}")
+    return from_proto(bytes(data), weights_dir, walls)
 
 
 def _read_function(m, weights) -> Function:
     if m.opset not in _IR_OPSET or m.opset not in m.block_specializations:
         raise AneforgeError(f"function opset {m.opset!r}: aneforge reads {sorted(_IR_OPSET)} "
                             f"with a block specialization of that name")
-    inputs = [_read_var(v) for v in m.inputs]
+    inputs = [_read_var(v, "program input") for v in m.inputs]
+    for v in inputs:
+        raise_problem(io_problem(v.dtype.name, v.shape, f"program input {v.name!r}"))
     r = _BlockReader(inputs, weights)
     block = m.block_specializations[m.opset]
     for op in block.operations:
         r.operation(op)
+    if len(set(block.outputs)) != len(block.outputs):
+        raise AneforgeError(f"the function returns {list(block.outputs)}: each output needs its "
+                            f"own name")
     outputs = [r.var(name, "the function's outputs") for name in block.outputs]
+    for v in outputs:
+        raise_problem(io_problem(v.dtype.name, v.shape, f"program output {v.name!r}"))
     return Function(Block(inputs, r.live_ops(outputs), outputs), _IR_OPSET[m.opset])
 
 
-def _read_var(m) -> Var:
+def _read_var(m, what: str) -> Var:
+    """A declared value (a function input, an op's output), held to the text reader's rules."""
+    raise_problem(name_problem(m.name, what))
     shape, key = _read_type(m.type)
-    return Var(m.name, TensorType(shape, _ir_dtype(key, m.name)))
+    v = Var(m.name, TensorType(shape, _ir_dtype(key, m.name)))
+    raise_problem(shape_problem(shape, f"{what} {m.name!r} ({v.type})"))
+    return v
 
 
 def _ir_dtype(key: str, name: str):
@@ -520,11 +581,20 @@ class _BlockReader:
     """Reads one block's operations into IR ops, resolving names in scope."""
 
     def __init__(self, inputs: list[Var], weights):
-        self.scope = {v.name: v for v in inputs}
+        self.scope: dict[str, Var] = {}
+        self.op_names: set[str] = set()
         self.ops: list[Operation] = []
         self.weights = weights
         self.consts: dict[str, np.ndarray] = {}    # const outputs by name: usable as attributes
         self.folded: set[str] = set()              # consts read as compile-time arguments
+        for v in inputs:
+            self.define(v.name)
+            self.scope[v.name] = v
+
+    def define(self, name: str) -> None:
+        if name in self.scope or name in self.consts:
+            raise AneforgeError(f"{name!r} is defined twice; every value needs a unique name "
+                                f"(coremltools' loader silently rebinds it)")
 
     def var(self, name: str, where: str) -> Var:
         if name not in self.scope:
@@ -533,10 +603,17 @@ class _BlockReader:
 
     def operation(self, m) -> None:
         spec = _opdef(m.type)
-        name = (_array(m.attributes["name"], None).item() if "name" in m.attributes else
-                m.outputs[0].name if m.outputs else m.type)
+        if not m.outputs:
+            raise AneforgeError(f"a {m.type} op declares no outputs; every MIL op has at least one")
+        name = (_read_string(m.attributes["name"], f"{m.type}'s name") if "name" in m.attributes
+                else m.outputs[0].name)
         where = f"{m.type} {name!r}"
+        if not name or name in self.op_names:
+            raise AneforgeError(f"{where}: every op needs a unique, non-empty name")
+        self.op_names.add(name)
         _check_arguments(m, spec, where)
+        for v in m.outputs:
+            self.define(v.name)
         inputs = {}
         for k in spec.inputs:              # registry order: the IR's (and signature's) order
             if k in m.inputs:
@@ -555,8 +632,14 @@ class _BlockReader:
             elif k in m.inputs:
                 found[k] = _attr(a.kind, self.literal(_one(m.inputs[k], f"{where} {k}"),
                                                       f"{where} {k}"), f"{where} {k}")
-        attrs, types = apply_to_vars(m.type, inputs, found)
-        outputs = [_read_var(v) for v in m.outputs]
+        try:
+            attrs, types = apply_to_vars(m.type, inputs, found)
+        except AneforgeError:
+            raise
+        except Exception as e:    # an op's own inference on arguments it did not expect
+            raise AneforgeError(f"{where}: {m.type} cannot take these arguments "
+                                f"({type(e).__name__}: {e})") from None
+        outputs = [_read_var(v, f"{where} output") for v in m.outputs]
         if [v.type for v in outputs] != types:
             raise AneforgeError(f"{where}: outputs are typed {[str(v.type) for v in outputs]}; "
                                 f"{m.type} gives {[str(t) for t in types]} for these arguments")
@@ -568,7 +651,8 @@ class _BlockReader:
         if b.WhichOneof("binding") == "name":
             return self.var(b.name, where)
         val = _array(b.value, self.weights)
-        name = fresh_name("literal", set(self.scope), len(self.scope))
+        raise_problem(shape_problem(val.shape, f"the value of {where}"))
+        name = fresh_name("literal", set(self.scope) | set(self.consts), len(self.scope))
         out = Var(name, TensorType(val.shape, _ir_dtype(_key(val), where)))
         self.ops.append(Operation("const", {}, {"val": val}, [out], name))
         self.scope[name] = out

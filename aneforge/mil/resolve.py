@@ -11,14 +11,13 @@ import difflib
 import numpy as np
 
 from .. import dtypes, targets
-from ..dtypes import IO_DTYPES
 from ..errors import AneforgeError, CompileWallError
 from ..ir import Block, Function, Operation, Program, TensorType, Var
 from ..ir.dag import fresh_name
-from ..limits import MAX_AXIS, MAX_RANK
 from ..ops import REGISTRY, validate
 from ..ops.registry import REQUIRED, apply_to_vars
 from ..runtime.walls import check_walls
+from .checks import as_name, io_problem, name_problem, shape_problem
 from .proto import ATTR_FITS, ATTR_KINDS, STORED_AS_ATTRIBUTE
 from .proto import OPSETS as PROTO_OPSETS
 from .syntax import Arg, Literal, MILSyntaxError, Ref, Statement, TypeSpec, source_line
@@ -66,12 +65,6 @@ KIND_HELP = {
     "value": ("a tensor value", "fp16(0.5)"),
 }
 
-# Words MIL text reserves (coremltools' NameSanitizer): never value names.
-RESERVED = frozenset({"any", "bool", "program", "func", "tensor", "list", "dict", "tuple", "true",
-                      "false", "string", "bf16", "fp16", "fp32", "fp64", "int8", "int16", "int32",
-                      "int64", "uint8", "uint16", "uint32", "uint64", "state", "const"})
-
-IO_NAMES = ", ".join(sorted(d.name for d in IO_DTYPES))
 
 
 def resolve(syntax, lines: list[str], walls: bool = True) -> Program:
@@ -178,28 +171,14 @@ class _FunctionResolver:
 
     # ---- types and names
     def check_io(self, dtype: str, shape: tuple, what: str, line: int) -> None:
-        if dtype not in {d.name for d in IO_DTYPES}:
-            inside = ("bool tensors are compute-only: pass uint8 and compare inside"
-                      if dtype == "bool" else
-                      "pass fp16 (or int16) and cast(x = ..., dtype = string(\"fp32\")) inside "
-                      "the program")
-            self.fail(line, "io-dtype", f"{what} is {dtype}; the ANE accepts only {IO_NAMES} at "
-                      f"a program's boundary (MIL primer: {dtype} I/O rejects at MIL parse). "
-                      f"{inside[0].upper() + inside[1:]}.")
-        if not shape:
-            self.fail(line, "io-rank", f"{what} is a scalar (shape []); Core ML passes tensors "
-                      f"of rank >= 1 in and out: declare it [1] and reshape inside")
+        self.check(io_problem(dtype, shape, what), line)
 
     def check_shape(self, shape: tuple, what: str, line: int) -> None:
-        if len(shape) > MAX_RANK:
-            self.fail(line, "rank-limit", f"{what} has rank {len(shape)}; the ANE allows rank "
-                      f"<= {MAX_RANK}. Reshape to merge axes.")
-        for i, n in enumerate(shape):
-            if not 1 <= n <= MAX_AXIS:
-                fix = ("empty tensors are not supported" if n < 1 else
-                       "split the work along that axis")
-                self.fail(line, "axis-limit", f"{what} has axis {i} of size {n}; every axis "
-                          f"must be 1..{MAX_AXIS} on the ANE (MIL primer): {fix}")
+        self.check(shape_problem(shape, what), line)
+
+    def check(self, problem, line: int) -> None:
+        if problem is not None:
+            self.fail(line, *problem)
 
     def ir_dtype(self, t: TypeSpec):
         if t.dtype not in dtypes.BY_NAME:
@@ -210,9 +189,7 @@ class _FunctionResolver:
 
     def define(self, tok, v: Var | None, const: np.ndarray | None = None) -> None:
         name = tok.text
-        if name in RESERVED:
-            self.fail(tok.line, "duplicate-name", f"{name!r} is a reserved word of MIL text; "
-                      f"rename the value")
+        self.check(name_problem(name, "the value name"), tok.line)
         if name in self.defined_at:
             self.fail(tok.line, "duplicate-name", f"{name!r} is already defined on line "
                       f"{self.defined_at[name]}; every value needs a unique name. Rename one: "
@@ -365,7 +342,7 @@ class _FunctionResolver:
                       f"a {lit.dtype} value cannot be one (aneforge tensors are "
                       f"{', '.join(dtypes.BY_NAME)})")
         self.check_shape(lit.value.shape, f"the value of {arg.name}", lit.line)
-        name = self.fresh(f"{op_name}_{arg.name}")
+        name = self.fresh(as_name(f"{op_name}_{arg.name}"))     # op names may hold any character
         v = Var(name, TensorType(lit.value.shape, dtypes.EXACT[lit.value.dtype]))
         self.add(Operation("const", {}, {"val": lit.value}, [v], name), lit.line)
         self.defined_at[name] = lit.line

@@ -18,7 +18,10 @@ naming the line and the rule (resolve.RULES); docs/mil.md describes the grammar.
 """
 from __future__ import annotations
 
+import functools
+import math
 import re
+
 import numpy as np
 
 from ..errors import AneforgeError
@@ -137,12 +140,14 @@ UNSUPPORTED_DTYPES = {"bf16": "bfloat16", "int4": "int4", "uint4": "uint4", "uin
                       "uint2": "uint2", "uint3": "uint3", "uint6": "uint6", "fp8e4m3fn": "fp8",
                       "fp8e5m2": "fp8"}
 
+_NUMBER_PATTERN = r"""[-+]?(?:0[xX][0-9a-fA-F]+(?:\.[0-9a-fA-F]*)?(?:[pP][-+]?[0-9]+)?
+                    |(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?
+                    |(?:inf|nan)(?![A-Za-z0-9_]))"""
+_NUMBER = re.compile(_NUMBER_PATTERN, re.X)
 _TOKEN = re.compile(r"""
     (?P<space>[ \t\r\f\v\n]+)
   | (?P<comment>//[^\n]*)
-  | (?P<number>[-+]?(?:0[xX][0-9a-fA-F]+(?:\.[0-9a-fA-F]*)?(?:[pP][-+]?[0-9]+)?
-                    |(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?
-                    |(?:inf|nan)(?![A-Za-z0-9_])))
+  | (?P<number>""" + _NUMBER_PATTERN + r""")
   | (?P<name>@?[A-Za-z_][A-Za-z0-9_]*)
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<punct>->|[()\[\]{}<>,=;])
@@ -151,9 +156,28 @@ _TOKEN = re.compile(r"""
 
 
 def tokenize(text: str, source_lines: list[str]) -> list[Token]:
-    out, line = [], 1
-    for m in _TOKEN.finditer(text):
-        kind = m.lastgroup
+    out, line = _tokens(text, source_lines, 1, arrays=True)
+    out.append(Token("eof", "", line))
+    return out
+
+
+# A tensor value of numbers / bools (`([[0x3c00, 1.5], ...])`) is read as ONE "array" token and
+# converted with numpy: per-token Python is what made large inline weights slow. Its text is a
+# balanced bracketed list of the characters numbers and bools are written with; Parser.peek
+# splits it into the plain tokens whenever the grammar wants those (a value that is not a
+# well-formed array of its type, for the error message), so what is accepted does not change.
+_ARRAY_CHARS = re.compile(r"[\[\],A-Za-z0-9_.+\- \t\r\f\v\n]*")
+_SPACES = re.compile(r"[ \t\r\f\v\n]*")          # the tokenizer's whitespace, not \s
+ARRAY_MIN_CHARS = 64             # shorter values go through the plain tokens
+
+
+def _tokens(text: str, source_lines: list[str], line: int,
+            arrays: bool) -> tuple[list[Token], int]:
+    """The tokens of `text`, whose first line is `line`, and the line it ends on."""
+    out, pos, n, match = [], 0, len(text), _TOKEN.match
+    while pos < n:
+        m = match(text, pos)
+        kind, pos = m.lastgroup, m.end()
         if kind == "space":
             line += m.group().count("\n")
         elif kind == "error":
@@ -162,8 +186,27 @@ def tokenize(text: str, source_lines: list[str]) -> list[Token]:
             raise MILSyntaxError(line, "syntax", what, source_line(source_lines, line))
         elif kind != "comment":
             out.append(Token(kind, m.group(), line))
-    out.append(Token("eof", "", line))
-    return out
+            if arrays and m.group() == "(":
+                gap = _SPACES.match(text, pos)
+                array = _array_text(text, gap.end())
+                if array:
+                    line += gap.group().count("\n")
+                    out.append(Token("array", array, line))
+                    line += array.count("\n")
+                    pos = gap.end() + len(array)
+    return out, line
+
+
+def _array_text(text: str, start: int) -> str | None:
+    """The balanced bracketed list of number / bool characters at `start`, if there is one."""
+    if text[start:start + 1] != "[":
+        return None
+    chars = text[start:_ARRAY_CHARS.match(text, start).end()]
+    if len(chars) < ARRAY_MIN_CHARS:
+        return None
+    b = np.frombuffer(chars.encode("ascii"), np.uint8)
+    closed = np.flatnonzero(np.cumsum((b == ord("[")).astype(np.int64) - (b == ord("]"))) == 0)
+    return chars[:closed[0] + 1] if closed.size else None
 
 
 # --------------------------------------------------------------------------- grammar
@@ -184,7 +227,12 @@ class Parser:
     # ---- token helpers
     def peek(self, k: int = 0) -> Token:
         i = self.i + k
-        return self.tokens[i] if i < len(self.tokens) else self.tokens[-1]
+        if i >= len(self.tokens):
+            return self.tokens[-1]
+        if self.tokens[i].kind == "array":             # the grammar wants its pieces
+            tok = self.tokens[i]
+            self.tokens[i:i + 1] = _tokens(tok.text, self.lines, tok.line, arrays=False)[0]
+        return self.tokens[i]
 
     def take(self) -> Token:
         tok = self.peek()
@@ -389,7 +437,8 @@ class Parser:
         if tok.text == "tensor" and tok.kind == "name":
             t = self.type_spec()
             self.expect("(", f"after {t} to give its value")
-            value = self.blobfile(t) if self.at("BLOBFILE") else self.elements(t)
+            value = self.elements(t) if self.tokens[self.i].kind == "array" else \
+                self.blobfile(t) if self.at("BLOBFILE") else self.elements(t)
             self.expect(")", "to close the tensor value")
             return Literal(t.dtype, value, tok.line)
         if tok.kind == "name" and (tok.text in NUMPY_OF or tok.text in UNSUPPORTED_DTYPES):
@@ -406,6 +455,12 @@ class Parser:
         if t.dtype in UNSUPPORTED_DTYPES:
             self.fail(t.line, f"aneforge has no {t.dtype} values; use fp16 (the ANE's native "
                       f"type)", "unsupported")
+        tok = self.tokens[self.i]
+        if tok.kind == "array":
+            value = _array_value(tok.text, t)
+            if value is not None:
+                self.i += 1
+                return value
         line = self.peek().line
         nested = self.nested(0)
         shape = _nested_shape(nested)
@@ -463,14 +518,118 @@ class Parser:
         from types import SimpleNamespace
 
         from .proto import WeightReader
+        if not (isinstance(offset, str) and re.fullmatch("[0-9]+", offset)) and not (
+                isinstance(offset, (int, np.integer)) and not isinstance(offset, bool)):
+            self.fail(line, f"BLOBFILE's offset is a byte offset (a non-negative integer), "
+                      f"found {offset!r}", "literal")
+        self._weights = self._weights or WeightReader(self.weights_dir)
+        blob = SimpleNamespace(fileName=path, offset=int(offset))
         try:
-            self._weights = self._weights or WeightReader(self.weights_dir)
-            blob = SimpleNamespace(fileName=path, offset=int(offset))
-            a = self._weights.read(blob, NUMPY_OF.get(t.dtype, t.dtype))
-            return a.reshape(t.shape)
-        except (OSError, ValueError, KeyError, TypeError, AneforgeError) as e:
+            return self._weights.read(blob, NUMPY_OF.get(t.dtype, t.dtype), t.shape)
+        except AneforgeError as e:
             self.fail(line, f"cannot read {t} from BLOBFILE {path!r} at offset {offset}: {e}",
                       "literal")
+
+
+def _array_value(text: str, t: TypeSpec) -> np.ndarray | None:
+    """An array token's value as a `t` array, vectorized; None if it is not exactly a
+    well-formed value of `t` (the plain tokens then say what is wrong, with the line)."""
+    skeleton = _array_skeleton(text) if 0 < len(t.shape) <= MAX_RANK else ""
+    if skeleton.count("E") != math.prod(t.shape) or skeleton != _skeleton(t.shape):
+        return None                           # (counted first: a huge shape is never built)
+    elements = text.translate(_DROP_BRACKETS).split(",")
+    letters = set("".join(elements))
+    np_name = NUMPY_OF.get(t.dtype)
+    try:
+        if np_name == "bool":
+            flat = np.array(elements) == "true" if set(elements) <= {"true", "false"} else None
+        elif np_name is None or np_name == "str":
+            flat = None
+        elif np_name.startswith("float"):
+            flat = _float_array(elements, letters, np.dtype(np_name))
+        else:
+            flat = _int_array(elements, letters, np.dtype(np_name))
+    except (ValueError, OverflowError):
+        return None
+    return None if flat is None else flat.reshape(t.shape)
+
+
+_DROP_BRACKETS = str.maketrans("", "", "[] \t\r\f\v\n")
+_BRACKETS = np.zeros(256, bool)
+_BRACKETS[[ord(c) for c in "[],"]] = True
+_SPACE_BYTES = np.zeros(256, bool)
+_SPACE_BYTES[[ord(c) for c in " \t\r\f\v\n"]] = True
+
+
+def _array_skeleton(text: str) -> str:
+    """The brackets and commas of an array token, each run of element characters an E."""
+    b = np.frombuffer(text.encode("ascii"), np.uint8)
+    element = ~_BRACKETS[b] & ~_SPACE_BYTES[b]
+    starts = element & ~np.concatenate(([False], element[:-1]))
+    keep = _BRACKETS[b] | starts
+    return np.where(starts, np.uint8(ord("E")), b)[keep].tobytes().decode("ascii")
+
+
+@functools.lru_cache(maxsize=64)
+def _skeleton(shape: tuple[int, ...]) -> str:
+    """A value's brackets and commas with each element an E: [[E,E],[E,E]] for [2, 2]."""
+    inner = "E" if len(shape) == 1 else _skeleton(shape[1:])
+    return "[" + ",".join([inner] * shape[0]) + "]"
+
+
+_DECIMAL_CHARS = frozenset("0123456789.eE+-")
+_WORDS = frozenset({"inf", "+inf", "-inf", "nan", "+nan", "-nan"})
+
+
+def _float_array(elements: list[str], letters: set, dt: np.dtype) -> np.ndarray | None:
+    """As _float_elements, vectorized for the usual all-bit-pattern / all-decimal cases.
+    numpy reads a decimal as float() does (correctly rounded, then rounded once to `dt`);
+    the characters are held to the tokenizer's number grammar first."""
+    if letters <= _DECIMAL_CHARS | set("infa"):
+        if not letters <= _DECIMAL_CHARS and not all(
+                e in _WORDS for e in elements if not set(e) <= _DECIMAL_CHARS):
+            return None
+        wide = np.array(elements).astype(np.float64)
+        with np.errstate(all="ignore"):
+            out = wide.astype(dt)
+        return None if (np.isinf(out) & ~np.isinf(wide)).any() else out
+    bits = _hex_bits(elements, dt.itemsize) if letters <= _HEX_CHARS else None
+    if bits is not None:
+        return bits.view(dt)
+    if not all(_NUMBER.fullmatch(e) for e in elements):
+        return None
+    return _float_elements([Token("number", e, 0) for e in elements], dt)
+
+
+def _int_array(elements: list[str], letters: set, dt: np.dtype) -> np.ndarray | None:
+    if letters <= set("0123456789+-"):
+        wide, info = np.array(elements).astype(np.int64), np.iinfo(dt)
+        return None if wide.min() < info.min or wide.max() > info.max else wide.astype(dt)
+    if not all(_NUMBER.fullmatch(e) for e in elements):
+        return None
+    return _int_elements([Token("number", e, 0) for e in elements], dt)
+
+
+_HEX_CHARS = frozenset("0123456789abcdefABCDEFxX")
+_HEX_DIGIT = np.full(256, -1, np.int64)
+for _i, _c in enumerate("0123456789abcdef"):
+    _HEX_DIGIT[ord(_c)] = _HEX_DIGIT[ord(_c.upper())] = _i
+
+
+def _hex_bits(elements: list[str], itemsize: int) -> np.ndarray | None:
+    """0x3c00-style bit patterns as uint(8 * itemsize), vectorized: None unless every element
+    is 0x / 0X and 1..2 * itemsize hex digits."""
+    chars = np.array(elements, "S").view(np.uint8).reshape(len(elements), -1)
+    if not 3 <= chars.shape[1] <= 2 + 2 * itemsize or (chars[:, 0] != ord("0")).any() or \
+            ((chars[:, 1] != ord("x")) & (chars[:, 1] != ord("X"))).any():
+        return None
+    digits, pad = _HEX_DIGIT[chars[:, 2:]], chars[:, 2:] == 0     # "S" pads with NULs
+    if ((digits < 0) & ~pad).any() or pad[:, 0].any():
+        return None
+    value = np.zeros(len(elements), np.int64)
+    for d, p in zip(digits.T, pad.T):
+        value = np.where(p, value, value * 16 + d)
+    return value.astype(f"uint{itemsize * 8}")
 
 
 def unquote(s: str) -> str:

@@ -26,7 +26,8 @@ define("reshape", ("x",), _reshape_infer, lambda nm, x, shape: x.reshape(shape),
 
 def _transpose_infer(t, attrs):
     x, perm = t["x"], tuple(attrs["perm"])
-    if sorted(a % max(x.rank, 1) for a in perm) != list(range(x.rank)) or len(perm) != x.rank:
+    if len(perm) != x.rank or any(not -x.rank <= a < x.rank for a in perm) or \
+            sorted(a % x.rank for a in perm) != list(range(x.rank)):
         raise shape_error("transpose", t, f"perm {perm} is not a permutation of {x.rank} axes")
     return same_type(tuple(x.shape[a] for a in perm), x.dtype)
 
