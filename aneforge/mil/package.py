@@ -97,10 +97,9 @@ def _coremltools():
 
 
 def _program_of(obj) -> Program:
-    from .load import MILFunction
     if isinstance(obj, Program):
         return obj
-    if isinstance(obj, MILFunction):
+    if isinstance(getattr(obj, "program", None), Program):     # a function from af.load_mil
         return obj.program
     raise AneforgeError(f"export takes a Program, a tensor or tuple of tensors, or a function "
                         f"from af.load_mil; got {type(obj).__name__}")
