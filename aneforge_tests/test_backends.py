@@ -239,6 +239,7 @@ def test_every_call_matches_its_signature_and_uses_only_handles_made_before(step
                 made.add(a.name)
     assert made == {n for n in made if n.startswith("data:")}     # all else released
     assert all(fn.startswith("e5rt_") for fn in e5rt.symbols())
+    assert set(e5rt.symbols()) == {c.fn for c in calls} - set(e5rt.RELEASES.values())
     assert not {"e5rt_execution_stream_submit_async", "e5rt_error_code_get_string"} & set(e5rt.symbols())
 
 
@@ -291,6 +292,21 @@ def test_session_marshals_handles_strings_and_integers_through_ctypes():
     assert seen[-2:] == [("e5rt_e5_compiler_release", (("release", 0x1002),)),
                          ("e5rt_e5_compiler_config_options_release", (("release", 0x1000),))]
     assert s.handles == {}
+
+
+def test_a_missing_release_function_is_skipped_not_fatal():
+    calls = []
+
+    class Library:           # exports the creating call, none of the releases
+        def __getattr__(self, fn):
+            if fn.endswith("_release"):
+                raise AttributeError(fn)
+            return ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))(
+                lambda p: calls.append(fn) or 0)
+    s = e5rt.Session(Library())
+    s.run(e5rt.compile_plan("m", "b")[:1])
+    s.close()
+    assert calls == ["e5rt_e5_compiler_config_options_create"] and s.made == []
 
 
 def test_a_failing_call_names_itself():

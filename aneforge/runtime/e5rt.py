@@ -73,6 +73,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "e5rt_execution_stream_execute_sync": ("handle",),
 }
 # The release function of each kind of handle (a handle's name is "<kind>" or "<kind>:<port>").
+# The names follow the `e5rt_<object>_release(&handle)` pattern of ANEForge's reference; they
+# are not all confirmed, so a missing one is skipped (a leak for the process's life), never an
+# error: only the SIGNATURES above decide whether the backend is available.
 RELEASES = {
     "config": "e5rt_e5_compiler_config_options_release",
     "compiler": "e5rt_e5_compiler_release",
@@ -85,6 +88,7 @@ RELEASES = {
     "buffer": "e5rt_buffer_object_release",
     "stream": "e5rt_execution_stream_release",
 }
+REQUIRED = sorted(SIGNATURES)
 SIGNATURES.update({fn: ("release",) for fn in RELEASES.values()})
 
 
@@ -145,8 +149,9 @@ def release_plan(calls: list[Call]) -> list[Call]:
 
 
 def symbols() -> list[str]:
-    """Every symbol a plan may call: all must resolve before the backend says it is available."""
-    return sorted(SIGNATURES)
+    """The symbols compiling and running need: all must resolve before the backend says it is
+    available (releases are optional, see RELEASES)."""
+    return list(REQUIRED)
 
 
 class E5RTError(RuntimeError):
@@ -195,7 +200,7 @@ class Session:
 
     def close(self) -> None:
         calls, self.made = release_plan(self.made), []
-        self.run(calls)
+        self.run([c for c in calls if hasattr(self.lib, c.fn)])
         self.made = []
 
 
