@@ -19,7 +19,7 @@ import aneforge as af
 from aneforge.errors import BackendUnavailable
 from aneforge.mil import text as mil_text
 from aneforge.runtime import BACKENDS, DEFAULT_ORDER, ane, coreml, default_backend, e5rt
-from conftest import step_program
+from conftest import load_in_coremltools, step_program
 
 ON_MAC = sys.platform == "darwin"
 CONSTS = """program(1.3)
@@ -317,6 +317,31 @@ def test_a_failing_call_names_itself():
         e5rt.Session(Library()).run(e5rt.compile_plan("m", "b")[:1])
 
 
+def test_run_copies_inputs_to_and_outputs_from_the_bound_buffers(consts):
+    """run()'s data path with buffers in this process's memory and an execute call that does
+    nothing: the input bytes land at their ports' data pointers, the output bytes are read
+    back as the program's dtypes and shapes (no values are computed here)."""
+    buffers = {n: np.zeros(b, np.uint8) for n, b in sum(ane.ports(consts), [])}
+    executed = []
+
+    class Library:
+        def __getattr__(self, fn):
+            return ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(lambda s: executed.append(s) or 0)
+    session = e5rt.Session(Library())
+    session.handles = {"stream": 0x77, **{f"data:{n}": b.ctypes.data for n, b in buffers.items()}}
+    exe = ane.AneExecutable(consts, session)
+    x, k = np.arange(32, dtype=np.float16).reshape(2, 16), np.array([1, -2, 3, -4], np.int16)
+    z, s_, k2 = np.full((2, 16), 0.5, np.float16), np.array([1, 2, 3], np.float16), -k
+    for name, a in (("z", z), ("s", s_), ("k2", k2)):
+        buffers[name][:] = np.frombuffer(a.tobytes(), np.uint8)
+    out = exe.run([x, k.astype(np.int64)])
+    assert executed == [0x77]
+    assert buffers["x"].tobytes() == x.tobytes() and buffers["k"].tobytes() == k.tobytes()
+    for got, want in zip(out, (z, s_, k2)):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
 def test_outputs_must_be_distinct_computed_values():
     p = mil_text.parse("""program(1.3) { func main<ios18>(tensor<fp16, [2]> x) {
         tensor<fp16, [2]> y = relu(x = x)[name = string("y")]; } -> (y, x); }""")
@@ -353,6 +378,7 @@ def test_coreml_package_loads_in_coremltools_and_saves(ct, step, tmp_path):
     assert {i.type.multiArrayType.dataType for i in pkg.spec.description.input} == {fp16}
     (tmp_path / "w").mkdir()
     (tmp_path / "w" / "weight.bin").write_bytes(pkg.weights)
+    load_in_coremltools(pkg.spec.mlProgram.SerializeToString(), str(tmp_path / "w"))   # Apple's loader
     model = ct.models.MLModel(pkg.spec, weights_dir=str(tmp_path / "w"), skip_model_load=True)
     model.save(str(tmp_path / "m.mlpackage"))
     files = {str(p.relative_to(tmp_path / "m.mlpackage")) for p in (tmp_path / "m.mlpackage").rglob("*")

@@ -79,12 +79,17 @@ def write_model(program, root: str) -> str:
     path = os.path.join(root, digest, "model.mil")
     if not os.path.exists(path):
         os.makedirs(os.path.join(root, digest, "weights"), exist_ok=True)
-        with open(os.path.join(root, digest, "weights", WEIGHT_FILE), "wb") as f:
-            f.write(blob)
-        with open(path + ".tmp", "w") as f:
-            f.write(text)
-        os.replace(path + ".tmp", path)      # the .mil last: its presence means complete
+        _write(os.path.join(root, digest, "weights", WEIGHT_FILE), blob)
+        _write(path, text.encode())          # the .mil last: its presence means complete
     return path
+
+
+def _write(path: str, data: bytes) -> None:
+    """Whole or not at all, also with another process writing the same file."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
 
 
 def ports(program) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
