@@ -342,6 +342,14 @@ def test_run_copies_inputs_to_and_outputs_from_the_bound_buffers(consts):
         np.testing.assert_array_equal(got, want)
 
 
+def test_bundle_placement_reads_the_segment_directories(tmp_path):
+    assert ane.bundle_placement(str(tmp_path)) == {"segments": [], "ane_only": False}
+    (tmp_path / "x" / "main" / "main_ane").mkdir(parents=True)
+    assert ane.bundle_placement(str(tmp_path)) == {"segments": ["ane"], "ane_only": True}
+    (tmp_path / "x" / "main" / "main_bnns").mkdir()
+    assert ane.bundle_placement(str(tmp_path)) == {"segments": ["ane", "cpu"], "ane_only": False}
+
+
 def test_outputs_must_be_distinct_computed_values():
     p = mil_text.parse("""program(1.3) { func main<ios18>(tensor<fp16, [2]> x) {
         tensor<fp16, [2]> y = relu(x = x)[name = string("y")]; } -> (y, x); }""")

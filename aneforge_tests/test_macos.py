@@ -119,11 +119,47 @@ def test_coreml_reports_placement_and_reuses_its_compiled_model():
     if not BACKENDS["coreml"].available()[0]:
         pytest.skip(f"coreml unavailable: {BACKENDS['coreml'].available()[1]}")
     from aneforge.mil.text import parse
-    p = parse("""program(1.3) { func main<ios18>(tensor<fp16, [1, 256, 32, 32]> x) {
-        tensor<fp16, [1, 256, 32, 32]> y = relu(x = x)[name = string("y")]; } -> (y); }""")
+    p = parse(RELU)
     exe = BACKENDS["coreml"].compile(p, af.get_numerics())
     assert os.path.isdir(exe.path) and exe.path.endswith(".mlmodelc")
     report = exe.placement()
     assert [r.op for r in report["rows"] if r.outputs == "y"] == ["relu"]
     again = BACKENDS["coreml"].compile(p, af.get_numerics())
     assert again.path == exe.path
+
+
+RELU = """program(1.3) { func main<ios18>(tensor<fp16, [1, 256, 32, 32]> x) {
+    tensor<fp16, [1, 256, 32, 32]> y = relu(x = x)[name = string("y")]; } -> (y); }"""
+
+
+def test_coreml_compiled_model_is_reused_across_processes(tmp_path, monkeypatch):
+    ok, why = BACKENDS["coreml"].available() if sys.platform == "darwin" else (False, "")
+    if not ok:
+        pytest.skip(f"coreml unavailable: {why}")
+    from aneforge.mil.text import parse
+    from aneforge.runtime import coreml
+    monkeypatch.setenv("ANEFORGE_CACHE_DIR", str(tmp_path))
+    code = ("import aneforge as af; from aneforge.runtime import BACKENDS; from aneforge.mil.text import parse; "
+            f"BACKENDS['coreml'].compile(parse({RELU!r}), af.get_numerics())")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert r.returncode == 0, r.stderr
+
+    def recompile(*args):
+        raise AssertionError("compiled again although another process left the .mlmodelc")
+    monkeypatch.setattr(coreml._CoreML, "compile_to", recompile)
+    exe = BACKENDS["coreml"].compile(parse(RELU), af.get_numerics())
+    assert exe.path.startswith(str(tmp_path))
+    x = np.random.default_rng(1).standard_normal((1, 256, 32, 32)).astype(np.float16)
+    np.testing.assert_array_equal(exe.run([x])[0], np.maximum(x, 0))
+
+
+def test_ane_compiles_for_the_neural_engine_alone():
+    ok, why = BACKENDS["ane"].available() if sys.platform == "darwin" else (False, "")
+    if not ok:
+        pytest.skip(f"ane unavailable: {why}")
+    from aneforge.mil.text import parse
+    exe = BACKENDS["ane"].compile(parse(RELU), af.get_numerics())
+    assert exe.placement() == {"segments": ["ane"], "ane_only": True}
+    x = np.random.default_rng(1).standard_normal((1, 256, 32, 32)).astype(np.float16)
+    np.testing.assert_array_equal(exe.run([x])[0], np.maximum(x, 0))

@@ -78,6 +78,15 @@ def last_executable():
     return next(reversed(entries.values())).executable if entries else None
 
 
+def placement(exe) -> dict:
+    """Where the program ran: Core ML's per-device summary (without the per-op rows), or the
+    ane backend's compiled segments."""
+    try:
+        return {k: v for k, v in exe.placement().items() if k != "rows"}
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"[:1000]}
+
+
 def timed_calls(exe) -> dict:
     s = list(getattr(exe, "seconds", []))
     return {"calls": len(s), "median_ms": float(np.median(s) * 1e3) if s else None}
@@ -99,9 +108,8 @@ def op_case(case, backend: str) -> dict:
         for _ in range(5):
             on(backend, lambda: _realized(call(case, af, af_inputs(xs))))
         out["time"] = timed_calls(exe)
-        if backend == "coreml" and hasattr(exe, "placement"):
-            p = exe.placement()
-            out["placement"] = {"ane_share": p["ane_share"], "cpu_ops": p["cpu_ops"]}
+        if hasattr(exe, "placement"):
+            out["placement"] = placement(exe)
     except Exception as e:                               # a compile the engine rejects, ...
         return {**out, "error": f"{type(e).__name__}: {e}"[:2000]}
     sim = on("sim", lambda: [t.numpy() for t in _realized(call(case, af, af_inputs(xs)))])
@@ -180,12 +188,7 @@ def training(backend: str) -> dict:
            "step_s": got["step_s"], "time": timed_calls(last_executable())}
     exe = last_executable()
     if hasattr(exe, "placement"):
-        try:
-            p = exe.placement()
-            out["placement"] = {"ane_share": p["ane_share"], "cpu_ops": p["cpu_ops"],
-                                "devices": p["devices"]}
-        except Exception as e:
-            out["placement"] = {"error": f"{type(e).__name__}: {e}"}
+        out["placement"] = placement(exe)
     sim = on("sim", train)
     out["sim_losses"] = sim["losses"]
     out["max_rel_param_diff_vs_sim"] = max(

@@ -122,8 +122,8 @@ def plan(program, mil_path: str, bundle_dir: str) -> list[e5rt.Call]:
 class AneExecutable:
     """One compiled program: buffers bound once, each run copies in, executes, copies out."""
 
-    def __init__(self, program, session: e5rt.Session):
-        self.session = session
+    def __init__(self, program, session: e5rt.Session, bundle: str | None = None):
+        self.session, self.bundle = session, bundle
         f = program.main
         self.inputs = [(v.name, v.dtype.np, n) for v, (_, n) in zip(f.inputs, ports(program)[0])]
         self.outputs = [(v.name, v.dtype.np, v.shape, n) for v, (_, n) in zip(f.outputs, ports(program)[1])]
@@ -147,6 +147,23 @@ class AneExecutable:
             memmove(a.ctypes.data, h[f"data:{name}"], n)
             out.append(a)
         return out
+
+    def placement(self) -> dict:
+        """Which engines e5rt compiled segments for, read from the bundle cache."""
+        return bundle_placement(self.bundle)
+
+
+# The bundle cache holds one directory per compiled segment: main/main_ane/model.anehash when
+# the ANE runs it, main_bnns (CPU) or main_mps_graph (GPU) otherwise (tmc/apple e5rtdispatch).
+SEGMENTS = {"main_ane": "ane", "main_bnns": "cpu", "main_mps_graph": "gpu"}
+
+
+def bundle_placement(bundle: str | None) -> dict:
+    """{"segments": sorted device names found in the bundle directory, "ane_only": bool}."""
+    found = set()
+    for _, dirs, _ in os.walk(bundle or ""):
+        found.update(SEGMENTS[d] for d in dirs if d in SEGMENTS)
+    return {"segments": sorted(found), "ane_only": found == {"ane"}}
 
 
 class AneBackend(Backend):
@@ -204,7 +221,7 @@ class AneBackend(Backend):
         probe(mil_path, bundle)
         session = e5rt.Session()
         session.run(plan(program, mil_path, bundle))
-        return AneExecutable(program, session)
+        return AneExecutable(program, session, bundle)
 
 
 def probe_command(mil_path: str, bundle_dir: str) -> list[str]:
