@@ -371,6 +371,9 @@ def test_probe_runs_in_a_child_and_reports_its_failure(consts, tmp_path):
     assert ane.probe_command(path, "B")[1:] == ["-m", "aneforge.runtime.e5rt", path, "B"]
     with pytest.raises(ane.CompileError, match=r"(?s)probe process exited 1.*Espresso"):
         ane.probe(path, str(tmp_path / "bundle"))
+    assert not os.path.exists(ane.probe_marker(path))           # a failure is probed again
+    open(ane.probe_marker(path), "w").close()                   # as a successful probe leaves it
+    ane.probe(path, str(tmp_path / "bundle"))                   # no child process this time
 
 
 # --------------------------------------------------------------------------- coreml

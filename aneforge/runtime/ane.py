@@ -228,9 +228,18 @@ def probe_command(mil_path: str, bundle_dir: str) -> list[str]:
     return [sys.executable, "-m", "aneforge.runtime.e5rt", mil_path, bundle_dir]
 
 
+def probe_marker(mil_path: str) -> str:
+    """Left beside the MIL once a child compiled it on this macOS version: later processes
+    skip the child (a macOS update brings a new compiler, so a new probe)."""
+    import platform
+    return os.path.join(os.path.dirname(mil_path), f"probed-macos-{platform.mac_ver()[0] or 'none'}")
+
+
 def probe(mil_path: str, bundle_dir: str) -> None:
     """Compile in a child process first: a C++ exception there kills the child, not the user's
     process. Raises CompileError with what the child said."""
+    if os.path.exists(probe_marker(mil_path)):
+        return
     env = {**os.environ, "ANEFORGE_BACKEND": "sim"}
     r = subprocess.run(probe_command(mil_path, bundle_dir), capture_output=True, text=True,
                        timeout=PROBE_SECONDS, env=env)
@@ -239,3 +248,4 @@ def probe(mil_path: str, bundle_dir: str) -> None:
         raise CompileError(f"the ANE compiler rejected {mil_path} (the probe process {how}):\n"
                            f"{r.stderr.strip()[-2000:]}\nThe MIL text and weights are kept there; "
                            f"please attach them to a report (docs/macos.md).")
+    _write(probe_marker(mil_path), b"")
