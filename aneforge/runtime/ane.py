@@ -193,7 +193,8 @@ class AneBackend(Backend):
         missing = [s for s in e5rt.symbols() if not hasattr(lib, s)]
         if missing:
             return False, (f"this macOS's Espresso lacks {', '.join(missing[:3])}"
-                           f"{' ...' if len(missing) > 3 else ''}; use the coreml backend")
+                           f"{' ...' if len(missing) > 3 else ''}; use the coreml backend (the "
+                           f"_ANEInMemoryModel route of docs/macos.md is not implemented)")
         return True, "Espresso e5rt C API, ANE only (device mask 0x4); experimental"
 
     def compile(self, program, numerics) -> AneExecutable:
