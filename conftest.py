@@ -1,5 +1,13 @@
-"""pytest, for the whole tree: without numba, do not collect the modules that need it (the
-doctest collection imports every module; the numba kernels' tests skip with a reason)."""
+"""pytest, for the whole tree.
+
+The suite pins the simulator: unless ANEFORGE_BACKEND says otherwise, every test (and doctest)
+runs on `sim`, also on a Mac; aneforge_tests/test_macos.py picks the hardware backends itself.
+Without numba, the modules that need it are not collected (the doctest collection imports
+every module; the numba kernels' tests skip with a reason)."""
+import os
+
+os.environ.setdefault("ANEFORGE_BACKEND", "sim")
+
 try:
     import numba  # noqa: F401
 except ImportError:

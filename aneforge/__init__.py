@@ -123,7 +123,7 @@ def cross_compile_check(obj, target=None):
 def export(obj, path: str) -> str:
     """Write a Program, tensor(s) or `load_mil` function as a Core ML `.mlpackage` (iOS18).
 
-    Needs coremltools (`pip install "aneforge[coreml]"`); see aneforge.mil.package.
+    Needs coremltools (`pip install -e ".[coreml]"` in a clone); see aneforge.mil.package.
     """
     from .mil.package import export as _export
     tensors = obj if isinstance(obj, (tuple, list)) else (obj,)

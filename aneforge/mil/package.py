@@ -1,7 +1,7 @@
 """`.mlpackage` export: a Program as a Core ML model package (iOS18, ML Program).
 
 The program itself is our MILSpec protobuf (proto.py), with tensors of >= 10 elements in
-the package's weight file. coremltools (the optional extra `aneforge[coreml]`) supplies only
+the package's weight file. coremltools (the optional extra `coreml`) supplies only
 the `Model` message and the package layout:
 
     model.mlpackage/
@@ -38,7 +38,7 @@ def export(obj, path: str) -> str:
 
     `obj` is a Program or a function from `af.load_mil` (`af.export` also takes a tensor or
     tuple of tensors: the program that computes them). Needs coremltools: `pip install
-    "aneforge[coreml]"`.
+    -e ".[coreml]"` in a clone of aneforge.
 
     >>> import aneforge as af, coremltools as ct, tempfile, os
     >>> path = af.export(af.ones(2, 3).relu() * 2, os.path.join(tempfile.mkdtemp(), "m.mlpackage"))
@@ -91,16 +91,15 @@ def _coremltools():
         logging.getLogger("coremltools").setLevel(logging.ERROR)
         import coremltools
     except ImportError as e:
-        raise AneforgeError(f'.mlpackage export needs coremltools: pip install "aneforge[coreml]" '
+        raise AneforgeError(f'Core ML needs coremltools: pip install -e ".[coreml]" in a clone of aneforge '
                             f"({e})") from None
     return coremltools
 
 
 def _program_of(obj) -> Program:
-    from .load import MILFunction
     if isinstance(obj, Program):
         return obj
-    if isinstance(obj, MILFunction):
+    if isinstance(getattr(obj, "program", None), Program):     # a function from af.load_mil
         return obj.program
     raise AneforgeError(f"export takes a Program, a tensor or tuple of tensors, or a function "
                         f"from af.load_mil; got {type(obj).__name__}")

@@ -24,3 +24,31 @@ class Backend:
 
     def compile(self, program, numerics) -> Executable:
         raise NotImplementedError
+
+
+def macos_version() -> tuple[int, ...] | None:
+    """(major, minor) of macOS, or None elsewhere."""
+    import platform
+    import sys
+    if sys.platform != "darwin":
+        return None
+    release = platform.mac_ver()[0]
+    return tuple(int(p) for p in release.split(".")[:2] if p.isdigit()) or (0,)
+
+
+def this_machine() -> str:
+    """'Linux x86_64', 'macOS 15.2 arm64': how a backend's reason names where it is."""
+    import platform
+    v = macos_version()
+    system = platform.system() if v is None else "macOS " + ".".join(map(str, v))
+    return f"{system} {platform.machine()}"
+
+
+def cache_root(route: str) -> str:
+    """Where a backend keeps compiled programs across processes: $ANEFORGE_CACHE_DIR/<route>,
+    else ~/Library/Caches/aneforge/<route> on macOS (~/.cache/aneforge/<route> elsewhere)."""
+    import os
+    import sys
+    base = os.environ.get("ANEFORGE_CACHE_DIR") or os.path.expanduser(
+        "~/Library/Caches/aneforge" if sys.platform == "darwin" else "~/.cache/aneforge")
+    return os.path.join(base, route)
