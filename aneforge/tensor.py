@@ -293,6 +293,8 @@ class Tensor:
         return self.pow(exponent)
 
     def __rpow__(self, base):
+        if isinstance(base, numbers.Integral) and not self.dtype.is_float:
+            return _int_pow_tensor(const(int(base), self.dtype), self)
         return self._binary("pow", base, reverse=True, floating=True)
 
     def __matmul__(self, o):
@@ -331,6 +333,8 @@ class Tensor:
         An integer tensor to a non-negative integer power stays integer, as in torch."""
         if isinstance(exponent, numbers.Integral) and not self.dtype.is_float:
             return _int_power(self, int(exponent))
+        if isinstance(exponent, Tensor) and not (self.dtype.is_float or exponent.dtype.is_float):
+            return _int_pow_tensor(*operands(self, exponent))
         if isinstance(exponent, numbers.Real) and not isinstance(exponent, Tensor):
             special = {1: lambda x: x, 2: lambda x: x * x, 0.5: Tensor.sqrt, -0.5: Tensor.rsqrt,
                        -1: lambda x: 1 / x}
@@ -498,9 +502,11 @@ class Tensor:
         return (self != 0).to(dtypes.float16).amin(dim, keepdim) > 0.5
 
     def log_softmax(self, dim: int) -> "Tensor":
-        """x - max - log(sum(exp(x - max))): stable, built from registered ops."""
+        """x - max - log(sum(exp(x - max))): stable, built from registered ops. The max is
+        detached: its exact gradient is zero, and through fp16 it is a cancellation
+        (-sum(g) + sum(g) * sum(softmax)) that lands on the argmax (torch's rule has no such term)."""
         x = self._floating()
-        shifted = x - x.amax(dim, keepdim=True)
+        shifted = x - x.amax(dim, keepdim=True).detach()
         return shifted - shifted.exp().sum(dim, keepdim=True).log()
 
     # ---- reductions ------------------------------------------------------------------
@@ -778,6 +784,16 @@ def _int_power(x: Tensor, n: int) -> Tensor:
         if n:
             base = base * base
     return (x - x) + 1 if result is None else result      # x ** 0: ones without mul by 0
+
+
+def _int_pow_tensor(x: Tensor, y: Tensor) -> Tensor:
+    """int ** int tensors stay integer, as in torch: |x| ** y in fp32 (exact below 2**24),
+    rounded to the nearest integer (a fraction, from a negative exponent, truncates to 0 as
+    torch's integer pow does), with the sign of x for odd y."""
+    q = x.abs().float() ** y.float()
+    q = record_op("select", {"cond": q >= 1.0, "a": q + 0.5, "b": q}, {}).to(x.dtype)
+    odd = (y - (y.float() * 0.5).to(y.dtype) * 2) != 0
+    return record_op("select", {"cond": (x < 0) & odd, "a": -q, "b": q}, {})
 
 
 def _sizes(args) -> tuple[int, ...]:

@@ -99,6 +99,11 @@ GENERATORS: dict[str, Callable[[np.random.Generator, tuple], np.ndarray]] = {
     "int": lambda r, s: r.integers(-8, 9, s).astype(np.int32),
     "intnz": lambda r, s: (r.choice([-1, 1], s) * r.integers(1, 9, s)).astype(np.int32),
     "bool": lambda r, s: r.random(s) < 0.5,
+    "huge": lambda r, s: r.choice([-1, 1], s) * r.uniform(300, 400, s),   # fp16 x^3 overflows
+    "zbase": lambda r, s: r.choice([0.0, 0.0, 0.5, 2.0], s),              # pow at zero bases
+    "zexp": lambda r, s: r.choice([0.0, 1.0, 2.0, -1.0, 0.5], s),
+    "fexp": lambda r, s: r.integers(0, 4, s).astype(np.float64),         # integral exponents
+    "iexp": lambda r, s: r.integers(0, 5, s).astype(np.int32),
 }
 
 
@@ -319,6 +324,10 @@ CASES: list[OpCase] = [
     C("pow_minus_1", (S,), lambda m, x: x.pow(-1), gen="nonzero"),
     C("pow_1_5", (S,), lambda m, x: m.pow(x, 1.5), gen="pos"),
     C("rpow", (S,), lambda m, x: 2 ** x),
+    C("pow_zero_base", ((4, 5), (4, 5)), lambda m, x, y: x ** y, gen=("zbase", "zexp")),
+    C("pow_neg_base", (S, S), lambda m, x, y: x ** y, gen=("nonzero", "fexp")),
+    C("int_pow_tensor", ((4, 5), (4, 5)), lambda m, x, y: x ** y, EXACT, gen=("int", "iexp")),
+    C("int_rpow_tensor", (S,), lambda m, x: 3 ** x, EXACT, gen="iexp"),
     C("maximum", (S, S), lambda m, x, y: m.maximum(x, y), EXACT),
     C("minimum", (S, S), lambda m, x, y: m.minimum(x, y), EXACT),
     C("max_elementwise", (S, S), lambda m, x, y: x.max(y), EXACT),
@@ -362,6 +371,8 @@ CASES: list[OpCase] = [
     C("gelu_exact", ((4, 6),), lambda m, x: _f(m).gelu(x), T3, gen="unit4"),
     C("gelu_tanh", ((4, 6),), lambda m, x: _f(m).gelu(x, approximate="tanh"), T3, gen="unit4"),
     C("gelu_tails", ((4, 6),), lambda m, x: _f(m).gelu(x), T3, gen="wide"),
+    C("gelu_tanh_huge", ((4, 6),), lambda m, x: _f(m).gelu(x, approximate="tanh"), T3,
+      gen="huge"),
     C("silu", ((4, 6),), lambda m, x: _f(m).silu(x), T3, gen="unit4"),
     C("silu_tails", ((4, 6),), lambda m, x: _f(m).silu(x), T3, gen="wide"),
     C("F_sigmoid", (S,), lambda m, x: _f(m).sigmoid(x), T3),
@@ -455,6 +466,8 @@ CASES: list[OpCase] = [
     C("softmax_dim0", ((3, 5),), lambda m, x: m.softmax(x, 0), gen="unit4"),
     C("F_softmax", ((2, 3, 4),), lambda m, x: _f(m).softmax(x, dim=1), gen="unit4"),
     C("log_softmax", ((3, 5),), lambda m, x: x.log_softmax(-1), log_softmax_tol(5, 8), gen="unit4"),
+    C("log_softmax_wide", ((45, 65),), lambda m, x: x.log_softmax(1), log_softmax_tol(65, 8),
+      gen="unit4"),
     C("F_log_softmax", ((2, 3, 4),), lambda m, x: _f(m).log_softmax(x, dim=1),
       log_softmax_tol(3, 8), gen="unit4"),
     # shapes
