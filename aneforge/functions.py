@@ -83,6 +83,87 @@ def _scalars_dtype(*values) -> dtypes.DType:
     return dtypes.float16
 
 
+def meshgrid(*tensors, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids from 1-D tensors: 'ij' (matrix, torch's default) or 'xy' (Cartesian:
+    the first two axes swapped). Each grid is a reshape and an expand (MIL tile).
+
+    >>> import aneforge as af
+    >>> [g.tolist() for g in af.meshgrid(af.tensor([1, 2]), af.tensor([3, 4, 5]))][1]
+    [[3, 4, 5], [3, 4, 5]]
+    """
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    ts = [t.reshape(-1) for t in tensors]
+    if indexing == "xy" and len(ts) > 1:
+        ts[0], ts[1] = ts[1], ts[0]
+    sizes = tuple(t.shape[0] for t in ts)
+    grids = [t.reshape(tuple(-1 if i == k else 1 for i in range(len(ts)))).expand(sizes)
+             for k, t in enumerate(ts)]
+    if indexing == "xy" and len(ts) > 1:          # each grid belongs to its own tensor again
+        grids[0], grids[1] = grids[1], grids[0]
+    return tuple(grids)
+
+
+def einsum(equation: str, *operands) -> Tensor:
+    """Einstein summation, contracted pairwise left to right: each pair as one batched matmul
+    (indices in both operands and the output: batch; in both only: summed by the matmul;
+    in one only: rows or columns), indices of one operand alone summed first.
+
+    >>> import aneforge as af
+    >>> af.einsum("ij,jk->ik", af.ones(2, 3), af.ones(3, 4)).tolist()[0]
+    [3.0, 3.0, 3.0, 3.0]
+    """
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    eq = equation.replace(" ", "")
+    lhs, out = eq.split("->") if "->" in eq else (eq, None)
+    terms = lhs.split(",")
+    if "." in eq:
+        raise AneforgeError("einsum: '...' is not supported; name every axis")
+    if len(terms) != len(operands):
+        raise AneforgeError(f"einsum: {len(terms)} terms in {equation!r} for {len(operands)} "
+                            f"operands")
+    for t, x in zip(terms, operands):
+        if len(set(t)) != len(t):
+            raise AneforgeError(f"einsum: a repeated index in {t!r} (a diagonal) is not "
+                                f"supported; take x.diagonal() first")
+        if len(t) != x.ndim:
+            raise AneforgeError(f"einsum: term {t!r} names {len(t)} axes of a {x.ndim}-D operand")
+    if out is None:
+        counts = {c: lhs.count(c) for c in set(lhs) if c != ","}
+        out = "".join(sorted(c for c, n in counts.items() if n == 1))
+    cur_t, cur = terms[0], operands[0]
+    for i in range(1, len(terms)):
+        keep = set(out).union(*terms[i + 1:])
+        cur_t, cur = _contract(cur_t, cur, terms[i], operands[i], keep)
+    cur_t, cur = _sum_only(cur_t, cur, set(out))
+    return cur.permute([cur_t.index(c) for c in out]) if cur_t else cur
+
+
+def _sum_only(t: str, x: Tensor, keep: set) -> tuple[str, Tensor]:
+    gone = [i for i, c in enumerate(t) if c not in keep]
+    if not gone:
+        return t, x
+    return "".join(c for c in t if c in keep), x.sum(tuple(gone))
+
+
+def _contract(ta: str, a: Tensor, tb: str, b: Tensor, keep: set) -> tuple[str, Tensor]:
+    ta, a = _sum_only(ta, a, keep | set(tb))
+    tb, b = _sum_only(tb, b, keep | set(ta))
+    batch = [c for c in ta if c in tb and c in keep]
+    summed = [c for c in ta if c in tb and c not in keep]
+    left = [c for c in ta if c not in tb]
+    right = [c for c in tb if c not in ta]
+    size = {**dict(zip(tb, b.shape)), **dict(zip(ta, a.shape))}
+    n = lambda cs: int(np.prod([size[c] for c in cs], dtype=np.int64))     # noqa: E731
+    a = a.permute([ta.index(c) for c in batch + left + summed]).reshape(n(batch), n(left), n(summed))
+    b = b.permute([tb.index(c) for c in batch + summed + right]).reshape(n(batch), n(summed), n(right))
+    out = (a @ b).reshape(tuple(size[c] for c in batch + left + right))
+    return "".join(batch + left + right), out
+
+
 # ---- torch's top-level spellings of nn.functional names, where torch's signature differs ----
 def embedding(weight: Tensor, indices: Tensor) -> Tensor:
     """torch.embedding(weight, indices): rows of `weight` picked by `indices`; the arguments
@@ -153,6 +234,12 @@ def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     return input.all(dim, keepdim)
 
 
+def allclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> bool:
+    """torch.allclose: `input.allclose(other, rtol, atol, equal_nan)`; see Tensor.allclose."""
+    return input.allclose(other, rtol, atol, equal_nan)
+
+
 def amax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """torch.amax: `input.amax(dim, keepdim)`; see Tensor.amax."""
     return input.amax(dim, keepdim)
@@ -183,6 +270,21 @@ def argmin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     return input.argmin(dim, keepdim)
 
 
+def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+    """torch.argsort: `input.argsort(dim, descending, stable)`; see Tensor.argsort."""
+    return input.argsort(dim, descending, stable)
+
+
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
+    """torch.bmm: `input.bmm(mat2)`; see Tensor.bmm."""
+    return input.bmm(mat2)
+
+
+def ceil(input: Tensor) -> Tensor:
+    """torch.ceil: `input.ceil()`; see Tensor.ceil."""
+    return input.ceil()
+
+
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """torch.chunk: `input.chunk(chunks, dim)`; see Tensor.chunk."""
     return input.chunk(chunks, dim)
@@ -191,6 +293,11 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 def clamp(input: Tensor, min=None, max=None) -> Tensor:
     """torch.clamp: `input.clamp(min, max)`; see Tensor.clamp."""
     return input.clamp(min, max)
+
+
+def clamp_(input: Tensor, min=None, max=None) -> Tensor:
+    """torch.clamp_: `input.clamp_(min, max)`; see Tensor.clamp_."""
+    return input.clamp_(min, max)
 
 
 def clip(input: Tensor, min=None, max=None) -> Tensor:
@@ -208,9 +315,34 @@ def clone(input: Tensor) -> Tensor:
     return input.clone()
 
 
+def copysign(input: Tensor, other) -> Tensor:
+    """torch.copysign: `input.copysign(other)`; see Tensor.copysign."""
+    return input.copysign(other)
+
+
 def cos(input: Tensor):
     """torch.cos: `input.cos()`; see Tensor.cos."""
     return input.cos()
+
+
+def cummax(input: Tensor, dim: int) -> minmax:
+    """torch.cummax: `input.cummax(dim)`; see Tensor.cummax."""
+    return input.cummax(dim)
+
+
+def cummin(input: Tensor, dim: int) -> minmax:
+    """torch.cummin: `input.cummin(dim)`; see Tensor.cummin."""
+    return input.cummin(dim)
+
+
+def cumprod(input: Tensor, dim: int, dtype=None) -> Tensor:
+    """torch.cumprod: `input.cumprod(dim, dtype)`; see Tensor.cumprod."""
+    return input.cumprod(dim, dtype)
+
+
+def cumsum(input: Tensor, dim: int, dtype=None) -> Tensor:
+    """torch.cumsum: `input.cumsum(dim, dtype)`; see Tensor.cumsum."""
+    return input.cumsum(dim, dtype)
 
 
 def detach(input: Tensor) -> Tensor:
@@ -224,14 +356,19 @@ def detach(input: Tensor) -> Tensor:
     return input.detach()
 
 
-def div(input: Tensor, other):
-    """torch.div: `input.div(other)`; see Tensor.div.
+def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """torch.diagonal: `input.diagonal(offset, dim1, dim2)`; see Tensor.diagonal."""
+    return input.diagonal(offset, dim1, dim2)
+
+
+def div(input: Tensor, other, rounding_mode: str | None = None) -> Tensor:
+    """torch.div: `input.div(other, rounding_mode)`; see Tensor.div.
 
     >>> import aneforge as af
     >>> af.div(af.tensor([1.0, 3.0]), 2).tolist()
     [0.5, 1.5]
     """
-    return input.div(other)
+    return input.div(other, rounding_mode)
 
 
 def eq(input: Tensor, other):
@@ -259,9 +396,39 @@ def exp(input: Tensor):
     return input.exp()
 
 
+def fill_(input: Tensor, value) -> Tensor:
+    """torch.fill_: `input.fill_(value)`; see Tensor.fill_."""
+    return input.fill_(value)
+
+
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """torch.flatten: `input.flatten(start_dim, end_dim)`; see Tensor.flatten."""
     return input.flatten(start_dim, end_dim)
+
+
+def flip(input: Tensor, dims) -> Tensor:
+    """torch.flip: `input.flip(dims)`; see Tensor.flip."""
+    return input.flip(dims)
+
+
+def floor(input: Tensor) -> Tensor:
+    """torch.floor: `input.floor()`; see Tensor.floor."""
+    return input.floor()
+
+
+def floor_divide(input: Tensor, other) -> Tensor:
+    """torch.floor_divide: `input.floor_divide(other)`; see Tensor.floor_divide."""
+    return input.floor_divide(other)
+
+
+def fmod(input: Tensor, other) -> Tensor:
+    """torch.fmod: `input.fmod(other)`; see Tensor.fmod."""
+    return input.fmod(other)
+
+
+def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    """torch.gather: `input.gather(dim, index)`; see Tensor.gather."""
+    return input.gather(dim, index)
 
 
 def ge(input: Tensor, other):
@@ -284,6 +451,12 @@ def gt(input: Tensor, other):
     return input.gt(other)
 
 
+def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08,
+            equal_nan: bool = False) -> Tensor:
+    """torch.isclose: `input.isclose(other, rtol, atol, equal_nan)`; see Tensor.isclose."""
+    return input.isclose(other, rtol, atol, equal_nan)
+
+
 def le(input: Tensor, other):
     """torch.le: `input.le(other)`; see Tensor.le.
 
@@ -304,6 +477,11 @@ def log_softmax(input: Tensor, dim: int) -> Tensor:
     return input.log_softmax(dim)
 
 
+def logcumsumexp(input: Tensor, dim: int) -> Tensor:
+    """torch.logcumsumexp: `input.logcumsumexp(dim)`; see Tensor.logcumsumexp."""
+    return input.logcumsumexp(dim)
+
+
 def logical_not(input: Tensor):
     """torch.logical_not: `input.logical_not()`; see Tensor.logical_not.
 
@@ -312,6 +490,11 @@ def logical_not(input: Tensor):
     [False, True]
     """
     return input.logical_not()
+
+
+def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
+    """torch.logsumexp: `input.logsumexp(dim, keepdim)`; see Tensor.logsumexp."""
+    return input.logsumexp(dim, keepdim)
 
 
 def lt(input: Tensor, other):
@@ -410,6 +593,11 @@ def neg(input: Tensor) -> Tensor:
     return input.neg()
 
 
+def norm(input: Tensor, p='fro', dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+    """torch.norm: `input.norm(p, dim, keepdim, dtype)`; see Tensor.norm."""
+    return input.norm(p, dim, keepdim, dtype)
+
+
 def numel(input: Tensor) -> int:
     """torch.numel: `input.numel()`; see Tensor.numel.
 
@@ -430,6 +618,11 @@ def pow(input: Tensor, exponent) -> Tensor:
     return input.pow(exponent)
 
 
+def prod(input: Tensor, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+    """torch.prod: `input.prod(dim, keepdim, dtype)`; see Tensor.prod."""
+    return input.prod(dim, keepdim, dtype)
+
+
 def reciprocal(input: Tensor):
     """torch.reciprocal: `input.reciprocal()`; see Tensor.reciprocal."""
     return input.reciprocal()
@@ -440,14 +633,40 @@ def relu(input: Tensor):
     return input.relu()
 
 
+def remainder(input: Tensor, other) -> Tensor:
+    """torch.remainder: `input.remainder(other)`; see Tensor.remainder."""
+    return input.remainder(other)
+
+
 def reshape(input: Tensor, *shape) -> Tensor:
     """torch.reshape: `input.reshape(*shape)`; see Tensor.reshape."""
     return input.reshape(*shape)
 
 
+def roll(input: Tensor, shifts, dims=None) -> Tensor:
+    """torch.roll: `input.roll(shifts, dims)`; see Tensor.roll."""
+    return input.roll(shifts, dims)
+
+
 def rsqrt(input: Tensor):
     """torch.rsqrt: `input.rsqrt()`; see Tensor.rsqrt."""
     return input.rsqrt()
+
+
+def scatter(input: Tensor, dim: int, index: Tensor, src=None, value=None, reduce=None) -> Tensor:
+    """torch.scatter: `input.scatter(dim, index, src, value, reduce)`; see Tensor.scatter."""
+    return input.scatter(dim, index, src, value, reduce)
+
+
+def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """torch.scatter_add: `input.scatter_add(dim, index, src)`; see Tensor.scatter_add."""
+    return input.scatter_add(dim, index, src)
+
+
+def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str,
+                   include_self: bool = True) -> Tensor:
+    """torch.scatter_reduce: `input.scatter_reduce(dim, index, src, reduce, include_self)`; see Tensor.scatter_reduce."""
+    return input.scatter_reduce(dim, index, src, reduce, include_self)
 
 
 def sigmoid(input: Tensor):
@@ -463,6 +682,11 @@ def sin(input: Tensor):
 def softmax(input: Tensor, dim: int) -> Tensor:
     """torch.softmax: `input.softmax(dim)`; see Tensor.softmax."""
     return input.softmax(dim)
+
+
+def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> minmax:
+    """torch.sort: `input.sort(dim, descending, stable)`; see Tensor.sort."""
+    return input.sort(dim, descending, stable)
 
 
 def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
@@ -536,6 +760,21 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     return input.transpose(dim0, dim1)
 
 
+def tril(input: Tensor, diagonal: int = 0) -> Tensor:
+    """torch.tril: `input.tril(diagonal)`; see Tensor.tril."""
+    return input.tril(diagonal)
+
+
+def triu(input: Tensor, diagonal: int = 0) -> Tensor:
+    """torch.triu: `input.triu(diagonal)`; see Tensor.triu."""
+    return input.triu(diagonal)
+
+
+def trunc(input: Tensor) -> Tensor:
+    """torch.trunc: `input.trunc()`; see Tensor.trunc."""
+    return input.trunc()
+
+
 def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     """torch.unbind: `input.unbind(dim)`; see Tensor.unbind.
 
@@ -560,17 +799,25 @@ def var(input: Tensor, dim=None, keepdim: bool = False, correction: int = 1,
     2.0
     """
     return input.var(dim, keepdim, correction, unbiased)
+
+
+def zero_(input: Tensor) -> Tensor:
+    """torch.zero_: `input.zero_()`; see Tensor.zero_."""
+    return input.zero_()
 # ---- end of generated block: forwarders ----
 
 
 # ---- generated by `python -m aneforge._api` from its TABLE, do not edit: __all__ ----
 __all__ = [
-    "abs", "add", "all", "amax", "amin", "any", "argmax", "argmin",
-    "binary_cross_entropy_with_logits", "cat", "chunk", "clamp", "clip", "clone", "concat",
-    "concatenate", "cos", "detach", "div", "dropout", "embedding", "eq", "erf", "exp", "flatten",
-    "ge", "gt", "le", "log", "log_softmax", "logical_not", "lt", "masked_fill", "matmul", "max",
-    "maximum", "mean", "min", "minimum", "movedim", "mul", "narrow", "ne", "neg", "numel",
-    "permute", "pow", "reciprocal", "relu", "reshape", "rsqrt", "sigmoid", "sin", "softmax",
+    "abs", "add", "all", "allclose", "amax", "amin", "any", "argmax", "argmin", "argsort",
+    "binary_cross_entropy_with_logits", "bmm", "cat", "ceil", "chunk", "clamp", "clamp_", "clip",
+    "clone", "concat", "concatenate", "copysign", "cos", "cummax", "cummin", "cumprod", "cumsum",
+    "detach", "diagonal", "div", "dropout", "einsum", "embedding", "eq", "erf", "exp", "fill_",
+    "flatten", "flip", "floor", "floor_divide", "fmod", "gather", "ge", "gt", "isclose", "le",
+    "log", "log_softmax", "logcumsumexp", "logical_not", "logsumexp", "lt", "masked_fill", "matmul",
+    "max", "maximum", "mean", "meshgrid", "min", "minimum", "movedim", "mul", "narrow", "ne", "neg",
+    "norm", "numel", "permute", "pow", "prod", "reciprocal", "relu", "remainder", "reshape", "roll",
+    "rsqrt", "scatter", "scatter_add", "scatter_reduce", "sigmoid", "sin", "softmax", "sort",
     "split", "sqrt", "square", "squeeze", "stack", "std", "sub", "sum", "swapaxes", "t", "tanh",
-    "transpose", "unbind", "unsqueeze", "var", "where"]
+    "transpose", "tril", "triu", "trunc", "unbind", "unsqueeze", "var", "where", "zero_"]
 # ---- end of generated block: __all__ ----

@@ -29,6 +29,12 @@ from .ir.types import TensorType
 from .trace import Node, leaf, record
 
 minmax = namedtuple("minmax", ["values", "indices"])
+# torch's legacy type strings (Tensor.type()); int64/double name the int32/fp32 we compute in.
+TYPE_NAMES = {"fp16": "torch.HalfTensor", "fp32": "torch.FloatTensor", "int32": "torch.IntTensor",
+              "int16": "torch.ShortTensor", "int8": "torch.CharTensor", "uint8": "torch.ByteTensor",
+              "uint16": "torch.UInt16Tensor", "bool": "torch.BoolTensor"}
+TYPE_DTYPES = {**{v: k for k, v in TYPE_NAMES.items()}, "torch.LongTensor": "int32",
+               "torch.DoubleTensor": "fp32"}
 DEVICES = ("cpu", "ane", "mps", "cuda", "meta")     # all mean "wherever the backend runs"
 
 
@@ -46,19 +52,20 @@ class Tensor:
 
     # ---- static facts, known at record time ------------------------------------------
     @property
-    def type(self) -> TensorType:
+    def tensor_type(self) -> TensorType:
+        """The static (shape, dtype) of this value (MIL's tensor type)."""
         return self._node.types[self._idx]
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.type.shape
+        return self.tensor_type.shape
 
     def size(self, dim: int | None = None):
         return self.shape if dim is None else self.shape[dim]
 
     @property
     def dtype(self) -> DType:
-        return self.type.dtype
+        return self.tensor_type.dtype
 
     @property
     def ndim(self) -> int:
@@ -115,7 +122,7 @@ class Tensor:
     def detach(self) -> "Tensor":
         """The same value, cut from the gradient graph."""
         if self._node.data is not None:
-            return Tensor(leaf(self._node.data[self._idx], self.type))
+            return Tensor(leaf(self._node.data[self._idx], self.tensor_type))
         from .autograd import no_grad
         with no_grad():
             return record_op("identity", {"x": self}, {})
@@ -132,7 +139,7 @@ class Tensor:
         """
         capture = CTX.thread.capture
         if isinstance(source, Tensor):
-            array, type = source.value(), source.type
+            array, type = source.value(), source.tensor_type
             if capture is not None:          # af.compile: a replay sets the new value again
                 capture.effect(self.set_, source)
         else:
@@ -254,6 +261,21 @@ class Tensor:
     def bool(self) -> "Tensor":
         return self.to(dtypes.bool_)
 
+    def type(self, dtype=None, non_blocking: bool = False):
+        """torch's type string with no argument ('torch.HalfTensor'), else a cast to `dtype`
+        (a dtype, or a type string such as 'torch.FloatTensor').
+
+        >>> import aneforge as af
+        >>> x = af.tensor([1.5, 2.5])
+        >>> x.type(), x.type(af.int32).tolist(), x.type("torch.FloatTensor").dtype
+        ('torch.HalfTensor', [1, 2], aneforge.float32)
+        """
+        if dtype is None:
+            return TYPE_NAMES[self.dtype.name]
+        if isinstance(dtype, str) and dtype in TYPE_DTYPES:
+            dtype = TYPE_DTYPES[dtype]
+        return self.to(dtype)
+
     def type_as(self, other: "Tensor") -> "Tensor":
         return self.to(other.dtype)
 
@@ -320,9 +342,6 @@ class Tensor:
 
     def mul(self, other):
         return self * other
-
-    def div(self, other):
-        return self / other
 
     def neg(self) -> "Tensor":
         """-x, recorded as sub(0, x) (MIL has no neg)."""
@@ -658,6 +677,598 @@ class Tensor:
     def unbind(self, dim: int = 0) -> tuple["Tensor", ...]:
         return tuple(t.squeeze(dim) for t in self.split(1, dim))
 
+    # ---- torch parity: composites of registered ops --------------------------------------
+    @property
+    def mT(self) -> "Tensor":
+        """The last two axes swapped (a batch of matrices transposed)."""
+        return self.transpose(-2, -1)
+
+    def bmm(self, mat2: "Tensor") -> "Tensor":
+        """Batched matrix product of [B, n, m] and [B, m, p] (MIL matmul).
+
+        >>> import aneforge as af
+        >>> af.bmm(af.ones(2, 3, 4), af.ones(2, 4, 5)).shape
+        (2, 3, 5)
+        """
+        if self.ndim != 3 or mat2.ndim != 3:
+            raise ShapeError(f"bmm: both operands must be 3-D, got {self.shape} and {mat2.shape}; "
+                             f"use matmul for other ranks")
+        return self.matmul(mat2)
+
+    def _rounded(self, mode: str) -> "Tensor":
+        """trunc / floor / ceil of a floating tensor: a cast to int32 truncates (exact below
+        2**10 in fp16 and 2**23 in fp32: larger values are integers already). The gradient is
+        zero everywhere, as torch's, through an x - x term that stays finite."""
+        x = self._floating()
+        t = x.to(dtypes.int32).to(x.dtype)
+        if mode == "floor":
+            t = _where(t > x, t - 1.0, t)
+        elif mode == "ceil":
+            t = _where(t < x, t + 1.0, t)
+        big = 1024.0 if x.dtype == dtypes.float16 else 8388608.0
+        return _where(x.abs() < big, t, x.detach()) + x._zero_link()
+
+    def trunc(self) -> "Tensor":
+        """Round toward zero.
+
+        >>> import aneforge as af
+        >>> af.tensor([-1.5, 2.5]).trunc().tolist()
+        [-1.0, 2.0]
+        """
+        return self if not self.dtype.is_float else self._rounded("trunc")
+
+    def floor(self) -> "Tensor":
+        """Round down.
+
+        >>> import aneforge as af
+        >>> af.tensor([-1.5, 2.5]).floor().tolist()
+        [-2.0, 2.0]
+        """
+        return self if not self.dtype.is_float else self._rounded("floor")
+
+    def ceil(self) -> "Tensor":
+        """Round up.
+
+        >>> import aneforge as af
+        >>> af.tensor([-1.5, 2.5]).ceil().tolist()
+        [-1.0, 3.0]
+        """
+        return self if not self.dtype.is_float else self._rounded("ceil")
+
+    def div(self, other, rounding_mode: str | None = None) -> "Tensor":
+        """self / other; rounding_mode 'trunc' or 'floor' rounds the quotient (integers stay
+        integer). Quotients are formed in fp32, as torch's reference computes them.
+
+        >>> import aneforge as af
+        >>> af.div(af.tensor([1.0, 3.0]), 2).tolist()
+        [0.5, 1.5]
+        >>> af.tensor([-7, 7]).div(2, rounding_mode="floor").tolist()
+        [-4, 3]
+        """
+        if rounding_mode is None:
+            return self / other
+        if rounding_mode not in ("trunc", "floor"):
+            raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got "
+                             f"{rounding_mode!r}")
+        a, b = operands(self, other)
+        q = a.to(dtypes.float32) / b.to(dtypes.float32)
+        return q._rounded(rounding_mode).to(a.dtype)
+
+    def floor_divide(self, other) -> "Tensor":
+        """floor(self / other), as Python's // (torch.floor_divide)."""
+        return self.div(other, rounding_mode="floor")
+
+    def __floordiv__(self, other):
+        return self.floor_divide(other)
+
+    def __rfloordiv__(self, other):
+        return operands(self, other)[1].floor_divide(self)
+
+    def _modulo(self, other, mode: str) -> "Tensor":
+        a, b = operands(self, other)
+        wide = dtypes.float32
+        af_, bf = a.to(wide), b.to(wide)
+        if not a.dtype.is_float:
+            return a - b * (af_ / bf)._rounded(mode).to(a.dtype)
+        return (af_ - bf * (af_ / bf)._rounded(mode)).to(a.dtype)
+
+    def remainder(self, other) -> "Tensor":
+        """self - other * floor(self / other): the sign of `other`, as Python's %.
+
+        >>> import aneforge as af
+        >>> (af.tensor([-3, 5]) % 3).tolist()
+        [0, 2]
+        """
+        return self._modulo(other, "floor")
+
+    def fmod(self, other) -> "Tensor":
+        """self - other * trunc(self / other): the sign of `self`, as C's fmod."""
+        return self._modulo(other, "trunc")
+
+    def __mod__(self, other):
+        return self.remainder(other)
+
+    def __rmod__(self, other):
+        return operands(self, other)[1].remainder(self)
+
+    def copysign(self, other) -> "Tensor":
+        """|self| with the sign of `other` (-0.0 counts as negative, as in torch).
+
+        >>> import aneforge as af
+        >>> af.tensor([1.0, -2.0]).copysign(af.tensor([-0.0, 3.0])).tolist()
+        [-1.0, 2.0]
+        """
+        a, b = operands(self, other, floating=True)
+        negative = (b < 0) | (b.reciprocal() < 0)       # 1 / -0.0 = -inf
+        mag = a.abs()
+        out = _where(negative, -mag, mag)
+        return out + b._zero_link() if b.requires_grad else out
+
+    def _zero_link(self) -> "Tensor":
+        """Zeros that carry a zero gradient back to self (torch's gradient of a value that
+        does not depend on it): c - c of self clipped to the finite range (inf - inf is NaN)."""
+        big = float(np.finfo(self.dtype.np).max)
+        finite = self.clamp(-big, big)
+        return finite - finite
+
+    def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08,
+                equal_nan: bool = False) -> "Tensor":
+        """|self - other| <= atol + rtol * |other| elementwise (equal infinities are close),
+        compared in fp32 as torch's float reference.
+
+        >>> import aneforge as af
+        >>> af.isclose(af.tensor([1.0, 2.0]), af.tensor([1.0, 2.5])).tolist()
+        [True, False]
+        """
+        a, b = operands(self, other)
+        if not a.dtype.is_float:
+            return a == b
+        a, b = a.float(), b.float()
+        close = ((a - b).abs() <= (b.abs() * rtol + atol)) | (a == b)
+        return close | ((a != a) & (b != b)) if equal_nan else close
+
+    def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08,
+                 equal_nan: bool = False) -> bool:
+        """True if isclose holds everywhere (computes the values: a Python bool).
+
+        >>> import aneforge as af
+        >>> af.allclose(af.tensor([1.0, 2.0]), af.tensor([1.0, 2.0]))
+        True
+        """
+        return bool(self.isclose(other, rtol, atol, equal_nan).all())
+
+    def tril(self, diagonal: int = 0) -> "Tensor":
+        """The lower triangle of the last two axes (above `diagonal` zeroed): a select with a
+        constant mask.
+
+        >>> import aneforge as af
+        >>> af.tril(af.ones(2, 2)).tolist()
+        [[1.0, 0.0], [1.0, 1.0]]
+        """
+        return self._triangle(np.tri(*self.shape[-2:], k=diagonal, dtype=bool))
+
+    def triu(self, diagonal: int = 0) -> "Tensor":
+        """The upper triangle of the last two axes (below `diagonal` zeroed).
+
+        >>> import aneforge as af
+        >>> af.triu(af.ones(2, 2)).tolist()
+        [[1.0, 1.0], [0.0, 1.0]]
+        """
+        return self._triangle(~np.tri(*self.shape[-2:], k=diagonal - 1, dtype=bool))
+
+    def _triangle(self, mask: np.ndarray) -> "Tensor":
+        if self.ndim < 2:
+            raise ShapeError(f"tril/triu need at least 2 dims, got shape {self.shape}")
+        return _where(const(mask, dtypes.bool_), self, self._zeros())
+
+    def _zeros(self) -> "Tensor":
+        """Zeros of this shape and dtype, as x - x (false for bool); never mul by zero."""
+        if self.dtype == dtypes.bool_:
+            return self & False
+        return self - self
+
+    def repeat(self, *sizes) -> "Tensor":
+        """Tile the tensor `sizes` times along each axis (MIL tile; new leading axes allowed).
+
+        >>> import aneforge as af
+        >>> af.tensor([1, 2]).repeat(2, 2).tolist()
+        [[1, 2, 1, 2], [1, 2, 1, 2]]
+        """
+        sizes = _sizes(sizes)
+        if len(sizes) < self.ndim:
+            raise ShapeError(f"repeat: {len(sizes)} sizes for a {self.ndim}-D tensor; give at "
+                             f"least one per axis")
+        x = self.reshape((1,) * (len(sizes) - self.ndim) + self.shape)
+        return x if all(r == 1 for r in sizes) else record_op("tile", {"x": x}, {"reps": sizes})
+
+    def flip(self, dims) -> "Tensor":
+        """Reverse the order along `dims` (split into slices, concatenated backwards: exact for
+        every dtype).
+
+        >>> import aneforge as af
+        >>> af.flip(af.tensor([[1, 2], [3, 4]]), (0, 1)).tolist()
+        [[4, 3], [2, 1]]
+        """
+        x = self
+        for d in ((dims,) if isinstance(dims, int) else dims):
+            if x.shape[d] > 1:
+                x = from_functions("cat")(list(reversed(x.split(1, d))), d)
+        return x
+
+    def roll(self, shifts, dims=None) -> "Tensor":
+        """Shift elements along `dims` by `shifts`, wrapping around (slices + concat); with no
+        dims the flattened tensor is rolled.
+
+        >>> import aneforge as af
+        >>> af.roll(af.tensor([1, 2, 3, 4]), 1).tolist()
+        [4, 1, 2, 3]
+        """
+        if dims is None:
+            return self.flatten().roll(shifts, 0).reshape(self.shape)
+        shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+        dims = (dims,) if isinstance(dims, int) else tuple(dims)
+        x = self
+        for s, d in zip(shifts, dims):
+            n = x.shape[d]
+            s %= n
+            if s:
+                x = from_functions("cat")([x.narrow(d, n - s, s), x.narrow(d, 0, n - s)], d)
+        return x
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> "Tensor":
+        """The diagonal of the (dim1, dim2) planes, as the last axis: a strided slice of the
+        flattened planes (exact).
+
+        >>> import aneforge as af
+        >>> af.diagonal(af.tensor([[1, 2], [3, 4]])).tolist()
+        [1, 4]
+        """
+        d1, d2 = dim1 % self.ndim, dim2 % self.ndim
+        x = self.permute([i for i in range(self.ndim) if i not in (d1, d2)] + [d1, d2])
+        n, m = x.shape[-2:]
+        length = min(n, m - offset) if offset >= 0 else min(n + offset, m)
+        if length < 1:
+            raise ShapeError(f"diagonal: offset {offset} leaves no diagonal in a {n}x{m} plane "
+                             f"(empty tensors are not supported)")
+        start = offset if offset >= 0 else -offset * m
+        flat = x.reshape(x.shape[:-2] + (n * m,))
+        return flat[..., start:start + (length - 1) * (m + 1) + 1:m + 1]
+
+    def prod(self, dim=None, keepdim: bool = False, dtype=None) -> "Tensor":
+        """Product of the elements (all, or along `dim`), as a tree of multiplications of the
+        two halves (log2 n roundings, and the exact product gradient even at zeros).
+
+        >>> import aneforge as af
+        >>> af.prod(af.tensor([[1.0, 2.0], [3.0, 4.0]]), 1).tolist()
+        [2.0, 12.0]
+        """
+        x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
+        if x.ndim == 0:
+            return x
+        d = 0 if dim is None else dim % x.ndim
+        x = x.reshape(-1) if dim is None else x
+        while x.shape[d] > 1:
+            n, half = x.shape[d], x.shape[d] // 2
+            pairs = x.narrow(d, 0, half) * x.narrow(d, half, half)
+            x = from_functions("cat")([pairs, x.narrow(d, n - 1, 1)], d) if n % 2 else pairs
+        if dim is None:
+            return x.reshape((1,) * self.ndim) if keepdim else x.reshape(())
+        return x if keepdim else x.squeeze(d)
+
+    def _scan(self, dim: int, combine, fill) -> "Tensor":
+        """Inclusive scan along `dim` in log2(n) steps (Hillis-Steele): each step combines
+        every element with the one 2**k before it (`fill` where there is none)."""
+        x, d = self, dim % max(self.ndim, 1)
+        n, k = x.shape[d], 1
+        while k < n:
+            head = x.narrow(d, 0, k)
+            x = combine(x, from_functions("cat")([fill(head), x.narrow(d, 0, n - k)], d))
+            k *= 2
+        return x
+
+    def cumsum(self, dim: int, dtype=None) -> "Tensor":
+        """Running sum along `dim`. Floating tensors use a matmul with a triangular 0/1 matrix
+        (the wide accumulator: one rounding per result); integers a log-step scan (exact).
+
+        >>> import aneforge as af
+        >>> af.cumsum(af.tensor([1, 2, 3]), 0).tolist()
+        [1, 3, 6]
+        """
+        x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
+        if x.ndim == 0:
+            return x
+        if not x.dtype.is_float:
+            return x._scan(dim, lambda a, b: a + b, lambda h: h - h)
+        n = x.shape[dim]
+        upper = const(np.triu(np.ones((n, n))), x.dtype)
+        return (x.movedim(dim, -1) @ upper).movedim(-1, dim)
+
+    def cumprod(self, dim: int, dtype=None) -> "Tensor":
+        """Running product along `dim` (a log-step scan of multiplications).
+
+        >>> import aneforge as af
+        >>> af.cumprod(af.tensor([1.0, 2.0, 3.0]), 0).tolist()
+        [1.0, 2.0, 6.0]
+        """
+        x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
+        return x if x.ndim == 0 else x._scan(dim, lambda a, b: a * b, lambda h: h - h + 1)
+
+    def _cumulative(self, dim: int, pick) -> "minmax":
+        """cummax / cummin: each position against all earlier ones ([..., n, n]: O(n^2)),
+        the masked-out ones replaced by the first element (always a candidate)."""
+        d = dim % max(self.ndim, 1)
+        x = self.movedim(d, -1) if self.ndim else self.reshape(1)
+        n = x.shape[-1]
+        earlier = const(np.tri(n, dtype=bool), dtypes.bool_)         # [i, j]: j <= i
+        cand = _where(earlier, x.unsqueeze(-2), x.narrow(-1, 0, 1).unsqueeze(-1))
+        values = pick(cand)
+        hit = earlier & (x.unsqueeze(-2) == values.unsqueeze(-1))
+        index = _where(hit, const(np.arange(n), dtypes.int32), const(0, dtypes.int32)).amax(-1)
+        if not self.ndim:
+            return minmax(values.reshape(()), index.reshape(()))
+        return minmax(values.movedim(-1, d), index.movedim(-1, d))
+
+    def cummax(self, dim: int) -> "minmax":
+        """(values, indices) of the running maximum along `dim`; on ties the latest index,
+        as torch.
+
+        >>> import aneforge as af
+        >>> af.cummax(af.tensor([1, 3, 2]), 0).values.tolist()
+        [1, 3, 3]
+        """
+        return self._cumulative(dim, lambda c: c.amax(-1))
+
+    def cummin(self, dim: int) -> "minmax":
+        """(values, indices) of the running minimum along `dim`."""
+        return self._cumulative(dim, lambda c: c.amin(-1))
+
+    def logsumexp(self, dim, keepdim: bool = False) -> "Tensor":
+        """log(sum(exp(x))) along `dim`, shifted by the (detached) max for stability.
+
+        >>> import aneforge as af
+        >>> af.logsumexp(af.tensor([0.0, 0.0]), 0).item()
+        0.69...
+        """
+        x = self._floating()
+        m = x.amax(dim, keepdim=True).detach()
+        out = (x - m).exp().sum(dim, keepdim=True).log() + m
+        return out if keepdim else out.squeeze(dim)
+
+    def logcumsumexp(self, dim: int) -> "Tensor":
+        """log(cumsum(exp(x))) along `dim`: shifted by the max along `dim`, exponentiated and
+        summed in fp32 (no underflow of early terms).
+
+        >>> import aneforge as af
+        >>> af.logcumsumexp(af.tensor([0.0, 0.0]), 0).tolist()
+        [0.0, 0.693359375]
+        """
+        x = self._floating()
+        m = x.amax(dim, keepdim=True).detach()
+        return ((x - m).float().exp().cumsum(dim).log() + m.float()).to(x.dtype)
+
+    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> "minmax":
+        """(values, indices) sorted along `dim`, stable. No sort unit exists on the ANE: each
+        element's rank comes from comparing all pairs ([..., n, n], O(n^2)), and the values
+        are picked by rank with a one-hot select (exact).
+
+        >>> import aneforge as af
+        >>> af.sort(af.tensor([3.0, 1.0, 2.0])).indices.tolist()
+        [1, 2, 0]
+        """
+        d = dim % max(self.ndim, 1)
+        x = self.movedim(d, -1) if self.ndim else self.reshape(1)
+        n = x.shape[-1]
+        xi, xj = x.unsqueeze(-1), x.unsqueeze(-2)
+        first = (xj > xi) if descending else (xj < xi)
+        tie = (xj == xi) & const(np.tri(n, k=-1, dtype=bool), dtypes.bool_)
+        rank = (first | tie).sum(-1)                                  # [..., n] (int32)
+        onehot = rank.unsqueeze(-2) == const(np.arange(n).reshape(n, 1), dtypes.int32)
+        values = _where(onehot, xj, xj._zeros()).sum(-1) if x.dtype != dtypes.bool_ else \
+            onehot & xj
+        values = values.any(-1) if x.dtype == dtypes.bool_ else values
+        index = _where(onehot, const(np.arange(n), dtypes.int32), const(0, dtypes.int32)).sum(-1)
+        if not self.ndim:
+            return minmax(values.reshape(()), index.reshape(()))
+        return minmax(values.movedim(-1, d), index.movedim(-1, d))
+
+    def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> "Tensor":
+        """The indices that sort `dim` (see sort).
+
+        >>> import aneforge as af
+        >>> af.argsort(af.tensor([3, 1, 2]), descending=True).tolist()
+        [0, 2, 1]
+        """
+        return self.sort(dim, descending, stable).indices
+
+    def _onehot_along(self, dim: int, index: "Tensor"):
+        """self and index with `dim` moved last, and the mask [..., k, n]: index == j."""
+        if index.dtype.is_float or index.dtype == dtypes.bool_:
+            raise DTypeError(f"index must be an integer tensor, got {index.dtype}")
+        if index.ndim != self.ndim:
+            raise ShapeError(f"index needs as many dims as the tensor ({self.ndim}), got shape "
+                             f"{index.shape}")
+        d = dim % self.ndim
+        x, idx = self.movedim(d, -1), index.movedim(d, -1)
+        mask = idx.unsqueeze(-1) == const(np.arange(x.shape[-1]), idx.dtype)
+        return d, x, idx, mask
+
+    def gather(self, dim: int, index: "Tensor") -> "Tensor":
+        """out[i][j] = self[i][index[i][j]] along `dim`: a one-hot select and sum over the
+        axis (exact; no dynamic gather on the ANE).
+
+        >>> import aneforge as af
+        >>> af.gather(af.tensor([[1, 2], [3, 4]]), 1, af.tensor([[1, 1], [0, 1]])).tolist()
+        [[2, 2], [3, 4]]
+        """
+        d, x, idx, mask = self._onehot_along(dim, index)
+        x = x[tuple(slice(0, k) for k in idx.shape[:-1])]             # index may be smaller
+        x = x.int() if x.dtype == dtypes.bool_ else x
+        picked = _where(mask, x.unsqueeze(-2), x.unsqueeze(-2)._zeros()).sum(-1)
+        picked = picked.to(self.dtype) if self.dtype == dtypes.bool_ else picked
+        return picked.movedim(-1, d)
+
+    def _scattered(self, dim: int, index: "Tensor", src):
+        d, x, idx, mask = self._onehot_along(dim, index)
+        if idx.shape[:-1] != x.shape[:-1]:
+            raise ShapeError(f"scatter: index {index.shape} must match the tensor {self.shape} "
+                             f"on every axis but dim {dim}; pad the index or slice the tensor")
+        if isinstance(src, Tensor):
+            src = src.to(self.dtype).movedim(d, -1)[tuple(slice(0, k) for k in idx.shape)]
+        else:
+            src = const(src, self.dtype).expand(idx.shape)
+        return d, x, mask, src.unsqueeze(-1)                          # src: [..., k, 1]
+
+    def scatter(self, dim: int, index: "Tensor", src=None, value=None, reduce=None) -> "Tensor":
+        """A copy with self[index[i][j]][j] = src[i][j] along `dim` (`src` a tensor or a
+        number, or `value=`): one-hot selects and a sum over the index axis. Duplicate indices
+        add up (torch leaves them undefined).
+
+        >>> import aneforge as af
+        >>> af.zeros(4).scatter(0, af.tensor([1, 3]), af.tensor([5.0, 6.0])).tolist()
+        [0.0, 5.0, 0.0, 6.0]
+        """
+        if reduce is not None:
+            return self.scatter_reduce(dim, index, src if src is not None else value,
+                                       {"add": "sum", "multiply": "prod"}[reduce])
+        d, x, mask, src = self._scattered(dim, index, src if src is not None else value)
+        hit = mask.any(-2)
+        vals = _where(mask, src, src._zeros()).sum(-2).to(self.dtype)
+        return _where(hit, vals, x).movedim(-1, d)
+
+    def scatter_add(self, dim: int, index: "Tensor", src: "Tensor") -> "Tensor":
+        """self with src added at index along `dim` (duplicates accumulate).
+
+        >>> import aneforge as af
+        >>> af.zeros(3).scatter_add(0, af.tensor([1, 1]), af.tensor([1.0, 2.0])).tolist()
+        [0.0, 3.0, 0.0]
+        """
+        return self.scatter_reduce(dim, index, src, "sum")
+
+    def scatter_reduce(self, dim: int, index: "Tensor", src: "Tensor", reduce: str,
+                       include_self: bool = True) -> "Tensor":
+        """Reduce src into self at index along `dim`: reduce 'sum', 'prod', 'mean', 'amax' or
+        'amin', with or without self's own values (include_self), as torch.
+
+        >>> import aneforge as af
+        >>> x, i = af.zeros(3), af.tensor([0, 0, 2])
+        >>> x.scatter_reduce(0, i, af.tensor([1.0, 4.0, 2.0]), "amax").tolist()
+        [4.0, 0.0, 2.0]
+        """
+        d, x, mask, src = self._scattered(dim, index, src)
+        hit = mask.any(-2)
+        if reduce in ("sum", "mean"):
+            got = _where(mask, src, src._zeros()).sum(-2).to(self.dtype)
+            if reduce == "mean":
+                count = mask.sum(-2).to(dtypes.float32) + float(include_self)
+                got = (((x + got) if include_self else got) / count.maximum(1.0)).to(self.dtype)
+                return _where(hit, got, x).movedim(-1, d)
+            own = x if include_self else x._zeros()
+            return _where(hit, own + got, x).movedim(-1, d)
+        if reduce == "prod":
+            got = _where(mask, src, src - src + 1).prod(-2)
+            return _where(hit, x * got if include_self else got, x).movedim(-1, d)
+        if reduce in ("amax", "amin"):
+            # masked-out entries take the extreme of the other side: they never win over a hit
+            fill = {"amax": Tensor.amin, "amin": Tensor.amax}[reduce](src, -2, keepdim=True)
+            got = getattr(_where(mask, src, fill), reduce)(-2)
+            got = (x.maximum(got) if reduce == "amax" else x.minimum(got)) if include_self else got
+            return _where(hit, got, x).movedim(-1, d)
+        raise ValueError(f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or "
+                         f"'amin', got {reduce!r}")
+
+    def norm(self, p="fro", dim=None, keepdim: bool = False, dtype=None) -> "Tensor":
+        """The vector p-norm over `dim` (all elements by default): p = 'fro' or 2, 1, inf,
+        -inf, 0 or any other number; sums of powers run in fp32 (no fp16 overflow of x^2).
+
+        >>> import aneforge as af
+        >>> af.tensor([3.0, 4.0]).norm().item()
+        5.0
+        """
+        x = self._floating() if dtype is None else self.to(dtype)
+        a = x.abs()
+        if p in ("fro", 2, 2.0):
+            return (a.float() * a.float()).sum(dim, keepdim=keepdim).sqrt().to(x.dtype)
+        if p == float("inf"):
+            return a.amax(dim, keepdim)
+        if p == float("-inf"):
+            return a.amin(dim, keepdim)
+        if p == 0:
+            return (a != 0).to(x.dtype).sum(dim, keepdim=keepdim)
+        if p == 1:
+            return a.float().sum(dim, keepdim=keepdim).to(x.dtype)
+        if isinstance(p, str):
+            raise ValueError(f"norm: p={p!r} is not supported; use 'fro' or a number")
+        return (a.float() ** float(p)).sum(dim, keepdim=keepdim).pow(1.0 / p).to(x.dtype)
+
+    # ---- in place: the handle takes the new value (programs are SSA) ----------------------
+    def _inplace(self, result) -> "Tensor":
+        """torch's in-place methods: this handle now holds `result` (cast to its dtype). A leaf
+        that requires grad may only change under no_grad (as in torch); it stays a leaf."""
+        if not isinstance(result, Tensor):
+            result = const(result, self.dtype)
+        result = result.to(self.dtype)
+        if result.shape != self.shape:
+            result = result.expand(self.shape)
+        if self.is_leaf and self.requires_grad:
+            if _grad_enabled():
+                raise AneforgeError("a leaf tensor that requires grad cannot change in place "
+                                    "while gradients are recorded; wrap it in `with af.no_grad():`")
+            return self.set_(result)
+        self._node, self._idx = result._node, result._idx
+        return self
+
+    def add_(self, other, alpha=1) -> "Tensor":
+        """In-place add: this handle holds self + alpha * other.
+
+        >>> import aneforge as af
+        >>> x = af.zeros(2)
+        >>> x.add_(1).tolist()
+        [1.0, 1.0]
+        """
+        return self._inplace(self.add(other, alpha))
+
+    def sub_(self, other, alpha=1) -> "Tensor":
+        return self._inplace(self.sub(other, alpha))
+
+    def mul_(self, other) -> "Tensor":
+        return self._inplace(self * other)
+
+    def div_(self, other, rounding_mode: str | None = None) -> "Tensor":
+        return self._inplace(self.div(other, rounding_mode))
+
+    def clamp_(self, min=None, max=None) -> "Tensor":
+        return self._inplace(self.clamp(min, max))
+
+    def zero_(self) -> "Tensor":
+        """In-place zeros (x - x).
+
+        >>> import aneforge as af
+        >>> af.ones(2).zero_().tolist()
+        [0.0, 0.0]
+        """
+        return self._inplace(self._zeros())
+
+    def fill_(self, value) -> "Tensor":
+        """In-place fill with a number (or a one-element tensor).
+
+        >>> import aneforge as af
+        >>> af.zeros(2).fill_(3).tolist()
+        [3.0, 3.0]
+        """
+        return self._inplace(self._zeros() + value if self.dtype != dtypes.bool_ else
+                             self._zeros() | bool(value))
+
+    def copy_(self, src, non_blocking: bool = False) -> "Tensor":
+        """In-place copy of `src` (a Tensor, numpy array or number), broadcast to this shape."""
+        return self._inplace(src if isinstance(src, Tensor) else tensor_like(src, self))
+
+    def __getattr__(self, name: str):
+        hint = ""
+        if name.endswith("_") and not name.startswith("_") and hasattr(Tensor, name[:-1]):
+            hint = (f"; in-place ops other than add_/sub_/mul_/div_/clamp_/zero_/fill_/copy_ "
+                    f"are not supported: write x = x.{name[:-1]}(...)")
+        raise AttributeError(f"'Tensor' object has no attribute {name!r}{hint}")
+
     def __getitem__(self, index) -> "Tensor":
         from ._indexing import getitem
         return getitem(self, index)
@@ -794,6 +1405,17 @@ def _int_pow_tensor(x: Tensor, y: Tensor) -> Tensor:
     q = record_op("select", {"cond": q >= 1.0, "a": q + 0.5, "b": q}, {}).to(x.dtype)
     odd = (y - (y.float() * 0.5).to(y.dtype) * 2) != 0
     return record_op("select", {"cond": (x < 0) & odd, "a": -q, "b": q}, {})
+
+
+def _where(cond: Tensor, a, b) -> Tensor:
+    """af.where (broadcasting the branches as Core ML needs)."""
+    return from_functions("where")(cond, a, b)
+
+
+def from_functions(name: str):
+    """A torch-level function of functions.py (cat, where), which imports this module."""
+    from . import functions
+    return getattr(functions, name)
 
 
 def _sizes(args) -> tuple[int, ...]:
