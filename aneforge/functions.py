@@ -224,14 +224,14 @@ def add(input: Tensor, other, alpha=1):
     return input.add(other, alpha)
 
 
-def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """torch.all: `input.all(dim, keepdim)`; see Tensor.all.
+def all(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """torch.all: `input.all(dim, keepdim, axis=axis)`; see Tensor.all.
 
     >>> import aneforge as af
     >>> af.all(af.tensor([True, False])).item()
     False
     """
-    return input.all(dim, keepdim)
+    return input.all(dim, keepdim, axis=axis)
 
 
 def allclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08,
@@ -240,39 +240,40 @@ def allclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08,
     return input.allclose(other, rtol, atol, equal_nan)
 
 
-def amax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """torch.amax: `input.amax(dim, keepdim)`; see Tensor.amax."""
-    return input.amax(dim, keepdim)
+def amax(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """torch.amax: `input.amax(dim, keepdim, axis=axis)`; see Tensor.amax."""
+    return input.amax(dim, keepdim, axis=axis)
 
 
-def amin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """torch.amin: `input.amin(dim, keepdim)`; see Tensor.amin."""
-    return input.amin(dim, keepdim)
+def amin(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """torch.amin: `input.amin(dim, keepdim, axis=axis)`; see Tensor.amin."""
+    return input.amin(dim, keepdim, axis=axis)
 
 
-def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """torch.any: `input.any(dim, keepdim)`; see Tensor.any.
+def any(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """torch.any: `input.any(dim, keepdim, axis=axis)`; see Tensor.any.
 
     >>> import aneforge as af
     >>> af.any(af.tensor([True, False])).item()
     True
     """
-    return input.any(dim, keepdim)
+    return input.any(dim, keepdim, axis=axis)
 
 
-def argmax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """torch.argmax: `input.argmax(dim, keepdim)`; see Tensor.argmax."""
-    return input.argmax(dim, keepdim)
+def argmax(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """torch.argmax: `input.argmax(dim, keepdim, axis=axis)`; see Tensor.argmax."""
+    return input.argmax(dim, keepdim, axis=axis)
 
 
-def argmin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """torch.argmin: `input.argmin(dim, keepdim)`; see Tensor.argmin."""
-    return input.argmin(dim, keepdim)
+def argmin(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """torch.argmin: `input.argmin(dim, keepdim, axis=axis)`; see Tensor.argmin."""
+    return input.argmin(dim, keepdim, axis=axis)
 
 
-def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
-    """torch.argsort: `input.argsort(dim, descending, stable)`; see Tensor.argsort."""
-    return input.argsort(dim, descending, stable)
+def argsort(input: Tensor, dim: int | None = None, descending: bool = False, stable: bool = False,
+            *, axis=None) -> Tensor:
+    """torch.argsort: `input.argsort(dim, descending, stable, axis=axis)`; see Tensor.argsort."""
+    return input.argsort(dim, descending, stable, axis=axis)
 
 
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
@@ -325,24 +326,24 @@ def cos(input: Tensor):
     return input.cos()
 
 
-def cummax(input: Tensor, dim: int) -> minmax:
-    """torch.cummax: `input.cummax(dim)`; see Tensor.cummax."""
-    return input.cummax(dim)
+def cummax(input: Tensor, dim: int | None = None, *, axis=None) -> minmax:
+    """torch.cummax: `input.cummax(dim, axis=axis)`; see Tensor.cummax."""
+    return input.cummax(dim, axis=axis)
 
 
-def cummin(input: Tensor, dim: int) -> minmax:
-    """torch.cummin: `input.cummin(dim)`; see Tensor.cummin."""
-    return input.cummin(dim)
+def cummin(input: Tensor, dim: int | None = None, *, axis=None) -> minmax:
+    """torch.cummin: `input.cummin(dim, axis=axis)`; see Tensor.cummin."""
+    return input.cummin(dim, axis=axis)
 
 
-def cumprod(input: Tensor, dim: int, dtype=None) -> Tensor:
-    """torch.cumprod: `input.cumprod(dim, dtype)`; see Tensor.cumprod."""
-    return input.cumprod(dim, dtype)
+def cumprod(input: Tensor, dim: int | None = None, dtype=None, *, axis=None) -> Tensor:
+    """torch.cumprod: `input.cumprod(dim, dtype, axis=axis)`; see Tensor.cumprod."""
+    return input.cumprod(dim, dtype, axis=axis)
 
 
-def cumsum(input: Tensor, dim: int, dtype=None) -> Tensor:
-    """torch.cumsum: `input.cumsum(dim, dtype)`; see Tensor.cumsum."""
-    return input.cumsum(dim, dtype)
+def cumsum(input: Tensor, dim: int | None = None, dtype=None, *, axis=None) -> Tensor:
+    """torch.cumsum: `input.cumsum(dim, dtype, axis=axis)`; see Tensor.cumsum."""
+    return input.cumsum(dim, dtype, axis=axis)
 
 
 def detach(input: Tensor) -> Tensor:
@@ -472,14 +473,14 @@ def log(input: Tensor):
     return input.log()
 
 
-def log_softmax(input: Tensor, dim: int) -> Tensor:
-    """torch.log_softmax: `input.log_softmax(dim)`; see Tensor.log_softmax."""
-    return input.log_softmax(dim)
+def log_softmax(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
+    """torch.log_softmax: `input.log_softmax(dim, axis=axis)`; see Tensor.log_softmax."""
+    return input.log_softmax(dim, axis=axis)
 
 
-def logcumsumexp(input: Tensor, dim: int) -> Tensor:
-    """torch.logcumsumexp: `input.logcumsumexp(dim)`; see Tensor.logcumsumexp."""
-    return input.logcumsumexp(dim)
+def logcumsumexp(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
+    """torch.logcumsumexp: `input.logcumsumexp(dim, axis=axis)`; see Tensor.logcumsumexp."""
+    return input.logcumsumexp(dim, axis=axis)
 
 
 def logical_not(input: Tensor):
@@ -492,9 +493,9 @@ def logical_not(input: Tensor):
     return input.logical_not()
 
 
-def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
-    """torch.logsumexp: `input.logsumexp(dim, keepdim)`; see Tensor.logsumexp."""
-    return input.logsumexp(dim, keepdim)
+def logsumexp(input: Tensor, dim: int | None = None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """torch.logsumexp: `input.logsumexp(dim, keepdim, axis=axis)`; see Tensor.logsumexp."""
+    return input.logsumexp(dim, keepdim, axis=axis)
 
 
 def lt(input: Tensor, other):
@@ -523,9 +524,9 @@ def matmul(input: Tensor, other) -> Tensor:
     return input.matmul(other)
 
 
-def max(input: Tensor, dim=None, keepdim: bool = False):
-    """torch.max: `input.max(dim, keepdim)`; see Tensor.max."""
-    return input.max(dim, keepdim)
+def max(input: Tensor, dim=None, keepdim: bool = False, *, axis=None):
+    """torch.max: `input.max(dim, keepdim, axis=axis)`; see Tensor.max."""
+    return input.max(dim, keepdim, axis=axis)
 
 
 def maximum(input: Tensor, other):
@@ -533,14 +534,14 @@ def maximum(input: Tensor, other):
     return input.maximum(other)
 
 
-def mean(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """torch.mean: `input.mean(dim, keepdim)`; see Tensor.mean."""
-    return input.mean(dim, keepdim)
+def mean(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """torch.mean: `input.mean(dim, keepdim, axis=axis)`; see Tensor.mean."""
+    return input.mean(dim, keepdim, axis=axis)
 
 
-def min(input: Tensor, dim=None, keepdim: bool = False):
-    """torch.min: `input.min(dim, keepdim)`; see Tensor.min."""
-    return input.min(dim, keepdim)
+def min(input: Tensor, dim=None, keepdim: bool = False, *, axis=None):
+    """torch.min: `input.min(dim, keepdim, axis=axis)`; see Tensor.min."""
+    return input.min(dim, keepdim, axis=axis)
 
 
 def minimum(input: Tensor, other):
@@ -618,9 +619,9 @@ def pow(input: Tensor, exponent) -> Tensor:
     return input.pow(exponent)
 
 
-def prod(input: Tensor, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
-    """torch.prod: `input.prod(dim, keepdim, dtype)`; see Tensor.prod."""
-    return input.prod(dim, keepdim, dtype)
+def prod(input: Tensor, dim=None, keepdim: bool = False, dtype=None, *, axis=None) -> Tensor:
+    """torch.prod: `input.prod(dim, keepdim, dtype, axis=axis)`; see Tensor.prod."""
+    return input.prod(dim, keepdim, dtype, axis=axis)
 
 
 def reciprocal(input: Tensor):
@@ -679,14 +680,15 @@ def sin(input: Tensor):
     return input.sin()
 
 
-def softmax(input: Tensor, dim: int) -> Tensor:
-    """torch.softmax: `input.softmax(dim)`; see Tensor.softmax."""
-    return input.softmax(dim)
+def softmax(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
+    """torch.softmax: `input.softmax(dim, axis=axis)`; see Tensor.softmax."""
+    return input.softmax(dim, axis=axis)
 
 
-def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> minmax:
-    """torch.sort: `input.sort(dim, descending, stable)`; see Tensor.sort."""
-    return input.sort(dim, descending, stable)
+def sort(input: Tensor, dim: int | None = None, descending: bool = False, stable: bool = False, *,
+         axis=None) -> minmax:
+    """torch.sort: `input.sort(dim, descending, stable, axis=axis)`; see Tensor.sort."""
+    return input.sort(dim, descending, stable, axis=axis)
 
 
 def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
@@ -704,20 +706,20 @@ def square(input: Tensor):
     return input.square()
 
 
-def squeeze(input: Tensor, dim=None) -> Tensor:
-    """torch.squeeze: `input.squeeze(dim)`; see Tensor.squeeze."""
-    return input.squeeze(dim)
+def squeeze(input: Tensor, dim=None, *, axis=None) -> Tensor:
+    """torch.squeeze: `input.squeeze(dim, axis=axis)`; see Tensor.squeeze."""
+    return input.squeeze(dim, axis=axis)
 
 
-def std(input: Tensor, dim=None, keepdim: bool = False, correction: int = 1,
-        unbiased=None) -> Tensor:
-    """torch.std: `input.std(dim, keepdim, correction, unbiased)`; see Tensor.std.
+def std(input: Tensor, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None, *,
+        axis=None) -> Tensor:
+    """torch.std: `input.std(dim, keepdim, correction, unbiased, axis=axis)`; see Tensor.std.
 
     >>> import aneforge as af
     >>> af.std(af.tensor([1.0, 3.0])).item()
     1.4140625
     """
-    return input.std(dim, keepdim, correction, unbiased)
+    return input.std(dim, keepdim, correction, unbiased, axis=axis)
 
 
 def sub(input: Tensor, other, alpha=1):
@@ -730,9 +732,9 @@ def sub(input: Tensor, other, alpha=1):
     return input.sub(other, alpha)
 
 
-def sum(input: Tensor, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
-    """torch.sum: `input.sum(dim, keepdim, dtype)`; see Tensor.sum."""
-    return input.sum(dim, keepdim, dtype)
+def sum(input: Tensor, dim=None, keepdim: bool = False, dtype=None, *, axis=None) -> Tensor:
+    """torch.sum: `input.sum(dim, keepdim, dtype, axis=axis)`; see Tensor.sum."""
+    return input.sum(dim, keepdim, dtype, axis=axis)
 
 
 def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
@@ -785,20 +787,20 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     return input.unbind(dim)
 
 
-def unsqueeze(input: Tensor, dim: int) -> Tensor:
-    """torch.unsqueeze: `input.unsqueeze(dim)`; see Tensor.unsqueeze."""
-    return input.unsqueeze(dim)
+def unsqueeze(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
+    """torch.unsqueeze: `input.unsqueeze(dim, axis=axis)`; see Tensor.unsqueeze."""
+    return input.unsqueeze(dim, axis=axis)
 
 
-def var(input: Tensor, dim=None, keepdim: bool = False, correction: int = 1,
-        unbiased=None) -> Tensor:
-    """torch.var: `input.var(dim, keepdim, correction, unbiased)`; see Tensor.var.
+def var(input: Tensor, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None, *,
+        axis=None) -> Tensor:
+    """torch.var: `input.var(dim, keepdim, correction, unbiased, axis=axis)`; see Tensor.var.
 
     >>> import aneforge as af
     >>> af.var(af.tensor([1.0, 3.0])).item()
     2.0
     """
-    return input.var(dim, keepdim, correction, unbiased)
+    return input.var(dim, keepdim, correction, unbiased, axis=axis)
 
 
 def zero_(input: Tensor) -> Tensor:

@@ -482,7 +482,8 @@ class Tensor:
 
     clip = clamp
 
-    def softmax(self, dim: int) -> "Tensor":
+    def softmax(self, dim: int | None = None, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "softmax", required=True)
         return self._unary("softmax", axis=dim)
 
     def masked_fill(self, mask: "Tensor", value) -> "Tensor":
@@ -501,8 +502,10 @@ class Tensor:
         from .functions import where
         return where(condition, self, other)
 
-    def var(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None) -> "Tensor":
+    def var(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None, *,
+            axis=None) -> "Tensor":
         """Variance with Bessel's correction by default, as torch."""
+        dim = _dim_or_axis(dim, axis, "var")
         if unbiased is not None:
             correction = int(unbiased)
         x = self._floating()
@@ -511,19 +514,24 @@ class Tensor:
         centered = x - x.mean(dim, keepdim=True)
         return (centered * centered).sum(dim, keepdim=keepdim) / float(max(n - correction, 1))
 
-    def std(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None) -> "Tensor":
+    def std(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None, *,
+            axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "std")
         return self.var(dim, keepdim, correction, unbiased).sqrt()
 
-    def any(self, dim=None, keepdim: bool = False) -> "Tensor":
+    def any(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "any")
         return (self != 0).to(dtypes.float16).amax(dim, keepdim) > 0.5
 
-    def all(self, dim=None, keepdim: bool = False) -> "Tensor":
+    def all(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "all")
         return (self != 0).to(dtypes.float16).amin(dim, keepdim) > 0.5
 
-    def log_softmax(self, dim: int) -> "Tensor":
+    def log_softmax(self, dim: int | None = None, *, axis=None) -> "Tensor":
         """x - max - log(sum(exp(x - max))): stable, built from registered ops. The max is
         detached: its exact gradient is zero, and through fp16 it is a cancellation
         (-sum(g) + sum(g) * sum(softmax)) that lands on the argmax (torch's rule has no such term)."""
+        dim = _dim_or_axis(dim, axis, "log_softmax", required=True)
         x = self._floating()
         shifted = x - x.amax(dim, keepdim=True).detach()
         return shifted - shifted.exp().sum(dim, keepdim=True).log()
@@ -536,20 +544,24 @@ class Tensor:
             return self
         return record_op(op, {"x": self}, {"axes": axes, "keep_dims": keepdim})
 
-    def sum(self, dim=None, keepdim: bool = False, dtype=None) -> "Tensor":
+    def sum(self, dim=None, keepdim: bool = False, dtype=None, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "sum")
         x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
         return x._reduce("reduce_sum", dim, keepdim)
 
-    def mean(self, dim=None, keepdim: bool = False) -> "Tensor":
+    def mean(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "mean")
         if not self.dtype.is_float:
             raise AneforgeError(f"mean() needs a floating tensor, got {self.dtype}; use .float() "
                                 f"or .half() first")
         return self._reduce("reduce_mean", dim, keepdim)
 
-    def amax(self, dim=None, keepdim: bool = False) -> "Tensor":
+    def amax(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "amax")
         return self._reduce("reduce_max", dim, keepdim)
 
-    def amin(self, dim=None, keepdim: bool = False) -> "Tensor":
+    def amin(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "amin")
         return self._reduce("reduce_min", dim, keepdim)
 
     def _extremum(self, reduce, arg, elementwise, dim, keepdim):
@@ -559,12 +571,14 @@ class Tensor:
             return reduce(self)
         return minmax(reduce(self, dim, keepdim), arg(self, dim, keepdim))
 
-    def max(self, dim=None, keepdim: bool = False):
+    def max(self, dim=None, keepdim: bool = False, *, axis=None):
         """max() -> the largest value; max(dim) -> (values, indices); max(tensor) -> elementwise."""
+        dim = _dim_or_axis(dim, axis, "max")
         return self._extremum(Tensor.amax, Tensor.argmax, Tensor.maximum, dim, keepdim)
 
-    def min(self, dim=None, keepdim: bool = False):
+    def min(self, dim=None, keepdim: bool = False, *, axis=None):
         """min() -> the smallest value; min(dim) -> (values, indices); min(tensor) -> elementwise."""
+        dim = _dim_or_axis(dim, axis, "min")
         return self._extremum(Tensor.amin, Tensor.argmin, Tensor.minimum, dim, keepdim)
 
     def _arg(self, op: str, dim, keepdim: bool) -> "Tensor":
@@ -575,11 +589,13 @@ class Tensor:
             return flat.reshape((1,) * self.ndim) if keepdim else flat
         return record_op(op, {"x": self}, {"axis": dim, "keep_dims": keepdim})
 
-    def argmax(self, dim=None, keepdim: bool = False) -> "Tensor":
+    def argmax(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
         """Index of the largest value (int32; the first one on ties)."""
+        dim = _dim_or_axis(dim, axis, "argmax")
         return self._arg("reduce_argmax", dim, keepdim)
 
-    def argmin(self, dim=None, keepdim: bool = False) -> "Tensor":
+    def argmin(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "argmin")
         return self._arg("reduce_argmin", dim, keepdim)
 
     # ---- shapes ----------------------------------------------------------------------
@@ -622,11 +638,13 @@ class Tensor:
     def T(self) -> "Tensor":
         return self.permute(tuple(reversed(range(self.ndim))))
 
-    def unsqueeze(self, dim: int) -> "Tensor":
+    def unsqueeze(self, dim: int | None = None, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "unsqueeze", required=True)
         return record_op("expand_dims", {"x": self}, {"axes": (dim % (self.ndim + 1),)})
 
-    def squeeze(self, dim=None) -> "Tensor":
+    def squeeze(self, dim=None, *, axis=None) -> "Tensor":
         """Drop size-1 axes (all, or the given ones; like torch, a given axis of size > 1 stays)."""
+        dim = _dim_or_axis(dim, axis, "squeeze")
         dims = range(self.ndim) if dim is None else dim if isinstance(dim, (tuple, list)) else (dim,)
         axes = tuple(d % self.ndim for d in dims if self.shape[d] == 1) if self.ndim else ()
         return self if not axes else record_op("squeeze", {"x": self}, {"axes": axes})
@@ -934,7 +952,7 @@ class Tensor:
         flat = x.reshape(x.shape[:-2] + (n * m,))
         return flat[..., start:start + (length - 1) * (m + 1) + 1:m + 1]
 
-    def prod(self, dim=None, keepdim: bool = False, dtype=None) -> "Tensor":
+    def prod(self, dim=None, keepdim: bool = False, dtype=None, *, axis=None) -> "Tensor":
         """Product of the elements (all, or along `dim`), as a tree of multiplications of the
         two halves (log2 n roundings, and the exact product gradient even at zeros).
 
@@ -942,6 +960,7 @@ class Tensor:
         >>> af.prod(af.tensor([[1.0, 2.0], [3.0, 4.0]]), 1).tolist()
         [2.0, 12.0]
         """
+        dim = _dim_or_axis(dim, axis, "prod")
         x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
         if x.ndim == 0:
             return x
@@ -966,7 +985,7 @@ class Tensor:
             k *= 2
         return x
 
-    def cumsum(self, dim: int, dtype=None) -> "Tensor":
+    def cumsum(self, dim: int | None = None, dtype=None, *, axis=None) -> "Tensor":
         """Running sum along `dim`. Floating tensors use a matmul with a triangular 0/1 matrix
         (the wide accumulator: one rounding per result); integers a log-step scan (exact).
 
@@ -974,6 +993,7 @@ class Tensor:
         >>> af.cumsum(af.tensor([1, 2, 3]), 0).tolist()
         [1, 3, 6]
         """
+        dim = _dim_or_axis(dim, axis, "cumsum", required=True)
         x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
         if x.ndim == 0:
             return x
@@ -983,13 +1003,14 @@ class Tensor:
         upper = const(np.triu(np.ones((n, n))), x.dtype)
         return (x.movedim(dim, -1) @ upper).movedim(-1, dim)
 
-    def cumprod(self, dim: int, dtype=None) -> "Tensor":
+    def cumprod(self, dim: int | None = None, dtype=None, *, axis=None) -> "Tensor":
         """Running product along `dim` (a log-step scan of multiplications).
 
         >>> import aneforge as af
         >>> af.cumprod(af.tensor([1.0, 2.0, 3.0]), 0).tolist()
         [1.0, 2.0, 6.0]
         """
+        dim = _dim_or_axis(dim, axis, "cumprod", required=True)
         x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
         return x if x.ndim == 0 else x._scan(dim, lambda a, b: a * b, lambda h: h - h + 1)
 
@@ -1008,7 +1029,7 @@ class Tensor:
             return minmax(values.reshape(()), index.reshape(()))
         return minmax(values.movedim(-1, d), index.movedim(-1, d))
 
-    def cummax(self, dim: int) -> "minmax":
+    def cummax(self, dim: int | None = None, *, axis=None) -> "minmax":
         """(values, indices) of the running maximum along `dim`; on ties the latest index,
         as torch.
 
@@ -1016,25 +1037,28 @@ class Tensor:
         >>> af.cummax(af.tensor([1, 3, 2]), 0).values.tolist()
         [1, 3, 3]
         """
+        dim = _dim_or_axis(dim, axis, "cummax", required=True)
         return self._cumulative(dim, lambda c: c.amax(-1))
 
-    def cummin(self, dim: int) -> "minmax":
+    def cummin(self, dim: int | None = None, *, axis=None) -> "minmax":
         """(values, indices) of the running minimum along `dim`."""
+        dim = _dim_or_axis(dim, axis, "cummin", required=True)
         return self._cumulative(dim, lambda c: c.amin(-1))
 
-    def logsumexp(self, dim, keepdim: bool = False) -> "Tensor":
+    def logsumexp(self, dim: int | None = None, keepdim: bool = False, *, axis=None) -> "Tensor":
         """log(sum(exp(x))) along `dim`, shifted by the (detached) max for stability.
 
         >>> import aneforge as af
         >>> af.logsumexp(af.tensor([0.0, 0.0]), 0).item()
         0.69...
         """
+        dim = _dim_or_axis(dim, axis, "logsumexp", required=True)
         x = self._floating()
         m = x.amax(dim, keepdim=True).detach()
         out = (x - m).exp().sum(dim, keepdim=True).log() + m
         return out if keepdim else out.squeeze(dim)
 
-    def logcumsumexp(self, dim: int) -> "Tensor":
+    def logcumsumexp(self, dim: int | None = None, *, axis=None) -> "Tensor":
         """log(cumsum(exp(x))) along `dim`: shifted by the max along `dim`, exponentiated and
         summed in fp32 (no underflow of early terms).
 
@@ -1042,11 +1066,13 @@ class Tensor:
         >>> af.logcumsumexp(af.tensor([0.0, 0.0]), 0).tolist()
         [0.0, 0.693359375]
         """
+        dim = _dim_or_axis(dim, axis, "logcumsumexp", required=True)
         x = self._floating()
         m = x.amax(dim, keepdim=True).detach()
         return ((x - m).float().exp().cumsum(dim).log() + m.float()).to(x.dtype)
 
-    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> "minmax":
+    def sort(self, dim: int | None = None, descending: bool = False, stable: bool = False, *,
+             axis=None) -> "minmax":
         """(values, indices) sorted along `dim`, stable. No sort unit exists on the ANE: each
         element's rank comes from comparing all pairs ([..., n, n], O(n^2)), and the values
         are picked by rank with a one-hot select (exact).
@@ -1055,6 +1081,7 @@ class Tensor:
         >>> af.sort(af.tensor([3.0, 1.0, 2.0])).indices.tolist()
         [1, 2, 0]
         """
+        dim = -1 if dim is None and axis is None else _dim_or_axis(dim, axis, "sort")
         d = dim % max(self.ndim, 1)
         x = self.movedim(d, -1) if self.ndim else self.reshape(1)
         n = x.shape[-1]
@@ -1071,13 +1098,15 @@ class Tensor:
             return minmax(values.reshape(()), index.reshape(()))
         return minmax(values.movedim(-1, d), index.movedim(-1, d))
 
-    def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> "Tensor":
+    def argsort(self, dim: int | None = None, descending: bool = False, stable: bool = False, *,
+             axis=None) -> "Tensor":
         """The indices that sort `dim` (see sort).
 
         >>> import aneforge as af
         >>> af.argsort(af.tensor([3, 1, 2]), descending=True).tolist()
         [0, 2, 1]
         """
+        dim = -1 if dim is None and axis is None else _dim_or_axis(dim, axis, "argsort")
         return self.sort(dim, descending, stable).indices
 
     def _onehot_along(self, dim: int, index: "Tensor"):
@@ -1416,6 +1445,17 @@ def from_functions(name: str):
     """A torch-level function of functions.py (cat, where), which imports this module."""
     from . import functions
     return getattr(functions, name)
+
+
+def _dim_or_axis(dim, axis, name: str, required: bool = False):
+    """torch's `axis=` alias of `dim` (numpy's spelling)."""
+    if axis is not None:
+        if dim is not None:
+            raise TypeError(f"{name}(): give dim or axis, not both")
+        return axis
+    if required and dim is None:
+        raise TypeError(f"{name}() missing required argument 'dim'")
+    return dim
 
 
 def _sizes(args) -> tuple[int, ...]:

@@ -773,6 +773,17 @@ CASES: list[OpCase] = [
     C("meshgrid", ((3,), (4,)), lambda m, x, y: m.meshgrid(x, y, indexing="ij"), EXACT),
     C("meshgrid_xy", ((3,), (4,), (2,)), lambda m, x, y, z: m.meshgrid([x, y, z], indexing="xy"),
       EXACT),
+    # torch's axis= alias of dim
+    C("sum_axis", ((2, 3, 4),), lambda m, x: m.sum(x, axis=1), summed(3)),
+    C("mean_std_axis", ((2, 3, 4),), lambda m, x: (x.mean(axis=0), x.var(axis=-1)), summed(4)),
+    C("extrema_axis", ((3, 5),), lambda m, x: (x.amax(axis=-1), m.argmin(x, axis=0),
+                                               x.max(axis=1), m.cummax(x, axis=1)), EXACT,
+      gen="perm"),
+    C("softmax_axis", ((3, 5),), lambda m, x: m.softmax(x, axis=1), gen="unit4"),
+    C("cumsum_sort_axis", ((3, 4),), lambda m, x: (x.cumsum(axis=0), m.sort(x, axis=0)),
+      products(3), gen="perm"),
+    C("squeeze_unsqueeze_axis", ((3, 1),), lambda m, x: x.squeeze(axis=1).unsqueeze(axis=0),
+      EXACT),
     # padding, pooling, resampling
     C("F_pad_constant", ((2, 3, 4),), lambda m, x: _f(m).pad(x, (1, 2), value=1.5), EXACT),
     C("F_pad_2d", ((1, 2, 3, 4),), lambda m, x: _f(m).pad(x, (1, 1, 2, 0)), EXACT),
@@ -797,6 +808,8 @@ CASES: list[OpCase] = [
         x, 3, 2, 1, count_include_pad=False), Tol(2 * U, 2.0 ** -24, 2 * U)),
     C("avg_pool2d_divisor", ((1, 2, 4, 4),), lambda m, x: _f(m).avg_pool2d(
         x, 2, divisor_override=3), Tol(2 * U, 2.0 ** -24, 2 * U)),
+    C("avg_pool2d_ceil", ((1, 2, 5, 6),), lambda m, x: _f(m).avg_pool2d(
+        x, 2, padding=1, ceil_mode=True), Tol(2 * U, 2.0 ** -24, 2 * U)),
     C("avg_pool1d", ((2, 3, 8),), lambda m, x: m.avg_pool1d(x, 2), Tol(2 * U, 2.0 ** -24, 2 * U)),
     C("adaptive_avg_pool2d", ((1, 2, 6, 5),), lambda m, x: _f(m).adaptive_avg_pool2d(x, (3, 2)),
       Tol(4 * U, 2.0 ** -24, 4 * U)),
