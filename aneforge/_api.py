@@ -34,6 +34,7 @@ abs                                 Tensor     torch Tensor
 adaptive_avg_pool2d                 F          F
 add                                 Tensor     torch Tensor
 add_                                Tensor     Tensor
+addmm                               Tensor     torch Tensor
 all                                 Tensor     torch Tensor
 allclose                            Tensor     torch Tensor
 amax                                Tensor     torch Tensor
@@ -50,9 +51,12 @@ bmm                                 Tensor     torch Tensor
 bool                                Tensor     Tensor
 cat                                 functions  torch
 ceil                                Tensor     torch Tensor
+celu                                F          torch F
 chunk                               Tensor     torch Tensor
 clamp                               Tensor     torch Tensor
 clamp_                              Tensor     torch Tensor
+clamp_max                           Tensor     torch Tensor
+clamp_min                           Tensor     torch Tensor
 clip                                Tensor     torch Tensor
 clone                               Tensor     torch Tensor
 concat                              functions  torch
@@ -85,6 +89,7 @@ erf                                 Tensor     torch Tensor
 exp                                 Tensor     torch Tensor
 expand                              Tensor     Tensor
 expand_as                           Tensor     Tensor
+expm1                               Tensor     torch Tensor
 fill_                               Tensor     torch Tensor
 flatten                             Tensor     torch Tensor
 flip                                Tensor     torch Tensor
@@ -98,6 +103,8 @@ gelu                                F          F
 group_norm                          F          torch F
 gt                                  Tensor     torch Tensor
 half                                Tensor     Tensor
+hardsigmoid                         F          F
+hardswish                           F          F
 hardtanh                            F          F
 huber_loss                          F          F
 int                                 Tensor     Tensor
@@ -110,9 +117,11 @@ le                                  Tensor     torch Tensor
 leaky_relu                          F          F
 linear                              F          F
 log                                 Tensor     torch Tensor
+log1p                               Tensor     torch Tensor
 log_softmax                         Tensor     torch Tensor F
 logcumsumexp                        Tensor     torch Tensor
 logical_not                         Tensor     torch Tensor
+logsigmoid                          F          F
 logsumexp                           Tensor     torch Tensor
 long                                Tensor     Tensor
 lt                                  Tensor     torch Tensor
@@ -131,21 +140,25 @@ movedim                             Tensor     torch Tensor
 mse_loss                            F          F
 mul                                 Tensor     torch Tensor
 mul_                                Tensor     Tensor
+multiply                            Tensor     torch Tensor
 narrow                              Tensor     torch Tensor
 ne                                  Tensor     torch Tensor
 neg                                 Tensor     torch Tensor
+negative                            Tensor     torch Tensor
 nll_loss                            F          F
 norm                                Tensor     torch Tensor
 normalize                           F          F
 numel                               Tensor     torch Tensor
 numpy                               Tensor     Tensor
 one_hot                             F          F
+outer                               Tensor     torch Tensor
 pad                                 F          F
 permute                             Tensor     torch Tensor
 pow                                 Tensor     torch Tensor
 prod                                Tensor     torch Tensor
 reciprocal                          Tensor     torch Tensor
-relu                                Tensor     torch Tensor F
+relu                                Tensor     torch Tensor F*
+relu6                               F          F
 remainder                           Tensor     torch Tensor
 repeat                              Tensor     Tensor
 requires_grad_                      Tensor     Tensor
@@ -157,14 +170,17 @@ scaled_dot_product_attention        F          F
 scatter                             Tensor     torch Tensor
 scatter_add                         Tensor     torch Tensor
 scatter_reduce                      Tensor     torch Tensor
+selu                                F          torch F
 set_                                Tensor     Tensor
 sigmoid                             Tensor     torch Tensor F
+sign                                Tensor     torch Tensor
 silu                                F          F
 sin                                 Tensor     torch Tensor
 size                                Tensor     Tensor
 smooth_l1_loss                      F          F
 softmax                             Tensor     torch Tensor F
 softplus                            F          F
+softsign                            F          F
 sort                                Tensor     torch Tensor
 split                               Tensor     torch Tensor
 sqrt                                Tensor     torch Tensor
@@ -174,15 +190,18 @@ stack                               functions  torch
 std                                 Tensor     torch Tensor
 sub                                 Tensor     torch Tensor
 sub_                                Tensor     Tensor
+subtract                            Tensor     torch Tensor
 sum                                 Tensor     torch Tensor
 swapaxes                            Tensor     torch Tensor
 t                                   Tensor     torch Tensor
 tanh                                Tensor     torch Tensor F
+tile                                Tensor     torch Tensor
 to                                  Tensor     Tensor
 tolist                              Tensor     Tensor
 transpose                           Tensor     torch Tensor
 tril                                Tensor     torch Tensor
 triu                                Tensor     torch Tensor
+true_divide                         Tensor     torch Tensor
 trunc                               Tensor     torch Tensor
 type                                Tensor     Tensor
 type_as                             Tensor     Tensor

@@ -1229,6 +1229,99 @@ class Tensor:
             raise ValueError(f"norm: p={p!r} is not supported; use 'fro' or a number")
         return (a.float() ** float(p)).sum(dim, keepdim=keepdim).pow(1.0 / p).to(x.dtype)
 
+    def sign(self) -> "Tensor":
+        """-1, 0 or 1 by the sign of each element (integers stay integer; zero gradient).
+
+        >>> import aneforge as af
+        >>> af.sign(af.tensor([-2.0, 0.0, 3.0])).tolist()
+        [-1.0, 0.0, 1.0]
+        """
+        s = _where(self > 0, 1, _where(self < 0, -1, 0)).to(self.dtype)
+        return s + self._zero_link() if self.dtype.is_float and self.requires_grad else s
+
+    def log1p(self) -> "Tensor":
+        """log(1 + x) without losing small x to the rounding of 1 + x (Goldberg:
+        log(u) * x / (u - 1) with u = 1 + x as stored).
+
+        >>> import aneforge as af
+        >>> af.log1p(af.tensor([0.0, 1e-3])).tolist()
+        [0.0, 0.00099945068359375]
+        """
+        x = self._floating()
+        u = x + 1.0
+        grown = u - 1.0
+        safe = _where(grown == 0, grown + 1.0, grown)
+        return _where(grown == 0, x, u.log() * (x / safe))
+
+    def expm1(self) -> "Tensor":
+        """exp(x) - 1: 2t / (1 - t) with t = tanh(x / 2) near zero (no cancellation), the
+        plain difference elsewhere.
+
+        >>> import aneforge as af
+        >>> af.expm1(af.tensor([0.0, 1e-3])).tolist()
+        [0.0, 0.0010013580322265625]
+        """
+        x = self._floating()
+        t = (x.clamp(-0.5, 0.5) * 0.5).tanh()
+        return _where(x.abs() < 0.5, t * 2.0 / (1.0 - t), x.exp() - 1.0)
+
+    def clamp_min(self, min) -> "Tensor":
+        """clamp(min=min)."""
+        return self.clamp(min=min)
+
+    def clamp_max(self, max) -> "Tensor":
+        """clamp(max=max)."""
+        return self.clamp(max=max)
+
+    def subtract(self, other, alpha=1) -> "Tensor":
+        """torch's alias of sub."""
+        return self.sub(other, alpha)
+
+    def multiply(self, other) -> "Tensor":
+        """torch's alias of mul."""
+        return self * other
+
+    def true_divide(self, other) -> "Tensor":
+        """torch's alias of true division (/)."""
+        return self / other
+
+    def negative(self) -> "Tensor":
+        """torch's alias of neg."""
+        return self.neg()
+
+    def outer(self, vec2: "Tensor") -> "Tensor":
+        """The outer product of two vectors, as a broadcast multiply.
+
+        >>> import aneforge as af
+        >>> af.outer(af.tensor([1, 2]), af.tensor([3, 4, 5])).tolist()
+        [[3, 4, 5], [6, 8, 10]]
+        """
+        if self.ndim != 1 or vec2.ndim != 1:
+            raise ShapeError(f"outer: both operands must be 1-D, got {self.shape} and "
+                             f"{vec2.shape}")
+        return self.unsqueeze(-1) * vec2
+
+    def addmm(self, mat1: "Tensor", mat2: "Tensor", *, beta=1, alpha=1) -> "Tensor":
+        """beta * self + alpha * (mat1 @ mat2).
+
+        >>> import aneforge as af
+        >>> af.addmm(af.ones(2, 2), af.ones(2, 3), af.ones(3, 2)).tolist()
+        [[4.0, 4.0], [4.0, 4.0]]
+        """
+        prod = mat1 @ mat2
+        prod = prod if alpha == 1 else prod * alpha
+        return (self if beta == 1 else self * beta) + prod
+
+    def tile(self, *dims) -> "Tensor":
+        """repeat(), with ones prepended when fewer dims than axes are given (torch.tile).
+
+        >>> import aneforge as af
+        >>> af.tile(af.tensor([[1, 2]]), (2,)).tolist()
+        [[1, 2, 1, 2]]
+        """
+        dims = _sizes(dims)
+        return self.repeat((1,) * (self.ndim - len(dims)) + dims)
+
     # ---- in place: the handle takes the new value (programs are SSA) ----------------------
     def _inplace(self, result) -> "Tensor":
         """torch's in-place methods: this handle now holds `result` (cast to its dtype). A leaf

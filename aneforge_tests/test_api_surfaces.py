@@ -146,6 +146,10 @@ def _args(name):
         "remainder": (x, pos), "roll": (x, 1, 1), "scatter": (x, 1, idx, y),
         "scatter_add": (x, 1, idx, y), "scatter_reduce": (x, 1, idx, y, "amax"), "sort": (x, 1),
         "tril": (x,), "triu": (x,), "trunc": (x,), "zero_": (x,),
+        "addmm": (pos[:, :2], x, y.t()), "celu": (x,), "clamp_max": (x, 0.5), "clamp_min": (x, 0.5),
+        "expm1": (x,), "log1p": (pos,), "multiply": (x, y), "negative": (x,),
+        "outer": (x[0], y[1]), "selu": (x,), "sign": (x,), "subtract": (x, y), "tile": (x, (2,)),
+        "true_divide": (x, pos),
     }[name]
 
 

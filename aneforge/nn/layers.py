@@ -122,7 +122,7 @@ class Dropout(Module):
     """Zeroes elements with probability p in training; the mask is drawn on the host and fed
     to the program as an input, so the compiled step is reused."""
 
-    def __init__(self, p: float = 0.5):
+    def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
         if not 0 <= p < 1:
             raise ValueError(f"dropout probability must be in [0, 1), got {p}")
@@ -132,17 +132,35 @@ class Dropout(Module):
         return F.dropout(x, self.p, self.training)
 
 
-def _activation(name: str, fn, doc: str):
+def _activation(name: str, fn, doc: str, inplace: bool = False):
+    """A stateless activation module; `inplace` is accepted where torch takes it (programs
+    are SSA: nothing changes in place)."""
+    def __init__(self, inplace: bool = False):
+        Module.__init__(self)
+        self.inplace = inplace
+
     def forward(self, x):
         return fn(x)
-    return type(name, (Module,), {"forward": forward, "__doc__": doc})
+    body = {"forward": forward, "__doc__": doc}
+    if inplace:
+        body["__init__"] = __init__
+    return type(name, (Module,), body)
 
 
-ReLU = _activation("ReLU", F.relu, "max(x, 0)")
-SiLU = _activation("SiLU", F.silu, "x * sigmoid(x)")
+ReLU = _activation("ReLU", F.relu, "max(x, 0)", inplace=True)
+SiLU = _activation("SiLU", F.silu, "x * sigmoid(x)", inplace=True)
 Tanh = _activation("Tanh", F.tanh, "tanh(x)")
 Sigmoid = _activation("Sigmoid", F.sigmoid, "1 / (1 + exp(-x))")
-Identity = _activation("Identity", lambda x: x, "x")
+
+
+class Identity(Module):
+    """x (any constructor arguments are ignored, as torch)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, x):
+        return x
 
 
 class GELU(Module):
