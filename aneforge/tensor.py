@@ -533,8 +533,16 @@ class Tensor:
         (-sum(g) + sum(g) * sum(softmax)) that lands on the argmax (torch's rule has no such term)."""
         dim = _dim_or_axis(dim, axis, "log_softmax", required=True)
         x = self._floating()
-        shifted = x - x.amax(dim, keepdim=True).detach()
-        return shifted - shifted.exp().sum(dim, keepdim=True).log()
+        if x.ndim == 0:
+            return x - x
+        shifted = (x - x.amax(dim, keepdim=True).detach()).movedim(dim, -1)
+        # The sum and its broadcast back are matmuls with ones: the forward sum, and the
+        # gradient's sum of the cotangent over the axis, run in the wide accumulator (a narrow
+        # fp16 sum of K cotangents is off by ~sqrt(K) ulps of the running sum).
+        k = x.shape[dim]
+        total = shifted.exp() @ const(np.ones((k, 1)), x.dtype)
+        lse = total.log() @ const(np.ones((1, k)), x.dtype)
+        return (shifted - lse).movedim(-1, dim)
 
     # ---- reductions ------------------------------------------------------------------
     def _reduce(self, op: str, dim, keepdim: bool) -> "Tensor":
