@@ -706,7 +706,12 @@ class Tensor:
     # ---- torch parity: composites of registered ops --------------------------------------
     @property
     def mT(self) -> "Tensor":
-        """The last two axes swapped (a batch of matrices transposed)."""
+        """The last two axes swapped (a batch of matrices transposed).
+
+        >>> import aneforge as af
+        >>> af.zeros(2, 3, 4).mT.shape
+        (2, 4, 3)
+        """
         return self.transpose(-2, -1)
 
     def bmm(self, mat2: "Tensor") -> "Tensor":
@@ -781,7 +786,12 @@ class Tensor:
         return q._rounded(rounding_mode).to(a.dtype)
 
     def floor_divide(self, other) -> "Tensor":
-        """floor(self / other), as Python's // (torch.floor_divide)."""
+        """floor(self / other), as Python's // (torch.floor_divide).
+
+        >>> import aneforge as af
+        >>> (af.tensor([-7, 7]) // 2).tolist()
+        [-4, 3]
+        """
         return self.div(other, rounding_mode="floor")
 
     def __floordiv__(self, other):
@@ -808,7 +818,12 @@ class Tensor:
         return self._modulo(other, "floor")
 
     def fmod(self, other) -> "Tensor":
-        """self - other * trunc(self / other): the sign of `self`, as C's fmod."""
+        """self - other * trunc(self / other): the sign of `self`, as C's fmod.
+
+        >>> import aneforge as af
+        >>> af.fmod(af.tensor([-3, 5]), 3).tolist()
+        [0, 2]
+        """
         return self._modulo(other, "trunc")
 
     def __mod__(self, other):
@@ -1049,7 +1064,12 @@ class Tensor:
         return self._cumulative(dim, lambda c: c.amax(-1))
 
     def cummin(self, dim: int | None = None, *, axis=None) -> "minmax":
-        """(values, indices) of the running minimum along `dim`."""
+        """(values, indices) of the running minimum along `dim`.
+
+        >>> import aneforge as af
+        >>> af.cummin(af.tensor([3, 1, 2]), 0).indices.tolist()
+        [0, 1, 1]
+        """
         dim = _dim_or_axis(dim, axis, "cummin", required=True)
         return self._cumulative(dim, lambda c: c.amin(-1))
 
@@ -1358,15 +1378,24 @@ class Tensor:
         return self._inplace(self.add(other, alpha))
 
     def sub_(self, other, alpha=1) -> "Tensor":
+        """In-place sub (see add_)."""
         return self._inplace(self.sub(other, alpha))
 
     def mul_(self, other) -> "Tensor":
+        """In-place mul (see add_)."""
         return self._inplace(self * other)
 
     def div_(self, other, rounding_mode: str | None = None) -> "Tensor":
+        """In-place div (see add_)."""
         return self._inplace(self.div(other, rounding_mode))
 
     def clamp_(self, min=None, max=None) -> "Tensor":
+        """In-place clamp (see add_).
+
+        >>> import aneforge as af
+        >>> af.tensor([-2.0, 2.0]).clamp_(-1, 1).tolist()
+        [-1.0, 1.0]
+        """
         return self._inplace(self.clamp(min, max))
 
     def zero_(self) -> "Tensor":
@@ -1389,7 +1418,12 @@ class Tensor:
                              self._zeros() | bool(value))
 
     def copy_(self, src, non_blocking: bool = False) -> "Tensor":
-        """In-place copy of `src` (a Tensor, numpy array or number), broadcast to this shape."""
+        """In-place copy of `src` (a Tensor, numpy array or number), broadcast to this shape.
+
+        >>> import aneforge as af
+        >>> af.zeros(2).copy_(af.tensor([1.0, 2.0])).tolist()
+        [1.0, 2.0]
+        """
         return self._inplace(src if isinstance(src, Tensor) else tensor_like(src, self))
 
     def __getattr__(self, name: str):
