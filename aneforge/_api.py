@@ -34,6 +34,8 @@ abs                                 Tensor     torch Tensor
 adaptive_avg_pool2d                 F          F
 add                                 Tensor     torch Tensor
 add_                                Tensor     Tensor
+addcdiv                             Tensor     torch Tensor
+addcmul                             Tensor     torch Tensor
 addmm                               Tensor     torch Tensor
 all                                 Tensor     torch Tensor
 allclose                            Tensor     torch Tensor
@@ -69,6 +71,7 @@ copy_                               Tensor     Tensor
 copysign                            Tensor     torch Tensor
 cos                                 Tensor     torch Tensor
 cosine_similarity                   F          torch F
+count_nonzero                       Tensor     torch Tensor
 cpu                                 Tensor     Tensor
 cross_entropy                       F          F
 cummax                              Tensor     torch Tensor
@@ -76,6 +79,7 @@ cummin                              Tensor     torch Tensor
 cumprod                             Tensor     torch Tensor
 cumsum                              Tensor     torch Tensor
 detach                              Tensor     torch Tensor
+diag                                Tensor     torch Tensor
 diagonal                            Tensor     torch Tensor
 dim                                 Tensor     Tensor
 div                                 Tensor     torch Tensor
@@ -115,6 +119,7 @@ l1_loss                             F          F
 layer_norm                          F          torch F
 le                                  Tensor     torch Tensor
 leaky_relu                          F          F
+lerp                                Tensor     torch Tensor
 linear                              F          F
 log                                 Tensor     torch Tensor
 log1p                               Tensor     torch Tensor
@@ -141,6 +146,7 @@ mse_loss                            F          F
 mul                                 Tensor     torch Tensor
 mul_                                Tensor     Tensor
 multiply                            Tensor     torch Tensor
+nan_to_num                          Tensor     torch Tensor
 narrow                              Tensor     torch Tensor
 ne                                  Tensor     torch Tensor
 neg                                 Tensor     torch Tensor
@@ -206,6 +212,7 @@ trunc                               Tensor     torch Tensor
 type                                Tensor     Tensor
 type_as                             Tensor     Tensor
 unbind                              Tensor     torch Tensor
+unflatten                           Tensor     torch Tensor
 unsqueeze                           Tensor     torch Tensor
 var                                 Tensor     torch Tensor
 view                                Tensor     Tensor

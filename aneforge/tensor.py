@@ -1350,6 +1350,93 @@ class Tensor:
         dims = _sizes(dims)
         return self.repeat((1,) * (self.ndim - len(dims)) + dims)
 
+    def unflatten(self, dim: int, sizes) -> "Tensor":
+        """Split axis `dim` into `sizes` (one may be -1): a reshape.
+
+        >>> import aneforge as af
+        >>> af.zeros(2, 6).unflatten(1, (2, -1)).shape
+        (2, 2, 3)
+        """
+        d = dim % self.ndim
+        inner = _infer_size(tuple(sizes), self.shape[d], self.shape)
+        return self.reshape(self.shape[:d] + inner + self.shape[d + 1:])
+
+    def count_nonzero(self, dim=None) -> "Tensor":
+        """The number of non-zero elements (all, or along `dim`), int32.
+
+        >>> import aneforge as af
+        >>> af.count_nonzero(af.tensor([[0, 1], [2, 3]]), 1).tolist()
+        [1, 2]
+        """
+        return (self != 0).sum(dim)
+
+    def lerp(self, end, weight) -> "Tensor":
+        """self + weight * (end - self).
+
+        >>> import aneforge as af
+        >>> af.lerp(af.tensor([0.0, 2.0]), af.tensor([4.0, 4.0]), 0.5).tolist()
+        [2.0, 3.0]
+        """
+        return self + (end - self) * weight
+
+    def addcmul(self, tensor1, tensor2, *, value=1) -> "Tensor":
+        """self + value * tensor1 * tensor2.
+
+        >>> import aneforge as af
+        >>> af.addcmul(af.ones(2), af.tensor([1.0, 2.0]), af.tensor([3.0, 4.0]), value=0.5).tolist()
+        [2.5, 5.0]
+        """
+        prod = tensor1 * tensor2
+        return self + (prod if value == 1 else prod * value)
+
+    def addcdiv(self, tensor1, tensor2, *, value=1) -> "Tensor":
+        """self + value * tensor1 / tensor2.
+
+        >>> import aneforge as af
+        >>> af.addcdiv(af.ones(2), af.tensor([1.0, 2.0]), af.tensor([2.0, 4.0])).tolist()
+        [1.5, 1.5]
+        """
+        quot = tensor1 / tensor2
+        return self + (quot if value == 1 else quot * value)
+
+    def diag(self, diagonal: int = 0) -> "Tensor":
+        """A 1-D tensor -> the square matrix with it on the `diagonal`-th diagonal (a select
+        with a constant mask); a 2-D tensor -> that diagonal.
+
+        >>> import aneforge as af
+        >>> af.diag(af.tensor([1, 2])).tolist()
+        [[1, 0], [0, 2]]
+        """
+        if self.ndim == 2:
+            return self.diagonal(diagonal)
+        if self.ndim != 1:
+            raise ShapeError(f"diag: expects a 1-D or 2-D tensor, got shape {self.shape}")
+        m, k = self.shape[0], abs(diagonal)
+        n = m + k
+        # k >= 0: row i holds v[i] (rows past m are zeros); k < 0: column j holds v[j]
+        axis = 0 if diagonal >= 0 else 1
+        grid = self.unsqueeze(1 - axis).expand((m, n) if axis == 0 else (n, m))
+        if k:
+            edge = grid.narrow(axis, 0, 1)._zeros()
+            zeros = edge.expand((k, n) if axis == 0 else (n, k))
+            grid = from_functions("cat")([grid, zeros], axis)
+        return _where(const(np.eye(n, k=diagonal, dtype=bool), dtypes.bool_), grid, grid._zeros())
+
+    def nan_to_num(self, nan: float = 0.0, posinf: float | None = None,
+                   neginf: float | None = None) -> "Tensor":
+        """NaN -> nan, +inf -> posinf, -inf -> neginf (the dtype's extremes by default).
+
+        >>> import aneforge as af
+        >>> af.tensor([float("nan"), float("inf"), 1.0]).nan_to_num().tolist()
+        [0.0, 65504.0, 1.0]
+        """
+        if not self.dtype.is_float:
+            return self
+        big = float(np.finfo(self.dtype.np).max)
+        x = _where(self != self, nan, self)
+        x = _where(x == float("inf"), big if posinf is None else posinf, x)
+        return _where(x == float("-inf"), -big if neginf is None else neginf, x)
+
     # ---- in place: the handle takes the new value (programs are SSA) ----------------------
     def _inplace(self, result) -> "Tensor":
         """torch's in-place methods: this handle now holds `result` (cast to its dtype). A leaf

@@ -149,7 +149,9 @@ def _args(name):
         "addmm": (pos[:, :2], x, y.t()), "celu": (x,), "clamp_max": (x, 0.5), "clamp_min": (x, 0.5),
         "expm1": (x,), "log1p": (pos,), "multiply": (x, y), "negative": (x,),
         "outer": (x[0], y[1]), "selu": (x,), "sign": (x,), "subtract": (x, y), "tile": (x, (2,)),
-        "true_divide": (x, pos),
+        "true_divide": (x, pos), "addcdiv": (x, y, pos), "addcmul": (x, y, pos),
+        "count_nonzero": (mask, 1), "diag": (x[0],), "lerp": (x, y, 0.25), "nan_to_num": (x,),
+        "unflatten": (x, 1, (3, 1)),
     }[name]
 
 
