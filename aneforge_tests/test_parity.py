@@ -132,3 +132,11 @@ def test_log_softmax_gradient_as_close_as_torchs_own_fp16(scale):
     ours = np.abs(a.grad.numpy().astype(np.float64) - want).max()
     theirs = np.abs(h.grad.numpy().astype(np.float64) - want).max()
     assert ours <= 2 * theirs + 2.0 ** -11 * np.abs(want).max()
+
+
+def test_max_pool2d_padding_never_wins_for_integers():
+    x = -np.arange(1, 17, dtype=np.int32).reshape(1, 1, 4, 4)
+    got = F.max_pool2d(af.tensor(x), 3, stride=2, padding=1)
+    want = torch.nn.functional.max_pool2d(torch.tensor(x).float(), 3, stride=2, padding=1)
+    assert got.dtype == af.int32
+    np.testing.assert_array_equal(got.numpy(), want.numpy().astype(np.int32))

@@ -381,7 +381,7 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
         raise AneforgeError("max_pool2d: return_indices is not supported; compare the input "
                             "with the upsampled maximum to find the positions")
     x = _batched(input, 3, "max_pool2d")
-    low = float(np.finfo(np.float16).min) if x.dtype.is_float else None
+    low = float(np.finfo(x.dtype.np).min) if x.dtype.is_float else int(np.iinfo(x.dtype.np).min)
     views, _, _ = _windows(x, kernel_size, stride, padding, dilation, ceil_mode, low)
     while len(views) > 1:                                  # a balanced tree of maximums
         views = [a.maximum(b) for a, b in zip(views[::2], views[1::2])] + views[len(views) // 2 * 2:]
