@@ -31,86 +31,163 @@ SURFACES = ("torch", "Tensor", "F")
 #  name                             home       surfaces torch spells it on (* = adapter there)
 TABLE = """
 abs                                 Tensor     torch Tensor
+adaptive_avg_pool2d                 F          F
 add                                 Tensor     torch Tensor
+add_                                Tensor     Tensor
+addcdiv                             Tensor     torch Tensor
+addcmul                             Tensor     torch Tensor
+addmm                               Tensor     torch Tensor
 all                                 Tensor     torch Tensor
+allclose                            Tensor     torch Tensor
 amax                                Tensor     torch Tensor
 amin                                Tensor     torch Tensor
 any                                 Tensor     torch Tensor
 argmax                              Tensor     torch Tensor
 argmin                              Tensor     torch Tensor
+argsort                             Tensor     torch Tensor
+avg_pool1d                          F          torch F
+avg_pool2d                          F          F
 backward                            Tensor     Tensor
 binary_cross_entropy_with_logits    F          torch* F
+bmm                                 Tensor     torch Tensor
 bool                                Tensor     Tensor
 cat                                 functions  torch
+ceil                                Tensor     torch Tensor
+celu                                F          torch F
 chunk                               Tensor     torch Tensor
 clamp                               Tensor     torch Tensor
+clamp_                              Tensor     torch Tensor
+clamp_max                           Tensor     torch Tensor
+clamp_min                           Tensor     torch Tensor
 clip                                Tensor     torch Tensor
 clone                               Tensor     torch Tensor
 concat                              functions  torch
 concatenate                         functions  torch
 contiguous                          Tensor     Tensor
+conv1d                              F          torch F
 conv2d                              F          torch F
+conv_transpose2d                    F          torch F
+copy_                               Tensor     Tensor
+copysign                            Tensor     torch Tensor
 cos                                 Tensor     torch Tensor
+cosine_similarity                   F          torch F
+count_nonzero                       Tensor     torch Tensor
 cpu                                 Tensor     Tensor
 cross_entropy                       F          F
+cummax                              Tensor     torch Tensor
+cummin                              Tensor     torch Tensor
+cumprod                             Tensor     torch Tensor
+cumsum                              Tensor     torch Tensor
 detach                              Tensor     torch Tensor
+diag                                Tensor     torch Tensor
+diagonal                            Tensor     torch Tensor
 dim                                 Tensor     Tensor
 div                                 Tensor     torch Tensor
+div_                                Tensor     Tensor
 dropout                             F          torch* F
+einsum                              functions  torch
+elu                                 F          F
 embedding                           F          torch* F
 eq                                  Tensor     torch Tensor
 erf                                 Tensor     torch Tensor
 exp                                 Tensor     torch Tensor
 expand                              Tensor     Tensor
 expand_as                           Tensor     Tensor
+expm1                               Tensor     torch Tensor
+fill_                               Tensor     torch Tensor
 flatten                             Tensor     torch Tensor
+flip                                Tensor     torch Tensor
 float                               Tensor     Tensor
+floor                               Tensor     torch Tensor
+floor_divide                        Tensor     torch Tensor
+fmod                                Tensor     torch Tensor
+gather                              Tensor     torch Tensor
 ge                                  Tensor     torch Tensor
 gelu                                F          F
+group_norm                          F          torch F
 gt                                  Tensor     torch Tensor
 half                                Tensor     Tensor
+hardsigmoid                         F          F
+hardswish                           F          F
+hardtanh                            F          F
+huber_loss                          F          F
 int                                 Tensor     Tensor
+interpolate                         F          F
+isclose                             Tensor     torch Tensor
 item                                Tensor     Tensor
 l1_loss                             F          F
 layer_norm                          F          torch F
 le                                  Tensor     torch Tensor
+leaky_relu                          F          F
+lerp                                Tensor     torch Tensor
 linear                              F          F
 log                                 Tensor     torch Tensor
+log1p                               Tensor     torch Tensor
 log_softmax                         Tensor     torch Tensor F
+logcumsumexp                        Tensor     torch Tensor
 logical_not                         Tensor     torch Tensor
+logsigmoid                          F          F
+logsumexp                           Tensor     torch Tensor
 long                                Tensor     Tensor
 lt                                  Tensor     torch Tensor
 masked_fill                         Tensor     torch Tensor
 matmul                              Tensor     torch Tensor
 max                                 Tensor     torch Tensor
+max_pool1d                          F          torch F
+max_pool2d                          F          torch F
 maximum                             Tensor     torch Tensor
 mean                                Tensor     torch Tensor
+meshgrid                            functions  torch
 min                                 Tensor     torch Tensor
 minimum                             Tensor     torch Tensor
+mish                                F          F
 movedim                             Tensor     torch Tensor
 mse_loss                            F          F
 mul                                 Tensor     torch Tensor
+mul_                                Tensor     Tensor
+multiply                            Tensor     torch Tensor
+nan_to_num                          Tensor     torch Tensor
 narrow                              Tensor     torch Tensor
 ne                                  Tensor     torch Tensor
 neg                                 Tensor     torch Tensor
+negative                            Tensor     torch Tensor
 nll_loss                            F          F
+norm                                Tensor     torch Tensor
+normalize                           F          F
 numel                               Tensor     torch Tensor
 numpy                               Tensor     Tensor
 one_hot                             F          F
+outer                               Tensor     torch Tensor
+pad                                 F          F
 permute                             Tensor     torch Tensor
 pow                                 Tensor     torch Tensor
+prod                                Tensor     torch Tensor
 reciprocal                          Tensor     torch Tensor
-relu                                Tensor     torch Tensor F
+relu                                Tensor     torch Tensor F*
+relu6                               F          F
+remainder                           Tensor     torch Tensor
+repeat                              Tensor     Tensor
 requires_grad_                      Tensor     Tensor
 reshape                             Tensor     torch Tensor
 rms_norm                            F          torch F
+roll                                Tensor     torch Tensor
 rsqrt                               Tensor     torch Tensor
+scaled_dot_product_attention        F          F
+scatter                             Tensor     torch Tensor
+scatter_add                         Tensor     torch Tensor
+scatter_reduce                      Tensor     torch Tensor
+selu                                F          torch F
 set_                                Tensor     Tensor
 sigmoid                             Tensor     torch Tensor F
+sign                                Tensor     torch Tensor
 silu                                F          F
 sin                                 Tensor     torch Tensor
 size                                Tensor     Tensor
+smooth_l1_loss                      F          F
 softmax                             Tensor     torch Tensor F
+softplus                            F          F
+softsign                            F          F
+sort                                Tensor     torch Tensor
 split                               Tensor     torch Tensor
 sqrt                                Tensor     torch Tensor
 square                              Tensor     torch Tensor
@@ -118,19 +195,29 @@ squeeze                             Tensor     torch Tensor
 stack                               functions  torch
 std                                 Tensor     torch Tensor
 sub                                 Tensor     torch Tensor
+sub_                                Tensor     Tensor
+subtract                            Tensor     torch Tensor
 sum                                 Tensor     torch Tensor
 swapaxes                            Tensor     torch Tensor
 t                                   Tensor     torch Tensor
 tanh                                Tensor     torch Tensor F
+tile                                Tensor     torch Tensor
 to                                  Tensor     Tensor
 tolist                              Tensor     Tensor
 transpose                           Tensor     torch Tensor
+tril                                Tensor     torch Tensor
+triu                                Tensor     torch Tensor
+true_divide                         Tensor     torch Tensor
+trunc                               Tensor     torch Tensor
+type                                Tensor     Tensor
 type_as                             Tensor     Tensor
 unbind                              Tensor     torch Tensor
+unflatten                           Tensor     torch Tensor
 unsqueeze                           Tensor     torch Tensor
 var                                 Tensor     torch Tensor
 view                                Tensor     Tensor
 where                               functions  torch Tensor*
+zero_                               Tensor     torch Tensor
 """
 
 # Doctest bodies for the generated af.X forwarders (after `>>> import aneforge as af`).

@@ -51,7 +51,21 @@ class no_grad(contextlib.ContextDecorator):
         CTX.thread.grad_enabled = self.prev
 
 
-inference_mode = no_grad
+class inference_mode(no_grad):
+    """torch.inference_mode: no gradient recording while `mode` is True (the default).
+
+    >>> import aneforge as af
+    >>> w = af.ones(2, requires_grad=True)
+    >>> with af.inference_mode():
+    ...     (w * 2).requires_grad
+    False
+    """
+
+    def __init__(self, mode: bool = True):
+        super().__init__(not mode)
+
+    def _recreate_cm(self):
+        return type(self)(not self.mode)
 
 
 def enable_grad() -> no_grad:

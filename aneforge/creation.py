@@ -150,3 +150,18 @@ def randint(low, high=None, size=(), dtype=None) -> Tensor:
         low, high = 0, low
     shape = _sizes((size,))
     return _random(lambda: generator().integers(low, high, shape), _dtype(dtype, dtypes.int32))
+
+
+def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False) -> Tensor:
+    """`steps` evenly spaced values from start to end inclusive (computed on the host in
+    fp32 as torch: the first half from start, the second from end).
+
+    >>> import aneforge as af
+    >>> af.linspace(0, 1, 5).tolist()
+    [0.0, 0.25, 0.5, 0.75, 1.0]
+    """
+    i = np.arange(steps, dtype=np.float32)
+    step = np.float32((end - start) / (steps - 1)) if steps > 1 else np.float32(0)
+    vals = np.where(i < steps // 2, np.float32(start) + i * step,
+                    np.float32(end) - (steps - 1 - i) * step)
+    return tensor(vals, dtype=_dtype(dtype), requires_grad=requires_grad)

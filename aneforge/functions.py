@@ -83,6 +83,87 @@ def _scalars_dtype(*values) -> dtypes.DType:
     return dtypes.float16
 
 
+def meshgrid(*tensors, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids from 1-D tensors: 'ij' (matrix, torch's default) or 'xy' (Cartesian:
+    the first two axes swapped). Each grid is a reshape and an expand (MIL tile).
+
+    >>> import aneforge as af
+    >>> [g.tolist() for g in af.meshgrid(af.tensor([1, 2]), af.tensor([3, 4, 5]))][1]
+    [[3, 4, 5], [3, 4, 5]]
+    """
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    ts = [t.reshape(-1) for t in tensors]
+    if indexing == "xy" and len(ts) > 1:
+        ts[0], ts[1] = ts[1], ts[0]
+    sizes = tuple(t.shape[0] for t in ts)
+    grids = [t.reshape(tuple(-1 if i == k else 1 for i in range(len(ts)))).expand(sizes)
+             for k, t in enumerate(ts)]
+    if indexing == "xy" and len(ts) > 1:          # each grid belongs to its own tensor again
+        grids[0], grids[1] = grids[1], grids[0]
+    return tuple(grids)
+
+
+def einsum(equation: str, *operands) -> Tensor:
+    """Einstein summation, contracted pairwise left to right: each pair as one batched matmul
+    (indices in both operands and the output: batch; in both only: summed by the matmul;
+    in one only: rows or columns), indices of one operand alone summed first.
+
+    >>> import aneforge as af
+    >>> af.einsum("ij,jk->ik", af.ones(2, 3), af.ones(3, 4)).tolist()[0]
+    [3.0, 3.0, 3.0, 3.0]
+    """
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    eq = equation.replace(" ", "")
+    lhs, out = eq.split("->") if "->" in eq else (eq, None)
+    terms = lhs.split(",")
+    if "." in eq:
+        raise AneforgeError("einsum: '...' is not supported; name every axis")
+    if len(terms) != len(operands):
+        raise AneforgeError(f"einsum: {len(terms)} terms in {equation!r} for {len(operands)} "
+                            f"operands")
+    for t, x in zip(terms, operands):
+        if len(set(t)) != len(t):
+            raise AneforgeError(f"einsum: a repeated index in {t!r} (a diagonal) is not "
+                                f"supported; take x.diagonal() first")
+        if len(t) != x.ndim:
+            raise AneforgeError(f"einsum: term {t!r} names {len(t)} axes of a {x.ndim}-D operand")
+    if out is None:
+        counts = {c: lhs.count(c) for c in set(lhs) if c != ","}
+        out = "".join(sorted(c for c, n in counts.items() if n == 1))
+    cur_t, cur = terms[0], operands[0]
+    for i in range(1, len(terms)):
+        keep = set(out).union(*terms[i + 1:])
+        cur_t, cur = _contract(cur_t, cur, terms[i], operands[i], keep)
+    cur_t, cur = _sum_only(cur_t, cur, set(out))
+    return cur.permute([cur_t.index(c) for c in out]) if cur_t else cur
+
+
+def _sum_only(t: str, x: Tensor, keep: set) -> tuple[str, Tensor]:
+    gone = [i for i, c in enumerate(t) if c not in keep]
+    if not gone:
+        return t, x
+    return "".join(c for c in t if c in keep), x.sum(tuple(gone))
+
+
+def _contract(ta: str, a: Tensor, tb: str, b: Tensor, keep: set) -> tuple[str, Tensor]:
+    ta, a = _sum_only(ta, a, keep | set(tb))
+    tb, b = _sum_only(tb, b, keep | set(ta))
+    batch = [c for c in ta if c in tb and c in keep]
+    summed = [c for c in ta if c in tb and c not in keep]
+    left = [c for c in ta if c not in tb]
+    right = [c for c in tb if c not in ta]
+    size = {**dict(zip(tb, b.shape)), **dict(zip(ta, a.shape))}
+    n = lambda cs: int(np.prod([size[c] for c in cs], dtype=np.int64))     # noqa: E731
+    a = a.permute([ta.index(c) for c in batch + left + summed]).reshape(n(batch), n(left), n(summed))
+    b = b.permute([tb.index(c) for c in batch + summed + right]).reshape(n(batch), n(summed), n(right))
+    out = (a @ b).reshape(tuple(size[c] for c in batch + left + right))
+    return "".join(batch + left + right), out
+
+
 # ---- torch's top-level spellings of nn.functional names, where torch's signature differs ----
 def embedding(weight: Tensor, indices: Tensor) -> Tensor:
     """torch.embedding(weight, indices): rows of `weight` picked by `indices`; the arguments
@@ -143,44 +224,81 @@ def add(input: Tensor, other, alpha=1):
     return input.add(other, alpha)
 
 
-def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """torch.all: `input.all(dim, keepdim)`; see Tensor.all.
+def addcdiv(input: Tensor, tensor1, tensor2, *, value=1) -> Tensor:
+    """torch.addcdiv: `input.addcdiv(tensor1, tensor2, value=value)`; see Tensor.addcdiv."""
+    return input.addcdiv(tensor1, tensor2, value=value)
+
+
+def addcmul(input: Tensor, tensor1, tensor2, *, value=1) -> Tensor:
+    """torch.addcmul: `input.addcmul(tensor1, tensor2, value=value)`; see Tensor.addcmul."""
+    return input.addcmul(tensor1, tensor2, value=value)
+
+
+def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """torch.addmm: `input.addmm(mat1, mat2, beta=beta, alpha=alpha)`; see Tensor.addmm."""
+    return input.addmm(mat1, mat2, beta=beta, alpha=alpha)
+
+
+def all(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """torch.all: `input.all(dim, keepdim, axis=axis)`; see Tensor.all.
 
     >>> import aneforge as af
     >>> af.all(af.tensor([True, False])).item()
     False
     """
-    return input.all(dim, keepdim)
+    return input.all(dim, keepdim, axis=axis)
 
 
-def amax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """torch.amax: `input.amax(dim, keepdim)`; see Tensor.amax."""
-    return input.amax(dim, keepdim)
+def allclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> bool:
+    """torch.allclose: `input.allclose(other, rtol, atol, equal_nan)`; see Tensor.allclose."""
+    return input.allclose(other, rtol, atol, equal_nan)
 
 
-def amin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """torch.amin: `input.amin(dim, keepdim)`; see Tensor.amin."""
-    return input.amin(dim, keepdim)
+def amax(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """torch.amax: `input.amax(dim, keepdim, axis=axis)`; see Tensor.amax."""
+    return input.amax(dim, keepdim, axis=axis)
 
 
-def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """torch.any: `input.any(dim, keepdim)`; see Tensor.any.
+def amin(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """torch.amin: `input.amin(dim, keepdim, axis=axis)`; see Tensor.amin."""
+    return input.amin(dim, keepdim, axis=axis)
+
+
+def any(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """torch.any: `input.any(dim, keepdim, axis=axis)`; see Tensor.any.
 
     >>> import aneforge as af
     >>> af.any(af.tensor([True, False])).item()
     True
     """
-    return input.any(dim, keepdim)
+    return input.any(dim, keepdim, axis=axis)
 
 
-def argmax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """torch.argmax: `input.argmax(dim, keepdim)`; see Tensor.argmax."""
-    return input.argmax(dim, keepdim)
+def argmax(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """torch.argmax: `input.argmax(dim, keepdim, axis=axis)`; see Tensor.argmax."""
+    return input.argmax(dim, keepdim, axis=axis)
 
 
-def argmin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """torch.argmin: `input.argmin(dim, keepdim)`; see Tensor.argmin."""
-    return input.argmin(dim, keepdim)
+def argmin(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """torch.argmin: `input.argmin(dim, keepdim, axis=axis)`; see Tensor.argmin."""
+    return input.argmin(dim, keepdim, axis=axis)
+
+
+def argsort(input: Tensor, dim: int | None = None, descending: bool = False, stable: bool = False,
+            *, axis=None) -> Tensor:
+    """torch.argsort: `input.argsort(dim, descending, stable, axis=axis)`; see Tensor.argsort."""
+    return input.argsort(dim, descending, stable, axis=axis)
+
+
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
+    """torch.bmm: `input.bmm(mat2)`; see Tensor.bmm."""
+    return input.bmm(mat2)
+
+
+def ceil(input: Tensor) -> Tensor:
+    """torch.ceil: `input.ceil()`; see Tensor.ceil."""
+    return input.ceil()
 
 
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
@@ -191,6 +309,21 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 def clamp(input: Tensor, min=None, max=None) -> Tensor:
     """torch.clamp: `input.clamp(min, max)`; see Tensor.clamp."""
     return input.clamp(min, max)
+
+
+def clamp_(input: Tensor, min=None, max=None) -> Tensor:
+    """torch.clamp_: `input.clamp_(min, max)`; see Tensor.clamp_."""
+    return input.clamp_(min, max)
+
+
+def clamp_max(input: Tensor, max) -> Tensor:
+    """torch.clamp_max: `input.clamp_max(max)`; see Tensor.clamp_max."""
+    return input.clamp_max(max)
+
+
+def clamp_min(input: Tensor, min) -> Tensor:
+    """torch.clamp_min: `input.clamp_min(min)`; see Tensor.clamp_min."""
+    return input.clamp_min(min)
 
 
 def clip(input: Tensor, min=None, max=None) -> Tensor:
@@ -208,9 +341,39 @@ def clone(input: Tensor) -> Tensor:
     return input.clone()
 
 
+def copysign(input: Tensor, other) -> Tensor:
+    """torch.copysign: `input.copysign(other)`; see Tensor.copysign."""
+    return input.copysign(other)
+
+
 def cos(input: Tensor):
     """torch.cos: `input.cos()`; see Tensor.cos."""
     return input.cos()
+
+
+def count_nonzero(input: Tensor, dim=None) -> Tensor:
+    """torch.count_nonzero: `input.count_nonzero(dim)`; see Tensor.count_nonzero."""
+    return input.count_nonzero(dim)
+
+
+def cummax(input: Tensor, dim: int | None = None, *, axis=None) -> minmax:
+    """torch.cummax: `input.cummax(dim, axis=axis)`; see Tensor.cummax."""
+    return input.cummax(dim, axis=axis)
+
+
+def cummin(input: Tensor, dim: int | None = None, *, axis=None) -> minmax:
+    """torch.cummin: `input.cummin(dim, axis=axis)`; see Tensor.cummin."""
+    return input.cummin(dim, axis=axis)
+
+
+def cumprod(input: Tensor, dim: int | None = None, dtype=None, *, axis=None) -> Tensor:
+    """torch.cumprod: `input.cumprod(dim, dtype, axis=axis)`; see Tensor.cumprod."""
+    return input.cumprod(dim, dtype, axis=axis)
+
+
+def cumsum(input: Tensor, dim: int | None = None, dtype=None, *, axis=None) -> Tensor:
+    """torch.cumsum: `input.cumsum(dim, dtype, axis=axis)`; see Tensor.cumsum."""
+    return input.cumsum(dim, dtype, axis=axis)
 
 
 def detach(input: Tensor) -> Tensor:
@@ -224,14 +387,24 @@ def detach(input: Tensor) -> Tensor:
     return input.detach()
 
 
-def div(input: Tensor, other):
-    """torch.div: `input.div(other)`; see Tensor.div.
+def diag(input: Tensor, diagonal: int = 0) -> Tensor:
+    """torch.diag: `input.diag(diagonal)`; see Tensor.diag."""
+    return input.diag(diagonal)
+
+
+def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """torch.diagonal: `input.diagonal(offset, dim1, dim2)`; see Tensor.diagonal."""
+    return input.diagonal(offset, dim1, dim2)
+
+
+def div(input: Tensor, other, rounding_mode: str | None = None) -> Tensor:
+    """torch.div: `input.div(other, rounding_mode)`; see Tensor.div.
 
     >>> import aneforge as af
     >>> af.div(af.tensor([1.0, 3.0]), 2).tolist()
     [0.5, 1.5]
     """
-    return input.div(other)
+    return input.div(other, rounding_mode)
 
 
 def eq(input: Tensor, other):
@@ -259,9 +432,44 @@ def exp(input: Tensor):
     return input.exp()
 
 
+def expm1(input: Tensor) -> Tensor:
+    """torch.expm1: `input.expm1()`; see Tensor.expm1."""
+    return input.expm1()
+
+
+def fill_(input: Tensor, value) -> Tensor:
+    """torch.fill_: `input.fill_(value)`; see Tensor.fill_."""
+    return input.fill_(value)
+
+
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """torch.flatten: `input.flatten(start_dim, end_dim)`; see Tensor.flatten."""
     return input.flatten(start_dim, end_dim)
+
+
+def flip(input: Tensor, dims) -> Tensor:
+    """torch.flip: `input.flip(dims)`; see Tensor.flip."""
+    return input.flip(dims)
+
+
+def floor(input: Tensor) -> Tensor:
+    """torch.floor: `input.floor()`; see Tensor.floor."""
+    return input.floor()
+
+
+def floor_divide(input: Tensor, other) -> Tensor:
+    """torch.floor_divide: `input.floor_divide(other)`; see Tensor.floor_divide."""
+    return input.floor_divide(other)
+
+
+def fmod(input: Tensor, other) -> Tensor:
+    """torch.fmod: `input.fmod(other)`; see Tensor.fmod."""
+    return input.fmod(other)
+
+
+def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    """torch.gather: `input.gather(dim, index)`; see Tensor.gather."""
+    return input.gather(dim, index)
 
 
 def ge(input: Tensor, other):
@@ -284,6 +492,12 @@ def gt(input: Tensor, other):
     return input.gt(other)
 
 
+def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08,
+            equal_nan: bool = False) -> Tensor:
+    """torch.isclose: `input.isclose(other, rtol, atol, equal_nan)`; see Tensor.isclose."""
+    return input.isclose(other, rtol, atol, equal_nan)
+
+
 def le(input: Tensor, other):
     """torch.le: `input.le(other)`; see Tensor.le.
 
@@ -294,14 +508,29 @@ def le(input: Tensor, other):
     return input.le(other)
 
 
+def lerp(input: Tensor, end, weight) -> Tensor:
+    """torch.lerp: `input.lerp(end, weight)`; see Tensor.lerp."""
+    return input.lerp(end, weight)
+
+
 def log(input: Tensor):
     """torch.log: `input.log()`; see Tensor.log."""
     return input.log()
 
 
-def log_softmax(input: Tensor, dim: int) -> Tensor:
-    """torch.log_softmax: `input.log_softmax(dim)`; see Tensor.log_softmax."""
-    return input.log_softmax(dim)
+def log1p(input: Tensor) -> Tensor:
+    """torch.log1p: `input.log1p()`; see Tensor.log1p."""
+    return input.log1p()
+
+
+def log_softmax(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
+    """torch.log_softmax: `input.log_softmax(dim, axis=axis)`; see Tensor.log_softmax."""
+    return input.log_softmax(dim, axis=axis)
+
+
+def logcumsumexp(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
+    """torch.logcumsumexp: `input.logcumsumexp(dim, axis=axis)`; see Tensor.logcumsumexp."""
+    return input.logcumsumexp(dim, axis=axis)
 
 
 def logical_not(input: Tensor):
@@ -312,6 +541,11 @@ def logical_not(input: Tensor):
     [False, True]
     """
     return input.logical_not()
+
+
+def logsumexp(input: Tensor, dim: int | None = None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """torch.logsumexp: `input.logsumexp(dim, keepdim, axis=axis)`; see Tensor.logsumexp."""
+    return input.logsumexp(dim, keepdim, axis=axis)
 
 
 def lt(input: Tensor, other):
@@ -340,9 +574,9 @@ def matmul(input: Tensor, other) -> Tensor:
     return input.matmul(other)
 
 
-def max(input: Tensor, dim=None, keepdim: bool = False):
-    """torch.max: `input.max(dim, keepdim)`; see Tensor.max."""
-    return input.max(dim, keepdim)
+def max(input: Tensor, dim=None, keepdim: bool = False, *, axis=None):
+    """torch.max: `input.max(dim, keepdim, axis=axis)`; see Tensor.max."""
+    return input.max(dim, keepdim, axis=axis)
 
 
 def maximum(input: Tensor, other):
@@ -350,14 +584,14 @@ def maximum(input: Tensor, other):
     return input.maximum(other)
 
 
-def mean(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """torch.mean: `input.mean(dim, keepdim)`; see Tensor.mean."""
-    return input.mean(dim, keepdim)
+def mean(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """torch.mean: `input.mean(dim, keepdim, axis=axis)`; see Tensor.mean."""
+    return input.mean(dim, keepdim, axis=axis)
 
 
-def min(input: Tensor, dim=None, keepdim: bool = False):
-    """torch.min: `input.min(dim, keepdim)`; see Tensor.min."""
-    return input.min(dim, keepdim)
+def min(input: Tensor, dim=None, keepdim: bool = False, *, axis=None):
+    """torch.min: `input.min(dim, keepdim, axis=axis)`; see Tensor.min."""
+    return input.min(dim, keepdim, axis=axis)
 
 
 def minimum(input: Tensor, other):
@@ -385,6 +619,17 @@ def mul(input: Tensor, other):
     return input.mul(other)
 
 
+def multiply(input: Tensor, other) -> Tensor:
+    """torch.multiply: `input.multiply(other)`; see Tensor.multiply."""
+    return input.multiply(other)
+
+
+def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None,
+               neginf: float | None = None) -> Tensor:
+    """torch.nan_to_num: `input.nan_to_num(nan, posinf, neginf)`; see Tensor.nan_to_num."""
+    return input.nan_to_num(nan, posinf, neginf)
+
+
 def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
     """torch.narrow: `input.narrow(dim, start, length)`; see Tensor.narrow.
 
@@ -410,6 +655,16 @@ def neg(input: Tensor) -> Tensor:
     return input.neg()
 
 
+def negative(input: Tensor) -> Tensor:
+    """torch.negative: `input.negative()`; see Tensor.negative."""
+    return input.negative()
+
+
+def norm(input: Tensor, p='fro', dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+    """torch.norm: `input.norm(p, dim, keepdim, dtype)`; see Tensor.norm."""
+    return input.norm(p, dim, keepdim, dtype)
+
+
 def numel(input: Tensor) -> int:
     """torch.numel: `input.numel()`; see Tensor.numel.
 
@@ -418,6 +673,11 @@ def numel(input: Tensor) -> int:
     6
     """
     return input.numel()
+
+
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    """torch.outer: `input.outer(vec2)`; see Tensor.outer."""
+    return input.outer(vec2)
 
 
 def permute(input: Tensor, *dims) -> Tensor:
@@ -430,6 +690,11 @@ def pow(input: Tensor, exponent) -> Tensor:
     return input.pow(exponent)
 
 
+def prod(input: Tensor, dim=None, keepdim: bool = False, dtype=None, *, axis=None) -> Tensor:
+    """torch.prod: `input.prod(dim, keepdim, dtype, axis=axis)`; see Tensor.prod."""
+    return input.prod(dim, keepdim, dtype, axis=axis)
+
+
 def reciprocal(input: Tensor):
     """torch.reciprocal: `input.reciprocal()`; see Tensor.reciprocal."""
     return input.reciprocal()
@@ -440,9 +705,19 @@ def relu(input: Tensor):
     return input.relu()
 
 
+def remainder(input: Tensor, other) -> Tensor:
+    """torch.remainder: `input.remainder(other)`; see Tensor.remainder."""
+    return input.remainder(other)
+
+
 def reshape(input: Tensor, *shape) -> Tensor:
     """torch.reshape: `input.reshape(*shape)`; see Tensor.reshape."""
     return input.reshape(*shape)
+
+
+def roll(input: Tensor, shifts, dims=None) -> Tensor:
+    """torch.roll: `input.roll(shifts, dims)`; see Tensor.roll."""
+    return input.roll(shifts, dims)
 
 
 def rsqrt(input: Tensor):
@@ -450,9 +725,30 @@ def rsqrt(input: Tensor):
     return input.rsqrt()
 
 
+def scatter(input: Tensor, dim: int, index: Tensor, src=None, value=None, reduce=None) -> Tensor:
+    """torch.scatter: `input.scatter(dim, index, src, value, reduce)`; see Tensor.scatter."""
+    return input.scatter(dim, index, src, value, reduce)
+
+
+def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """torch.scatter_add: `input.scatter_add(dim, index, src)`; see Tensor.scatter_add."""
+    return input.scatter_add(dim, index, src)
+
+
+def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str,
+                   include_self: bool = True) -> Tensor:
+    """torch.scatter_reduce: `input.scatter_reduce(dim, index, src, reduce, include_self)`; see Tensor.scatter_reduce."""
+    return input.scatter_reduce(dim, index, src, reduce, include_self)
+
+
 def sigmoid(input: Tensor):
     """torch.sigmoid: `input.sigmoid()`; see Tensor.sigmoid."""
     return input.sigmoid()
+
+
+def sign(input: Tensor) -> Tensor:
+    """torch.sign: `input.sign()`; see Tensor.sign."""
+    return input.sign()
 
 
 def sin(input: Tensor):
@@ -460,9 +756,15 @@ def sin(input: Tensor):
     return input.sin()
 
 
-def softmax(input: Tensor, dim: int) -> Tensor:
-    """torch.softmax: `input.softmax(dim)`; see Tensor.softmax."""
-    return input.softmax(dim)
+def softmax(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
+    """torch.softmax: `input.softmax(dim, axis=axis)`; see Tensor.softmax."""
+    return input.softmax(dim, axis=axis)
+
+
+def sort(input: Tensor, dim: int | None = None, descending: bool = False, stable: bool = False, *,
+         axis=None) -> minmax:
+    """torch.sort: `input.sort(dim, descending, stable, axis=axis)`; see Tensor.sort."""
+    return input.sort(dim, descending, stable, axis=axis)
 
 
 def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
@@ -480,20 +782,20 @@ def square(input: Tensor):
     return input.square()
 
 
-def squeeze(input: Tensor, dim=None) -> Tensor:
-    """torch.squeeze: `input.squeeze(dim)`; see Tensor.squeeze."""
-    return input.squeeze(dim)
+def squeeze(input: Tensor, dim=None, *, axis=None) -> Tensor:
+    """torch.squeeze: `input.squeeze(dim, axis=axis)`; see Tensor.squeeze."""
+    return input.squeeze(dim, axis=axis)
 
 
-def std(input: Tensor, dim=None, keepdim: bool = False, correction: int = 1,
-        unbiased=None) -> Tensor:
-    """torch.std: `input.std(dim, keepdim, correction, unbiased)`; see Tensor.std.
+def std(input: Tensor, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None, *,
+        axis=None) -> Tensor:
+    """torch.std: `input.std(dim, keepdim, correction, unbiased, axis=axis)`; see Tensor.std.
 
     >>> import aneforge as af
     >>> af.std(af.tensor([1.0, 3.0])).item()
     1.4140625
     """
-    return input.std(dim, keepdim, correction, unbiased)
+    return input.std(dim, keepdim, correction, unbiased, axis=axis)
 
 
 def sub(input: Tensor, other, alpha=1):
@@ -506,9 +808,14 @@ def sub(input: Tensor, other, alpha=1):
     return input.sub(other, alpha)
 
 
-def sum(input: Tensor, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
-    """torch.sum: `input.sum(dim, keepdim, dtype)`; see Tensor.sum."""
-    return input.sum(dim, keepdim, dtype)
+def subtract(input: Tensor, other, alpha=1) -> Tensor:
+    """torch.subtract: `input.subtract(other, alpha)`; see Tensor.subtract."""
+    return input.subtract(other, alpha)
+
+
+def sum(input: Tensor, dim=None, keepdim: bool = False, dtype=None, *, axis=None) -> Tensor:
+    """torch.sum: `input.sum(dim, keepdim, dtype, axis=axis)`; see Tensor.sum."""
+    return input.sum(dim, keepdim, dtype, axis=axis)
 
 
 def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
@@ -531,9 +838,34 @@ def tanh(input: Tensor):
     return input.tanh()
 
 
+def tile(input: Tensor, *dims) -> Tensor:
+    """torch.tile: `input.tile(*dims)`; see Tensor.tile."""
+    return input.tile(*dims)
+
+
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     """torch.transpose: `input.transpose(dim0, dim1)`; see Tensor.transpose."""
     return input.transpose(dim0, dim1)
+
+
+def tril(input: Tensor, diagonal: int = 0) -> Tensor:
+    """torch.tril: `input.tril(diagonal)`; see Tensor.tril."""
+    return input.tril(diagonal)
+
+
+def triu(input: Tensor, diagonal: int = 0) -> Tensor:
+    """torch.triu: `input.triu(diagonal)`; see Tensor.triu."""
+    return input.triu(diagonal)
+
+
+def true_divide(input: Tensor, other) -> Tensor:
+    """torch.true_divide: `input.true_divide(other)`; see Tensor.true_divide."""
+    return input.true_divide(other)
+
+
+def trunc(input: Tensor) -> Tensor:
+    """torch.trunc: `input.trunc()`; see Tensor.trunc."""
+    return input.trunc()
 
 
 def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
@@ -546,31 +878,47 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     return input.unbind(dim)
 
 
-def unsqueeze(input: Tensor, dim: int) -> Tensor:
-    """torch.unsqueeze: `input.unsqueeze(dim)`; see Tensor.unsqueeze."""
-    return input.unsqueeze(dim)
+def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
+    """torch.unflatten: `input.unflatten(dim, sizes)`; see Tensor.unflatten."""
+    return input.unflatten(dim, sizes)
 
 
-def var(input: Tensor, dim=None, keepdim: bool = False, correction: int = 1,
-        unbiased=None) -> Tensor:
-    """torch.var: `input.var(dim, keepdim, correction, unbiased)`; see Tensor.var.
+def unsqueeze(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
+    """torch.unsqueeze: `input.unsqueeze(dim, axis=axis)`; see Tensor.unsqueeze."""
+    return input.unsqueeze(dim, axis=axis)
+
+
+def var(input: Tensor, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None, *,
+        axis=None) -> Tensor:
+    """torch.var: `input.var(dim, keepdim, correction, unbiased, axis=axis)`; see Tensor.var.
 
     >>> import aneforge as af
     >>> af.var(af.tensor([1.0, 3.0])).item()
     2.0
     """
-    return input.var(dim, keepdim, correction, unbiased)
+    return input.var(dim, keepdim, correction, unbiased, axis=axis)
+
+
+def zero_(input: Tensor) -> Tensor:
+    """torch.zero_: `input.zero_()`; see Tensor.zero_."""
+    return input.zero_()
 # ---- end of generated block: forwarders ----
 
 
 # ---- generated by `python -m aneforge._api` from its TABLE, do not edit: __all__ ----
 __all__ = [
-    "abs", "add", "all", "amax", "amin", "any", "argmax", "argmin",
-    "binary_cross_entropy_with_logits", "cat", "chunk", "clamp", "clip", "clone", "concat",
-    "concatenate", "cos", "detach", "div", "dropout", "embedding", "eq", "erf", "exp", "flatten",
-    "ge", "gt", "le", "log", "log_softmax", "logical_not", "lt", "masked_fill", "matmul", "max",
-    "maximum", "mean", "min", "minimum", "movedim", "mul", "narrow", "ne", "neg", "numel",
-    "permute", "pow", "reciprocal", "relu", "reshape", "rsqrt", "sigmoid", "sin", "softmax",
-    "split", "sqrt", "square", "squeeze", "stack", "std", "sub", "sum", "swapaxes", "t", "tanh",
-    "transpose", "unbind", "unsqueeze", "var", "where"]
+    "abs", "add", "addcdiv", "addcmul", "addmm", "all", "allclose", "amax", "amin", "any", "argmax",
+    "argmin", "argsort", "binary_cross_entropy_with_logits", "bmm", "cat", "ceil", "chunk", "clamp",
+    "clamp_", "clamp_max", "clamp_min", "clip", "clone", "concat", "concatenate", "copysign", "cos",
+    "count_nonzero", "cummax", "cummin", "cumprod", "cumsum", "detach", "diag", "diagonal", "div",
+    "dropout", "einsum", "embedding", "eq", "erf", "exp", "expm1", "fill_", "flatten", "flip",
+    "floor", "floor_divide", "fmod", "gather", "ge", "gt", "isclose", "le", "lerp", "log", "log1p",
+    "log_softmax", "logcumsumexp", "logical_not", "logsumexp", "lt", "masked_fill", "matmul", "max",
+    "maximum", "mean", "meshgrid", "min", "minimum", "movedim", "mul", "multiply", "nan_to_num",
+    "narrow", "ne", "neg", "negative", "norm", "numel", "outer", "permute", "pow", "prod",
+    "reciprocal", "relu", "remainder", "reshape", "roll", "rsqrt", "scatter", "scatter_add",
+    "scatter_reduce", "sigmoid", "sign", "sin", "softmax", "sort", "split", "sqrt", "square",
+    "squeeze", "stack", "std", "sub", "subtract", "sum", "swapaxes", "t", "tanh", "tile",
+    "transpose", "tril", "triu", "true_divide", "trunc", "unbind", "unflatten", "unsqueeze", "var",
+    "where", "zero_"]
 # ---- end of generated block: __all__ ----

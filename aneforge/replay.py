@@ -167,7 +167,7 @@ class Capture:
             raise NotReplayable("; ".join(dict.fromkeys(self.refusals)))
         for run in self.runs:
             run.settle()
-        returns = [(self.source(*t.ref), t.type) for t in flat]
+        returns = [(self.source(*t.ref), t.tensor_type) for t in flat]
         return Replay(self.actions, list(self.guards.values()), returns, rebuild)
 
     def _grad_effects(self) -> None:
@@ -181,7 +181,7 @@ class Capture:
             src = None if g is None else self.source(*g.ref)
             if g is not None and src is None:
                 self.refusals.append("a gradient is not computed by its programs")
-            self.actions.append(("grad", (node, src, None if g is None else g.type)))
+            self.actions.append(("grad", (node, src, None if g is None else g.tensor_type)))
 
 
 class _Run:

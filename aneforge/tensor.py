@@ -29,6 +29,12 @@ from .ir.types import TensorType
 from .trace import Node, leaf, record
 
 minmax = namedtuple("minmax", ["values", "indices"])
+# torch's legacy type strings (Tensor.type()); int64/double name the int32/fp32 we compute in.
+TYPE_NAMES = {"fp16": "torch.HalfTensor", "fp32": "torch.FloatTensor", "int32": "torch.IntTensor",
+              "int16": "torch.ShortTensor", "int8": "torch.CharTensor", "uint8": "torch.ByteTensor",
+              "uint16": "torch.UInt16Tensor", "bool": "torch.BoolTensor"}
+TYPE_DTYPES = {**{v: k for k, v in TYPE_NAMES.items()}, "torch.LongTensor": "int32",
+               "torch.DoubleTensor": "fp32"}
 DEVICES = ("cpu", "ane", "mps", "cuda", "meta")     # all mean "wherever the backend runs"
 
 
@@ -46,19 +52,20 @@ class Tensor:
 
     # ---- static facts, known at record time ------------------------------------------
     @property
-    def type(self) -> TensorType:
+    def tensor_type(self) -> TensorType:
+        """The static (shape, dtype) of this value (MIL's tensor type)."""
         return self._node.types[self._idx]
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.type.shape
+        return self.tensor_type.shape
 
     def size(self, dim: int | None = None):
         return self.shape if dim is None else self.shape[dim]
 
     @property
     def dtype(self) -> DType:
-        return self.type.dtype
+        return self.tensor_type.dtype
 
     @property
     def ndim(self) -> int:
@@ -116,7 +123,7 @@ class Tensor:
     def detach(self) -> "Tensor":
         """The same value, cut from the gradient graph."""
         if self._node.data is not None:
-            return Tensor(leaf(self._node.data[self._idx], self.type))
+            return Tensor(leaf(self._node.data[self._idx], self.tensor_type))
         from .autograd import no_grad
         with no_grad():
             return record_op("identity", {"x": self}, {})
@@ -133,7 +140,7 @@ class Tensor:
         """
         capture = CTX.thread.capture
         if isinstance(source, Tensor):
-            array, type = source.value(), source.type
+            array, type = source.value(), source.tensor_type
             if capture is not None:          # af.compile: a replay sets the new value again
                 capture.effect(self.set_, source)
         else:
@@ -255,6 +262,21 @@ class Tensor:
     def bool(self) -> "Tensor":
         return self.to(dtypes.bool_)
 
+    def type(self, dtype=None, non_blocking: bool = False):
+        """torch's type string with no argument ('torch.HalfTensor'), else a cast to `dtype`
+        (a dtype, or a type string such as 'torch.FloatTensor').
+
+        >>> import aneforge as af
+        >>> x = af.tensor([1.5, 2.5])
+        >>> x.type(), x.type(af.int32).tolist(), x.type("torch.FloatTensor").dtype
+        ('torch.HalfTensor', [1, 2], aneforge.float32)
+        """
+        if dtype is None:
+            return TYPE_NAMES[self.dtype.name]
+        if isinstance(dtype, str) and dtype in TYPE_DTYPES:
+            dtype = TYPE_DTYPES[dtype]
+        return self.to(dtype)
+
     def type_as(self, other: "Tensor") -> "Tensor":
         return self.to(other.dtype)
 
@@ -294,6 +316,8 @@ class Tensor:
         return self.pow(exponent)
 
     def __rpow__(self, base):
+        if isinstance(base, numbers.Integral) and not self.dtype.is_float:
+            return _int_pow_tensor(const(int(base), self.dtype), self)
         return self._binary("pow", base, reverse=True, floating=True)
 
     def __matmul__(self, o):
@@ -320,9 +344,6 @@ class Tensor:
     def mul(self, other):
         return self * other
 
-    def div(self, other):
-        return self / other
-
     def neg(self) -> "Tensor":
         """-x, recorded as sub(0, x) (MIL has no neg)."""
         return self._binary("sub", 0, reverse=True)
@@ -332,6 +353,8 @@ class Tensor:
         An integer tensor to a non-negative integer power stays integer, as in torch."""
         if isinstance(exponent, numbers.Integral) and not self.dtype.is_float:
             return _int_power(self, int(exponent))
+        if isinstance(exponent, Tensor) and not (self.dtype.is_float or exponent.dtype.is_float):
+            return _int_pow_tensor(*operands(self, exponent))
         if isinstance(exponent, numbers.Real) and not isinstance(exponent, Tensor):
             special = {1: lambda x: x, 2: lambda x: x * x, 0.5: Tensor.sqrt, -0.5: Tensor.rsqrt,
                        -1: lambda x: 1 / x}
@@ -460,7 +483,8 @@ class Tensor:
 
     clip = clamp
 
-    def softmax(self, dim: int) -> "Tensor":
+    def softmax(self, dim: int | None = None, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "softmax", required=True)
         return self._unary("softmax", axis=dim)
 
     def masked_fill(self, mask: "Tensor", value) -> "Tensor":
@@ -479,8 +503,10 @@ class Tensor:
         from .functions import where
         return where(condition, self, other)
 
-    def var(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None) -> "Tensor":
+    def var(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None, *,
+            axis=None) -> "Tensor":
         """Variance with Bessel's correction by default, as torch."""
+        dim = _dim_or_axis(dim, axis, "var")
         if unbiased is not None:
             correction = int(unbiased)
         x = self._floating()
@@ -489,20 +515,35 @@ class Tensor:
         centered = x - x.mean(dim, keepdim=True)
         return (centered * centered).sum(dim, keepdim=keepdim) / float(max(n - correction, 1))
 
-    def std(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None) -> "Tensor":
+    def std(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None, *,
+            axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "std")
         return self.var(dim, keepdim, correction, unbiased).sqrt()
 
-    def any(self, dim=None, keepdim: bool = False) -> "Tensor":
+    def any(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "any")
         return (self != 0).to(dtypes.float16).amax(dim, keepdim) > 0.5
 
-    def all(self, dim=None, keepdim: bool = False) -> "Tensor":
+    def all(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "all")
         return (self != 0).to(dtypes.float16).amin(dim, keepdim) > 0.5
 
-    def log_softmax(self, dim: int) -> "Tensor":
-        """x - max - log(sum(exp(x - max))): stable, built from registered ops."""
+    def log_softmax(self, dim: int | None = None, *, axis=None) -> "Tensor":
+        """x - max - log(sum(exp(x - max))): stable, built from registered ops. The max is
+        detached: its exact gradient is zero, and through fp16 it is a cancellation
+        (-sum(g) + sum(g) * sum(softmax)) that lands on the argmax (torch's rule has no such term)."""
+        dim = _dim_or_axis(dim, axis, "log_softmax", required=True)
         x = self._floating()
-        shifted = x - x.amax(dim, keepdim=True)
-        return shifted - shifted.exp().sum(dim, keepdim=True).log()
+        if x.ndim == 0:
+            return x - x
+        shifted = (x - x.amax(dim, keepdim=True).detach()).movedim(dim, -1)
+        # The sum and its broadcast back are matmuls with ones: the forward sum, and the
+        # gradient's sum of the cotangent over the axis, run in the wide accumulator (a narrow
+        # fp16 sum of K cotangents is off by ~sqrt(K) ulps of the running sum).
+        k = x.shape[dim]
+        total = shifted.exp() @ const(np.ones((k, 1)), x.dtype)
+        lse = total.log() @ const(np.ones((1, k)), x.dtype)
+        return (shifted - lse).movedim(-1, dim)
 
     # ---- reductions ------------------------------------------------------------------
     def _reduce(self, op: str, dim, keepdim: bool) -> "Tensor":
@@ -512,20 +553,24 @@ class Tensor:
             return self
         return record_op(op, {"x": self}, {"axes": axes, "keep_dims": keepdim})
 
-    def sum(self, dim=None, keepdim: bool = False, dtype=None) -> "Tensor":
+    def sum(self, dim=None, keepdim: bool = False, dtype=None, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "sum")
         x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
         return x._reduce("reduce_sum", dim, keepdim)
 
-    def mean(self, dim=None, keepdim: bool = False) -> "Tensor":
+    def mean(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "mean")
         if not self.dtype.is_float:
             raise AneforgeError(f"mean() needs a floating tensor, got {self.dtype}; use .float() "
                                 f"or .half() first")
         return self._reduce("reduce_mean", dim, keepdim)
 
-    def amax(self, dim=None, keepdim: bool = False) -> "Tensor":
+    def amax(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "amax")
         return self._reduce("reduce_max", dim, keepdim)
 
-    def amin(self, dim=None, keepdim: bool = False) -> "Tensor":
+    def amin(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "amin")
         return self._reduce("reduce_min", dim, keepdim)
 
     def _extremum(self, reduce, arg, elementwise, dim, keepdim):
@@ -535,12 +580,14 @@ class Tensor:
             return reduce(self)
         return minmax(reduce(self, dim, keepdim), arg(self, dim, keepdim))
 
-    def max(self, dim=None, keepdim: bool = False):
+    def max(self, dim=None, keepdim: bool = False, *, axis=None):
         """max() -> the largest value; max(dim) -> (values, indices); max(tensor) -> elementwise."""
+        dim = _dim_or_axis(dim, axis, "max")
         return self._extremum(Tensor.amax, Tensor.argmax, Tensor.maximum, dim, keepdim)
 
-    def min(self, dim=None, keepdim: bool = False):
+    def min(self, dim=None, keepdim: bool = False, *, axis=None):
         """min() -> the smallest value; min(dim) -> (values, indices); min(tensor) -> elementwise."""
+        dim = _dim_or_axis(dim, axis, "min")
         return self._extremum(Tensor.amin, Tensor.argmin, Tensor.minimum, dim, keepdim)
 
     def _arg(self, op: str, dim, keepdim: bool) -> "Tensor":
@@ -551,11 +598,13 @@ class Tensor:
             return flat.reshape((1,) * self.ndim) if keepdim else flat
         return record_op(op, {"x": self}, {"axis": dim, "keep_dims": keepdim})
 
-    def argmax(self, dim=None, keepdim: bool = False) -> "Tensor":
+    def argmax(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
         """Index of the largest value (int32; the first one on ties)."""
+        dim = _dim_or_axis(dim, axis, "argmax")
         return self._arg("reduce_argmax", dim, keepdim)
 
-    def argmin(self, dim=None, keepdim: bool = False) -> "Tensor":
+    def argmin(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "argmin")
         return self._arg("reduce_argmin", dim, keepdim)
 
     # ---- shapes ----------------------------------------------------------------------
@@ -598,11 +647,13 @@ class Tensor:
     def T(self) -> "Tensor":
         return self.permute(tuple(reversed(range(self.ndim))))
 
-    def unsqueeze(self, dim: int) -> "Tensor":
+    def unsqueeze(self, dim: int | None = None, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "unsqueeze", required=True)
         return record_op("expand_dims", {"x": self}, {"axes": (dim % (self.ndim + 1),)})
 
-    def squeeze(self, dim=None) -> "Tensor":
+    def squeeze(self, dim=None, *, axis=None) -> "Tensor":
         """Drop size-1 axes (all, or the given ones; like torch, a given axis of size > 1 stays)."""
+        dim = _dim_or_axis(dim, axis, "squeeze")
         dims = range(self.ndim) if dim is None else dim if isinstance(dim, (tuple, list)) else (dim,)
         axes = tuple(d % self.ndim for d in dims if self.shape[d] == 1) if self.ndim else ()
         return self if not axes else record_op("squeeze", {"x": self}, {"axes": axes})
@@ -652,6 +703,823 @@ class Tensor:
 
     def unbind(self, dim: int = 0) -> tuple["Tensor", ...]:
         return tuple(t.squeeze(dim) for t in self.split(1, dim))
+
+    # ---- torch parity: composites of registered ops --------------------------------------
+    @property
+    def mT(self) -> "Tensor":
+        """The last two axes swapped (a batch of matrices transposed).
+
+        >>> import aneforge as af
+        >>> af.zeros(2, 3, 4).mT.shape
+        (2, 4, 3)
+        """
+        return self.transpose(-2, -1)
+
+    def bmm(self, mat2: "Tensor") -> "Tensor":
+        """Batched matrix product of [B, n, m] and [B, m, p] (MIL matmul).
+
+        >>> import aneforge as af
+        >>> af.bmm(af.ones(2, 3, 4), af.ones(2, 4, 5)).shape
+        (2, 3, 5)
+        """
+        if self.ndim != 3 or mat2.ndim != 3:
+            raise ShapeError(f"bmm: both operands must be 3-D, got {self.shape} and {mat2.shape}; "
+                             f"use matmul for other ranks")
+        return self.matmul(mat2)
+
+    def _rounded(self, mode: str) -> "Tensor":
+        """trunc / floor / ceil of a floating tensor: a cast to int32 truncates (exact below
+        2**10 in fp16 and 2**23 in fp32: larger values are integers already). The gradient is
+        zero everywhere, as torch's, through an x - x term that stays finite."""
+        x = self._floating()
+        t = x.to(dtypes.int32).to(x.dtype)
+        if mode == "floor":
+            t = _where(t > x, t - 1.0, t)
+        elif mode == "ceil":
+            t = _where(t < x, t + 1.0, t)
+        big = 1024.0 if x.dtype == dtypes.float16 else 8388608.0
+        return _where(x.abs() < big, t, x.detach()) + x._zero_link()
+
+    def trunc(self) -> "Tensor":
+        """Round toward zero.
+
+        >>> import aneforge as af
+        >>> af.tensor([-1.5, 2.5]).trunc().tolist()
+        [-1.0, 2.0]
+        """
+        return self if not self.dtype.is_float else self._rounded("trunc")
+
+    def floor(self) -> "Tensor":
+        """Round down.
+
+        >>> import aneforge as af
+        >>> af.tensor([-1.5, 2.5]).floor().tolist()
+        [-2.0, 2.0]
+        """
+        return self if not self.dtype.is_float else self._rounded("floor")
+
+    def ceil(self) -> "Tensor":
+        """Round up.
+
+        >>> import aneforge as af
+        >>> af.tensor([-1.5, 2.5]).ceil().tolist()
+        [-1.0, 3.0]
+        """
+        return self if not self.dtype.is_float else self._rounded("ceil")
+
+    def div(self, other, rounding_mode: str | None = None) -> "Tensor":
+        """self / other; rounding_mode 'trunc' or 'floor' rounds the quotient (integers stay
+        integer). Quotients are formed in fp32, as torch's reference computes them.
+
+        >>> import aneforge as af
+        >>> af.div(af.tensor([1.0, 3.0]), 2).tolist()
+        [0.5, 1.5]
+        >>> af.tensor([-7, 7]).div(2, rounding_mode="floor").tolist()
+        [-4, 3]
+        """
+        if rounding_mode is None:
+            return self / other
+        if rounding_mode not in ("trunc", "floor"):
+            raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got "
+                             f"{rounding_mode!r}")
+        a, b = operands(self, other)
+        q = a.to(dtypes.float32) / b.to(dtypes.float32)
+        return q._rounded(rounding_mode).to(a.dtype)
+
+    def floor_divide(self, other) -> "Tensor":
+        """floor(self / other), as Python's // (torch.floor_divide).
+
+        >>> import aneforge as af
+        >>> (af.tensor([-7, 7]) // 2).tolist()
+        [-4, 3]
+        """
+        return self.div(other, rounding_mode="floor")
+
+    def __floordiv__(self, other):
+        return self.floor_divide(other)
+
+    def __rfloordiv__(self, other):
+        return operands(self, other)[1].floor_divide(self)
+
+    def _modulo(self, other, mode: str) -> "Tensor":
+        a, b = operands(self, other)
+        wide = dtypes.float32
+        af_, bf = a.to(wide), b.to(wide)
+        if not a.dtype.is_float:
+            return a - b * (af_ / bf)._rounded(mode).to(a.dtype)
+        return (af_ - bf * (af_ / bf)._rounded(mode)).to(a.dtype)
+
+    def remainder(self, other) -> "Tensor":
+        """self - other * floor(self / other): the sign of `other`, as Python's %.
+
+        >>> import aneforge as af
+        >>> (af.tensor([-3, 5]) % 3).tolist()
+        [0, 2]
+        """
+        return self._modulo(other, "floor")
+
+    def fmod(self, other) -> "Tensor":
+        """self - other * trunc(self / other): the sign of `self`, as C's fmod.
+
+        >>> import aneforge as af
+        >>> af.fmod(af.tensor([-3, 5]), 3).tolist()
+        [0, 2]
+        """
+        return self._modulo(other, "trunc")
+
+    def __mod__(self, other):
+        return self.remainder(other)
+
+    def __rmod__(self, other):
+        return operands(self, other)[1].remainder(self)
+
+    def copysign(self, other) -> "Tensor":
+        """|self| with the sign of `other` (-0.0 counts as negative, as in torch).
+
+        >>> import aneforge as af
+        >>> af.tensor([1.0, -2.0]).copysign(af.tensor([-0.0, 3.0])).tolist()
+        [-1.0, 2.0]
+        """
+        a, b = operands(self, other, floating=True)
+        negative = (b < 0) | (b.reciprocal() < 0)       # 1 / -0.0 = -inf
+        mag = a.abs()
+        out = _where(negative, -mag, mag)
+        return out + b._zero_link() if b.requires_grad else out
+
+    def _zero_link(self) -> "Tensor":
+        """Zeros that carry a zero gradient back to self (torch's gradient of a value that
+        does not depend on it): c - c of self clipped to the finite range (inf - inf is NaN)."""
+        big = float(np.finfo(self.dtype.np).max)
+        finite = self.clamp(-big, big)
+        return finite - finite
+
+    def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08,
+                equal_nan: bool = False) -> "Tensor":
+        """|self - other| <= atol + rtol * |other| elementwise (equal infinities are close),
+        compared in fp32 as torch's float reference.
+
+        >>> import aneforge as af
+        >>> af.isclose(af.tensor([1.0, 2.0]), af.tensor([1.0, 2.5])).tolist()
+        [True, False]
+        """
+        a, b = operands(self, other)
+        if not a.dtype.is_float:
+            return a == b
+        a, b = a.float(), b.float()
+        close = ((a - b).abs() <= (b.abs() * rtol + atol)) | (a == b)
+        return close | ((a != a) & (b != b)) if equal_nan else close
+
+    def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08,
+                 equal_nan: bool = False) -> bool:
+        """True if isclose holds everywhere (computes the values: a Python bool).
+
+        >>> import aneforge as af
+        >>> af.allclose(af.tensor([1.0, 2.0]), af.tensor([1.0, 2.0]))
+        True
+        """
+        return bool(self.isclose(other, rtol, atol, equal_nan).all())
+
+    def tril(self, diagonal: int = 0) -> "Tensor":
+        """The lower triangle of the last two axes (above `diagonal` zeroed): a select with a
+        constant mask.
+
+        >>> import aneforge as af
+        >>> af.tril(af.ones(2, 2)).tolist()
+        [[1.0, 0.0], [1.0, 1.0]]
+        """
+        return self._triangle(np.tri(*self.shape[-2:], k=diagonal, dtype=bool))
+
+    def triu(self, diagonal: int = 0) -> "Tensor":
+        """The upper triangle of the last two axes (below `diagonal` zeroed).
+
+        >>> import aneforge as af
+        >>> af.triu(af.ones(2, 2)).tolist()
+        [[1.0, 1.0], [0.0, 1.0]]
+        """
+        return self._triangle(~np.tri(*self.shape[-2:], k=diagonal - 1, dtype=bool))
+
+    def _triangle(self, mask: np.ndarray) -> "Tensor":
+        if self.ndim < 2:
+            raise ShapeError(f"tril/triu need at least 2 dims, got shape {self.shape}")
+        return _where(const(mask, dtypes.bool_), self, self._zeros())
+
+    def _zeros(self) -> "Tensor":
+        """Zeros of this shape and dtype, as x - x (false for bool); never mul by zero."""
+        if self.dtype == dtypes.bool_:
+            return self & False
+        return self - self
+
+    def repeat(self, *sizes) -> "Tensor":
+        """Tile the tensor `sizes` times along each axis (MIL tile; new leading axes allowed).
+
+        >>> import aneforge as af
+        >>> af.tensor([1, 2]).repeat(2, 2).tolist()
+        [[1, 2, 1, 2], [1, 2, 1, 2]]
+        """
+        sizes = _sizes(sizes)
+        if len(sizes) < self.ndim:
+            raise ShapeError(f"repeat: {len(sizes)} sizes for a {self.ndim}-D tensor; give at "
+                             f"least one per axis")
+        x = self.reshape((1,) * (len(sizes) - self.ndim) + self.shape)
+        return x if all(r == 1 for r in sizes) else record_op("tile", {"x": x}, {"reps": sizes})
+
+    def flip(self, dims) -> "Tensor":
+        """Reverse the order along `dims` (split into slices, concatenated backwards: exact for
+        every dtype).
+
+        >>> import aneforge as af
+        >>> af.flip(af.tensor([[1, 2], [3, 4]]), (0, 1)).tolist()
+        [[4, 3], [2, 1]]
+        """
+        x = self
+        for d in ((dims,) if isinstance(dims, int) else dims):
+            if x.shape[d] > 1:
+                x = from_functions("cat")(list(reversed(x.split(1, d))), d)
+        return x
+
+    def roll(self, shifts, dims=None) -> "Tensor":
+        """Shift elements along `dims` by `shifts`, wrapping around (slices + concat); with no
+        dims the flattened tensor is rolled.
+
+        >>> import aneforge as af
+        >>> af.roll(af.tensor([1, 2, 3, 4]), 1).tolist()
+        [4, 1, 2, 3]
+        """
+        if dims is None:
+            return self.flatten().roll(shifts, 0).reshape(self.shape)
+        shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+        dims = (dims,) if isinstance(dims, int) else tuple(dims)
+        x = self
+        for s, d in zip(shifts, dims):
+            n = x.shape[d]
+            s %= n
+            if s:
+                x = from_functions("cat")([x.narrow(d, n - s, s), x.narrow(d, 0, n - s)], d)
+        return x
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> "Tensor":
+        """The diagonal of the (dim1, dim2) planes, as the last axis: a strided slice of the
+        flattened planes (exact).
+
+        >>> import aneforge as af
+        >>> af.diagonal(af.tensor([[1, 2], [3, 4]])).tolist()
+        [1, 4]
+        """
+        d1, d2 = dim1 % self.ndim, dim2 % self.ndim
+        x = self.permute([i for i in range(self.ndim) if i not in (d1, d2)] + [d1, d2])
+        n, m = x.shape[-2:]
+        length = min(n, m - offset) if offset >= 0 else min(n + offset, m)
+        if length < 1:
+            raise ShapeError(f"diagonal: offset {offset} leaves no diagonal in a {n}x{m} plane "
+                             f"(empty tensors are not supported)")
+        start = offset if offset >= 0 else -offset * m
+        flat = x.reshape(x.shape[:-2] + (n * m,))
+        return flat[..., start:start + (length - 1) * (m + 1) + 1:m + 1]
+
+    def prod(self, dim=None, keepdim: bool = False, dtype=None, *, axis=None) -> "Tensor":
+        """Product of the elements (all, or along `dim`), as a tree of multiplications of the
+        two halves (log2 n roundings, and the exact product gradient even at zeros).
+
+        >>> import aneforge as af
+        >>> af.prod(af.tensor([[1.0, 2.0], [3.0, 4.0]]), 1).tolist()
+        [2.0, 12.0]
+        """
+        dim = _dim_or_axis(dim, axis, "prod")
+        x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
+        if x.ndim == 0:
+            return x
+        d = 0 if dim is None else dim % x.ndim
+        x = x.reshape(-1) if dim is None else x
+        while x.shape[d] > 1:
+            n, half = x.shape[d], x.shape[d] // 2
+            pairs = x.narrow(d, 0, half) * x.narrow(d, half, half)
+            x = from_functions("cat")([pairs, x.narrow(d, n - 1, 1)], d) if n % 2 else pairs
+        if dim is None:
+            return x.reshape((1,) * self.ndim) if keepdim else x.reshape(())
+        return x if keepdim else x.squeeze(d)
+
+    def _scan(self, dim: int, combine, fill) -> "Tensor":
+        """Inclusive scan along `dim` in log2(n) steps (Hillis-Steele): each step combines
+        every element with the one 2**k before it (`fill` where there is none)."""
+        x, d = self, dim % max(self.ndim, 1)
+        n, k = x.shape[d], 1
+        while k < n:
+            head = x.narrow(d, 0, k)
+            x = combine(x, from_functions("cat")([fill(head), x.narrow(d, 0, n - k)], d))
+            k *= 2
+        return x
+
+    def cumsum(self, dim: int | None = None, dtype=None, *, axis=None) -> "Tensor":
+        """Running sum along `dim`. Floating tensors use a matmul with a triangular 0/1 matrix
+        (the wide accumulator: one rounding per result); integers a log-step scan (exact).
+
+        >>> import aneforge as af
+        >>> af.cumsum(af.tensor([1, 2, 3]), 0).tolist()
+        [1, 3, 6]
+        """
+        dim = _dim_or_axis(dim, axis, "cumsum", required=True)
+        x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
+        if x.ndim == 0:
+            return x
+        if not x.dtype.is_float:
+            return x._scan(dim, lambda a, b: a + b, lambda h: h - h)
+        n = x.shape[dim]
+        upper = const(np.triu(np.ones((n, n))), x.dtype)
+        return (x.movedim(dim, -1) @ upper).movedim(-1, dim)
+
+    def cumprod(self, dim: int | None = None, dtype=None, *, axis=None) -> "Tensor":
+        """Running product along `dim` (a log-step scan of multiplications).
+
+        >>> import aneforge as af
+        >>> af.cumprod(af.tensor([1.0, 2.0, 3.0]), 0).tolist()
+        [1.0, 2.0, 6.0]
+        """
+        dim = _dim_or_axis(dim, axis, "cumprod", required=True)
+        x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
+        return x if x.ndim == 0 else x._scan(dim, lambda a, b: a * b, lambda h: h - h + 1)
+
+    def _cumulative(self, dim: int, pick) -> "minmax":
+        """cummax / cummin: each position against all earlier ones ([..., n, n]: O(n^2)),
+        the masked-out ones replaced by the first element (always a candidate)."""
+        d = dim % max(self.ndim, 1)
+        x = self.movedim(d, -1) if self.ndim else self.reshape(1)
+        n = x.shape[-1]
+        earlier = const(np.tri(n, dtype=bool), dtypes.bool_)         # [i, j]: j <= i
+        cand = _where(earlier, x.unsqueeze(-2), x.narrow(-1, 0, 1).unsqueeze(-1))
+        values = pick(cand)
+        hit = earlier & (x.unsqueeze(-2) == values.unsqueeze(-1))
+        index = _where(hit, const(np.arange(n), dtypes.int32), const(0, dtypes.int32)).amax(-1)
+        if not self.ndim:
+            return minmax(values.reshape(()), index.reshape(()))
+        return minmax(values.movedim(-1, d), index.movedim(-1, d))
+
+    def cummax(self, dim: int | None = None, *, axis=None) -> "minmax":
+        """(values, indices) of the running maximum along `dim`; on ties the latest index,
+        as torch.
+
+        >>> import aneforge as af
+        >>> af.cummax(af.tensor([1, 3, 2]), 0).values.tolist()
+        [1, 3, 3]
+        """
+        dim = _dim_or_axis(dim, axis, "cummax", required=True)
+        return self._cumulative(dim, lambda c: c.amax(-1))
+
+    def cummin(self, dim: int | None = None, *, axis=None) -> "minmax":
+        """(values, indices) of the running minimum along `dim`.
+
+        >>> import aneforge as af
+        >>> af.cummin(af.tensor([3, 1, 2]), 0).indices.tolist()
+        [0, 1, 1]
+        """
+        dim = _dim_or_axis(dim, axis, "cummin", required=True)
+        return self._cumulative(dim, lambda c: c.amin(-1))
+
+    def logsumexp(self, dim: int | None = None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        """log(sum(exp(x))) along `dim`, shifted by the (detached) max for stability.
+
+        >>> import aneforge as af
+        >>> af.logsumexp(af.tensor([0.0, 0.0]), 0).item()
+        0.69...
+        """
+        dim = _dim_or_axis(dim, axis, "logsumexp", required=True)
+        x = self._floating()
+        m = x.amax(dim, keepdim=True).detach()
+        out = (x - m).exp().sum(dim, keepdim=True).log() + m
+        return out if keepdim else out.squeeze(dim)
+
+    def logcumsumexp(self, dim: int | None = None, *, axis=None) -> "Tensor":
+        """log(cumsum(exp(x))) along `dim`: shifted by the max along `dim`, exponentiated and
+        summed in fp32 (no underflow of early terms).
+
+        >>> import aneforge as af
+        >>> af.logcumsumexp(af.tensor([0.0, 0.0]), 0).tolist()
+        [0.0, 0.693359375]
+        """
+        dim = _dim_or_axis(dim, axis, "logcumsumexp", required=True)
+        x = self._floating()
+        m = x.amax(dim, keepdim=True).detach()
+        return ((x - m).float().exp().cumsum(dim).log() + m.float()).to(x.dtype)
+
+    def sort(self, dim: int | None = None, descending: bool = False, stable: bool = False, *,
+             axis=None) -> "minmax":
+        """(values, indices) sorted along `dim`, stable. No sort unit exists on the ANE: each
+        element's rank comes from comparing all pairs ([..., n, n], O(n^2)), and the values
+        are picked by rank with a one-hot select (exact).
+
+        >>> import aneforge as af
+        >>> af.sort(af.tensor([3.0, 1.0, 2.0])).indices.tolist()
+        [1, 2, 0]
+        """
+        dim = -1 if dim is None and axis is None else _dim_or_axis(dim, axis, "sort")
+        d = dim % max(self.ndim, 1)
+        x = self.movedim(d, -1) if self.ndim else self.reshape(1)
+        n = x.shape[-1]
+        xi, xj = x.unsqueeze(-1), x.unsqueeze(-2)
+        first = (xj > xi) if descending else (xj < xi)
+        tie = (xj == xi) & const(np.tri(n, k=-1, dtype=bool), dtypes.bool_)
+        rank = (first | tie).sum(-1)                                  # [..., n] (int32)
+        onehot = rank.unsqueeze(-2) == const(np.arange(n).reshape(n, 1), dtypes.int32)
+        values = _where(onehot, xj, xj._zeros()).sum(-1) if x.dtype != dtypes.bool_ else \
+            onehot & xj
+        values = values.any(-1) if x.dtype == dtypes.bool_ else values
+        index = _where(onehot, const(np.arange(n), dtypes.int32), const(0, dtypes.int32)).sum(-1)
+        if not self.ndim:
+            return minmax(values.reshape(()), index.reshape(()))
+        return minmax(values.movedim(-1, d), index.movedim(-1, d))
+
+    def argsort(self, dim: int | None = None, descending: bool = False, stable: bool = False, *,
+             axis=None) -> "Tensor":
+        """The indices that sort `dim` (see sort).
+
+        >>> import aneforge as af
+        >>> af.argsort(af.tensor([3, 1, 2]), descending=True).tolist()
+        [0, 2, 1]
+        """
+        dim = -1 if dim is None and axis is None else _dim_or_axis(dim, axis, "argsort")
+        return self.sort(dim, descending, stable).indices
+
+    def _onehot_along(self, dim: int, index: "Tensor"):
+        """self and index with `dim` moved last, and the mask [..., k, n]: index == j."""
+        if index.dtype.is_float or index.dtype == dtypes.bool_:
+            raise DTypeError(f"index must be an integer tensor, got {index.dtype}")
+        if index.ndim != self.ndim:
+            raise ShapeError(f"index needs as many dims as the tensor ({self.ndim}), got shape "
+                             f"{index.shape}")
+        d = dim % self.ndim
+        x, idx = self.movedim(d, -1), index.movedim(d, -1)
+        mask = idx.unsqueeze(-1) == const(np.arange(x.shape[-1]), idx.dtype)
+        return d, x, idx, mask
+
+    def gather(self, dim: int, index: "Tensor") -> "Tensor":
+        """out[i][j] = self[i][index[i][j]] along `dim`: a one-hot select and sum over the
+        axis (exact; no dynamic gather on the ANE).
+
+        >>> import aneforge as af
+        >>> af.gather(af.tensor([[1, 2], [3, 4]]), 1, af.tensor([[1, 1], [0, 1]])).tolist()
+        [[2, 2], [3, 4]]
+        """
+        d, x, idx, mask = self._onehot_along(dim, index)
+        x = x[tuple(slice(0, k) for k in idx.shape[:-1])]             # index may be smaller
+        x = x.int() if x.dtype == dtypes.bool_ else x
+        picked = _where(mask, x.unsqueeze(-2), x.unsqueeze(-2)._zeros()).sum(-1)
+        picked = picked.to(self.dtype) if self.dtype == dtypes.bool_ else picked
+        return picked.movedim(-1, d)
+
+    def _scattered(self, dim: int, index: "Tensor", src):
+        d, x, idx, mask = self._onehot_along(dim, index)
+        if idx.shape[:-1] != x.shape[:-1]:
+            raise ShapeError(f"scatter: index {index.shape} must match the tensor {self.shape} "
+                             f"on every axis but dim {dim}; pad the index or slice the tensor")
+        if isinstance(src, Tensor):
+            src = src.to(self.dtype).movedim(d, -1)[tuple(slice(0, k) for k in idx.shape)]
+        else:
+            src = const(src, self.dtype).expand(idx.shape)
+        return d, x, mask, src.unsqueeze(-1)                          # src: [..., k, 1]
+
+    def scatter(self, dim: int, index: "Tensor", src=None, value=None, reduce=None) -> "Tensor":
+        """A copy with self[index[i][j]][j] = src[i][j] along `dim` (`src` a tensor or a
+        number, or `value=`): one-hot selects and a sum over the index axis. Duplicate indices
+        add up (torch leaves them undefined).
+
+        >>> import aneforge as af
+        >>> af.zeros(4).scatter(0, af.tensor([1, 3]), af.tensor([5.0, 6.0])).tolist()
+        [0.0, 5.0, 0.0, 6.0]
+        """
+        if reduce is not None:
+            return self.scatter_reduce(dim, index, src if src is not None else value,
+                                       {"add": "sum", "multiply": "prod"}[reduce])
+        d, x, mask, src = self._scattered(dim, index, src if src is not None else value)
+        hit = mask.any(-2)
+        vals = _where(mask, src, src._zeros()).sum(-2).to(self.dtype)
+        return _where(hit, vals, x).movedim(-1, d)
+
+    def scatter_add(self, dim: int, index: "Tensor", src: "Tensor") -> "Tensor":
+        """self with src added at index along `dim` (duplicates accumulate).
+
+        >>> import aneforge as af
+        >>> af.zeros(3).scatter_add(0, af.tensor([1, 1]), af.tensor([1.0, 2.0])).tolist()
+        [0.0, 3.0, 0.0]
+        """
+        return self.scatter_reduce(dim, index, src, "sum")
+
+    def scatter_reduce(self, dim: int, index: "Tensor", src: "Tensor", reduce: str,
+                       include_self: bool = True) -> "Tensor":
+        """Reduce src into self at index along `dim`: reduce 'sum', 'prod', 'mean', 'amax' or
+        'amin', with or without self's own values (include_self), as torch.
+
+        >>> import aneforge as af
+        >>> x, i = af.zeros(3), af.tensor([0, 0, 2])
+        >>> x.scatter_reduce(0, i, af.tensor([1.0, 4.0, 2.0]), "amax").tolist()
+        [4.0, 0.0, 2.0]
+        """
+        d, x, mask, src = self._scattered(dim, index, src)
+        hit = mask.any(-2)
+        if reduce in ("sum", "mean"):
+            got = _where(mask, src, src._zeros()).sum(-2).to(self.dtype)
+            if reduce == "mean":
+                count = mask.sum(-2).to(dtypes.float32) + float(include_self)
+                got = (((x + got) if include_self else got) / count.maximum(1.0)).to(self.dtype)
+                return _where(hit, got, x).movedim(-1, d)
+            own = x if include_self else x._zeros()
+            return _where(hit, own + got, x).movedim(-1, d)
+        if reduce == "prod":
+            got = _where(mask, src, src - src + 1).prod(-2)
+            return _where(hit, x * got if include_self else got, x).movedim(-1, d)
+        if reduce in ("amax", "amin"):
+            # masked-out entries take the extreme of the other side: they never win over a hit
+            fill = {"amax": Tensor.amin, "amin": Tensor.amax}[reduce](src, -2, keepdim=True)
+            got = getattr(_where(mask, src, fill), reduce)(-2)
+            got = (x.maximum(got) if reduce == "amax" else x.minimum(got)) if include_self else got
+            return _where(hit, got, x).movedim(-1, d)
+        raise ValueError(f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or "
+                         f"'amin', got {reduce!r}")
+
+    def norm(self, p="fro", dim=None, keepdim: bool = False, dtype=None) -> "Tensor":
+        """The vector p-norm over `dim` (all elements by default): p = 'fro' or 2, 1, inf,
+        -inf, 0 or any other number; sums of powers run in fp32 (no fp16 overflow of x^2).
+
+        >>> import aneforge as af
+        >>> af.tensor([3.0, 4.0]).norm().item()
+        5.0
+        """
+        x = self._floating() if dtype is None else self.to(dtype)
+        a = x.abs()
+        if p in ("fro", 2, 2.0):
+            return (a.float() * a.float()).sum(dim, keepdim=keepdim).sqrt().to(x.dtype)
+        if p == float("inf"):
+            return a.amax(dim, keepdim)
+        if p == float("-inf"):
+            return a.amin(dim, keepdim)
+        if p == 0:
+            return (a != 0).to(x.dtype).sum(dim, keepdim=keepdim)
+        if p == 1:
+            return a.float().sum(dim, keepdim=keepdim).to(x.dtype)
+        if isinstance(p, str):
+            raise ValueError(f"norm: p={p!r} is not supported; use 'fro' or a number")
+        return (a.float() ** float(p)).sum(dim, keepdim=keepdim).pow(1.0 / p).to(x.dtype)
+
+    def sign(self) -> "Tensor":
+        """-1, 0 or 1 by the sign of each element (integers stay integer; zero gradient).
+
+        >>> import aneforge as af
+        >>> af.sign(af.tensor([-2.0, 0.0, 3.0])).tolist()
+        [-1.0, 0.0, 1.0]
+        """
+        s = _where(self > 0, 1, _where(self < 0, -1, 0)).to(self.dtype)
+        return s + self._zero_link() if self.dtype.is_float and self.requires_grad else s
+
+    def log1p(self) -> "Tensor":
+        """log(1 + x) without losing small x to the rounding of 1 + x (Goldberg:
+        log(u) * x / (u - 1) with u = 1 + x as stored).
+
+        >>> import aneforge as af
+        >>> af.log1p(af.tensor([0.0, 1e-3])).tolist()
+        [0.0, 0.00099945068359375]
+        """
+        x = self._floating()
+        u = x + 1.0
+        grown = u - 1.0
+        safe = _where(grown == 0, grown + 1.0, grown)
+        return _where(grown == 0, x, u.log() * (x / safe))
+
+    def expm1(self) -> "Tensor":
+        """exp(x) - 1: 2t / (1 - t) with t = tanh(x / 2) near zero (no cancellation), the
+        plain difference elsewhere.
+
+        >>> import aneforge as af
+        >>> af.expm1(af.tensor([0.0, 1e-3])).tolist()
+        [0.0, 0.0010013580322265625]
+        """
+        x = self._floating()
+        t = (x.clamp(-0.5, 0.5) * 0.5).tanh()
+        return _where(x.abs() < 0.5, t * 2.0 / (1.0 - t), x.exp() - 1.0)
+
+    def clamp_min(self, min) -> "Tensor":
+        """clamp(min=min)."""
+        return self.clamp(min=min)
+
+    def clamp_max(self, max) -> "Tensor":
+        """clamp(max=max)."""
+        return self.clamp(max=max)
+
+    def subtract(self, other, alpha=1) -> "Tensor":
+        """torch's alias of sub."""
+        return self.sub(other, alpha)
+
+    def multiply(self, other) -> "Tensor":
+        """torch's alias of mul."""
+        return self * other
+
+    def true_divide(self, other) -> "Tensor":
+        """torch's alias of true division (/)."""
+        return self / other
+
+    def negative(self) -> "Tensor":
+        """torch's alias of neg."""
+        return self.neg()
+
+    def outer(self, vec2: "Tensor") -> "Tensor":
+        """The outer product of two vectors, as a broadcast multiply.
+
+        >>> import aneforge as af
+        >>> af.outer(af.tensor([1, 2]), af.tensor([3, 4, 5])).tolist()
+        [[3, 4, 5], [6, 8, 10]]
+        """
+        if self.ndim != 1 or vec2.ndim != 1:
+            raise ShapeError(f"outer: both operands must be 1-D, got {self.shape} and "
+                             f"{vec2.shape}")
+        return self.unsqueeze(-1) * vec2
+
+    def addmm(self, mat1: "Tensor", mat2: "Tensor", *, beta=1, alpha=1) -> "Tensor":
+        """beta * self + alpha * (mat1 @ mat2).
+
+        >>> import aneforge as af
+        >>> af.addmm(af.ones(2, 2), af.ones(2, 3), af.ones(3, 2)).tolist()
+        [[4.0, 4.0], [4.0, 4.0]]
+        """
+        prod = mat1 @ mat2
+        prod = prod if alpha == 1 else prod * alpha
+        return (self if beta == 1 else self * beta) + prod
+
+    def tile(self, *dims) -> "Tensor":
+        """repeat(), with ones prepended when fewer dims than axes are given (torch.tile).
+
+        >>> import aneforge as af
+        >>> af.tile(af.tensor([[1, 2]]), (2,)).tolist()
+        [[1, 2, 1, 2]]
+        """
+        dims = _sizes(dims)
+        return self.repeat((1,) * (self.ndim - len(dims)) + dims)
+
+    def unflatten(self, dim: int, sizes) -> "Tensor":
+        """Split axis `dim` into `sizes` (one may be -1): a reshape.
+
+        >>> import aneforge as af
+        >>> af.zeros(2, 6).unflatten(1, (2, -1)).shape
+        (2, 2, 3)
+        """
+        d = dim % self.ndim
+        inner = _infer_size(tuple(sizes), self.shape[d], self.shape)
+        return self.reshape(self.shape[:d] + inner + self.shape[d + 1:])
+
+    def count_nonzero(self, dim=None) -> "Tensor":
+        """The number of non-zero elements (all, or along `dim`), int32.
+
+        >>> import aneforge as af
+        >>> af.count_nonzero(af.tensor([[0, 1], [2, 3]]), 1).tolist()
+        [1, 2]
+        """
+        return (self != 0).sum(dim)
+
+    def lerp(self, end, weight) -> "Tensor":
+        """self + weight * (end - self).
+
+        >>> import aneforge as af
+        >>> af.lerp(af.tensor([0.0, 2.0]), af.tensor([4.0, 4.0]), 0.5).tolist()
+        [2.0, 3.0]
+        """
+        return self + (end - self) * weight
+
+    def addcmul(self, tensor1, tensor2, *, value=1) -> "Tensor":
+        """self + value * tensor1 * tensor2.
+
+        >>> import aneforge as af
+        >>> af.addcmul(af.ones(2), af.tensor([1.0, 2.0]), af.tensor([3.0, 4.0]), value=0.5).tolist()
+        [2.5, 5.0]
+        """
+        prod = tensor1 * tensor2
+        return self + (prod if value == 1 else prod * value)
+
+    def addcdiv(self, tensor1, tensor2, *, value=1) -> "Tensor":
+        """self + value * tensor1 / tensor2.
+
+        >>> import aneforge as af
+        >>> af.addcdiv(af.ones(2), af.tensor([1.0, 2.0]), af.tensor([2.0, 4.0])).tolist()
+        [1.5, 1.5]
+        """
+        quot = tensor1 / tensor2
+        return self + (quot if value == 1 else quot * value)
+
+    def diag(self, diagonal: int = 0) -> "Tensor":
+        """A 1-D tensor -> the square matrix with it on the `diagonal`-th diagonal (a select
+        with a constant mask); a 2-D tensor -> that diagonal.
+
+        >>> import aneforge as af
+        >>> af.diag(af.tensor([1, 2])).tolist()
+        [[1, 0], [0, 2]]
+        """
+        if self.ndim == 2:
+            return self.diagonal(diagonal)
+        if self.ndim != 1:
+            raise ShapeError(f"diag: expects a 1-D or 2-D tensor, got shape {self.shape}")
+        m, k = self.shape[0], abs(diagonal)
+        n = m + k
+        # k >= 0: row i holds v[i] (rows past m are zeros); k < 0: column j holds v[j]
+        axis = 0 if diagonal >= 0 else 1
+        grid = self.unsqueeze(1 - axis).expand((m, n) if axis == 0 else (n, m))
+        if k:
+            edge = grid.narrow(axis, 0, 1)._zeros()
+            zeros = edge.expand((k, n) if axis == 0 else (n, k))
+            grid = from_functions("cat")([grid, zeros], axis)
+        return _where(const(np.eye(n, k=diagonal, dtype=bool), dtypes.bool_), grid, grid._zeros())
+
+    def nan_to_num(self, nan: float = 0.0, posinf: float | None = None,
+                   neginf: float | None = None) -> "Tensor":
+        """NaN -> nan, +inf -> posinf, -inf -> neginf (the dtype's extremes by default).
+
+        >>> import aneforge as af
+        >>> af.tensor([float("nan"), float("inf"), 1.0]).nan_to_num().tolist()
+        [0.0, 65504.0, 1.0]
+        """
+        if not self.dtype.is_float:
+            return self
+        big = float(np.finfo(self.dtype.np).max)
+        x = _where(self != self, nan, self)
+        x = _where(x == float("inf"), big if posinf is None else posinf, x)
+        return _where(x == float("-inf"), -big if neginf is None else neginf, x)
+
+    # ---- in place: the handle takes the new value (programs are SSA) ----------------------
+    def _inplace(self, result) -> "Tensor":
+        """torch's in-place methods: this handle now holds `result` (cast to its dtype). A leaf
+        that requires grad may only change under no_grad (as in torch); it stays a leaf."""
+        if not isinstance(result, Tensor):
+            result = const(result, self.dtype)
+        result = result.to(self.dtype)
+        if result.shape != self.shape:
+            result = result.expand(self.shape)
+        if self.is_leaf and self.requires_grad:
+            if _grad_enabled():
+                raise AneforgeError("a leaf tensor that requires grad cannot change in place "
+                                    "while gradients are recorded; wrap it in `with af.no_grad():`")
+            return self.set_(result)
+        self._node, self._idx = result._node, result._idx
+        return self
+
+    def add_(self, other, alpha=1) -> "Tensor":
+        """In-place add: this handle holds self + alpha * other.
+
+        >>> import aneforge as af
+        >>> x = af.zeros(2)
+        >>> x.add_(1).tolist()
+        [1.0, 1.0]
+        """
+        return self._inplace(self.add(other, alpha))
+
+    def sub_(self, other, alpha=1) -> "Tensor":
+        """In-place sub (see add_)."""
+        return self._inplace(self.sub(other, alpha))
+
+    def mul_(self, other) -> "Tensor":
+        """In-place mul (see add_)."""
+        return self._inplace(self * other)
+
+    def div_(self, other, rounding_mode: str | None = None) -> "Tensor":
+        """In-place div (see add_)."""
+        return self._inplace(self.div(other, rounding_mode))
+
+    def clamp_(self, min=None, max=None) -> "Tensor":
+        """In-place clamp (see add_).
+
+        >>> import aneforge as af
+        >>> af.tensor([-2.0, 2.0]).clamp_(-1, 1).tolist()
+        [-1.0, 1.0]
+        """
+        return self._inplace(self.clamp(min, max))
+
+    def zero_(self) -> "Tensor":
+        """In-place zeros (x - x).
+
+        >>> import aneforge as af
+        >>> af.ones(2).zero_().tolist()
+        [0.0, 0.0]
+        """
+        return self._inplace(self._zeros())
+
+    def fill_(self, value) -> "Tensor":
+        """In-place fill with a number (or a one-element tensor).
+
+        >>> import aneforge as af
+        >>> af.zeros(2).fill_(3).tolist()
+        [3.0, 3.0]
+        """
+        return self._inplace(self._zeros() + value if self.dtype != dtypes.bool_ else
+                             self._zeros() | bool(value))
+
+    def copy_(self, src, non_blocking: bool = False) -> "Tensor":
+        """In-place copy of `src` (a Tensor, numpy array or number), broadcast to this shape.
+
+        >>> import aneforge as af
+        >>> af.zeros(2).copy_(af.tensor([1.0, 2.0])).tolist()
+        [1.0, 2.0]
+        """
+        return self._inplace(src if isinstance(src, Tensor) else tensor_like(src, self))
+
+    def __getattr__(self, name: str):
+        hint = ""
+        if name.endswith("_") and not name.startswith("_") and hasattr(Tensor, name[:-1]):
+            hint = (f"; in-place ops other than add_/sub_/mul_/div_/clamp_/zero_/fill_/copy_ "
+                    f"are not supported: write x = x.{name[:-1]}(...)")
+        raise AttributeError(f"'Tensor' object has no attribute {name!r}{hint}")
 
     def __getitem__(self, index) -> "Tensor":
         from ._indexing import getitem
@@ -779,6 +1647,38 @@ def _int_power(x: Tensor, n: int) -> Tensor:
         if n:
             base = base * base
     return (x - x) + 1 if result is None else result      # x ** 0: ones without mul by 0
+
+
+def _int_pow_tensor(x: Tensor, y: Tensor) -> Tensor:
+    """int ** int tensors stay integer, as in torch: |x| ** y in fp32 (exact below 2**24),
+    rounded to the nearest integer (a fraction, from a negative exponent, truncates to 0 as
+    torch's integer pow does), with the sign of x for odd y."""
+    q = x.abs().float() ** y.float()
+    q = record_op("select", {"cond": q >= 1.0, "a": q + 0.5, "b": q}, {}).to(x.dtype)
+    odd = (y - (y.float() * 0.5).to(y.dtype) * 2) != 0
+    return record_op("select", {"cond": (x < 0) & odd, "a": -q, "b": q}, {})
+
+
+def _where(cond: Tensor, a, b) -> Tensor:
+    """af.where (broadcasting the branches as Core ML needs)."""
+    return from_functions("where")(cond, a, b)
+
+
+def from_functions(name: str):
+    """A torch-level function of functions.py (cat, where), which imports this module."""
+    from . import functions
+    return getattr(functions, name)
+
+
+def _dim_or_axis(dim, axis, name: str, required: bool = False):
+    """torch's `axis=` alias of `dim` (numpy's spelling)."""
+    if axis is not None:
+        if dim is not None:
+            raise TypeError(f"{name}(): give dim or axis, not both")
+        return axis
+    if required and dim is None:
+        raise TypeError(f"{name}() missing required argument 'dim'")
+    return dim
 
 
 def _sizes(args) -> tuple[int, ...]:

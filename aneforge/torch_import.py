@@ -162,17 +162,16 @@ class TorchModule(Module):
 
     Parameters keep torch's names (`state_dict()` keys match the torch module's)."""
 
-    def __init__(self, graph, params: dict, buffers: dict, inputs: list, outputs: list):
+    def __init__(self, graph, params: dict, buffers: dict, inputs: list, outputs: list,
+                 non_persistent=()):
         super().__init__()
         for name, p in params.items():
             self.register_parameter(name, p)
-        object.__setattr__(self, "_buffers", buffers)
+        for name, b in buffers.items():
+            self.register_buffer(name, b, persistent=name not in non_persistent)
         object.__setattr__(self, "_graph", graph)
         object.__setattr__(self, "_inputs", inputs)      # placeholder names: (kind, target)
         object.__setattr__(self, "_outputs", outputs)
-
-    def buffers(self):
-        return iter(self._buffers.values())
 
     def forward(self, *args):
         user = iter(args)
@@ -272,7 +271,9 @@ def from_torch(module, example_inputs, **export_kwargs) -> TorchModule:
                             "; ".join(unsupported) + ". Add an entry to "
                             "aneforge.torch_import.ATEN, or rewrite that part of the module.")
     outputs = [s.arg.name for s in sig.output_specs if s.kind == OutputKind.USER_OUTPUT]
-    return TorchModule(steps, params, buffers, inputs, outputs)
+    non_persistent = {s.target for s in sig.input_specs
+                      if s.kind == InputKind.BUFFER and not s.persistent}
+    return TorchModule(steps, params, buffers, inputs, outputs, non_persistent)
 
 
 def _in_place(target) -> bool:

@@ -99,6 +99,16 @@ GENERATORS: dict[str, Callable[[np.random.Generator, tuple], np.ndarray]] = {
     "int": lambda r, s: r.integers(-8, 9, s).astype(np.int32),
     "intnz": lambda r, s: (r.choice([-1, 1], s) * r.integers(1, 9, s)).astype(np.int32),
     "bool": lambda r, s: r.random(s) < 0.5,
+    "huge": lambda r, s: r.choice([-1, 1], s) * r.uniform(300, 400, s),   # fp16 x^3 overflows
+    "zbase": lambda r, s: r.choice([0.0, 0.0, 0.5, 2.0], s),              # pow at zero bases
+    "zexp": lambda r, s: r.choice([0.0, 1.0, 2.0, -1.0, 0.5], s),
+    "fexp": lambda r, s: r.integers(0, 4, s).astype(np.float64),         # integral exponents
+    "iexp": lambda r, s: r.integers(0, 5, s).astype(np.int32),
+    "idx4": lambda r, s: r.integers(0, 4, s).astype(np.int32),                # indices < 4
+    "uidx4": lambda r, s: np.argsort(r.random(tuple(s[:-1]) + (4,)), -1)[..., :s[-1]].astype(
+        np.int32),                                                          # distinct per row
+    "cls4": lambda r, s: r.integers(0, 4, s).astype(np.int32),                # class indices
+    "cls4ign": lambda r, s: r.choice([-100, 0, 1, 2, 3], s).astype(np.int32),  # with ignored
 }
 
 
@@ -282,6 +292,11 @@ def _batch_norm_op(m, x):
                   epsilon=1e-5)
 
 
+def _class_weights(m):
+    """Fixed class weights (torch's cross_entropy takes no gradient for them)."""
+    return m.tensor(np.array([0.5, 1.0, 2.0, 1.5], np.float32 if m is torch else np.float16))
+
+
 CAUSAL = np.tril(np.ones((4, 5), bool), 1)      # every row keeps at least one key
 
 
@@ -319,6 +334,10 @@ CASES: list[OpCase] = [
     C("pow_minus_1", (S,), lambda m, x: x.pow(-1), gen="nonzero"),
     C("pow_1_5", (S,), lambda m, x: m.pow(x, 1.5), gen="pos"),
     C("rpow", (S,), lambda m, x: 2 ** x),
+    C("pow_zero_base", ((4, 5), (4, 5)), lambda m, x, y: x ** y, gen=("zbase", "zexp")),
+    C("pow_neg_base", (S, S), lambda m, x, y: x ** y, gen=("nonzero", "fexp")),
+    C("int_pow_tensor", ((4, 5), (4, 5)), lambda m, x, y: x ** y, EXACT, gen=("int", "iexp")),
+    C("int_rpow_tensor", (S,), lambda m, x: 3 ** x, EXACT, gen="iexp"),
     C("maximum", (S, S), lambda m, x, y: m.maximum(x, y), EXACT),
     C("minimum", (S, S), lambda m, x, y: m.minimum(x, y), EXACT),
     C("max_elementwise", (S, S), lambda m, x, y: x.max(y), EXACT),
@@ -362,6 +381,8 @@ CASES: list[OpCase] = [
     C("gelu_exact", ((4, 6),), lambda m, x: _f(m).gelu(x), T3, gen="unit4"),
     C("gelu_tanh", ((4, 6),), lambda m, x: _f(m).gelu(x, approximate="tanh"), T3, gen="unit4"),
     C("gelu_tails", ((4, 6),), lambda m, x: _f(m).gelu(x), T3, gen="wide"),
+    C("gelu_tanh_huge", ((4, 6),), lambda m, x: _f(m).gelu(x, approximate="tanh"), T3,
+      gen="huge"),
     C("silu", ((4, 6),), lambda m, x: _f(m).silu(x), T3, gen="unit4"),
     C("silu_tails", ((4, 6),), lambda m, x: _f(m).silu(x), T3, gen="wide"),
     C("F_sigmoid", (S,), lambda m, x: _f(m).sigmoid(x), T3),
@@ -455,6 +476,8 @@ CASES: list[OpCase] = [
     C("softmax_dim0", ((3, 5),), lambda m, x: m.softmax(x, 0), gen="unit4"),
     C("F_softmax", ((2, 3, 4),), lambda m, x: _f(m).softmax(x, dim=1), gen="unit4"),
     C("log_softmax", ((3, 5),), lambda m, x: x.log_softmax(-1), log_softmax_tol(5, 8), gen="unit4"),
+    C("log_softmax_wide", ((45, 65),), lambda m, x: x.log_softmax(1), log_softmax_tol(65, 8),
+      gen="unit4"),
     C("F_log_softmax", ((2, 3, 4),), lambda m, x: _f(m).log_softmax(x, dim=1),
       log_softmax_tol(3, 8), gen="unit4"),
     # shapes
@@ -633,6 +656,265 @@ CASES: list[OpCase] = [
     C("size1_matmul", ((1, 1), (1, 1)), lambda m, x, y: x @ y, products(1)),
     C("size1_softmax", ((3, 1),), lambda m, x: x.softmax(-1)),
     C("size1_max_dim", ((3, 1),), lambda m, x: x.max(1), EXACT),
+    # ---- torch parity (issue 12): composites of registered ops ----
+    # rounding and division: quotients in fp32 as torch's reference; results exact integers
+    C("trunc", ((4, 6),), lambda m, x: x.trunc(), EXACT, gen="wide"),
+    C("floor", ((4, 6),), lambda m, x: m.floor(x), EXACT, gen="wide"),
+    C("ceil", ((4, 6),), lambda m, x: x.ceil(), EXACT, gen="wide"),
+    C("div_trunc", (S, S), lambda m, x, y: m.div(x, y, rounding_mode="trunc"), EXACT,
+      gen=("wide", "nonzero")),
+    C("div_floor_int", (S, S), lambda m, x, y: x.div(y, rounding_mode="floor"), EXACT,
+      gen=("int", "intnz")),
+    C("div_floor", (S, S), lambda m, x, y: x.div(y, rounding_mode="floor"), EXACT,
+      gen=("wide", "nonzero")),
+    C("floordiv", (S, S), lambda m, x, y: x // y, EXACT, gen=("int", "intnz")),
+    C("floordiv_int_scalar", (S,), lambda m, x: x // 3, EXACT, gen="int"),
+    C("rfloordiv_int", (S,), lambda m, x: 7 // x, EXACT, gen="intnz"),
+    C("floor_divide", (S, S), lambda m, x, y: m.floor_divide(x, y), EXACT, gen=("int", "intnz")),
+    C("mod", (S, S), lambda m, x, y: x % y, gen=("wide", "nonzero")),
+    C("mod_scalar", (S,), lambda m, x: x % 1.5, gen="wide"),
+    C("int_mod", (S, S), lambda m, x, y: x % y, EXACT, gen=("int", "intnz")),
+    C("rmod_int", (S,), lambda m, x: 5 % x, EXACT, gen="intnz"),
+    C("remainder", (S,), lambda m, x: m.remainder(x, -2), EXACT, gen="int"),
+    C("fmod", (S, S), lambda m, x, y: m.fmod(x, y), gen=("wide", "nonzero")),
+    C("int_fmod", (S, S), lambda m, x, y: x.fmod(y), EXACT, gen=("int", "intnz")),
+    C("copysign", (S, S), lambda m, x, y: m.copysign(x, y), EXACT),
+    C("copysign_scalar", (S,), lambda m, x: x.copysign(-1.0), EXACT),
+    C("isclose", (S, S), lambda m, x, y: m.isclose(x, y, atol=1.0), EXACT, gen="fint"),
+    C("isclose_rtol", (S, S), lambda m, x, y: x.isclose(y, rtol=0.5), EXACT, gen="fint"),
+    # triangles, tiles, flips, rolls, diagonals
+    C("tril", ((3, 4),), lambda m, x: x.tril(), EXACT),
+    C("triu_k", ((3, 4),), lambda m, x: m.triu(x, 1), EXACT),
+    C("tril_batched_neg", ((2, 3, 3),), lambda m, x: m.tril(x, -1), EXACT),
+    C("int_triu", ((3, 3),), lambda m, x: x.triu(), EXACT, gen="int"),
+    C("repeat", ((2, 3),), lambda m, x: x.repeat(2, 1, 2), EXACT),
+    C("repeat_same_rank", ((2, 3),), lambda m, x: x.repeat(1, 3), EXACT, gen="int"),
+    C("flip", ((2, 3, 4),), lambda m, x: m.flip(x, (0, 2)), EXACT),
+    C("flip_int", ((5,),), lambda m, x: x.flip(0), EXACT, gen="int"),
+    C("roll", ((3, 4),), lambda m, x: m.roll(x, (1, -3), (0, 1)), EXACT),
+    C("roll_flat", ((3, 4),), lambda m, x: x.roll(5), EXACT),
+    C("diagonal", ((3, 4),), lambda m, x: x.diagonal(), EXACT),
+    C("diagonal_offset", ((3, 4),), lambda m, x: m.diagonal(x, 2), EXACT),
+    C("diagonal_neg_dims", ((2, 4, 3),), lambda m, x: x.diagonal(-1, 1, 2), EXACT),
+    C("diagonal_dims_swapped", ((3, 2, 4),), lambda m, x: x.diagonal(1, 2, 0), EXACT),
+    C("mT", ((2, 3, 4),), lambda m, x: x.mT, EXACT),
+    C("bmm", ((2, 3, 4), (2, 4, 5)), lambda m, x, y: m.bmm(x, y), products(4)),
+    # products and scans: each multiplication rounds once, (n - 1) roundings in all
+    C("prod_dim", ((3, 5),), lambda m, x: x.prod(1), Tol(6 * U, 2.0 ** -24)),
+    C("prod_all", ((2, 3),), lambda m, x: m.prod(x), Tol(7 * U, 2.0 ** -24)),
+    C("prod_keepdim", ((3, 4),), lambda m, x: x.prod(0, keepdim=True), Tol(5 * U, 2.0 ** -24)),
+    C("int_prod", ((2, 5),), lambda m, x: x.prod(1), EXACT, gen="int"),
+    C("cumsum", ((3, 6),), lambda m, x: x.cumsum(1), products(6)),
+    C("cumsum_dim0", ((5, 3),), lambda m, x: m.cumsum(x, 0), products(5)),
+    C("int_cumsum", ((3, 6),), lambda m, x: x.cumsum(-1), EXACT, gen="int"),
+    C("cumprod", ((3, 5),), lambda m, x: x.cumprod(1), Tol(6 * U, 2.0 ** -24)),
+    C("cumprod_zeros", ((2, 6),), lambda m, x: m.cumprod(x, 1), Tol(7 * U, 2.0 ** -24),
+      gen="fint"),
+    C("cummax", ((3, 6),), lambda m, x: x.cummax(1), EXACT, gen="perm"),
+    C("cummin_dim0", ((4, 3),), lambda m, x: m.cummin(x, 0), EXACT, gen="perm"),
+    C("int_cummax", ((2, 5),), lambda m, x: x.cummax(-1).values, EXACT, gen="iperm"),
+    C("logsumexp", ((3, 5),), lambda m, x: x.logsumexp(1), log_softmax_tol(5, 8), gen="unit4"),
+    C("logsumexp_dims", ((2, 3, 4),), lambda m, x: m.logsumexp(x, (0, 2), keepdim=True),
+      log_softmax_tol(8, 8), gen="unit4"),
+    C("logcumsumexp", ((3, 6),), lambda m, x: x.logcumsumexp(1), Tol(2 * U, 4 * U), gen="unit4"),
+    # sorting: ranks from all-pairs comparisons, values picked by one-hot selects
+    C("sort", ((3, 6),), lambda m, x: x.sort(1), EXACT, gen="perm"),
+    C("sort_desc_dim0", ((4, 3),), lambda m, x: m.sort(x, 0, descending=True), EXACT,
+      gen="perm"),
+    C("sort_ties_stable", ((2, 6),), lambda m, x: x.sort(stable=True), EXACT, gen="fint"),
+    C("argsort", ((3, 6),), lambda m, x: x.argsort(-1), EXACT, gen="perm"),
+    C("int_sort", ((2, 5),), lambda m, x: m.sort(x).values, EXACT, gen="iperm"),
+    # gather / scatter by one-hot selects
+    C("gather", ((3, 4), (3, 2)), lambda m, x, i: x.gather(1, i), EXACT, gen=("normal", "idx4")),
+    C("gather_dim0", ((4, 3), (2, 3)), lambda m, x, i: m.gather(x, 0, i), EXACT,
+      gen=("normal", "idx4")),
+    C("int_gather", ((3, 4), (3, 5)), lambda m, x, i: x.gather(-1, i), EXACT, gen=("int", "idx4")),
+    C("scatter", ((3, 4), (3, 2), (3, 2)), lambda m, x, i, v: x.scatter(1, i, v), EXACT,
+      gen=("normal", "uidx4", "normal")),
+    C("scatter_value", ((3, 4), (3, 3)), lambda m, x, i: m.scatter(x, 1, i, value=2.5), EXACT,
+      gen=("normal", "uidx4")),
+    C("scatter_add", ((3, 4), (3, 5), (3, 5)), lambda m, x, i, v: x.scatter_add(1, i, v),
+      summed(6), gen=("normal", "idx4", "normal")),
+    C("scatter_reduce_amax", ((3, 4), (3, 5), (3, 5)), lambda m, x, i, v: x.scatter_reduce(
+        1, i, v, "amax", include_self=False), EXACT, gen=("normal", "idx4", "perm")),
+    C("scatter_reduce_amin_self", ((3, 4), (3, 5), (3, 5)), lambda m, x, i, v: m.scatter_reduce(
+        x, 1, i, v, "amin"), EXACT, gen=("perm", "idx4", "normal")),
+    C("scatter_reduce_mean", ((3, 4), (3, 5), (3, 5)), lambda m, x, i, v: x.scatter_reduce(
+        1, i, v, "mean"), Tol(3 * U, 2.0 ** -24, 6 * U), gen=("normal", "idx4", "normal")),
+    C("scatter_reduce_prod", ((3, 4), (3, 5), (3, 5)), lambda m, x, i, v: x.scatter_reduce(
+        1, i, v, "prod", include_self=False), Tol(6 * U, 2.0 ** -24), gen=("normal", "idx4", "normal")),
+    # in place: the handle takes the new value
+    C("add_", (S, S), lambda m, x, y: x.clone().add_(y, alpha=2)),
+    C("mul_div_", (S, S), lambda m, x, y: x.clone().mul_(y).div_(3), Tol(4 * U, 2.0 ** -24)),
+    C("sub_clamp_", (S, S), lambda m, x, y: x.clone().sub_(y).clamp_(-1, 1)),
+    C("zero_", (S,), lambda m, x: x.clone().zero_(), EXACT),
+    C("fill_", (S,), lambda m, x: x.clone().fill_(1.5), EXACT),
+    C("type_cast", (S,), lambda m, x: (x * 4).type(m.int32), EXACT),
+    C("type_string", (S,), lambda m, x: x.type("torch.FloatTensor"), EXACT),
+    C("sign", ((4, 6),), lambda m, x: m.sign(x), EXACT, gen="fint"),
+    C("int_sign", (S,), lambda m, x: x.sign(), EXACT, gen="int"),
+    C("log1p", ((4, 6),), lambda m, x: m.log1p(x * 0.01), Tol(4 * U, 2.0 ** -24)),
+    C("log1p_wide", ((4, 6),), lambda m, x: x.log1p(), Tol(4 * U, 2.0 ** -24), gen="pos"),
+    C("expm1", ((4, 6),), lambda m, x: x.expm1(), Tol(5 * U, 2.0 ** -24), gen="unit4"),
+    C("expm1_small", ((4, 6),), lambda m, x: m.expm1(x * 0.001), Tol(5 * U, 2.0 ** -24)),
+    C("clamp_min_max", (S,), lambda m, x: (x.clamp_min(-0.5), m.clamp_max(x, 0.25)), EXACT),
+    C("aliases", (S, S), lambda m, x, y: (m.subtract(x, y, alpha=2), x.multiply(y),
+                                          m.negative(x)), Tol(2 * U, 2.0 ** -24)),
+    C("true_divide", (S, S), lambda m, x, y: m.true_divide(x, y), gen=("normal", "nonzero")),
+    C("outer", ((3,), (4,)), lambda m, x, y: m.outer(x, y)),
+    C("addmm", ((2, 4), (2, 3), (3, 4)), lambda m, c, x, y: m.addmm(c, x, y, beta=0.5, alpha=2),
+      Tol(3 * U, 2.0 ** -24, 3 * U)),
+    C("tile", ((2, 3),), lambda m, x: m.tile(x, (2,)), EXACT),
+    C("tile_more_dims", ((2, 3),), lambda m, x: x.tile(2, 1, 2), EXACT, gen="int"),
+    C("relu6", ((4, 6),), lambda m, x: _f(m).relu6(x), EXACT, gen="wide"),
+    C("hardsigmoid", ((4, 6),), lambda m, x: _f(m).hardsigmoid(x), Tol(3 * U, 2.0 ** -24),
+      gen="unit4"),
+    C("hardswish", ((4, 6),), lambda m, x: _f(m).hardswish(x), Tol(4 * U, 2.0 ** -24),
+      gen="unit4"),
+    C("logsigmoid", ((4, 6),), lambda m, x: _f(m).logsigmoid(x), Tol(6 * U, 2.0 ** -20),
+      gen="wide"),
+    C("softsign", ((4, 6),), lambda m, x: _f(m).softsign(x), Tol(3 * U, 2.0 ** -24), gen="wide"),
+    C("selu", ((4, 6),), lambda m, x: m.selu(x), Tol(8 * U, 2.0 ** -20), gen="unit4"),
+    C("celu", ((4, 6),), lambda m, x: _f(m).celu(x, alpha=0.5), Tol(8 * U, 2.0 ** -20),
+      gen="unit4"),
+    C("unflatten", ((2, 6),), lambda m, x: x.unflatten(1, (2, -1)), EXACT),
+    C("count_nonzero", ((3, 4),), lambda m, x: (m.count_nonzero(x, 1), x.count_nonzero()), EXACT,
+      gen="int"),
+    C("lerp", (S, S), lambda m, x, y: m.lerp(x, y, 0.25), Tol(3 * U, 2.0 ** -24, 2 * U)),
+    C("lerp_tensor_weight", (S, S, S), lambda m, x, y, w: x.lerp(y, w), Tol(3 * U, 2.0 ** -24, 2 * U)),
+    C("addcmul_addcdiv", (S, S, S), lambda m, x, y, z: (m.addcmul(x, y, z, value=0.5),
+                                                       x.addcdiv(y, z, value=2)),
+      Tol(3 * U, 2.0 ** -24, 2 * U), gen=("normal", "normal", "nonzero")),
+    C("diag", ((4,),), lambda m, x: m.diag(x), EXACT),
+    C("diag_offsets", ((3,),), lambda m, x: (x.diag(2), m.diag(x, -1)), EXACT),
+    C("diag_of_matrix", ((3, 4),), lambda m, x: m.diag(x, 1), EXACT),
+    # (the default posinf is the dtype's max: fp16's here, fp32's in torch's reference)
+    C("nan_to_num", ((3, 4),), lambda m, x: (m.nan_to_num(x / (x - x), posinf=2.0, neginf=-3.0),
+                                            (x / (x - x)).nan_to_num(1.5, 100.0, -7.0)), EXACT,
+      gen="fint"),
+    # norms (sums of powers in fp32: one rounding out)
+    C("norm", ((3, 4),), lambda m, x: x.norm(), Tol(3 * U, 2.0 ** -24)),
+    C("norm_p1_dim", ((3, 4),), lambda m, x: m.norm(x, 1, dim=1), Tol(3 * U, 2.0 ** -24)),
+    C("norm_inf", ((3, 4),), lambda m, x: x.norm(float("inf"), dim=0), EXACT),
+    C("norm_p3_keepdim", ((3, 4),), lambda m, x: x.norm(3, 1, keepdim=True), Tol(4 * U, 2.0 ** -24)),
+    # einsum as batched matmuls
+    C("einsum_matmul", ((3, 4), (4, 5)), lambda m, x, y: m.einsum("ij,jk->ik", x, y), products(4)),
+    C("einsum_batched", ((2, 3, 4), (2, 4, 5)), lambda m, x, y: m.einsum("bij,bjk->bik", x, y),
+      products(4)),
+    C("einsum_attention", ((2, 2, 3, 4), (2, 2, 5, 4)), lambda m, q, k: m.einsum(
+        "bhqd,bhkd->bhqk", q, k), products(4)),
+    C("einsum_outer", ((3,), (4,)), lambda m, x, y: m.einsum("i,j->ij", x, y), products(1)),
+    C("einsum_implicit_mv", ((3, 4), (4,)), lambda m, x, y: m.einsum("ij,j", x, y), products(4)),
+    C("einsum_transpose", ((3, 4),), lambda m, x: m.einsum("ij->ji", x), EXACT),
+    C("einsum_sum", ((3, 4),), lambda m, x: m.einsum("ij->", x), summed(12)),
+    C("einsum_three", ((2, 3), (3, 4), (4, 2)), lambda m, x, y, z: m.einsum(
+        "ij,jk,kl->il", [x, y, z]), Tol(2 * U, 2.0 ** -24, 3 * U)),
+    C("einsum_sum_one_side", ((2, 3), (3, 4)), lambda m, x, y: m.einsum("ij,kl->jl", x, y),
+      Tol(2 * U, 2.0 ** -24, 4 * U)),
+    C("meshgrid", ((3,), (4,)), lambda m, x, y: m.meshgrid(x, y, indexing="ij"), EXACT),
+    C("meshgrid_xy", ((3,), (4,), (2,)), lambda m, x, y, z: m.meshgrid([x, y, z], indexing="xy"),
+      EXACT),
+    # torch's axis= alias of dim
+    C("sum_axis", ((2, 3, 4),), lambda m, x: m.sum(x, axis=1), summed(3)),
+    C("mean_std_axis", ((2, 3, 4),), lambda m, x: (x.mean(axis=0), x.var(axis=-1)), summed(4)),
+    C("extrema_axis", ((3, 5),), lambda m, x: (x.amax(axis=-1), m.argmin(x, axis=0),
+                                               x.max(axis=1), m.cummax(x, axis=1)), EXACT,
+      gen="perm"),
+    C("softmax_axis", ((3, 5),), lambda m, x: m.softmax(x, axis=1), gen="unit4"),
+    C("cumsum_sort_axis", ((3, 4),), lambda m, x: (x.cumsum(axis=0), m.sort(x, axis=0)),
+      products(3), gen="perm"),
+    C("squeeze_unsqueeze_axis", ((3, 1),), lambda m, x: x.squeeze(axis=1).unsqueeze(axis=0),
+      EXACT),
+    # padding, pooling, resampling
+    C("F_pad_constant", ((2, 3, 4),), lambda m, x: _f(m).pad(x, (1, 2), value=1.5), EXACT),
+    C("F_pad_2d", ((1, 2, 3, 4),), lambda m, x: _f(m).pad(x, (1, 1, 2, 0)), EXACT),
+    C("F_pad_reflect", ((1, 2, 3, 4),), lambda m, x: _f(m).pad(x, (2, 1, 1, 2), mode="reflect"),
+      EXACT),
+    C("F_pad_replicate", ((2, 5),), lambda m, x: _f(m).pad(x, (3, 1), mode="replicate"), EXACT),
+    C("F_pad_circular", ((1, 2, 3, 4),), lambda m, x: _f(m).pad(x, (1, 2, 2, 1), mode="circular"),
+      EXACT),
+    C("F_pad_crop", ((2, 5),), lambda m, x: _f(m).pad(x, (-1, 2)), EXACT),
+    C("F_pad_int", ((3, 4),), lambda m, x: _f(m).pad(x, (1, 1), value=2), EXACT, gen="int"),
+    C("max_pool2d", ((2, 3, 6, 6),), lambda m, x: _f(m).max_pool2d(x, 2), EXACT),
+    C("max_pool2d_stride_pad", ((1, 2, 7, 6),), lambda m, x: m.max_pool2d(x, 3, 2, 1), EXACT),
+    C("max_pool2d_ceil", ((1, 1, 5, 5),), lambda m, x: _f(m).max_pool2d(x, 2, ceil_mode=True),
+      EXACT),
+    C("max_pool2d_dilated_3d", ((2, 7, 7),), lambda m, x: _f(m).max_pool2d(x, 3, dilation=2),
+      EXACT),
+    C("max_pool1d", ((2, 3, 8),), lambda m, x: m.max_pool1d(x, 3, stride=2), EXACT),
+    C("avg_pool2d", ((2, 3, 6, 6),), lambda m, x: _f(m).avg_pool2d(x, 2), Tol(2 * U, 2.0 ** -24, 2 * U)),
+    C("avg_pool2d_pad", ((1, 2, 7, 6),), lambda m, x: _f(m).avg_pool2d(x, 3, 2, 1),
+      Tol(2 * U, 2.0 ** -24, 2 * U)),
+    C("avg_pool2d_exclude_pad", ((1, 2, 7, 6),), lambda m, x: _f(m).avg_pool2d(
+        x, 3, 2, 1, count_include_pad=False), Tol(2 * U, 2.0 ** -24, 2 * U)),
+    C("avg_pool2d_divisor", ((1, 2, 4, 4),), lambda m, x: _f(m).avg_pool2d(
+        x, 2, divisor_override=3), Tol(2 * U, 2.0 ** -24, 2 * U)),
+    C("avg_pool2d_ceil", ((1, 2, 5, 6),), lambda m, x: _f(m).avg_pool2d(
+        x, 2, padding=1, ceil_mode=True), Tol(2 * U, 2.0 ** -24, 2 * U)),
+    C("avg_pool1d", ((2, 3, 8),), lambda m, x: m.avg_pool1d(x, 2), Tol(2 * U, 2.0 ** -24, 2 * U)),
+    C("adaptive_avg_pool2d", ((1, 2, 6, 5),), lambda m, x: _f(m).adaptive_avg_pool2d(x, (3, 2)),
+      Tol(4 * U, 2.0 ** -24, 4 * U)),
+    C("interpolate_nearest", ((1, 2, 3, 4),), lambda m, x: _f(m).interpolate(x, scale_factor=2),
+      EXACT),
+    C("interpolate_nearest_size", ((1, 2, 3, 4),), lambda m, x: _f(m).interpolate(x, size=(5, 7)),
+      EXACT),
+    C("interpolate_bilinear", ((1, 2, 3, 4),), lambda m, x: _f(m).interpolate(
+        x, size=(5, 6), mode="bilinear"), Tol(4 * U, 2.0 ** -24, 4 * U)),
+    C("interpolate_bilinear_corners", ((1, 2, 3, 4),), lambda m, x: _f(m).interpolate(
+        x, scale_factor=2, mode="bilinear", align_corners=True), Tol(4 * U, 2.0 ** -24, 4 * U)),
+    C("interpolate_linear", ((2, 3, 5),), lambda m, x: _f(m).interpolate(
+        x, scale_factor=1.5, mode="linear"), Tol(3 * U, 2.0 ** -24, 3 * U)),
+    # convolutions as composites of conv2d's im2col + matmul
+    C("conv1d", ((2, 3, 10), (4, 3, 3), (4,)), lambda m, x, w, b: m.conv1d(
+        x, w, b, stride=2, padding=1), products(9)),
+    C("conv_transpose2d", ((1, 3, 4, 5), (3, 2, 3, 3), (2,)), lambda m, x, w, b: m.conv_transpose2d(
+        x, w, b, stride=2, padding=1, output_padding=1), products(27)),
+    C("conv_transpose2d_groups", ((1, 4, 3, 3), (4, 1, 2, 2)), lambda m, x, w: _f(m).conv_transpose2d(
+        x, w, groups=2), products(8)),
+    # activations (fp16 steps: a few roundings each)
+    C("softplus", ((4, 6),), lambda m, x: _f(m).softplus(x), Tol(6 * U, 2.0 ** -20), gen="wide"),
+    C("softplus_beta", ((4, 6),), lambda m, x: _f(m).softplus(x, beta=2, threshold=5),
+      Tol(6 * U, 2.0 ** -20), gen="wide"),
+    C("leaky_relu", ((4, 6),), lambda m, x: _f(m).leaky_relu(x, 0.2)),
+    C("elu", ((4, 6),), lambda m, x: _f(m).elu(x), Tol(6 * U, 2.0 ** -20), gen="wide"),
+    C("elu_small", ((4, 6),), lambda m, x: _f(m).elu(x * 0.001, alpha=0.5), Tol(6 * U, 2.0 ** -20)),
+    C("hardtanh", (S,), lambda m, x: _f(m).hardtanh(x, -0.5, 0.75), EXACT),
+    C("mish", ((4, 6),), lambda m, x: _f(m).mish(x), Tol(10 * U, 2.0 ** -20), gen="unit4"),
+    C("normalize", ((3, 4),), lambda m, x: _f(m).normalize(x), Tol(3 * U, 2.0 ** -24)),
+    C("normalize_p1", ((3, 4),), lambda m, x: _f(m).normalize(x, p=1.0, dim=-1),
+      Tol(3 * U, 2.0 ** -24)),
+    C("cosine_similarity", ((3, 4), (3, 4)), lambda m, x, y: m.cosine_similarity(x, y),
+      Tol(2 * U, 2.0 ** -18)),
+    C("group_norm", ((2, 4, 3), (4,), (4,)), lambda m, x, w, b: m.group_norm(x, 2, w, b),
+      Tol(4 * U, 16 * U)),
+    C("group_norm_4d", ((2, 6, 2, 2),), lambda m, x: _f(m).group_norm(x, 3), Tol(4 * U, 16 * U)),
+    C("sdpa", ((2, 4, 8), (2, 5, 8), (2, 5, 6)), lambda m, q, k, v: _f(
+        m).scaled_dot_product_attention(q, k, v), ATTENTION),
+    C("sdpa_causal_scale", ((1, 2, 4, 8), (1, 2, 4, 8), (1, 2, 4, 3)), lambda m, q, k, v: _f(
+        m).scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.25), ATTENTION),
+    # losses
+    C("smooth_l1_loss", ((3, 4), (3, 4)), lambda m, x, y: _f(m).smooth_l1_loss(
+        x, y, reduction="none"), Tol(3 * U, 2.0 ** -24)),
+    C("smooth_l1_loss_beta", ((3, 4), (3, 4)), lambda m, x, y: _f(m).smooth_l1_loss(
+        x, y, beta=0.5), summed(12)),
+    C("huber_loss", ((3, 4), (3, 4)), lambda m, x, y: _f(m).huber_loss(x, y, delta=0.5),
+      summed(12)),
+    C("cross_entropy_ignore_index", ((6, 4), (6,)), lambda m, x, t: _f(m).cross_entropy(x, t),
+      log_softmax_tol(4, 8), gen=("unit4", "cls4ign"),
+      torch_fn=lambda m, x, t: _f(m).cross_entropy(x, t.long())),
+    C("cross_entropy_weight", ((6, 4), (6,)), lambda m, x, t: _f(m).cross_entropy(
+        x, t, weight=_class_weights(m)), log_softmax_tol(4, 8), gen=("unit4", "cls4ign"),
+      torch_fn=lambda m, x, t: _f(m).cross_entropy(x, t.long(), weight=_class_weights(m))),
+    C("cross_entropy_weight_smooth", ((6, 4), (6,)), lambda m, x, t: _f(m).cross_entropy(
+        x, t, _class_weights(m), label_smoothing=0.2), log_softmax_tol(4, 8),
+      gen=("unit4", "cls4ign"), torch_fn=lambda m, x, t: _f(m).cross_entropy(
+        x, t.long(), _class_weights(m), label_smoothing=0.2)),
+    C("cross_entropy_4d_sum", ((2, 4, 3, 2), (2, 3, 2)), lambda m, x, t: _f(m).cross_entropy(
+        x, t, ignore_index=1, reduction="sum"), log_softmax_tol(12, 8), gen=("unit4", "cls4"),
+      torch_fn=lambda m, x, t: _f(m).cross_entropy(x, t.long(), ignore_index=1, reduction="sum")),
+    C("nll_loss_ignore", ((6, 4), (6,)), lambda m, x, t: _f(m).nll_loss(x, t, ignore_index=2),
+      Tol(3 * U, 2.0 ** -24), gen=("normal", "cls4"), torch_fn=lambda m, x, t: _f(m).nll_loss(
+        x, t.long(), ignore_index=2)),
 ]
 
 CASES_BY_NAME = {c.name: c for c in CASES}

@@ -115,6 +115,7 @@ def _inputs():
 
 def _args(name):
     x, y, pos, mask = _inputs()
+    idx = af.tensor([[0, 2, 1], [1, 1, 0]])
     return {
         "abs": (x,), "add": (x, y), "all": (mask,), "amax": (x, 1), "amin": (x, 1),
         "any": (mask,), "argmax": (x, 1), "argmin": (x, 1), "chunk": (x, 2, 1),
@@ -132,6 +133,25 @@ def _args(name):
         "unbind": (x, 1), "unsqueeze": (x, 0), "var": (x, 1),
         "conv2d": (x.reshape(1, 1, 2, 3), pos.reshape(1, 1, 2, 3)[..., :2]),
         "layer_norm": (x, (3,)), "rms_norm": (x, (3,)),
+        "allclose": (x, y), "argsort": (x, 1), "avg_pool1d": (x.reshape(1, 2, 3), 2),
+        "bmm": (x.reshape(1, 2, 3), y.reshape(1, 3, 2)), "ceil": (x,), "clamp_": (x, -0.5, 0.5),
+        "conv1d": (x.reshape(1, 2, 3), pos.reshape(1, 2, 3)[..., :2]),
+        "conv_transpose2d": (x.reshape(1, 1, 2, 3), pos.reshape(1, 1, 2, 3)),
+        "copysign": (x, y), "cosine_similarity": (x, y), "cummax": (x, 1), "cummin": (x, 1),
+        "cumprod": (x, 1), "cumsum": (x, 1), "diagonal": (x,), "fill_": (x, 2.0),
+        "flip": (x, (0,)), "floor": (x,), "floor_divide": (x, pos), "fmod": (x, pos),
+        "gather": (x, 1, idx), "group_norm": (x.reshape(1, 2, 3), 2), "isclose": (x, y),
+        "logcumsumexp": (x, 1), "logsumexp": (x, 1), "max_pool1d": (x.reshape(1, 2, 3), 2),
+        "max_pool2d": (x.reshape(1, 1, 2, 3), 2), "norm": (x,), "prod": (x, 1),
+        "remainder": (x, pos), "roll": (x, 1, 1), "scatter": (x, 1, idx, y),
+        "scatter_add": (x, 1, idx, y), "scatter_reduce": (x, 1, idx, y, "amax"), "sort": (x, 1),
+        "tril": (x,), "triu": (x,), "trunc": (x,), "zero_": (x,),
+        "addmm": (pos[:, :2], x, y.t()), "celu": (x,), "clamp_max": (x, 0.5), "clamp_min": (x, 0.5),
+        "expm1": (x,), "log1p": (pos,), "multiply": (x, y), "negative": (x,),
+        "outer": (x[0], y[1]), "selu": (x,), "sign": (x,), "subtract": (x, y), "tile": (x, (2,)),
+        "true_divide": (x, pos), "addcdiv": (x, y, pos), "addcmul": (x, y, pos),
+        "count_nonzero": (mask, 1), "diag": (x[0],), "lerp": (x, y, 0.25), "nan_to_num": (x,),
+        "unflatten": (x, 1, (3, 1)),
     }[name]
 
 

@@ -72,6 +72,26 @@ LAYERS = {
     "log_softmax": (lambda m: m.LogSoftmax(dim=-1), (4, 8)),
     "flatten": (lambda m: m.Flatten(), (2, 3, 4)),
     "mlp": (lambda m: m.Sequential(m.Linear(8, 16), m.GELU(), m.Linear(16, 3)), (5, 8)),
+    "conv1d": (lambda m: m.Conv1d(3, 4, 3, stride=2, padding=1), (2, 3, 9)),
+    "conv_transpose2d": (lambda m: m.ConvTranspose2d(3, 4, 3, stride=2, padding=1,
+                                                     output_padding=1), (2, 3, 4, 5)),
+    "conv_transpose2d_groups": (lambda m: m.ConvTranspose2d(4, 6, 2, stride=2, groups=2,
+                                                            bias=False), (1, 4, 3, 3)),
+    "group_norm": (lambda m: m.GroupNorm(2, 6), (2, 6, 5)),
+    "max_pool2d": (lambda m: m.MaxPool2d(3, stride=2, padding=1), (2, 3, 7, 6)),
+    "max_pool1d": (lambda m: m.MaxPool1d(2), (2, 3, 8)),
+    "avg_pool2d": (lambda m: m.AvgPool2d(2), (2, 3, 6, 6)),
+    "avg_pool1d": (lambda m: m.AvgPool1d(3, stride=2, padding=1), (2, 3, 8)),
+    "adaptive_avg_pool2d": (lambda m: m.AdaptiveAvgPool2d((2, 3)), (1, 2, 6, 6)),
+    "upsample_bilinear": (lambda m: m.Upsample(scale_factor=2, mode="bilinear"), (1, 2, 3, 4)),
+    "leaky_relu": (lambda m: m.LeakyReLU(0.1), (4, 8)),
+    "elu": (lambda m: m.ELU(alpha=0.5), (4, 8)),
+    "softplus": (lambda m: m.Softplus(beta=2.0), (4, 8)),
+    "hardtanh": (lambda m: m.Hardtanh(-0.5, 0.5), (4, 8)),
+    "mish": (lambda m: m.Mish(), (4, 8)),
+    "cnn": (lambda m: m.Sequential(m.Conv2d(2, 4, 3, padding=1), m.ReLU(), m.MaxPool2d(2),
+                                   m.Conv2d(4, 4, 3, padding=1), m.AdaptiveAvgPool2d(1),
+                                   m.Flatten(), m.Linear(4, 3)), (2, 2, 8, 8)),
 }
 
 
@@ -98,6 +118,16 @@ LOSSES = {
     "mse_loss": lambda m, x, y, p: m.nn.functional.mse_loss(x, p),
     "l1_loss": lambda m, x, y, p: m.nn.functional.l1_loss(x, p, reduction="none"),
     "bce_with_logits": lambda m, x, y, p: m.nn.functional.binary_cross_entropy_with_logits(x, p),
+    "CrossEntropyLoss": lambda m, x, y, p: m.nn.CrossEntropyLoss(label_smoothing=0.1)(x, y),
+    "CrossEntropyLoss_ignore": lambda m, x, y, p: m.nn.CrossEntropyLoss(ignore_index=2)(x, y),
+    "CrossEntropyLoss_weight": lambda m, x, y, p: m.nn.CrossEntropyLoss(
+        weight=m.tensor([1.0, 2.0, 0.5, 1.0, 3.0]), reduction="sum")(x, y),
+    "NLLLoss": lambda m, x, y, p: m.nn.NLLLoss()(m.nn.functional.log_softmax(x, 1), y),
+    "MSELoss": lambda m, x, y, p: m.nn.MSELoss()(x, p),
+    "L1Loss": lambda m, x, y, p: m.nn.L1Loss(reduction="sum")(x, p),
+    "SmoothL1Loss": lambda m, x, y, p: m.nn.SmoothL1Loss(beta=0.5)(x, p),
+    "HuberLoss": lambda m, x, y, p: m.nn.HuberLoss(delta=2.0)(x, p),
+    "BCEWithLogitsLoss": lambda m, x, y, p: m.nn.BCEWithLogitsLoss()(x, p),
 }
 
 
@@ -205,3 +235,59 @@ def test_clip_grad_norm_matches_torch():
     close(na.item(), nt.numpy())
     for a, t in zip(pa, pt):
         close(a.grad.numpy(), t.grad)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_multihead_attention_matches_torch(need_weights, batch_first):
+    torch.manual_seed(0)
+    a, t = twin(nn.MultiheadAttention(8, 2, batch_first=batch_first),
+                torch.nn.MultiheadAttention(8, 2, batch_first=batch_first))
+    shape = (2, 4, 8) if batch_first else (4, 2, 8)
+    q, k = data(*shape, seed=1), data(*shape, seed=2)
+    mask = np.triu(np.ones((4, 4), bool), 1)              # True: not allowed (torch's meaning)
+    qa, qt = af.tensor(q, requires_grad=True), torch.tensor(q.astype(np.float32), requires_grad=True)
+    oa, wa = a(qa, af.tensor(k), af.tensor(k), attn_mask=af.tensor(mask), need_weights=need_weights)
+    ot, wt = t(qt, torch.tensor(k.astype(np.float32)), torch.tensor(k.astype(np.float32)),
+               attn_mask=torch.tensor(mask), need_weights=need_weights)
+    close(oa.numpy(), ot, "output")
+    if need_weights:
+        close(wa.numpy(), wt, "weights")
+    else:
+        assert wa is None and wt is None
+    oa.sum().backward()
+    ot.sum().backward()
+    close(qa.grad.numpy(), qt.grad, "query grad")
+    tparams = dict(t.named_parameters())
+    for name, p in a.named_parameters():
+        close(p.grad.numpy(), tparams[name].grad, f"grad of {name}")
+
+
+def test_register_buffer_and_module_dict():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads = nn.ModuleDict({"a": nn.Linear(3, 2), "b": nn.Linear(3, 1)})
+            self.register_buffer("scale", af.tensor([2.0, 3.0]))
+            self.register_buffer("cache", af.zeros(1), persistent=False)
+
+        def forward(self, x):
+            return self.heads["a"](x) * self.scale
+
+    torch_net = torch.nn.Module()
+    torch_net.heads = torch.nn.ModuleDict({"a": torch.nn.Linear(3, 2), "b": torch.nn.Linear(3, 1)})
+    torch_net.register_buffer("scale", torch.tensor([2.0, 3.0]))
+    torch_net.register_buffer("cache", torch.zeros(1), persistent=False)
+    net = Net()
+    assert list(net.state_dict()) == list(torch_net.state_dict())
+    assert [n for n, _ in net.named_buffers()] == [n for n, _ in torch_net.named_buffers()]
+    assert [n for n, _ in net.named_parameters()] == [n for n, _ in torch_net.named_parameters()]
+    assert list(net.heads) == ["a", "b"] and "b" in net.heads and len(net.heads) == 2
+    state = torch_net.state_dict()
+    state["scale"] = torch.tensor([0.5, 4.0])
+    net.load_state_dict(state)
+    assert net.scale.tolist() == [0.5, 4.0]
+    assert not net.scale.requires_grad
+    net.scale = af.tensor([1.0, 1.0])                  # assigning a tensor updates the buffer
+    assert "scale" in net.state_dict() and net.scale.tolist() == [1.0, 1.0]
+    assert net(af.ones(1, 3)).shape == (1, 2)

@@ -1,11 +1,19 @@
 """torch.nn-compatible modules, functional ops, initializers and utilities."""
 from . import functional, init, utils
 from . import functional as F  # noqa: N812  (torch's spelling)
-from .layers import (GELU, Conv2d, Dropout, Embedding, Flatten, Identity, LayerNorm, Linear,
-                     LogSoftmax, ReLU, RMSNorm, Sigmoid, SiLU, Softmax, Tanh)
-from .module import Module, ModuleList, Sequential
+from .layers import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, BCEWithLogitsLoss, Conv1d,
+                     Conv2d, ConvTranspose2d, CrossEntropyLoss, Dropout, Embedding, Flatten,
+                     GroupNorm, Hardtanh, HuberLoss, Identity, L1Loss, LayerNorm, LeakyReLU,
+                     Linear, LogSoftmax, MaxPool1d, MaxPool2d, Mish, MSELoss,
+                     MultiheadAttention, NLLLoss, ReLU, RMSNorm, Sigmoid, SiLU, SmoothL1Loss,
+                     Softmax, Softplus, Tanh, Upsample)
+from .module import Module, ModuleDict, ModuleList, Sequential
 from .parameter import Parameter
 
-__all__ = ["functional", "F", "init", "utils", "Module", "ModuleList", "Sequential", "Parameter",
-           "Linear", "Conv2d", "Embedding", "LayerNorm", "RMSNorm", "Dropout", "ReLU", "GELU",
-           "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Identity", "Flatten"]
+__all__ = ["functional", "F", "init", "utils", "Module", "ModuleList", "ModuleDict", "Sequential",
+           "Parameter", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "Embedding", "LayerNorm",
+           "RMSNorm", "GroupNorm", "Dropout", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax",
+           "LogSoftmax", "Identity", "Flatten", "LeakyReLU", "ELU", "Softplus", "Hardtanh", "Mish",
+           "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "Upsample",
+           "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
+           "BCEWithLogitsLoss", "MultiheadAttention"]

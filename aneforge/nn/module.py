@@ -6,6 +6,7 @@ from typing import Iterator
 
 from ..context import CTX
 from ..errors import AneforgeError
+from ..tensor import Tensor
 from .parameter import Parameter, assign
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -28,13 +29,18 @@ class Module:
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "training", True)
 
     def __setattr__(self, name, value):
         if "_parameters" not in self.__dict__:
             raise AneforgeError(f"call super().__init__() in {type(self).__name__}.__init__ "
                                 f"before assigning attributes")
-        for table in (self._parameters, self._modules):
+        if name in self._buffers and (value is None or isinstance(value, Tensor)):
+            self._buffers[name] = value            # torch: assigning to a buffer updates it
+            return
+        for table in (self._parameters, self._modules, self._buffers):
             table.pop(name, None)
         if isinstance(value, Parameter):
             self._parameters[name] = value
@@ -44,7 +50,7 @@ class Module:
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name):
-        for table in ("_parameters", "_modules"):
+        for table in ("_parameters", "_modules", "_buffers"):
             d = self.__dict__.get(table)
             if d is not None and name in d:
                 return d[name]
@@ -56,6 +62,48 @@ class Module:
             object.__setattr__(self, name, None)
         else:
             self._parameters[name] = param
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """A tensor the module keeps that is not a parameter (running statistics, masks): in
+        state_dict unless persistent=False, and an attribute like a parameter.
+
+        >>> import aneforge as af, aneforge.nn as nn
+        >>> m = nn.Module()
+        >>> m.register_buffer("mask", af.ones(2))
+        >>> m.mask.tolist(), list(m.state_dict())
+        ([1.0, 1.0], ['mask'])
+        """
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"register_buffer: {name!r} must be a Tensor or None, got "
+                            f"{type(tensor).__name__}")
+        for table in (self._parameters, self._modules):
+            table.pop(name, None)
+        self.__dict__.pop(name, None)
+        self._buffers[name] = tensor
+        (self._non_persistent.discard if persistent else self._non_persistent.add)(name)
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True):
+        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mprefix, m in mods:
+            for name, b in m._buffers.items():
+                if b is not None:
+                    yield (f"{mprefix}.{name}" if mprefix else name), b
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def _state(self):
+        """(name, tensor) in torch's state_dict order: each module's parameters, then its
+        persistent buffers, then its children's."""
+        seen = set()
+        for mprefix, m in self.named_modules():
+            own = [(n, p) for n, p in m._parameters.items() if p is not None and id(p) not in seen]
+            seen.update(id(p) for _, p in own)
+            own += [(n, b) for n, b in m._buffers.items()
+                    if b is not None and n not in m._non_persistent]
+            for name, t in own:
+                yield (f"{mprefix}.{name}" if mprefix else name), t
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
@@ -123,11 +171,11 @@ class Module:
     # ---- state -----------------------------------------------------------------------
     def state_dict(self) -> "OrderedDict[str, object]":
         """Parameters by torch's names, as detached tensors (np.asarray/torch.as_tensor work)."""
-        return OrderedDict((name, p.detach()) for name, p in self.named_parameters())
+        return OrderedDict((name, p.detach()) for name, p in self._state())
 
     def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
         """Load values from aneforge tensors, numpy arrays or torch tensors, by torch's names."""
-        params = dict(self.named_parameters())
+        params = dict(self._state())
         missing = [k for k in params if k not in state_dict]
         unexpected = [k for k in state_dict if k not in params]
         if strict and (missing or unexpected):
@@ -208,3 +256,52 @@ class ModuleList(Module):
 
     def __iter__(self):
         return iter(self._modules.values())
+
+
+class ModuleDict(Module):
+    """Modules by name, registered (their parameters are the dict's).
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> heads = nn.ModuleDict({"a": nn.Linear(4, 2), "b": nn.Linear(4, 3)})
+    >>> heads["b"](af.ones(1, 4)).shape, list(heads)
+    ((1, 3), ['a', 'b'])
+    """
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key: str) -> Module:
+        return self._modules[key]
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        self._modules[key] = module
+
+    def __delitem__(self, key: str) -> None:
+        del self._modules[key]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __contains__(self, key) -> bool:
+        return key in self._modules
+
+    def keys(self):
+        return self._modules.keys()
+
+    def items(self):
+        return self._modules.items()
+
+    def values(self):
+        return self._modules.values()
+
+    def pop(self, key: str) -> Module:
+        return self._modules.pop(key)
+
+    def update(self, modules) -> None:
+        for key, module in (modules.items() if hasattr(modules, "items") else modules):
+            self._modules[key] = module

@@ -40,7 +40,7 @@ class Parameter(Tensor):
     def __init__(self, data=None, requires_grad: bool = True):
         from ..creation import tensor
         src = tensor(np.zeros(0) if data is None else host_array(data))
-        node = leaf(src.numpy(), src.type, requires_grad)
+        node = leaf(src.numpy(), src.tensor_type, requires_grad)
         super().__init__(node)
 
     def __repr__(self) -> str:

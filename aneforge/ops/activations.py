@@ -107,6 +107,9 @@ def _gelu_vjp(g, ins, attrs, out):
         return {"x": g * (cdf + x * pdf)}
     if attrs["mode"] == "TANH_APPROXIMATION":
         k, c = 0.7978845608028654, 0.044715
+        # Beyond |x| = 10 the derivative is 0 or 1 in fp16; clipping keeps x^3 finite there
+        # (an fp16 x^3 overflows from |x| ~ 40 and 0 * inf would make the gradient NaN).
+        x = x.clamp(-10.0, 10.0)
         t = ((x + x * x * x * c) * k).tanh()
         d = (t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * k * (x * x * (3 * c) + 1.0)
         return {"x": g * d}

@@ -80,11 +80,14 @@ def _maxmin_vjp(pick):
 
 
 def _pow_vjp(g, ins, attrs, out):
+    # torch's pow_backward: no gradient to x where y == 0 (x ** 0 is constant, even at x = 0,
+    # where y * x ** (y - 1) is 0 * inf); to y, zero only where x == 0 and y >= 0 (0 ** y is
+    # flat there), otherwise out * log(x): -inf for 0 ** (y < 0), NaN for a negative base.
     x, y = ins["x"], ins["y"]
-    gx = g * y * x ** (y - 1.0)
-    positive = x > 0.0
-    safe = where(positive, x, x - x + 1.0)
-    return {"x": gx, "y": where(positive, g * out * safe.log(), zeros(g))}
+    zero = zeros(g)
+    gx = where(y == 0.0, zero, g * y * x ** (y - 1.0))
+    flat = where(x == 0.0, y >= 0.0, x != x)         # x == 0 and y >= 0 (x != x: false)
+    return {"x": gx, "y": where(flat, zero, g * (out * x.log()))}
 
 
 def _abs_vjp(g, ins, attrs, out):
