@@ -129,7 +129,8 @@ def rounder(mode: int):
 
 
 # round16 and narrow_sum run once per op output: they call their rounding directly (a
-# function passed from Python costs a type lookup, and an allocation numba keeps, per call).
+# function passed from Python costs a type lookup, and an allocation numba keeps, per call);
+# round16 has a version per rounding because the default one vectorizes.
 @njit(cache=True)
 def _round16_ieee(x, out, mode):
     for i in range(x.size):
@@ -239,18 +240,7 @@ def _pool() -> ThreadPoolExecutor:
 
 
 @njit(cache=True)
-def _narrow_sum_ieee(terms, out, mode):
-    r, c = terms.shape
-    for j in range(c):
-        out[j] = terms[0, j]
-    for i in range(1, r):
-        t = terms[i]
-        for j in range(c):
-            out[j] = r16_ieee(out[j] + t[j], mode)
-
-
-@njit(cache=True)
-def _narrow_sum_any(terms, out, mode):
+def _narrow_sum(terms, out, mode):
     r, c = terms.shape
     for j in range(c):
         out[j] = terms[0, j]
@@ -262,4 +252,4 @@ def _narrow_sum_any(terms, out, mode):
 
 def narrow_sum(terms, out, mode):
     """Sum over axis 0 of a 2-D array, acc = r16(acc + term) in order (reference.narrow_sum)."""
-    (_narrow_sum_ieee if mode == 0 else _narrow_sum_any)(terms, out, mode)
+    _narrow_sum(terms, out, mode)
