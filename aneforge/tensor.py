@@ -15,6 +15,7 @@ new Tensors; nothing runs until a value is needed (`.numpy()`, `.item()`, `.toli
 from __future__ import annotations
 
 import numbers
+import operator
 import weakref
 from collections import namedtuple
 from typing import Any, Sequence
@@ -61,7 +62,7 @@ class Tensor:
         return self.tensor_type.shape
 
     def size(self, dim: int | None = None):
-        return self.shape if dim is None else self.shape[dim]
+        return self.shape if dim is None else self.shape[norm_dim(dim, self.ndim, "size")]
 
     @property
     def dtype(self) -> DType:
@@ -511,7 +512,7 @@ class Tensor:
             correction = int(unbiased)
         x = self._floating()
         dims = range(x.ndim) if dim is None else dim if isinstance(dim, (tuple, list)) else (dim,)
-        n = int(np.prod([x.shape[d] for d in dims]))
+        n = int(np.prod([x.shape[norm_dim(d, x.ndim, "var")] for d in dims]))
         centered = x - x.mean(dim, keepdim=True)
         return (centered * centered).sum(dim, keepdim=keepdim) / float(max(n - correction, 1))
 
@@ -548,7 +549,7 @@ class Tensor:
     # ---- reductions ------------------------------------------------------------------
     def _reduce(self, op: str, dim, keepdim: bool) -> "Tensor":
         axes = tuple(dim) if isinstance(dim, (tuple, list)) else () if dim is None else (dim,)
-        axes = axes or None       # torch: no dim, or an empty one, reduces every axis
+        axes = tuple(norm_dim(a, self.ndim, op) for a in axes) or None   # none: every axis
         if self.ndim == 0:
             return self
         return record_op(op, {"x": self}, {"axes": axes, "keep_dims": keepdim})
@@ -617,11 +618,11 @@ class Tensor:
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
         if self.ndim == 0:
             return self.reshape(1)
-        s, e = start_dim % self.ndim, end_dim % self.ndim
+        s, e = norm_dim(start_dim, self.ndim, "flatten"), norm_dim(end_dim, self.ndim, "flatten")
         return self.reshape(self.shape[:s] + (-1,) + self.shape[e + 1:])
 
     def permute(self, *dims) -> "Tensor":
-        dims = tuple(d % max(self.ndim, 1) for d in _sizes(dims))
+        dims = tuple(norm_dim(d, self.ndim, "permute") for d in _sizes(dims))
         if sorted(dims) != list(range(self.ndim)):
             raise ShapeError(f"permute: {dims} is not a permutation of {self.ndim} dims "
                              f"(shape {self.shape})")
@@ -631,6 +632,7 @@ class Tensor:
 
     def transpose(self, dim0: int, dim1: int) -> "Tensor":
         perm = list(range(self.ndim))
+        dim0, dim1 = norm_dim(dim0, self.ndim, "transpose"), norm_dim(dim1, self.ndim, "transpose")
         perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
         return self.permute(perm)
 
@@ -649,13 +651,15 @@ class Tensor:
 
     def unsqueeze(self, dim: int | None = None, *, axis=None) -> "Tensor":
         dim = _dim_or_axis(dim, axis, "unsqueeze", required=True)
-        return record_op("expand_dims", {"x": self}, {"axes": (dim % (self.ndim + 1),)})
+        return record_op("expand_dims", {"x": self},
+                         {"axes": (norm_dim(dim, self.ndim + 1, "unsqueeze"),)})
 
     def squeeze(self, dim=None, *, axis=None) -> "Tensor":
         """Drop size-1 axes (all, or the given ones; like torch, a given axis of size > 1 stays)."""
         dim = _dim_or_axis(dim, axis, "squeeze")
         dims = range(self.ndim) if dim is None else dim if isinstance(dim, (tuple, list)) else (dim,)
-        axes = tuple(d % self.ndim for d in dims if self.shape[d] == 1) if self.ndim else ()
+        dims = [norm_dim(d, self.ndim, "squeeze") for d in dims]
+        axes = tuple(d for d in dims if self.ndim and self.shape[d] == 1)
         return self if not axes else record_op("squeeze", {"x": self}, {"axes": axes})
 
     def expand(self, *sizes) -> "Tensor":
@@ -678,9 +682,12 @@ class Tensor:
         return self.expand(other.shape)
 
     def split(self, split_size_or_sections, dim: int = 0) -> tuple["Tensor", ...]:
+        dim = norm_dim(dim, self.ndim, "split")
         n = self.shape[dim]
         if isinstance(split_size_or_sections, int):
             k = split_size_or_sections
+            if k <= 0:
+                raise ValueError(f"split expects split_size be positive, but got split_size={k}")
             sizes = [k] * (n // k) + ([n % k] if n % k else [])
         else:
             sizes = list(split_size_or_sections)
@@ -689,11 +696,15 @@ class Tensor:
         return record_op("split", {"x": self}, {"split_sizes": tuple(sizes), "axis": dim})
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple["Tensor", ...]:
+        if chunks <= 0:
+            raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+        dim = norm_dim(dim, self.ndim, "chunk")
         return self.split(-(-self.shape[dim] // chunks), dim)
 
     def movedim(self, source: int, destination: int) -> "Tensor":
         perm = list(range(self.ndim))
-        perm.insert(destination % self.ndim, perm.pop(source % self.ndim))
+        perm.insert(norm_dim(destination, self.ndim, "movedim"),
+                    perm.pop(norm_dim(source, self.ndim, "movedim")))
         return self.permute(perm)
 
     def narrow(self, dim: int, start: int, length: int) -> "Tensor":
@@ -1684,7 +1695,36 @@ def _dim_or_axis(dim, axis, name: str, required: bool = False):
 def _sizes(args) -> tuple[int, ...]:
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = args[0]
-    return tuple(int(a) for a in args)
+    out = []
+    for pos, a in enumerate(args):
+        try:
+            out.append(operator.index(a))
+        except TypeError:
+            raise TypeError(f"size must be a tuple of ints, but found element of type "
+                            f"{type(a).__name__} at pos {pos}") from None
+    return tuple(out)
+
+
+def norm_dim(dim, ndim: int, op: str = "") -> int:
+    """`dim` as an axis in [0, ndim), checked as torch checks it (a 0-d tensor takes 0 or -1).
+
+    >>> norm_dim(-1, 3), norm_dim(2, 3)
+    (2, 2)
+    >>> norm_dim(3, 2)
+    Traceback (most recent call last):
+    ...
+    IndexError: Dimension out of range (expected to be in range of [-2, 1], but got 3)
+    """
+    try:
+        d = operator.index(dim)
+    except TypeError:
+        raise TypeError(f"{op + '(): ' if op else ''}argument 'dim' must be int, not "
+                        f"{type(dim).__name__}") from None
+    n = max(ndim, 1)
+    if not -n <= d < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {d})")
+    return d % n if ndim else 0
 
 
 def _infer_size(shape: Sequence[int], numel: int, old) -> tuple[int, ...]:

@@ -1,0 +1,48 @@
+"""Dimension arguments are checked as torch checks them: same accept/reject, torch's messages."""
+import pytest
+import torch
+
+import aneforge as af
+
+CALLS = {
+    "sum": lambda t, d: t.sum(dim=d), "var": lambda t, d: t.var(dim=d),
+    "squeeze": lambda t, d: t.squeeze(d), "unsqueeze": lambda t, d: t.unsqueeze(d),
+    "transpose": lambda t, d: t.transpose(0, d), "size": lambda t, d: t.size(d),
+    "split": lambda t, d: t.split(1, d), "chunk": lambda t, d: t.chunk(2, d),
+    "flatten": lambda t, d: t.flatten(d), "movedim": lambda t, d: t.movedim(d, 0),
+    "permute": lambda t, d: t.permute(d, 0), "amax": lambda t, d: t.amax(dim=d),
+}
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+@pytest.mark.parametrize("d", [-4, -3, -2, -1, 0, 1, 2, 3, 1.5])
+def test_dims_are_accepted_and_rejected_as_in_torch(name, d):
+    fn = CALLS[name]
+    try:
+        fn(torch.ones(2, 3), d)
+        torch_error = None
+    except (IndexError, TypeError, RuntimeError) as e:
+        torch_error = e
+    if torch_error is None:
+        fn(af.ones(2, 3), d)
+        return
+    expected = {TypeError: TypeError, IndexError: IndexError}.get(type(torch_error),
+                                                                  (IndexError, af.AneforgeError))
+    with pytest.raises(expected):
+        fn(af.ones(2, 3), d)
+
+
+def test_the_message_is_torchs():
+    with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of "
+                                         r"\[-2, 1\], but got 3\)"):
+        af.ones(2, 3).sum(3)
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda: af.ones(4).split(0), "split_size be positive"),
+    (lambda: af.ones(4).chunk(0), "greater than 0"),
+    (lambda: af.randn(2, 3.5), "found element of type float at pos 1"),
+])
+def test_bad_sizes_raise(call, error):
+    with pytest.raises((ValueError, TypeError), match=error):
+        call()
