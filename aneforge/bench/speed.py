@@ -33,8 +33,9 @@ def machine() -> str:
     return f"{cpus} cores usable, {kind}, aneforge and torch both on {threads()} thread(s)"
 
 
-def _train(make_model, make_batch, loss_fn, lib):
-    """A step function: forward, loss, backward, AdamW update, loss read back."""
+def _train(make_model, make_batch, loss_fn, lib, compiled=False):
+    """A step function: forward, loss, backward, AdamW update, loss read back; `compiled`:
+    aneforge's step under af.compile (captured once, then replayed; torch stays eager)."""
     if lib == "torch":
         import torch
         torch.manual_seed(0)
@@ -51,13 +52,15 @@ def _train(make_model, make_batch, loss_fn, lib):
         xs, ys = make_batch()
         loss = lambda: loss_fn(af.nn.functional, model(af.tensor(xs)), af.tensor(ys))  # noqa: E731
 
-    def step():
+    def train_step():
         opt.zero_grad()
         value = loss()
         value.backward()
         opt.step()
-        return value.item()
-    return step
+        return value
+    if compiled and lib != "torch":
+        train_step = af.compile(train_step)
+    return lambda: train_step().item()
 
 
 def _mlp(batch):
@@ -112,6 +115,8 @@ def workloads():
     rows.append((f"char-LM embed+MLP step, batch {16 if small else 64}, context 32",
                  _char_lm(16 if small else 64)))
     out = [(name, lambda lib, w=w: _train(*w, lib)) for name, w in rows]
+    out += [(f"{name}, af.compile replay", lambda lib, w=w: _train(*w, lib, compiled=True))
+            for name, w in rows]
     out.append((f"matmul {n}x{n}x{n} fp16 (aneforge: fp16 products)", _matmul(n)))
     return out
 
