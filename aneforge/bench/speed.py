@@ -41,26 +41,26 @@ def _train(make_model, make_batch, loss_fn, lib, compiled=False):
         torch.manual_seed(0)
         model = make_model(torch.nn)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        x, y = (torch.from_numpy(a) for a in make_batch())
-        loss = lambda: loss_fn(torch.nn.functional, model(x), y)   # noqa: E731
+        batch = [torch.from_numpy(a) for a in make_batch()]
+        loss = lambda x, y: loss_fn(torch.nn.functional, model(x), y)   # noqa: E731
     else:
         import aneforge as af
         import aneforge.nn as nn
         af.manual_seed(0)
         model = make_model(nn)
         opt = af.optim.AdamW(model.parameters(), lr=1e-3)
-        xs, ys = make_batch()
-        loss = lambda: loss_fn(af.nn.functional, model(af.tensor(xs)), af.tensor(ys))  # noqa: E731
+        batch = make_batch()
+        loss = lambda x, y: loss_fn(af.nn.functional, model(af.tensor(x)), af.tensor(y))  # noqa: E731
 
-    def train_step():
+    def train_step(x, y):
         opt.zero_grad()
-        value = loss()
+        value = loss(x, y)
         value.backward()
         opt.step()
         return value
     if compiled and lib != "torch":
         train_step = af.compile(train_step)
-    return lambda: train_step().item()
+    return lambda: train_step(*batch).item()
 
 
 def _mlp(batch):
