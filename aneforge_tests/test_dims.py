@@ -46,3 +46,15 @@ def test_the_message_is_torchs():
 def test_bad_sizes_raise(call, error):
     with pytest.raises((ValueError, TypeError), match=error):
         call()
+
+
+@pytest.mark.parametrize("target", [[0, 4], [-1, 0]])
+def test_class_targets_out_of_range_raise_as_in_torch(target):
+    import aneforge.nn.functional as F
+    with pytest.raises(IndexError, match="out of bounds"):
+        torch.nn.functional.cross_entropy(torch.zeros(2, 4), torch.tensor(target))
+    with pytest.raises(IndexError, match=f"Target {target[1] if target[1] == 4 else -1} is out of bounds"):
+        F.cross_entropy(af.zeros(2, 4), af.tensor(target))
+    with pytest.raises(IndexError, match="out of bounds"):
+        F.nll_loss(af.zeros(2, 4), af.tensor(target))
+    F.cross_entropy(af.zeros(2, 4), af.tensor([0, -100]))      # ignore_index is fine

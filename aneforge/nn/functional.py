@@ -156,9 +156,24 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     >>> F.nll_loss(af.tensor([[-1.0, -2.0]]), af.tensor([1])).item()
     2.0
     """
+    _check_classes(target, input.shape[1], ignore_index)
     picked = select_class(input, target)
     return _class_loss(-picked, target, weight, ignore_index,
                        _legacy(size_average, reduce, reduction))
+
+
+def _check_classes(target: Tensor, classes: int, ignore_index: int) -> None:
+    """Class indices outside [0, classes) raise as in torch, checked on the host when the target
+    is host data (an af.tensor of labels, the usual case); a computed target is not run for it.
+    On the engine an out-of-range index would silently select nothing."""
+    node, i = target.ref
+    if node.data is None:
+        return
+    values = np.asarray(node.data[i])
+    bad = values[(values != ignore_index) & ((values < 0) | (values >= classes))]
+    if bad.size:
+        raise IndexError(f"Target {int(bad.flat[0])} is out of bounds (classes are 0..{classes - 1}"
+                         f"{'' if ignore_index < 0 else f', ignore_index {ignore_index}'})")
 
 
 def select_class(values: Tensor, target: Tensor) -> Tensor:
@@ -192,6 +207,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         loss = -terms.sum(1)
         return _reduce(loss, reduction) if reduction != "mean" else \
             loss.sum() / float(loss.numel())
+    _check_classes(target, classes, ignore_index)
     loss = -select_class(logp, target)
     if label_smoothing:
         spread = logp if weight is None else logp * weight.to(logp.dtype).reshape(wshape)
