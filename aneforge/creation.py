@@ -33,9 +33,20 @@ def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
     """
     source = data
     arr = _host_array(data)
+    _check_int_range(arr)
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.from_numpy(arr.dtype)
     return _leaf(arr, dt, requires_grad, source=source,
                  remake=lambda new: _stored(_host_array(new), dt))
+
+
+def _check_int_range(arr: np.ndarray) -> None:
+    """Integer data becomes int32 (the widest integer a program holds): refuse values it would
+    wrap, where torch keeps int64."""
+    if arr.dtype.kind in "iu" and arr.dtype.itemsize > 4 and arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < -2 ** 31 or hi >= 2 ** 31:
+            raise OverflowError(f"integer data in [{lo}, {hi}] does not fit int32, aneforge's "
+                                f"widest integer; scale it, or pass it as floating point")
 
 
 def _host_array(data) -> np.ndarray:

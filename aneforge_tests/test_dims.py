@@ -58,3 +58,10 @@ def test_class_targets_out_of_range_raise_as_in_torch(target):
     with pytest.raises(IndexError, match="out of bounds"):
         F.nll_loss(af.zeros(2, 4), af.tensor(target))
     F.cross_entropy(af.zeros(2, 4), af.tensor([0, -100]))      # ignore_index is fine
+
+
+def test_int64_data_that_int32_would_wrap_is_refused():
+    import numpy as np
+    with pytest.raises(OverflowError, match="does not fit int32"):
+        af.tensor(np.array([2 ** 40]))
+    assert af.tensor(np.array([2 ** 31 - 1])).tolist() == [2 ** 31 - 1]
