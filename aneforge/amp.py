@@ -4,7 +4,7 @@ fp16 gradients underflow without a loss scale; too large a scale overflows them 
 scaler multiplies the loss by `scale`, unscales the gradients inside the step program, skips
 the update there when any gradient is not finite (weights and state stay untouched), and then
 halves the scale; after `growth_interval` clean steps it doubles it. The scale is a program
-input: changing it never recompiles. ANE_FACTS.md: scales of about 128-1024 worked on hardware.
+input: changing it never recompiles. Scales of about 128-1024 are reported working on hardware (ANEForge `docs/training.md`).
 """
 from __future__ import annotations
 

@@ -7,7 +7,8 @@ rule beside its definition in aneforge/ops/; this module only walks, sums broadc
 place, `sum_to`) and accumulates.
 
 ANE-safe by construction: zeros come from `x - x`, never from a multiply by zero after a reduce
-(ANE_FACTS.md, "Compiler walls"), and backward ops are recorded into the same trace, so a
+(ANEForge `docs/developer/autograd.md`: a reduce_sum/reduce_mean output times exactly 0 fails
+ANECCompile), and backward ops are recorded into the same trace, so a
 training step (forward, backward, update) is one program.
 """
 from __future__ import annotations
@@ -106,7 +107,7 @@ def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     """Sum a broadcast cotangent back to `shape` (the one place broadcasting is undone).
 
     Leading axes (a batch) are summed as `ones @ g`: the matmul accumulator is wide, where
-    reduce_sum accumulates in fp16 (ANE_FACTS.md, fact N7).
+    reduce_sum accumulates in fp16 (ANEForge `docs/developer/numerics.md`, "The reduce_sum trap").
     """
     if g.shape == shape:
         return g

@@ -1,7 +1,7 @@
 """Data types: MIL names, the numpy type behind each, and which may cross a program's boundary.
 
 The ANE stores and computes in fp16; fp32, int32 and bool exist only inside a program
-(ANE_FACTS.md, "Limits"). A tensor whose dtype may not cross the boundary travels as its
+(ANEForge `docs/capabilities.md`). A tensor whose dtype may not cross the boundary travels as its
 *transport* dtype and is cast on the way in and out of the program.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ half, float = float16, float32
 ALL = (float16, float32, int8, uint8, int16, uint16, int32, bool_)
 BY_NAME = {d.name: d for d in ALL}
 
-# What the ANE accepts as program input/output (reference/facts_limits.md §4).
+# What the ANE accepts as program input/output (ANEForge `docs/capabilities.md`).
 IO_DTYPES = frozenset({float16, int8, uint8, int16, uint16})
 # How a dtype that may not cross the boundary travels.
 TRANSPORT = {float32: float16, int32: int16, bool_: uint8}

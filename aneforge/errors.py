@@ -18,7 +18,7 @@ class DTypeError(AneforgeError, TypeError):
 
 
 class CompileWallError(AneforgeError):
-    """A graph the ANE compiler is known to reject (ANE_FACTS.md, "Compiler walls")."""
+    """A graph the ANE compiler is known to reject (see aneforge/runtime/walls.py for each wall and its public source)."""
 
 
 class BackendUnavailable(AneforgeError, RuntimeError):

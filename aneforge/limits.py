@@ -1,5 +1,5 @@
-"""The ANE's shape limits that every op's result must respect (reference/facts_limits.md §1-2),
-and the longest matmul contraction (§5).
+"""The ANE's shape limits that every op's result must respect (ANEForge `docs/capabilities.md`),
+and the longest matmul contraction.
 
 Two layers of checks: the limits every family's MIL parser applies (rank 0..5, every axis
 1..65536), always; then the caps of the target you chose (`aneforge.targets`: per-axis spatial
@@ -10,9 +10,9 @@ from __future__ import annotations
 from . import targets
 from .errors import LimitError
 
-MAX_RANK = 5              # L1: rank 0..5; rank 6 fails ANECCompile
-MAX_AXIS = 65536          # L4: every axis 1..65536 at MIL parse
-MAX_CONTRACTION = 16384   # L5: the matmul contraction every family accepts (M1-M3; M4/M5: 65536)
+MAX_RANK = 5              # rank 0..5; rank 6 fails ANECCompile (ANEForge docs/developer/op-quirks.md)
+MAX_AXIS = 65536          # every axis 1..65536 at MIL parse (ANEForge docs/capabilities.md)
+MAX_CONTRACTION = 16384   # the matmul contraction every family accepts (M1-M3; M4/M5: 65536)
 
 
 def axis_bound() -> int:

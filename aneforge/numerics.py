@@ -1,19 +1,20 @@
 """The simulator's numerics model: how the ANE rounds, accumulates and overflows.
 
 One named object, `Numerics`, holds every numerical choice the simulator makes. The defaults
-follow the measurements in shared/ANE_FACTS.md; facts that sources dispute are switches:
+follow public hardware measurements from the ANEForge project (github.com/sbryngelson/ANEForge);
+facts that sources dispute are switches (docs/numerics.md has the table with each source):
 
-| switch | default | alternatives | source |
+| switch | default | alternatives | source (ANEForge) |
 |---|---|---|---|
-| rounding | "nearest_even" | "half_away" (round half away from zero) | N30 names half-away; N23 (8 terms summing to 2049 read back 2050) fits it |
-| subnormals | "keep" | "flush" (results below 2**-14 become 0) | N26: not measured anywhere |
-| matmul_products | "fp16" (each product rounded to fp16) | "exact" (fp32 BLAS: faster, exact products) | N5 |
-| matmul_overflow | 32758.8 (|y| above it becomes ±inf) | None (only fp16's own 65504) | N15, bisection on M1..M5 |
-| reduce_accumulate | "fp16" (a running fp16 sum) | "wide" (fp32 accumulator) | N7 vs N10 |
+| rounding | "nearest_even" | "half_away" | `docs/glossary.md` names half-away; `docs/numeric-cliffs.md` (8 terms summing to 2049 read back 2050) fits it |
+| subnormals | "keep" | "flush" (results below 2**-14 become 0) | not measured in any public source |
+| matmul_products | "fp16" (each product rounded to fp16) | "exact" (fp32 BLAS) | `docs/developer/numerics.md` |
+| matmul_overflow | 32758.8 (|y| above it becomes ±inf) | None (only fp16's own 65504) | `docs/numeric-cliffs.md`, bisected on M1..M5 |
+| reduce_accumulate | "fp16" (a running fp16 sum) | "wide" (fp32 accumulator) | `docs/developer/numerics.md` vs `tests/test_numerical.py` |
 
-What is not modelled: the LUT approximations of exp/log/tanh/gelu... (N34, N36: the simulator
-computes them in fp32 and rounds once), NaN suppression (N28), the width-offset slice clamp of
-pre-A16 families (N16).
+What is not modelled: the LUT approximations of exp/log/tanh/gelu (`docs/op-catalog.md`: the
+simulator computes them in fp32 and rounds once), NaN suppression (`docs/faq.md`), the
+width-offset slice clamp of pre-A16 families (`docs/numeric-cliffs.md`).
 """
 from __future__ import annotations
 

@@ -103,7 +103,7 @@ class Target:
     def axis_kinds(self, shape: tuple, op: str | None = None) -> list[str]:
         """Which cap bounds each axis of a tensor of `shape` that `op` makes: a rank-4 tensor's
         axis 1 is the channel axis, every other axis is spatial, and a transpose is bounded by
-        the transpose extent instead (facts: limits L5-L8)."""
+        the transpose extent instead (docs/capabilities.md)."""
         if op == "transpose":
             return ["transpose"] * len(shape)
         return ["channel" if len(shape) == 4 and i == 1 else "spatial" for i in range(len(shape))]
@@ -400,7 +400,7 @@ class CrossCheck:
 
 def _slice_hazard(t: Target, op) -> str:
     """Pre-A16 families saturate |x| > 4094 in a slice with a nonzero last-axis begin (the
-    crop DMA's x16 fixed point; facts N16-N18)."""
+    crop DMA's x16 fixed point; ANEForge `docs/numeric-cliffs.md`)."""
     begin = op.attrs.get("begin")
     if begin is None or not len(begin) or int(begin[-1]) == 0 or t.width_slice_clamp is False:
         return ""

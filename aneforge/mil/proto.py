@@ -1,7 +1,7 @@
 """MILSpec protobuf: an aneforge Program to `CoreML.Specification.MILSpec.Program` bytes and back.
 
 The message classes are built at run time, in a private descriptor pool, from the field numbers
-of Apple's MIL.proto (shared/seeds/000) — no generated `_pb2` module, no coremltools import.
+of Apple's MIL.proto (coremltools' `mlmodel/format/MIL.proto`) — no generated `_pb2` module, no coremltools import.
 Only the messages a MIL program needs are declared; a reader meets anything else as unknown fields.
 
 Encoding follows coremltools' own writer (converters/mil/backend/mil/load.py and helper.py):

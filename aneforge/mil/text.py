@@ -1,4 +1,4 @@
-"""MIL text, in the format of the MIL primer (shared/seeds/001):
+"""MIL text, in the format of the MIL primer (Apple's MIL as coremltools prints it):
 
     program(1.3)
     [buildInfo = dict<string, string>({{"coremlc-component-MIL", "3520.4.1"}, ...})]

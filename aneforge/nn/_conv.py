@@ -1,10 +1,10 @@
 """conv2d as im2col + matmul.
 
-The ANE's native conv needs a constant weight (reference/facts_limits.md L16); a trainable
+The ANE's native conv needs a constant weight (ANEForge `docs/op-catalog.md`); a trainable
 conv instead gathers the kh*kw shifted views of the padded input with slices, stacks them
 (rank 5 at most: [N, C, kh*kw, Ho, Wo]) and contracts them with the weight in one matmul per
 group. Zero padding is built from the input itself (x - x), never from mul-by-zero. On
-pre-A16 engines a width-offset slice saturates |v| > 4094 (fact N16): keep activations in range.
+pre-A16 engines a width-offset slice saturates |v| > 4094 (ANEForge `docs/numeric-cliffs.md`): keep activations in range.
 """
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ class Linear(Module):
 class Conv2d(Module):
     """2-D convolution (stride, padding, dilation, groups) lowered to im2col + matmul.
 
-    The ANE's native conv wants constant weights (reference/facts_limits.md L16), so a trainable
+    The ANE's native conv wants constant weights (ANEForge `docs/op-catalog.md`), so a trainable
     conv is slices + concat + matmul, with the weight a program input like any parameter.
     """
 

@@ -58,8 +58,8 @@ def norm_axes(op: str, in_types: dict, axes, rank: int) -> tuple[int, ...]:
 
 def elementwise(fn):
     """A kernel computing `fn` in fp32 (fp16 values arrive as float32); the simulator rounds
-    the result to the op's declared dtype afterwards (ANE_FACTS: elementwise in fp32, then
-    rounded once)."""
+    the result to the op's declared dtype afterwards (the ANE's elementwise model:
+    fp32, then rounded once; ANEForge `docs/developer/numerics.md`)."""
     def simulate(ctx, *xs, **attrs):
         with np.errstate(all="ignore"):
             return fn(*xs, **attrs)

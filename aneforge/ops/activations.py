@@ -1,5 +1,5 @@
 """Activations (MIL iOS15 activation.py / elementwise_unary clip): relu, sigmoid, tanh, gelu,
-silu, clip, softmax. The ANE evaluates most of these from lookup tables (facts N34-N36); the
+silu, clip, softmax. The ANE evaluates most of these from lookup tables (ANEForge `docs/op-catalog.md`); the
 simulator computes them in fp32 and rounds once, which is the torch-faithful reading."""
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The simulator defines it as its decomposition — matmul, mul by the fp16-rounded scale, the
 mask, softmax, matmul — with every step stored in the input dtype, so the
-`decompose_masked_attention` pass (the engine ignores sdpa's mask, ANE_FACTS "Compiler walls")
+`decompose_masked_attention` pass (MIL's sdpa takes no mask on the engine: ANEForge `docs/mil-primer.md`)
 computes the same values. A bool mask keeps the scores where True and puts -1e4 elsewhere (the
 engine-safe additive mask, not -inf: a fully masked row comes out uniform, not NaN).
 """
@@ -20,7 +20,7 @@ from .linalg import cliff, fp16_matmul
 from .registry import define, shape_error
 from ..ir.types import TensorType
 
-MASKED = -1e4      # the additive mask value the engine needs (ANE_FACTS: -1e4, not -inf)
+MASKED = -1e4      # the additive mask value the engine needs (-1e4, not -inf: ANEForge `docs/mil-primer.md`)
 
 
 def _sdpa_infer(t, attrs):

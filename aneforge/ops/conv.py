@@ -64,7 +64,7 @@ def _conv_infer(t, attrs):
                           f"axis 1 ({w.shape[1]})")
     if b is not None and b.shape != w.shape[:1]:
         raise shape_error("conv", t, f"bias must have shape [{w.shape[0]}]")
-    limits.check_kernel_width("conv", w.shape[3], describe(t))    # the target's kW cap (L13)
+    limits.check_kernel_width("conv", w.shape[3], describe(t))    # the target's kW cap (docs/capabilities.md)
     pads = paddings(attrs["pad_type"], pad, x.shape[2:], w.shape[2:], strides, dilations)
     out = []
     for n, k, s, d, (p0, p1) in zip(x.shape[2:], w.shape[2:], strides, dilations, pads):

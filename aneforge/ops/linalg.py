@@ -1,6 +1,6 @@
 """matmul and linear: fp16 operands, each product rounded to fp16, a wide (fp32) accumulator
 adding the products in order over K, the output rounded to fp16 and turned to ±inf above the
-measured cliff (facts N5, N6, N15). The kernel lives in aneforge/kernels."""
+measured cliff (ANEForge `docs/developer/numerics.md`; ANEForge `docs/numeric-cliffs.md`). The kernel lives in aneforge/kernels."""
 from __future__ import annotations
 
 import numpy as np
@@ -49,7 +49,7 @@ def fp16_matmul(nm, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def cliff(nm, acc: np.ndarray) -> np.ndarray:
-    """The measured output cliff: |y| above ~32752 reads back as ±inf (fact N15)."""
+    """The measured output cliff: |y| above ~32752 reads back as ±inf (ANEForge `docs/numeric-cliffs.md`)."""
     if nm.matmul_overflow is not None:
         big = np.abs(acc) > nm.matmul_overflow
         if big.any():

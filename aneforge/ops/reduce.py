@@ -1,6 +1,6 @@
 """Reductions (MIL iOS15 reduction.py). reduce_sum and reduce_mean accumulate in fp16, one
-rounding per term (fact N7: "matmul accumulates wide but reduce_sum accumulates narrow"), so
-an integer sum is exact only up to 2048 (N23). `Numerics.reduce_accumulate="wide"` switches
+rounding per term (ANEForge `docs/developer/numerics.md`: "matmul accumulates wide but reduce_sum accumulates narrow"), so
+an integer sum is exact only up to 2048 (ANEForge `docs/numeric-cliffs.md`). `Numerics.reduce_accumulate="wide"` switches
 to an fp32 accumulator."""
 from __future__ import annotations
 

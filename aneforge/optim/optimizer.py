@@ -6,7 +6,8 @@ program input, never a literal, so a loop of N steps compiles exactly once.
 
 Precision with fp16-only program I/O: each parameter travels as a compensated pair of fp16
 values (hi, lo) — the parameter itself and a small remainder kept in `state["lo"]`. The update is
-added to lo first and then folded into hi with Fast2Sum (all fp16 ops, ANE_FACTS N42), so a
+added to lo first and then folded into hi with Fast2Sum (all fp16 ops: paired-fp16 arithmetic
+that the ANE compiler does not fold away, per ANEForge `docs/developer/numerics.md`), so a
 step smaller than half an fp16 ulp of the weight is not lost. `master_weights="fp16"` turns this
 off (plain fp16 weights). docs/training.md has the measurement behind the default.
 """

@@ -1,4 +1,4 @@
-"""Graph passes: the MIL pass catalogue (coremltools, seed 003) and ANE-specific rewrites, in
+"""Graph passes: the MIL pass catalogue (coremltools' MIL graph passes) and ANE-specific rewrites, in
 one explicit, ordered pipeline that every program runs through before it compiles (on a
 compile-cache miss only: a hit reuses the optimized program).
 

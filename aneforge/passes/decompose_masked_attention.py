@@ -9,8 +9,8 @@ from .registry import register
 
 @register("decompose_masked_attention", exact=True)
 def decompose_masked_attention(graph) -> int:
-    """MIL's scaled_dot_product_attention takes a mask, but the engine ignores it (ANE_FACTS,
-    "Compiler walls"): a masked sdpa becomes matmul -> scale -> additive mask -> softmax ->
+    """MIL's scaled_dot_product_attention takes a mask, but the engine ignores it (ANEForge
+    `docs/mil-primer.md`): a masked sdpa becomes matmul -> scale -> additive mask -> softmax ->
     matmul. A bool mask becomes select(mask, scores, -1e4) (-1e4, not -inf: the engine's
     softmax needs a finite floor). An unmasked sdpa stays fused. The simulator defines sdpa as
     this decomposition, so the values do not change.

@@ -14,7 +14,7 @@ def fuse_layernorm_or_instancenorm(graph) -> int:
     spatial axes of a rank-3/4 input it is instance_norm. A constant gamma / beta after it is
     folded in; a gamma or beta that is a program input (a trained parameter) stays a mul / add
     after the fused op, since MIL needs them constant (and an engine layer_norm with exactly
-    one of them non-constant fails on M1/M2, ANE_FACTS).
+    one of them non-constant fails on M1/M2: ANEForge `bench/layer_norm_compile_probe.py`).
 
         %m = reduce_mean(x=%x, axes=[-1], keep_dims=True)
         %c = sub(x=%x, y=%m)

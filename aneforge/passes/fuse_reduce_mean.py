@@ -11,7 +11,7 @@ from .registry import register
 def fuse_reduce_mean(graph) -> int:
     """reduce_sum followed by a division by (or a multiplication by the rounded reciprocal of)
     the number of summed elements is reduce_mean. With real_div it is bit-exact under the
-    default numerics (reduce_mean divides the same fp16 running sum, fact N7); with mul, or a
+    default numerics (reduce_mean divides the same fp16 running sum, ANEForge `docs/developer/numerics.md`); with mul, or a
     wide accumulator, it moves by one rounding.
 
         before                                       after

@@ -12,14 +12,14 @@ from .registry import register
 def reduce_sum_to_matmul(graph) -> int:
     """An fp16 reduce_sum over trailing axes becomes a matmul with a ones vector: the engine's
     reduce_sum keeps an fp16 running sum (an integer sum stalls at 2048), its matmul a wide
-    accumulator (ANE_FACTS, "Numerics"), so the sum gets more accurate. The summed axes fold
+    accumulator (ANEForge `docs/developer/numerics.md`), so the sum gets more accurate. The summed axes fold
     into one contraction axis of at most the pipeline's `contraction_cap`.
 
         before                                           after
         %s = reduce_sum(x=%x: [64, 10], axes=[-1],       %o = const(val=ones[10, 1])
                         keep_dims=True)                  %s = matmul(x=%x, y=%o)
 
-    Caveat: a sum above ~32752 becomes inf (the matmul output cliff, fact N15) where the
+    Caveat: a sum above ~32752 becomes inf (the matmul output cliff, ANEForge `docs/numeric-cliffs.md`) where the
     running sum reaches fp16's 65504. Not in the default pipeline: it changes the simulated
     running sum that docs/numerics.md pins; add it with `pipeline(add=[...])` or "ane".
     """

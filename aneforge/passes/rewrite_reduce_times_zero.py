@@ -8,7 +8,7 @@ from .registry import register
 @register("rewrite_reduce_times_zero", exact=True)
 def rewrite_reduce_times_zero(graph) -> int:
     """mul(reduce output, 0) — also a multiplier that rounds to fp16 zero — fails ANECCompile
-    (ANE_FACTS, "Compiler walls"). It becomes the engine-safe zero sub(r, r), plus the zero
+    (ANEForge `docs/developer/autograd.md`). It becomes the engine-safe zero sub(r, r), plus the zero
     constant when that broadcasts the result bigger. Same values (r * 0 and r - r are both 0
     for finite r and NaN for inf or NaN r; only the sign of a zero may differ).
 

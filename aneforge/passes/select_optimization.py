@@ -18,7 +18,7 @@ def select_optimization(graph) -> int:
 
     coremltools' second case (a constant ±inf branch becomes add(select(cond, inf, 0), b)) is
     not done: it turns -inf + inf into NaN and -0 into +0, so it would not be exact, and no
-    recorded program has it (masks are built as additive -1e4, ANE_FACTS "Compiler walls").
+    recorded program has it (masks are built as additive -1e4, ANEForge `docs/mil-primer.md`).
     """
     n = 0
     for op in graph.walk():

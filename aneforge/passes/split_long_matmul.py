@@ -10,10 +10,10 @@ from .registry import register
 @register("split_long_matmul", exact=False)
 def split_long_matmul(graph) -> int:
     """A matmul or linear whose contraction axis K, or output width N, exceeds the engine's cap
-    (the target's spatial cap: 16384 on M1-M3, 65536 on M4/M5; ANE_FACTS "Limits"; or the
+    (the target's spatial cap: 16384 on M1-M3, 65536 on M4/M5; docs/capabilities.md; or the
     pipeline option `contraction_cap`) is split into tiles of at most the cap. Width tiles are concatenated
     (the same values); contraction tiles are added, each tile's output rounded to fp16 first,
-    so the result may move by those roundings (and a tile past the cliff, fact N15, is inf).
+    so the result may move by those roundings (and a tile past the cliff, ANEForge `docs/numeric-cliffs.md`, is inf).
     linear's constant weight is cut into constant tiles; its bias goes with the first.
 
         before                                       after

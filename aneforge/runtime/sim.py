@@ -3,7 +3,7 @@ under one `Numerics` model (aneforge/numerics.py). It is the default backend off
 
 Inside a run, fp16 values are carried in float32 arrays. Each kernel computes wide (fp32); the
 executor then stores the result in the op's declared dtype: fp16 results are rounded with
-`Numerics.round16` (fp32-then-round-once, ANE_FACTS "Numerics"), other dtypes are cast. Ops
+`Numerics.round16` (fp32-then-round-once, the ANE's elementwise model, per ANEForge `docs/developer/numerics.md`), other dtypes are cast. Ops
 that cannot change a value (data movement, max/min, select) are marked `exact` and skip it.
 Program inputs and outputs are real fp16/int16/... arrays.
 """

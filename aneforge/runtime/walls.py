@@ -1,4 +1,6 @@
-"""Graphs the ANE compiler rejects although they are valid MIL (ANE_FACTS.md, "Compiler walls").
+"""Graphs the ANE compiler rejects although they are valid MIL: a reduce_sum/reduce_mean output
+multiplied by exactly 0 (or a constant that rounds to 0 in fp16) fails ANECCompile (the ANEForge
+project, github.com/sbryngelson/ANEForge, `docs/developer/autograd.md` and `docs/mil-primer.md`).
 
 Every backend checks these at compile time, so a program that runs on the simulator is one
 that compiles on the engine.
