@@ -38,27 +38,29 @@ def loss_of(model, i):
     return F.cross_entropy(model(af.tensor(X[i])), af.tensor(Y[i]))
 
 
-def item_after_step(model, opt, i):
+def zero_grad_forward_backward(model, opt, i):
+    """The part every loop shape shares; they differ in what they read, and when."""
     opt.zero_grad()
     loss = loss_of(model, i)
     loss.backward()
+    return loss
+
+
+def item_after_step(model, opt, i):
+    loss = zero_grad_forward_backward(model, opt, i)
     opt.step()
     return loss.item()
 
 
 def item_before_step(model, opt, i):
-    opt.zero_grad()
-    loss = loss_of(model, i)
-    loss.backward()
+    loss = zero_grad_forward_backward(model, opt, i)
     value = loss.item()
     opt.step()
     return value
 
 
 def item_before_and_after(model, opt, i):
-    opt.zero_grad()
-    loss = loss_of(model, i)
-    loss.backward()
+    loss = zero_grad_forward_backward(model, opt, i)
     first = loss.item()
     opt.step()
     assert loss.item() == first
@@ -75,9 +77,7 @@ def closure_step(model, opt, i):
 
 
 def grad_read_before_step(model, opt, i):
-    opt.zero_grad()
-    loss = loss_of(model, i)
-    loss.backward()
+    loss = zero_grad_forward_backward(model, opt, i)
     w = model[0].weight
     assert np.isfinite(float(w.grad.abs().amax().item()))
     opt.step()
@@ -91,18 +91,14 @@ def grad_read_after_step(model, opt, i):
 
 
 def clip_then_step(model, opt, i):
-    opt.zero_grad()
-    loss = loss_of(model, i)
-    loss.backward()
+    loss = zero_grad_forward_backward(model, opt, i)
     nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
     return loss.item()
 
 
 def clip_read_norm_then_step(model, opt, i):
-    opt.zero_grad()
-    loss = loss_of(model, i)
-    loss.backward()
+    loss = zero_grad_forward_backward(model, opt, i)
     norm = nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     assert norm.item() > 0
     opt.step()

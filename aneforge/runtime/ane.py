@@ -25,13 +25,11 @@ import time
 
 import numpy as np
 
-from ..errors import AneforgeError, BackendUnavailable
+from ..errors import AneforgeError
 from ..mil import text as mil_text
 from ..mil.proto import WEIGHT_FILE, WEIGHT_PATH, WeightFile
-from ..ops import validate
 from . import e5rt
 from .base import Backend, cache_root, macos_version, this_machine
-from .walls import check_walls
 
 MIN_MACOS = (14, 0)          # ANEForge's claim for e5rt; verified by it on 26.5 only
 PROGRAM_LIMIT = 100          # below the ~110-128 programs per process reported (libane caps at 115)
@@ -198,11 +196,7 @@ class AneBackend(Backend):
         return True, "Espresso e5rt C API, ANE only (device mask 0x4); experimental"
 
     def compile(self, program, numerics) -> AneExecutable:
-        ok, why = self.available()
-        if not ok:
-            raise BackendUnavailable(f"backend 'ane' cannot run here: {why}")
-        validate(program)
-        check_walls(program)
+        self.admit(program)
         check_ports(program)
         key = program.signature()
         if key not in self.compiled:

@@ -25,6 +25,18 @@ class Backend:
     def compile(self, program, numerics) -> Executable:
         raise NotImplementedError
 
+    def admit(self, program) -> None:
+        """What every backend checks before compiling: that it can run here, that the Program
+        is valid MIL, and that it avoids the graphs the ANE compiler rejects (walls.py)."""
+        from ..errors import BackendUnavailable
+        from ..ops import validate
+        from .walls import check_walls
+        ok, why = self.available()
+        if not ok:
+            raise BackendUnavailable(f"backend {self.name!r} cannot run here: {why}")
+        validate(program)
+        check_walls(program)
+
 
 def macos_version() -> tuple[int, ...] | None:
     """(major, minor) of macOS, or None elsewhere."""

@@ -32,10 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import BackendUnavailable
-from ..ops import validate
 from .base import Backend, cache_root, macos_version, this_machine
-from .walls import check_walls
 
 MIN_MACOS = (15, 0)          # specification version 9 (iOS18 / macOS 15): fp16 I/O, ios18 ops
 DEVICES = {"MLNeuralEngineComputeDevice": "ane", "MLCPUComputeDevice": "cpu",
@@ -184,11 +181,7 @@ class CoreMLBackend(Backend):
         return True, "Core ML, compute units CPU_AND_NE (ops Core ML keeps on the CPU: placement())"
 
     def compile(self, program, numerics) -> CoreMLExecutable:
-        ok, why = self.available()
-        if not ok:
-            raise BackendUnavailable(f"backend 'coreml' cannot run here: {why}")
-        validate(program)
-        check_walls(program)
+        self.admit(program)
         pkg, calls = package(program), _CoreML()
         path = cached_model_path(pkg)
         if not os.path.exists(path):

@@ -13,9 +13,8 @@ import numpy as np
 
 from .. import dtypes, kernels
 from ..errors import DTypeError
-from ..ops import REGISTRY, validate
+from ..ops import REGISTRY
 from .base import Backend
-from .walls import check_walls
 
 
 class OpContext:
@@ -130,6 +129,5 @@ class SimBackend(Backend):
         return True, "numpy simulator of the ANE's fp16 numerics; runs everywhere"
 
     def compile(self, program, numerics) -> SimExecutable:
-        validate(program)
-        check_walls(program)
+        self.admit(program)
         return SimExecutable(program, numerics)
