@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import compiler, dtypes
+from . import compiler, dtypes, scalar_consts
 from .context import CTX
 from .dtypes import DType
 from .errors import AneforgeError, DTypeError, ShapeError
@@ -286,6 +286,10 @@ class Tensor:
 
     # ---- arithmetic ------------------------------------------------------------------
     def _binary(self, op: str, other, reverse: bool = False, floating: bool = False):
+        if type(other) in (int, float) and scalar_consts.needs_split(op, other):
+            x = self._floating() if floating else self
+            if _scalar_dtype(x, other).is_float:     # the engine's fp16 cannot hold it: keep it exact
+                return scalar_consts.apply_split(op, x, other, reverse)
         a, b = operands(self, other, floating)
         return record_op(op, {"x": b, "y": a} if reverse else {"x": a, "y": b}, {})
 

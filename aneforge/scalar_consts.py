@@ -1,0 +1,132 @@
+"""Python numbers beyond float16's range, kept exact in fp16 arithmetic.
+
+A Python number in an expression becomes a constant of the tensor's dtype. In fp16 that silently
+breaks numbers fp16 cannot hold: ``x / 70000`` would divide by inf (0), ``x * 1e-8`` multiply
+by 0, ``x + 70000`` add inf. torch computes such expressions with the scalar at full precision
+and rounds the result once; aneforge rewrites them so that every constant is a normal fp16
+number and the result is what torch gives up to fp16 rounding:
+
+- ``x * c`` and ``x / c`` with ``|c|`` outside fp16's normal range ``[2**-14, 65504]``:
+  ``c = m * 2**e`` with ``m`` a normal fp16 mantissa, applied as one multiplication (or division)
+  by ``m`` and multiplications by exact powers of two (fp16 numbers themselves, so exact unless
+  the result leaves fp16's range, where the true result does too). When the scale grows the
+  powers of two come first, when it shrinks the mantissa does, so the partial results move
+  monotonically toward the final one: nothing overflows or underflows before the result does,
+  and the one rounding happens at the result's magnitude.
+- ``x + c`` and ``x - c`` with ``|c| > 65504``: ``c`` is added as parts of ±65504 and a remainder
+  (smaller than ``c``, so rounded more finely than ``c`` itself would be). Beyond ``3 * 65504``
+  every finite fp16 ``x`` gives an infinite sum, which three parts of ±65504 give too (and
+  ``-inf + 1e6`` stays ``-inf``, as in torch, instead of ``inf - inf``).
+- ``c / x`` (``rtruediv``) with such a ``c``: ``(c1 / x) * 2**(e - k)`` with ``c1 = m * 2**k`` the
+  normal fp16 number nearest the edge of the range on ``c``'s side.
+
+Small addends (``x + 1e-8``) need nothing: fp16 rounding of the sum is the answer torch's fp16
+gives. Integers and in-range numbers take the ordinary single-constant path.
+"""
+from __future__ import annotations
+
+import math
+
+F16_MAX = 65504.0
+F16_MIN_NORMAL = 2.0 ** -14
+_POW2_STEPS = (15, -24)     # the largest and smallest exact power-of-two fp16 constants
+_MAX_SHIFT = 45             # 2**45 * 2**-24 > 65504: any larger scale saturates every nonzero fp16
+_MIN_SHIFT = -48            # 65504 * 2**-48 < 2**-25: any smaller scale flushes every fp16 to 0
+
+
+def needs_split(op: str, value) -> bool:
+    """Whether `op` with the Python number `value` as its constant operand leaves fp16's range."""
+    if not isinstance(value, float) and not isinstance(value, int) or isinstance(value, bool):
+        return False
+    v = abs(float(value))
+    if not math.isfinite(v) or op not in _SPLITTERS:
+        return False
+    if op in ("add", "sub"):
+        return v > F16_MAX
+    return v != 0.0 and (v > F16_MAX or v < F16_MIN_NORMAL)
+
+
+def _pow2_steps(e: int) -> list[float]:
+    """2**e as a product of exact fp16 powers of two, saturated where fp16 saturates anyway."""
+    e = max(_MIN_SHIFT, min(_MAX_SHIFT, e))
+    step = _POW2_STEPS[0] if e > 0 else _POW2_STEPS[1]
+    out = []
+    while e:
+        s = max(e, step) if e < 0 else min(e, step)
+        out.append(2.0 ** s)
+        e -= s
+    return out
+
+
+def _mantissa(value: float) -> tuple[float, int]:
+    m, e = math.frexp(value)            # value = m * 2**e, |m| in [0.5, 1)
+    return m * 2.0, e - 1               # |m| in [1, 2): a normal fp16 number
+
+
+def _scale(x, e: int, first):
+    """x times 2**e, with the single rounding step `first` applied on the side that keeps every
+    partial result between x and the final one (powers of two first when the scale grows, so a
+    small x is not rounded while it is still small; the mantissa first when it shrinks)."""
+    if e > 0:
+        for p in _pow2_steps(e):
+            x = x * p
+        return first(x)
+    x = first(x)
+    for p in _pow2_steps(e):
+        x = x * p
+    return x
+
+
+def _mul(x, value: float, reverse: bool):
+    m, e = _mantissa(value)
+    if e < 0:                            # shrinking: |m| in [0.5, 1) so x * m cannot overflow
+        m, e = m / 2.0, e + 1
+    return _scale(x, e, lambda t: t * m)
+
+
+def _div(x, value: float, reverse: bool):
+    m, e = _mantissa(value)
+    if reverse:                          # c / x = (m * 2**k / x) * 2**(e - k), m * 2**k normal
+        k = 14 if e > 0 else -14
+        c1 = m * 2.0 ** k
+        out = c1 / x
+        for p in _pow2_steps(e - k):
+            out = out * p
+        return out
+    if e < 0:                            # x / c grows: |m| in [0.5, 1) so x / m >= x
+        m, e = m / 2.0, e + 1
+    return _scale(x, -e, lambda t: t / m)
+
+
+def _parts(value: float) -> list[float]:
+    """value as up to two addends of ±65504 and an fp16-exact-as-possible remainder (the
+    remainder is smaller than value, so its own rounding is finer than value's would be)."""
+    big = math.copysign(F16_MAX, value)
+    whole = min(3, int(abs(value) // F16_MAX))
+    rest = value - whole * big
+    return [big] * whole + ([rest] if rest and whole < 3 else [])
+
+
+def _add(x, value: float, reverse: bool):
+    out = x
+    for p in _parts(value):
+        out = out + p
+    return out
+
+
+def _sub(x, value: float, reverse: bool):
+    if reverse:                          # c - x = (c1 - x) + c2 + ...
+        first, *rest = _parts(value)
+        out = first - x
+        for p in rest:
+            out = out + p
+        return out
+    return _add(x, -value, False)
+
+
+_SPLITTERS = {"mul": _mul, "real_div": _div, "add": _add, "sub": _sub}
+
+
+def apply_split(op: str, x, value, reverse: bool):
+    """`x op value` (or `value op x` when `reverse`) with only fp16-normal constants."""
+    return _SPLITTERS[op](x, float(value), reverse)
