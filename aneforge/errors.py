@@ -23,3 +23,8 @@ class CompileWallError(AneforgeError):
 
 class BackendUnavailable(AneforgeError, RuntimeError):
     """The chosen backend cannot run on this machine."""
+
+
+class OutOfMemoryError(AneforgeError, MemoryError):
+    """A program whose simulation needs more host memory than the budget (checked before any
+    allocation; the budget is ANEFORGE_SIM_MAX_BYTES, else 90% of available memory)."""

@@ -4,6 +4,7 @@ import resource
 import tracemalloc
 
 import numpy as np
+import pytest
 
 import aneforge as af
 from aneforge import kernels
@@ -100,3 +101,32 @@ def test_memory_stays_flat_over_eager_steps():
     for i in range(100):
         step(i)
     assert live_growth(step, range(100, 150), range(150, 300)) < 8192   # < 60 bytes a step
+
+
+def test_planned_peak_matches_the_simulators_lifetimes():
+    from aneforge.runtime import memory
+    x = af.tensor(np.ones((64, 64), np.float16))
+    y = x
+    for _ in range(6):
+        y = (y * 1.5).relu() + 0.25
+    prog = af.program(y.sum())
+    peak, largest = memory.peak_bytes(prog)
+    one = 64 * 64 * 4
+    assert largest.shape == (64, 64)
+    assert 2 * one <= peak <= 4 * one           # input + a producer and its consumer alive
+
+
+def test_a_program_over_the_memory_budget_is_refused_before_allocating(monkeypatch):
+    x = af.ones(4096)[None, None].expand(64, 64, 4096)        # 64 MiB carried in float32
+    monkeypatch.setenv("ANEFORGE_SIM_MAX_BYTES", "16M")
+    with pytest.raises(af.OutOfMemoryError, match=r"64\.0 MiB.*ANEFORGE_SIM_MAX_BYTES") as e:
+        (x * 2.0).amax().item()
+    assert isinstance(e.value, MemoryError)
+    monkeypatch.setenv("ANEFORGE_SIM_MAX_BYTES", "1G")
+    assert (x * 2.0).amax().item() == 2.0
+
+
+def test_a_malformed_memory_budget_says_what_it_expects(monkeypatch):
+    monkeypatch.setenv("ANEFORGE_SIM_MAX_BYTES", "lots")
+    with pytest.raises(ValueError, match="K, M or G suffix"):
+        (af.ones(3) * 2.0).numpy()

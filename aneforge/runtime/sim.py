@@ -14,6 +14,7 @@ import numpy as np
 from .. import dtypes, kernels
 from ..errors import DTypeError
 from ..ops import REGISTRY
+from . import memory
 from .base import Backend
 
 
@@ -130,4 +131,5 @@ class SimBackend(Backend):
 
     def compile(self, program, numerics) -> SimExecutable:
         self.admit(program)
+        memory.check(program)          # before any run allocates: an expand can ask for 17 GB
         return SimExecutable(program, numerics)
