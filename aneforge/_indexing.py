@@ -5,7 +5,7 @@ import numbers
 
 import numpy as np
 
-from .errors import AneforgeError, ShapeError
+from .errors import AneforgeError, LimitError, ShapeError
 
 
 def _expand_ellipsis(index: tuple, rank: int) -> tuple:
@@ -13,7 +13,7 @@ def _expand_ellipsis(index: tuple, rank: int) -> tuple:
     if sum(1 for i in index if i is Ellipsis) > 1:
         raise ShapeError("an index can only have a single ellipsis ('...')")
     if used > rank:
-        raise ShapeError(f"too many indices ({used}) for a tensor of dimension {rank}")
+        raise IndexError(f"too many indices for tensor of dimension {rank} (got {used})")
     out = []
     for i in index:
         out.extend([slice(None)] * (rank - used) if i is Ellipsis else [i])
@@ -30,7 +30,7 @@ def _entry(i):
     if isinstance(i, (bool, np.bool_)):
         if i:
             return None
-        raise ShapeError("x[False] selects nothing; the ANE has no empty tensors")
+        raise LimitError("x[False] selects nothing; the ANE has no empty tensors")
     if isinstance(i, numbers.Integral):
         return int(i)
     if isinstance(i, (list, tuple)) or hasattr(i, "__array__"):
@@ -54,14 +54,14 @@ def getitem(x, index):
         n = x.shape[axis]
         if isinstance(i, int):
             if not -n <= i < n:
-                raise ShapeError(f"index {i} is out of bounds for dimension {axis} with size {n}")
+                raise IndexError(f"index {i} is out of bounds for dimension {axis} with size {n}")
             begin.append(i % n), end.append(i % n + 1), stride.append(1), squeeze.append(True)
         else:
             if i.step is not None and i.step <= 0:
                 raise ShapeError(f"slice step must be positive, got {i.step}")
             b, e, s = i.indices(n)
             if len(range(b, e, s)) == 0:
-                raise ShapeError(f"slice {i} of dimension {axis} (size {n}) is empty; the ANE has "
+                raise LimitError(f"slice {i} of dimension {axis} (size {n}) is empty; the ANE has "
                                  f"no empty tensors")
             begin.append(b), end.append(e), stride.append(s), squeeze.append(False)
             out_pos += 1

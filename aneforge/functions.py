@@ -14,8 +14,8 @@ from typing import Sequence
 import numpy as np
 
 from . import dtypes
-from .errors import AneforgeError
-from .tensor import Tensor, const, operands, record_op
+from .errors import AneforgeError, ShapeError
+from .tensor import Tensor, const, norm_dim, operands, record_op
 
 
 def _as_tensors(tensors: Sequence) -> list[Tensor]:
@@ -36,6 +36,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     (2, 3)
     """
     tensors = _as_tensors(tensors)
+    dim = norm_dim(dim, tensors[0].ndim, "cat")
     if len(tensors) == 1:
         return tensors[0]
     return record_op("concat", {"values": tuple(tensors)}, {"axis": dim})
@@ -47,7 +48,8 @@ concat = concatenate = cat
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Join along a new axis `dim` (expand_dims each, then concat)."""
     tensors = _as_tensors(tensors)
-    return cat([t.unsqueeze(dim % (t.ndim + 1)) for t in tensors], dim=dim % (tensors[0].ndim + 1))
+    dim = norm_dim(dim, tensors[0].ndim + 1, "stack")
+    return cat([t.unsqueeze(dim) for t in tensors], dim=dim)
 
 
 def where(condition: Tensor, input, other) -> Tensor:
@@ -68,7 +70,12 @@ def where(condition: Tensor, input, other) -> Tensor:
         b, a = operands(other, input)
     else:
         a, b = operands(input, other)
-    shape = np.broadcast_shapes(condition.shape, a.shape, b.shape)
+    try:
+        shape = np.broadcast_shapes(condition.shape, a.shape, b.shape)
+    except ValueError:
+        raise ShapeError(f"where: shapes do not broadcast: condition {condition.shape}, input "
+                         f"{a.shape}, other {b.shape} (aligned from the right, each axis equal "
+                         f"or 1)") from None
     if np.broadcast_shapes(a.shape, b.shape) != shape:
         a = a.expand(shape)                 # Core ML types select as broadcast(a, b) alone
     return record_op("select", {"cond": condition, "a": a, "b": b}, {})

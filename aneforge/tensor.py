@@ -490,7 +490,7 @@ class Tensor:
 
     def softmax(self, dim: int | None = None, *, axis=None) -> "Tensor":
         dim = _dim_or_axis(dim, axis, "softmax", required=True)
-        return self._unary("softmax", axis=dim)
+        return self._unary("softmax", axis=norm_dim(dim, self.ndim, "softmax"))
 
     def masked_fill(self, mask: "Tensor", value) -> "Tensor":
         """`value` where `mask` is true, else self (MIL select)."""
@@ -516,9 +516,15 @@ class Tensor:
             correction = int(unbiased)
         x = self._floating()
         dims = range(x.ndim) if dim is None else dim if isinstance(dim, (tuple, list)) else (dim,)
-        n = int(np.prod([x.shape[norm_dim(d, x.ndim, "var")] for d in dims]))
+        n = int(np.prod([x.shape[norm_dim(d, x.ndim, "var")] if x.ndim else 1 for d in dims]))
         centered = x - x.mean(dim, keepdim=True)
-        return (centered * centered).sum(dim, keepdim=keepdim) / float(max(n - correction, 1))
+        if n - correction <= 0:        # torch divides anyway (0/0: nan) and warns the same
+            import warnings
+            warnings.warn("var(): degrees of freedom is <= 0. Correction should be strictly less "
+                          "than the reduction factor (input numel divided by output numel).",
+                          RuntimeWarning, stacklevel=2)
+            return (centered * centered).sum(dim, keepdim=keepdim) / 0.0     # torch: max(0, n - c)
+        return (centered * centered).sum(dim, keepdim=keepdim) / float(n - correction)
 
     def std(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None, *,
             axis=None) -> "Tensor":
@@ -539,6 +545,7 @@ class Tensor:
         (-sum(g) + sum(g) * sum(softmax)) that lands on the argmax (torch's rule has no such term)."""
         dim = _dim_or_axis(dim, axis, "log_softmax", required=True)
         x = self._floating()
+        norm_dim(dim, x.ndim, "log_softmax")
         if x.ndim == 0:
             return x - x
         shifted = (x - x.amax(dim, keepdim=True).detach()).movedim(dim, -1)
@@ -597,7 +604,11 @@ class Tensor:
 
     def _arg(self, op: str, dim, keepdim: bool) -> "Tensor":
         if self.ndim == 0:                  # MIL reduces rank >= 1: argmax of a scalar is 0
+            if dim is not None:
+                norm_dim(dim, 0, op)
             return record_op(op, {"x": self.reshape(1)}, {"axis": 0, "keep_dims": False})
+        if dim is not None:
+            dim = norm_dim(dim, self.ndim, op.replace("reduce_", ""))
         if dim is None:           # the index into the flattened tensor
             flat = record_op(op, {"x": self.reshape(-1)}, {"axis": 0, "keep_dims": False})
             return flat.reshape((1,) * self.ndim) if keepdim else flat
@@ -620,12 +631,16 @@ class Tensor:
     view = reshape
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
+        s, e = norm_dim(start_dim, self.ndim, "flatten"), norm_dim(end_dim, self.ndim, "flatten")
+        if s > e:
+            raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
         if self.ndim == 0:
             return self.reshape(1)
-        s, e = norm_dim(start_dim, self.ndim, "flatten"), norm_dim(end_dim, self.ndim, "flatten")
         return self.reshape(self.shape[:s] + (-1,) + self.shape[e + 1:])
 
     def permute(self, *dims) -> "Tensor":
+        if not dims:
+            raise TypeError('permute() missing 1 required positional arguments: "dims"')
         dims = tuple(norm_dim(d, self.ndim, "permute") for d in _sizes(dims))
         if sorted(dims) != list(range(self.ndim)):
             raise ShapeError(f"permute: {dims} is not a permutation of {self.ndim} dims "
@@ -637,6 +652,8 @@ class Tensor:
     def transpose(self, dim0: int, dim1: int) -> "Tensor":
         perm = list(range(self.ndim))
         dim0, dim1 = norm_dim(dim0, self.ndim, "transpose"), norm_dim(dim1, self.ndim, "transpose")
+        if self.ndim == 0:
+            return self
         perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
         return self.permute(perm)
 
@@ -668,10 +685,17 @@ class Tensor:
 
     def expand(self, *sizes) -> "Tensor":
         """Broadcast to `sizes` (-1 keeps an axis); MIL has no view, so this tiles."""
+        if not sizes:
+            raise TypeError('expand() missing 1 required positional arguments: "size"')
         sizes = _sizes(sizes)
+        _no_empty("expand", sizes)
         if len(sizes) < self.ndim:
             raise ShapeError(f"expand: {sizes} has fewer dims than the tensor's shape {self.shape}")
-        x = self.reshape((1,) * (len(sizes) - self.ndim) + self.shape)
+        lead = len(sizes) - self.ndim
+        if -1 in sizes[:lead]:
+            raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a leading, "
+                               f"non-existing dimension {sizes.index(-1)}")
+        x = self.reshape((1,) * lead + self.shape)
         target = tuple(n if s == -1 else s for n, s in zip(x.shape, sizes))
         reps = []
         for n, s in zip(x.shape, target):
@@ -706,15 +730,52 @@ class Tensor:
         return self.split(-(-self.shape[dim] // chunks), dim)
 
     def movedim(self, source: int, destination: int) -> "Tensor":
+        src, dst = norm_dim(source, self.ndim, "movedim"), norm_dim(destination, self.ndim, "movedim")
+        if self.ndim == 0:
+            return self
         perm = list(range(self.ndim))
-        perm.insert(norm_dim(destination, self.ndim, "movedim"),
-                    perm.pop(norm_dim(source, self.ndim, "movedim")))
+        perm.insert(dst, perm.pop(src))
         return self.permute(perm)
 
     def narrow(self, dim: int, start: int, length: int) -> "Tensor":
+        """`length` entries of axis `dim` from `start` (negative `start` counts from the end).
+
+        >>> import aneforge as af
+        >>> af.tensor([1, 2, 3, 4]).narrow(0, -3, 2).tolist()
+        [2, 3]
+        """
+        if self.ndim == 0:
+            raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+        dim = norm_dim(dim, self.ndim, "narrow")
+        n = self.shape[dim]
+        if not -n <= start <= n:
+            raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], "
+                             f"but got {start})")
+        start %= n if start < 0 else n + 1
+        if length < 0:
+            raise RuntimeError("narrow(): length must be non-negative.")
+        if start + length > n:
+            raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
         index = [slice(None)] * self.ndim
         index[dim] = slice(start, start + length)
         return self[tuple(index)]
+
+    def select(self, dim: int, index: int) -> "Tensor":
+        """The slice at `index` along `dim`, with that axis removed (``x.select(1, 0)`` is
+        ``x[:, 0]``).
+
+        >>> import aneforge as af
+        >>> af.tensor([[1, 2], [3, 4]]).select(1, -1).tolist()
+        [2, 4]
+        """
+        if self.ndim == 0:
+            raise IndexError("select() cannot be applied to a 0-dim tensor.")
+        dim = norm_dim(dim, self.ndim, "select")
+        n = self.shape[dim]
+        if not -n <= index < n:
+            raise IndexError(f"select(): index {index} out of range for tensor of size "
+                             f"{list(self.shape)} at dimension {dim}")
+        return self[(slice(None),) * dim + (index,)]
 
     def unbind(self, dim: int = 0) -> tuple["Tensor", ...]:
         return tuple(t.squeeze(dim) for t in self.split(1, dim))
@@ -740,6 +801,10 @@ class Tensor:
         if self.ndim != 3 or mat2.ndim != 3:
             raise ShapeError(f"bmm: both operands must be 3-D, got {self.shape} and {mat2.shape}; "
                              f"use matmul for other ranks")
+        if mat2.shape[:2] != (self.shape[0], self.shape[2]):
+            raise ShapeError(f"bmm: expected size for first two dimensions of batch2 tensor to be: "
+                             f"{[self.shape[0], self.shape[2]]} but got: {list(mat2.shape[:2])} "
+                             f"(bmm does not broadcast; matmul does)")
         return self.matmul(mat2)
 
     def _rounded(self, mode: str) -> "Tensor":
@@ -931,7 +996,10 @@ class Tensor:
         >>> af.tensor([1, 2]).repeat(2, 2).tolist()
         [[1, 2, 1, 2], [1, 2, 1, 2]]
         """
+        if not sizes:
+            raise TypeError('repeat() missing 1 required positional arguments: "repeats"')
         sizes = _sizes(sizes)
+        _no_empty("repeat", sizes)
         if len(sizes) < self.ndim:
             raise ShapeError(f"repeat: {len(sizes)} sizes for a {self.ndim}-D tensor; give at "
                              f"least one per axis")
@@ -947,7 +1015,11 @@ class Tensor:
         [[4, 3], [2, 1]]
         """
         x = self
-        for d in ((dims,) if isinstance(dims, int) else dims):
+        dims = [norm_dim(d, self.ndim, "flip") for d in ((dims,) if isinstance(dims, int) else dims)]
+        for d in dims:
+            if dims.count(d) > 1:
+                raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+        for d in dims if self.ndim else ():
             if x.shape[d] > 1:
                 x = from_functions("cat")(list(reversed(x.split(1, d))), d)
         return x
@@ -1034,6 +1106,7 @@ class Tensor:
         """
         dim = _dim_or_axis(dim, axis, "cumsum", required=True)
         x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
+        dim = norm_dim(dim, x.ndim, "cumsum")
         if x.ndim == 0:
             return x
         if not x.dtype.is_float:
@@ -1707,6 +1780,14 @@ def _sizes(args) -> tuple[int, ...]:
             raise TypeError(f"size must be a tuple of ints, but found element of type "
                             f"{type(a).__name__} at pos {pos}") from None
     return tuple(out)
+
+
+def _no_empty(op: str, sizes) -> None:
+    """torch allows size-0 axes; the ANE has no empty tensors (every axis is 1..65536)."""
+    if 0 in sizes:
+        from .errors import LimitError
+        raise LimitError(f"{op}: sizes {tuple(sizes)} make an empty tensor; the ANE has no empty "
+                         f"tensors (every axis must be 1..65536). Skip the empty case on the host.")
 
 
 def norm_dim(dim, ndim: int, op: str = "") -> int:
