@@ -176,6 +176,7 @@ scaled_dot_product_attention        F          F
 scatter                             Tensor     torch Tensor
 scatter_add                         Tensor     torch Tensor
 scatter_reduce                      Tensor     torch Tensor
+select                              Tensor     torch Tensor
 selu                                F          torch F
 set_                                Tensor     Tensor
 sigmoid                             Tensor     torch Tensor F

@@ -748,6 +748,11 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
     return input.scatter_reduce(dim, index, src, reduce, include_self)
 
 
+def select(input: Tensor, dim: int, index: int) -> Tensor:
+    """torch.select: `input.select(dim, index)`; see Tensor.select."""
+    return input.select(dim, index)
+
+
 def sigmoid(input: Tensor):
     """torch.sigmoid: `input.sigmoid()`; see Tensor.sigmoid."""
     return input.sigmoid()
@@ -924,8 +929,8 @@ __all__ = [
     "maximum", "mean", "meshgrid", "min", "minimum", "movedim", "mul", "multiply", "nan_to_num",
     "narrow", "ne", "neg", "negative", "norm", "numel", "outer", "permute", "pow", "prod",
     "reciprocal", "relu", "remainder", "reshape", "roll", "rsqrt", "scatter", "scatter_add",
-    "scatter_reduce", "sigmoid", "sign", "sin", "softmax", "sort", "split", "sqrt", "square",
-    "squeeze", "stack", "std", "sub", "subtract", "sum", "swapaxes", "t", "tanh", "tile",
+    "scatter_reduce", "select", "sigmoid", "sign", "sin", "softmax", "sort", "split", "sqrt",
+    "square", "squeeze", "stack", "std", "sub", "subtract", "sum", "swapaxes", "t", "tanh", "tile",
     "transpose", "tril", "triu", "true_divide", "trunc", "unbind", "unflatten", "unsqueeze", "var",
     "where", "zero_"]
 # ---- end of generated block: __all__ ----

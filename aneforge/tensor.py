@@ -375,6 +375,8 @@ class Tensor:
 
     def matmul(self, other) -> "Tensor":
         """Matrix product with torch's rules for 1-D, 2-D and batched operands (MIL matmul)."""
+        if isinstance(other, Tensor):
+            _same_kind("matmul", self, other)
         a, b = operands(self, other, floating=True)
         if a.ndim == 0 or b.ndim == 0:
             raise ShapeError(f"matmul: both operands need at least 1 dimension, got shapes "
@@ -490,7 +492,8 @@ class Tensor:
 
     def softmax(self, dim: int | None = None, *, axis=None) -> "Tensor":
         dim = _dim_or_axis(dim, axis, "softmax", required=True)
-        return self._unary("softmax", axis=norm_dim(dim, self.ndim, "softmax"))
+        dim = norm_dim(dim, self.ndim, "softmax")
+        return _need_float(self, "softmax")._unary("softmax", axis=dim)
 
     def masked_fill(self, mask: "Tensor", value) -> "Tensor":
         """`value` where `mask` is true, else self (MIL select)."""
@@ -514,7 +517,7 @@ class Tensor:
         dim = _dim_or_axis(dim, axis, "var")
         if unbiased is not None:
             correction = int(unbiased)
-        x = self._floating()
+        x = _need_float(self, "var")
         dims = range(x.ndim) if dim is None else dim if isinstance(dim, (tuple, list)) else (dim,)
         n = int(np.prod([x.shape[norm_dim(d, x.ndim, "var")] if x.ndim else 1 for d in dims]))
         centered = x - x.mean(dim, keepdim=True)
@@ -544,8 +547,8 @@ class Tensor:
         detached: its exact gradient is zero, and through fp16 it is a cancellation
         (-sum(g) + sum(g) * sum(softmax)) that lands on the argmax (torch's rule has no such term)."""
         dim = _dim_or_axis(dim, axis, "log_softmax", required=True)
-        x = self._floating()
-        norm_dim(dim, x.ndim, "log_softmax")
+        norm_dim(dim, self.ndim, "log_softmax")
+        x = _need_float(self, "log_softmax")
         if x.ndim == 0:
             return x - x
         shifted = (x - x.amax(dim, keepdim=True).detach()).movedim(dim, -1)
@@ -572,10 +575,9 @@ class Tensor:
 
     def mean(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
         dim = _dim_or_axis(dim, axis, "mean")
-        if not self.dtype.is_float:
-            raise AneforgeError(f"mean() needs a floating tensor, got {self.dtype}; use .float() "
-                                f"or .half() first")
-        return self._reduce("reduce_mean", dim, keepdim)
+        for d in (dim if isinstance(dim, (tuple, list)) else () if dim is None else (dim,)):
+            norm_dim(d, self.ndim, "mean")
+        return _need_float(self, "mean")._reduce("reduce_mean", dim, keepdim)
 
     def amax(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
         dim = _dim_or_axis(dim, axis, "amax")
@@ -1780,6 +1782,21 @@ def _sizes(args) -> tuple[int, ...]:
             raise TypeError(f"size must be a tuple of ints, but found element of type "
                             f"{type(a).__name__} at pos {pos}") from None
     return tuple(out)
+
+
+def _need_float(x: Tensor, op: str) -> Tensor:
+    """torch computes these only in floating point (softmax of an int tensor is an error)."""
+    if not x.dtype.is_float:
+        raise DTypeError(f"{op}() needs a floating tensor, got {x.dtype}; use .float() or "
+                         f".half() first")
+    return x
+
+
+def _same_kind(op: str, a: Tensor, b: Tensor) -> None:
+    """torch's matmul takes one dtype: int @ float and bool operands are errors there."""
+    if a.dtype == dtypes.bool_ or b.dtype == dtypes.bool_ or a.dtype.is_float != b.dtype.is_float:
+        raise DTypeError(f"{op}: expected both operands to be floating (or both integer), got "
+                         f"{a.dtype} and {b.dtype}; cast with .half() first")
 
 
 def _no_empty(op: str, sizes) -> None:

@@ -1,7 +1,7 @@
 """The tensor API's argument checking, fuzzed against torch's accept/reject decision.
 
 Random calls (dims in and out of range, floats where ints belong, zero and negative sizes, shapes of
-rank 0..4) go to torch and to aneforge. Four outcomes count as bugs:
+rank 0..4, float/int/bool inputs, broadcasting partners) go to torch and to aneforge. Four outcomes count as bugs:
 - internal: aneforge raised something other than its own errors or the built-in error torch users
   expect (IndexError/TypeError/ValueError/RuntimeError from an aneforge frame, not numpy's);
 - silent accept: torch rejected the call and aneforge returned a result;
@@ -138,15 +138,23 @@ def tally():
     print("\ntensor API fuzz:", counts)
 
 
-def _check(name, shape, data_seed, args, tally):
+KINDS = {   # input kind -> (numpy values from normal draws, torch dtype, aneforge dtype)
+    "float": (lambda v: v.astype(np.float16), torch.float32, af.float16),
+    "int": (lambda v: np.round(v * 3).astype(np.int32), torch.int32, af.int32),
+    "bool": (lambda v: v > 0, torch.bool, af.bool),
+}
+
+
+def _check(name, shape, data_seed, args, tally, kind="float"):
     strategy, fn = CALLS[name]
-    values = np.random.default_rng(data_seed).standard_normal(shape).astype(np.float16)
-    t_res, t_err = _outcome(fn, torch.tensor(values.astype(np.float32)), args)
-    a_res, a_err = _outcome(fn, af.tensor(values), args)
+    make, t_dtype, a_dtype = KINDS[kind]
+    values = make(np.random.default_rng(data_seed).standard_normal(shape))
+    t_res, t_err = _outcome(fn, torch.tensor(values, dtype=t_dtype), args)
+    a_res, a_err = _outcome(fn, af.tensor(values, dtype=a_dtype), args)
     if a_err is None and not isinstance(a_res, (int, tuple, list)) and hasattr(a_res, "numpy"):
         a_res, a_err = _outcome(lambda r: (r.numpy(), r)[1], a_res, ())      # run it: late errors count
     tally["calls"] += 1
-    call = f"{name}{args} on shape {shape}"
+    call = f"{name}{args} on {kind} shape {shape}"
     if a_err is not None and _internal(a_err):
         tally["internal"] += 1
         raise AssertionError(f"internal exception from {call}: {a_err!r}") from a_err
@@ -169,8 +177,8 @@ def _check(name, shape, data_seed, args, tally):
 
 @settings(max_examples=400, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(data=st.data(), name=st.sampled_from(sorted(CALLS)),
+@given(data=st.data(), name=st.sampled_from(sorted(CALLS)), kind=st.sampled_from(sorted(KINDS)),
        shape=st.lists(st.integers(1, 4), min_size=0, max_size=4), seed=st.integers(0, 2 ** 16))
-def test_tensor_api_accepts_and_rejects_as_torch_does(data, name, shape, seed, tally):
+def test_tensor_api_accepts_and_rejects_as_torch_does(data, name, kind, shape, seed, tally):
     args = data.draw(CALLS[name][0])
-    _check(name, tuple(shape), seed, args, tally)
+    _check(name, tuple(shape), seed, args, tally, kind)

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes
 from ..creation import generator, host_random, tensor
-from ..errors import AneforgeError, ShapeError
+from ..errors import AneforgeError, DTypeError, ShapeError
 from ..functions import cat, stack, where
 from ..tensor import Tensor, const, record_op
 
@@ -758,7 +758,10 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -
     >>> F.normalize(af.tensor([[3.0, 4.0]])).tolist()
     [[0.6, 0.7998046875]]
     """
-    x = input._floating()
+    if not input.dtype.is_float:
+        raise DTypeError(f"normalize() needs a floating tensor, got {input.dtype}; use .float() "
+                         f"or .half() first")
+    x = input
     n = x.float().norm(p, dim, keepdim=True).maximum(eps)
     return (x.float() / n).to(x.dtype)
 
