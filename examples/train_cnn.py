@@ -73,6 +73,17 @@ def torch_twin(model):
     return load_into_torch(model, twin)
 
 
+def with_threads(n: int, fn, *args):
+    """fn(*args) with torch limited to n intra-op threads (restored after)."""
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        return fn(*args)
+    finally:
+        torch.set_num_threads(before)
+
+
 def load_data(seed: int = 0):
     """The digits split of train_mlp.py, as [N, 1, 8, 8] images."""
     (x, y), (xt, yt) = load_flat(seed)
@@ -143,7 +154,8 @@ def profile(c1: int = 8, c2: int = 16, batch_size: int = 64, repeat: int = 30) -
     step_run, conv_run = _recorded(step), _recorded(convs)
     step_ms, conv_ms = _sim_ms(step_run, repeat), _sim_ms(conv_run, repeat)
     return dict(step_ops=_op_counts(step_run), conv_ops=_op_counts(conv_run),
-                step_ms=step_ms, conv_ms=conv_ms)
+                step_inputs=len(step_run.program.main.inputs), step_ms=step_ms, conv_ms=conv_ms,
+                compiles_on_m1=af.cross_compile_check(step_run.program, target="M1").ok)
 
 
 def profile_text(p: dict) -> str:
@@ -151,7 +163,9 @@ def profile_text(p: dict) -> str:
         top = ", ".join(f"{n} {t}" for t, n in list(counts.items())[:6])
         return f"{sum(counts.values())} ops ({top}, ...)"
     return "\n".join([
-        f"training step program: {ops(p['step_ops'])}",
+        f"training step program: {ops(p['step_ops'])}; {p['step_inputs']} inputs "
+        f"(data, parameters, optimizer state, per-step scalars); passes the M1 cross-compile "
+        f"check: {p['compiles_on_m1']}",
         f"  simulator time per run: {p['step_ms']:.2f} ms",
         f"the two convolutions alone (forward + backward): {ops(p['conv_ops'])}",
         f"  simulator time per run: {p['conv_ms']:.2f} ms "
@@ -163,6 +177,9 @@ def main(argv=None) -> dict:
     p.add_argument("--channels", type=int, nargs=2, default=(8, 16), metavar=("C1", "C2"))
     p.add_argument("--profile", action="store_true",
                    help="also measure the step program and its convolutions' share")
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="torch's intra-op threads (default 1: for convolutions this small, "
+                        "more threads cost more than they save, badly so on a busy machine)")
     args = p.parse_args(argv)
 
     train, test = load_data(args.seed)
@@ -171,7 +188,7 @@ def main(argv=None) -> dict:
     twin = torch_twin(model)
     hp = (args.epochs, args.batch_size, args.lr, args.weight_decay, not args.no_progress)
     a = train_aneforge(model, train, test, *hp)
-    t = train_torch(twin, train, test, *hp)
+    t = with_threads(args.torch_threads, train_torch, twin, train, test, *hp)
     c1, c2 = args.channels
     print(f"\nCNN conv(1->{c1})-pool-conv({c1}->{c2})-pool-linear({4 * c2}->10) on digits, "
           f"{a['steps']} steps of batch {args.batch_size}, AdamW lr={args.lr}\n")
