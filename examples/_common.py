@@ -55,18 +55,21 @@ def train_aneforge(model, train, test, epochs, batch_size, lr, weight_decay, pro
         scaler.update()
         return loss
 
+    times = []
     for idx in steps:
+        times.append(time.perf_counter())
         losses.append(train_step(x[idx], y[idx]).item())
         log.step(losses[-1])
     log.close()
     seconds = time.perf_counter() - start
+    times = np.diff(times + [start + seconds])
     compiles = af.cache_info().misses - before
     with af.no_grad():
         model.eval()
         pred = model(af.tensor(test[0])).argmax(1).numpy()
         model.train()
     return dict(losses=losses, accuracy=float((pred == test[1]).mean()), seconds=seconds,
-                compiles=compiles, steps=len(steps))
+                compiles=compiles, steps=len(steps), step_times=times)
 
 
 def train_torch(model, train, test, epochs, batch_size, lr, weight_decay, progress=True,
@@ -79,8 +82,9 @@ def train_torch(model, train, test, epochs, batch_size, lr, weight_decay, progre
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     steps = list(batches(len(x), batch_size, epochs))
     log = Progress("torch", len(steps), epochs, progress)
-    start = time.perf_counter()
+    start, times = time.perf_counter(), []
     for idx in steps:
+        times.append(time.perf_counter())
         loss = torch.nn.functional.cross_entropy(model(xt[idx]), yt[idx])
         opt.zero_grad()
         loss.backward()
@@ -89,10 +93,11 @@ def train_torch(model, train, test, epochs, batch_size, lr, weight_decay, progre
         log.step(losses[-1])
     log.close()
     seconds = time.perf_counter() - start
+    times = np.diff(times + [start + seconds])
     with torch.no_grad():
         pred = model(torch.from_numpy(test[0])).argmax(1).numpy()
     return dict(losses=losses, accuracy=float((pred == test[1]).mean()), seconds=seconds,
-                compiles=None, steps=len(steps))
+                compiles=None, steps=len(steps), step_times=times)
 
 
 def load_into_torch(model, twin):
@@ -140,6 +145,14 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def steady_state(a: dict, t: dict) -> str:
+    """Per-step times without the first step (aneforge captures and compiles it)."""
+    ms = lambda r: np.median(r["step_times"][1:]) * 1e3          # noqa: E731
+    return (f"steady state (median step after the first): aneforge {ms(a):.2f} ms, torch "
+            f"{ms(t):.2f} ms; aneforge's first step (capture, compile, simulator JIT): "
+            f"{a['step_times'][0]:.2f} s")
 
 
 def table(a: dict, t: dict, window: int) -> str:

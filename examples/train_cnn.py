@@ -17,13 +17,16 @@ route, limited per process. aneforge's `Conv2d` therefore lowers to im2col + mat
 input's kh*kw shifted views (slices, zero padding built as x - x) are stacked into
 [N, C, kh*kw, Ho, Wo] and contracted with the weight, a program input like every parameter, in
 one matmul; the gradients are matmuls of the same views (weight) and slices/concats back
-(input). Max pooling is the elementwise maximum of the window's strided slices. So the whole
+(input). Max pooling is a select chain over the window's strided slices. So the whole
 training step -- forward, backward, AdamW update, loss-scale check -- is ONE program of
 slices, concats, matmuls and elementwise ops, compiled once and replayed every step.
 
 `--profile` measures that program on the simulator: its op counts, its run time, and the time
 of the two convolutions alone (forward and backward at the step's shapes, a program of their
-own) as a share of it.
+own) as a share of it. Measured (20 epochs; docs/training.md has the table): test accuracy
+97.22% vs torch's 97.78%; a 480-op step program with no `conv` op, 31 inputs, one compile;
+about 40 ms per step on the simulator vs 12 ms for torch fp32 on the CPU, the convolutions
+about 40% of the simulator's time (mostly their matmuls, which it models bit by bit).
 """
 from __future__ import annotations
 
@@ -40,7 +43,7 @@ import aneforge.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # _common.py, also when imported
 from _common import (arguments, load_data as load_flat, load_into_torch, plot,  # noqa: E402
-                     table, train_aneforge, train_torch)
+                     steady_state, table, train_aneforge, train_torch)
 
 
 def define_cnn(nn, F):
@@ -100,18 +103,19 @@ def _recorded(fn):
     return max(runs, key=lambda r: len(r.program.main.block.operations))
 
 
-def _sim_ms(run, repeat: int) -> float:
-    """Median simulator time of one run of the program (no host recording or replay)."""
+def _sim_ms(runs, repeat: int) -> list[float]:
+    """Median simulator time (ms) of one run of each program (no host recording or replay),
+    timed in alternation so that load from other processes hits them alike."""
     from aneforge.numerics import get_numerics
     from aneforge.runtime.sim import SimBackend
-    exe = SimBackend().compile(run.program, get_numerics())
-    exe.run(run.inputs)
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        exe.run(run.inputs)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+    exes = [(SimBackend().compile(r.program, get_numerics()), r.inputs) for r in runs]
+    times = [[] for _ in exes]
+    for k in range(repeat + 1):
+        for (exe, inputs), ts in zip(exes, times):
+            start = time.perf_counter()
+            exe.run(inputs)
+            ts.append(time.perf_counter() - start if k else 0.0)   # the first run warms up
+    return [statistics.median(ts[1:]) * 1e3 for ts in times]
 
 
 def _op_counts(run) -> dict:
@@ -152,7 +156,7 @@ def profile(c1: int = 8, c2: int = 16, batch_size: int = 64, repeat: int = 30) -
         return [y1, y2, *grads]
 
     step_run, conv_run = _recorded(step), _recorded(convs)
-    step_ms, conv_ms = _sim_ms(step_run, repeat), _sim_ms(conv_run, repeat)
+    step_ms, conv_ms = _sim_ms([step_run, conv_run], repeat)
     return dict(step_ops=_op_counts(step_run), conv_ops=_op_counts(conv_run),
                 step_inputs=len(step_run.program.main.inputs), step_ms=step_ms, conv_ms=conv_ms,
                 compiles_on_m1=af.cross_compile_check(step_run.program, target="M1").ok)
@@ -193,6 +197,7 @@ def main(argv=None) -> dict:
     print(f"\nCNN conv(1->{c1})-pool-conv({c1}->{c2})-pool-linear({4 * c2}->10) on digits, "
           f"{a['steps']} steps of batch {args.batch_size}, AdamW lr={args.lr}\n")
     print(table(a, t, window=len(train[0]) // args.batch_size))
+    print(steady_state(a, t))
     path = args.out / "train_cnn_loss.png"
     plot(a, t, path, "CNN on digits: same init, same batches")
     print(f"\nloss curves: {path}")
