@@ -16,17 +16,17 @@ changes every step would need a recompile every step, and compiles are slow and,
 route, limited per process. aneforge's `Conv2d` therefore lowers to im2col + matmul: the padded
 input's kh*kw shifted views (slices, zero padding built as x - x) are stacked into
 [N, C, kh*kw, Ho, Wo] and contracted with the weight, a program input like every parameter, in
-one matmul; the gradients are matmuls of the same views (weight) and slices/concats back
-(input). Max pooling is a select chain over the window's strided slices. So the whole
+one matmul. The weight gradient is a matmul of the same views; the input gradient pads each
+view's gradient back into place and sums them. Max pooling is a select chain over the window's strided slices. So the whole
 training step -- forward, backward, AdamW update, loss-scale check -- is ONE program of
-slices, concats, matmuls and elementwise ops, compiled once and replayed every step.
+slices, concats, pads, matmuls and elementwise ops, compiled once and replayed every step.
 
 `--profile` measures that program on the simulator: its op counts, its run time, and the time
 of the two convolutions alone (forward and backward at the step's shapes, a program of their
 own) as a share of it. Measured (20 epochs; docs/training.md has the table): test accuracy
 97.22% vs torch's 97.78%; a 480-op step program with no `conv` op, 31 inputs, one compile;
 about 40 ms per step on the simulator vs 12 ms for torch fp32 on the CPU, the convolutions
-about 40% of the simulator's time (mostly their matmuls, which it models bit by bit).
+about 45% of the simulator's time (mostly their matmuls, which it models bit by bit).
 """
 from __future__ import annotations
 
