@@ -386,8 +386,9 @@ def _batched(input: Tensor, rank: int, name: str):
 
 def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
                ceil_mode: bool = False, return_indices: bool = False) -> Tensor:
-    """2-D max pooling over [N, C, H, W] (or [C, H, W]): the elementwise maximum of the
-    window's strided slices; padding never wins (it is the dtype's lowest value).
+    """2-D max pooling over [N, C, H, W] (or [C, H, W]): the maximum of the window's strided
+    slices; padding never wins (it is the dtype's lowest value). As in torch, the gradient of
+    a window goes to its first maximum (row-major), not shared between ties.
 
     >>> import aneforge as af, aneforge.nn.functional as F
     >>> F.max_pool2d(af.arange(16.0).reshape(1, 4, 4), 2).tolist()
@@ -399,9 +400,10 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
     x = _batched(input, 3, "max_pool2d")
     low = float(np.finfo(x.dtype.np).min) if x.dtype.is_float else int(np.iinfo(x.dtype.np).min)
     views, _, _ = _windows(x, kernel_size, stride, padding, dilation, ceil_mode, low)
-    while len(views) > 1:                                  # a balanced tree of maximums
-        views = [a.maximum(b) for a, b in zip(views[::2], views[1::2])] + views[len(views) // 2 * 2:]
-    return views[0] if input.ndim == 4 else views[0].squeeze(0)
+    out = views[-1]
+    for v in reversed(views[:-1]):        # a select chain: an earlier view wins ties (torch)
+        out = where(v >= out, v, out)
+    return out if input.ndim == 4 else out.squeeze(0)
 
 
 def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
