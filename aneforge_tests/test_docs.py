@@ -200,7 +200,7 @@ INTERNAL = [(re.compile(p), why) for p, why in [
     (r"\bshared/", "a file outside the repository"),
     (r"DESIGN\.md|ANE_FACTS|facts_(?:numerics|limits|datapath)|macos_routes\.md",
      "an internal design or fact file"),
-    (r"\bseeds?/|\bseed \d{3}\b|\bthe seed'?s?\b", "an internal seed reference"),
+    (r"(?i)\bseeds?/|\bseed \d{3}\b|\bthe seed'?s?\b", "an internal seed reference"),
     (r"\b[NDLQRS]\d{1,2}\b|\bfacts? [A-Z]\d", "an internal fact number"),
 ]]
 
@@ -221,7 +221,8 @@ def test_no_index_installs_or_internal_references(path):
 
 def test_text_checks_catch_what_they_should():
     for bad in ('pip install aneforge', 'pip install "aneforge[fast]"', "pip install -U aneforge",
-                "see shared/ANE_FACTS.md", "as in DESIGN.md", "fact N23", "(N5)", "seed 001"):
+                "see shared/ANE_FACTS.md", "as in DESIGN.md", "fact N23", "(N5)", "D3", "seed 001",
+                "Seed 003", "the seed's passes"):
         assert text_problems(bad), bad
     for fine in ('pip install -e ".[test]"', "pip install -e .", "af.manual_seed(0)", "M1 and M4",
                  "A13 family", "h13", "F0 DMA", "the dyld shared cache"):
