@@ -68,8 +68,8 @@ def test_notebook_runs(path, monkeypatch):
     for k, v in _kernel_env().items():
         monkeypatch.setenv(k, v)
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3",
-                                     resources={"metadata": {"path": str(ROOT)}})
+    client = nbclient.NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3",   # cwd: as
+                                     resources={"metadata": {"path": str(path.parent)}})  # Jupyter
     start = time.perf_counter()
     client.execute()                    # raises CellExecutionError naming the failing cell
     seconds = time.perf_counter() - start
