@@ -3,6 +3,7 @@ docs/index.md maps every page and notebook, nothing tells users to install anefo
 package index (the name there belongs to another project: installs are `pip install -e .` from
 a clone), and nothing points at files outside the repository or at internal fact numbers."""
 import json
+import os
 import re
 from pathlib import Path
 
@@ -105,13 +106,25 @@ def repo_path(token: str) -> str | None:
     return None
 
 
+def _file_names() -> set[str]:
+    """Every file name in the repository (not under hidden directories such as .venv, .git)."""
+    names = set()
+    for here, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+        names.update(files)
+    return names
+
+
+FILE_NAMES = _file_names()
+
+
 def exists(path: str) -> bool:
     """A file or directory; a module named without `.py` (`ir/validate`); a name inside a module
     (`ir/signature.structure`); a bare file name anywhere in the repository."""
     if path.startswith(GENERATED):
         return True
     if "/" not in path:
-        return any(p for p in ROOT.rglob(path) if ".venv" not in p.parts)
+        return path in FILE_NAMES
     p = ROOT / path.rstrip("/")
     module = p.with_name(p.name.split(".")[0])
     return p.exists() or p.with_suffix(".py").exists() or module.with_suffix(".py").exists()
