@@ -240,3 +240,10 @@ def test_text_checks_catch_what_they_should():
     for fine in ('pip install -e ".[test]"', "pip install -e .", "af.manual_seed(0)", "M1 and M4",
                  "A13 family", "h13", "F0 DMA", "the dyld shared cache"):
         assert not text_problems(fine), fine
+
+
+def test_ci_runs_the_readme_test_command():
+    """.ci/run is the README's test command, word for word (pip's -q aside)."""
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1].replace(" -q ", " ")
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert ci in [b.strip() for b in blocks], f".ci/run runs {ci!r}, not a README command"
