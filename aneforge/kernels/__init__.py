@@ -1,7 +1,7 @@
 """The simulator's hot kernels — fp16 rounding, the fp16-product matmul, the narrow fp16 sum —
 (and the float16 casts at a program's
 boundary) in two implementations with one meaning: `reference` (numpy, always available, the
-definition) and `compiled` (numba, used when installed: `pip install aneforge[fast]`).
+definition) and `compiled` (numba, used when installed: `pip install -e ".[fast]"` in a clone).
 Both give bit-identical results (aneforge_tests/test_kernels.py).
 
 One switch picks the implementation: the environment variable `ANEFORGE_KERNELS` read at
@@ -45,7 +45,7 @@ def use(choice: str) -> str:
     if choice not in CHOICES:
         raise ValueError(f"kernels must be one of {CHOICES}, got {choice!r}")
     if choice == "numba" and not available():
-        raise ImportError("the numba kernels need numba: pip install 'aneforge[fast]'")
+        raise ImportError('the numba kernels need numba: pip install -e ".[fast]" in a clone')
     previous, _choice[0] = _choice[0], choice
     return previous
 
