@@ -68,7 +68,8 @@ def test_causal_attention_lowers_to_an_additive_mask(trained):
 
 
 def test_decode_is_one_program_for_any_number_of_tokens(trained):
-    ex, vocab, model, twin, *_ = trained
+    ex, vocab, model, *_ = trained
+    twin = ex.torch_twin(model)                  # the same, trained weights
     ids = [vocab.index(c) for c in "MACBETH.\n"]
     step = ex.aneforge_stepper(model)
     before = af.cache_info().misses
@@ -87,7 +88,8 @@ def test_decode_is_one_program_for_any_number_of_tokens(trained):
 def test_decode_step_matches_the_full_forward_and_torch(trained):
     """Teacher-forced: the cached step's logits at every position equal the full causal
     forward's (aneforge) and torch's same decode step, within fp16 tolerance."""
-    ex, vocab, model, twin, *_ = trained
+    ex, vocab, model, *_ = trained
+    twin = ex.torch_twin(model)
     text = np.array([vocab.index(c) for c in "MACBETH.\nIf it were done when 'tis done"])
     tokens = text[:model.block]
     with af.no_grad():

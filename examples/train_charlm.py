@@ -137,7 +137,7 @@ def make_model(vocab: int, **kw):
 
 
 def torch_twin(model):
-    """The same architecture in torch fp32, with aneforge's initial weights."""
+    """The same architecture in torch fp32, with the aneforge model's current weights."""
     import torch
     twin = build(torch)(model.head.out_features, block=model.block, dim=model.dim,
                         heads=model.heads, layers=len(model.blocks))
@@ -289,9 +289,10 @@ def first_difference(a: list, b: list) -> int | None:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
 
 
-def decode_report(model, twin, vocab, prompt: str, n_new: int, temperature: float, seed: int):
-    """Greedy (and sampled) text from both frameworks, timings and the compile count."""
-    ids = [vocab.index(c) for c in prompt]
+def decode_report(model, vocab, prompt: str, n_new: int, temperature: float, seed: int):
+    """Greedy (and sampled) text from aneforge and from torch with the same (aneforge's trained)
+    weights, timings and the compile count."""
+    ids, twin = [vocab.index(c) for c in prompt], torch_twin(model)
     before = af.cache_info().misses
     a_step, t_step = aneforge_stepper(model), torch_stepper(twin)
     a = generate(a_step, model.empty_cache(), ids, n_new, model.block)
@@ -425,7 +426,7 @@ def main(argv=None) -> dict:
           f"{args.block}, vocab {len(vocab)}) on Macbeth, {a['steps']} steps of batch "
           f"{args.batch_size}, AdamW lr={args.lr}\n")
     print(loss_table(a, t))
-    d = decode_report(model, twin, vocab, args.prompt, args.tokens, args.temperature, args.seed)
+    d = decode_report(model, vocab, args.prompt, args.tokens, args.temperature, args.seed)
     print()
     print(timing_table(a, t, d))
     where = "all agree" if d["differ_at"] is None else (
