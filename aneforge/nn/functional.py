@@ -837,6 +837,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     """softmax(Q K^T * scale + mask) V over [..., L, E] queries (one MIL
     scaled_dot_product_attention). A bool mask keeps True; masked scores get -1e4 (the
     engine's additive mask), so a fully masked row averages instead of giving NaN.
+    is_causal=True adds the constant mask 0 / -1e4 (keys after the query get -1e4): on the
+    engine masked attention runs as matmul -> add mask -> softmax -> matmul.
 
     >>> import aneforge as af, aneforge.nn.functional as F
     >>> F.scaled_dot_product_attention(af.ones(1, 2, 4), af.ones(1, 3, 4), af.ones(1, 3, 5)).shape
@@ -848,13 +850,21 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     if enable_gqa:
         raise AneforgeError("scaled_dot_product_attention: enable_gqa is not supported; repeat "
                             "the key/value heads with repeat()")
+    q = query._floating()
     if is_causal:
         if attn_mask is not None:
             raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
-        attn_mask = const(np.tril(np.ones((query.shape[-2], key.shape[-2]), bool)), dtypes.bool_)
-    q = query._floating()
+        attn_mask = _causal_mask(q.shape[-2], key.shape[-2], q.dtype)
     if scale is not None:                     # the op scales by 1 / sqrt(E)
         q = q * float(scale * np.sqrt(q.shape[-1]))
     return record_op("scaled_dot_product_attention",
                      {"query": q, "key": key.to(q.dtype), "value": value.to(q.dtype),
                       "attn_mask": attn_mask}, {})
+
+
+def _causal_mask(l: int, s: int, dtype) -> Tensor:
+    """torch's is_causal mask (query i sees keys j <= i) as the additive constant the engine
+    needs: 0 where allowed, -1e4 elsewhere (masked attention on the ANE is matmul -> add mask
+    -> softmax -> matmul, with -1e4 rather than -inf: ANEForge `docs/mil-primer.md`)."""
+    from ..ops.attention import MASKED
+    return const(np.where(np.tril(np.ones((l, s), bool)), 0.0, MASKED), dtype)
