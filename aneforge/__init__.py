@@ -40,13 +40,13 @@ from .functions import (
     binary_cross_entropy_with_logits, bmm, cat, ceil, chunk, clamp, clamp_, clamp_max, clamp_min,
     clip, clone, concat, concatenate, copysign, cos, count_nonzero, cummax, cummin, cumprod, cumsum,
     detach, diag, diagonal, div, dropout, einsum, embedding, eq, erf, exp, expm1, fill_, flatten,
-    flip, floor, floor_divide, fmod, gather, ge, gt, isclose, le, lerp, log, log1p, log_softmax,
-    logcumsumexp, logical_not, logsumexp, lt, masked_fill, matmul, max, maximum, mean, meshgrid,
-    min, minimum, movedim, mul, multiply, nan_to_num, narrow, ne, neg, negative, norm, numel, outer,
-    permute, pow, prod, reciprocal, relu, remainder, reshape, roll, rsqrt, scatter, scatter_add,
-    scatter_reduce, select, sigmoid, sign, sin, softmax, sort, split, sqrt, square, squeeze, stack,
-    std, sub, subtract, sum, swapaxes, t, tanh, tile, transpose, tril, triu, true_divide, trunc,
-    unbind, unflatten, unsqueeze, var, where, zero_)
+    flip, floor, floor_divide, fmod, gather, ge, gt, index_select, isclose, le, lerp, log, log1p,
+    log_softmax, logcumsumexp, logical_not, logsumexp, lt, masked_fill, matmul, max, maximum, mean,
+    meshgrid, min, minimum, movedim, mul, multiply, nan_to_num, narrow, ne, neg, negative, norm,
+    numel, outer, permute, pow, prod, reciprocal, relu, remainder, reshape, roll, rsqrt, scatter,
+    scatter_add, scatter_reduce, select, sigmoid, sign, sin, softmax, sort, split, sqrt, square,
+    squeeze, stack, std, sub, subtract, sum, swapaxes, t, tanh, tile, transpose, tril, triu,
+    true_divide, trunc, unbind, unflatten, unsqueeze, var, where, zero_)
 from .nn.functional import (
     avg_pool1d, celu, conv1d, conv2d, conv_transpose2d, cosine_similarity, group_norm, layer_norm,
     max_pool1d, max_pool2d, rms_norm, selu)
@@ -160,13 +160,14 @@ __all__ += [
     "concatenate", "conv1d", "conv2d", "conv_transpose2d", "copysign", "cos", "cosine_similarity",
     "count_nonzero", "cummax", "cummin", "cumprod", "cumsum", "detach", "diag", "diagonal", "div",
     "dropout", "einsum", "embedding", "eq", "erf", "exp", "expm1", "fill_", "flatten", "flip",
-    "floor", "floor_divide", "fmod", "gather", "ge", "group_norm", "gt", "isclose", "layer_norm",
-    "le", "lerp", "log", "log1p", "log_softmax", "logcumsumexp", "logical_not", "logsumexp", "lt",
-    "masked_fill", "matmul", "max", "max_pool1d", "max_pool2d", "maximum", "mean", "meshgrid",
-    "min", "minimum", "movedim", "mul", "multiply", "nan_to_num", "narrow", "ne", "neg", "negative",
-    "norm", "numel", "outer", "permute", "pow", "prod", "reciprocal", "relu", "remainder",
-    "reshape", "rms_norm", "roll", "rsqrt", "scatter", "scatter_add", "scatter_reduce", "select",
-    "selu", "sigmoid", "sign", "sin", "softmax", "sort", "split", "sqrt", "square", "squeeze",
-    "stack", "std", "sub", "subtract", "sum", "swapaxes", "t", "tanh", "tile", "transpose", "tril",
-    "triu", "true_divide", "trunc", "unbind", "unflatten", "unsqueeze", "var", "where", "zero_"]
+    "floor", "floor_divide", "fmod", "gather", "ge", "group_norm", "gt", "index_select", "isclose",
+    "layer_norm", "le", "lerp", "log", "log1p", "log_softmax", "logcumsumexp", "logical_not",
+    "logsumexp", "lt", "masked_fill", "matmul", "max", "max_pool1d", "max_pool2d", "maximum",
+    "mean", "meshgrid", "min", "minimum", "movedim", "mul", "multiply", "nan_to_num", "narrow",
+    "ne", "neg", "negative", "norm", "numel", "outer", "permute", "pow", "prod", "reciprocal",
+    "relu", "remainder", "reshape", "rms_norm", "roll", "rsqrt", "scatter", "scatter_add",
+    "scatter_reduce", "select", "selu", "sigmoid", "sign", "sin", "softmax", "sort", "split",
+    "sqrt", "square", "squeeze", "stack", "std", "sub", "subtract", "sum", "swapaxes", "t", "tanh",
+    "tile", "transpose", "tril", "triu", "true_divide", "trunc", "unbind", "unflatten", "unsqueeze",
+    "var", "where", "zero_"]
 # ---- end of generated block: __all__ ----

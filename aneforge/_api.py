@@ -111,6 +111,7 @@ hardsigmoid                         F          F
 hardswish                           F          F
 hardtanh                            F          F
 huber_loss                          F          F
+index_select                        Tensor     torch Tensor
 int                                 Tensor     Tensor
 interpolate                         F          F
 isclose                             Tensor     torch Tensor

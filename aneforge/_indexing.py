@@ -1,4 +1,5 @@
-"""Basic indexing, x[1:3, :, None, ..., -1], as MIL slice_by_index + expand_dims."""
+"""Indexing: basic (x[1:3, :, None, ..., -1]) as MIL slice_by_index + expand_dims; one integer
+tensor/list index or a bool mask per expression through index_select (a one-hot select)."""
 from __future__ import annotations
 
 import numbers
@@ -8,8 +9,19 @@ import numpy as np
 from .errors import AneforgeError, LimitError, ShapeError
 
 
+def _width(i) -> int:
+    """Axes an index entry consumes: a bool mask as many as it has dims, others one."""
+    from .tensor import Tensor
+    if isinstance(i, Tensor):
+        return i.ndim if i.dtype.name == "bool" else 1
+    if isinstance(i, (list, tuple, np.ndarray)):
+        a = np.asarray(i)
+        return a.ndim if a.dtype == bool else 1
+    return 1
+
+
 def _expand_ellipsis(index: tuple, rank: int) -> tuple:
-    used = sum(1 for i in index if i is not None and i is not Ellipsis)
+    used = sum(_width(i) for i in index if i is not None and i is not Ellipsis)
     if sum(1 for i in index if i is Ellipsis) > 1:
         raise ShapeError("an index can only have a single ellipsis ('...')")
     if used > rank:
@@ -17,7 +29,7 @@ def _expand_ellipsis(index: tuple, rank: int) -> tuple:
     out = []
     for i in index:
         out.extend([slice(None)] * (rank - used) if i is Ellipsis else [i])
-    if Ellipsis not in index:
+    if not any(i is Ellipsis for i in index):
         out.extend([slice(None)] * (rank - used))
     return tuple(out)
 
@@ -33,16 +45,87 @@ def _entry(i):
         raise LimitError("x[False] selects nothing; the ANE has no empty tensors")
     if isinstance(i, numbers.Integral):
         return int(i)
-    if isinstance(i, (list, tuple)) or hasattr(i, "__array__"):
-        raise AneforgeError("indexing with tensors or lists (advanced indexing) is not "
-                            "supported: the ANE has no data-dependent gather. Use a one-hot "
-                            "matmul or af.where with a mask.")
-    raise AneforgeError(f"unsupported index {i!r}; use ints, slices, None and ...")
+    raise AneforgeError(f"unsupported index {i!r}; use ints, slices, None, ..., an integer "
+                        f"tensor/list or a bool mask")
+
+
+def _is_advanced(i) -> bool:
+    from .tensor import Tensor
+    return isinstance(i, (Tensor, list, tuple, np.ndarray))
+
+
+def host_values(t):
+    """The values of a tensor that is host data (an af.tensor, a realized result), else None:
+    index checks use them without running anything."""
+    node, k = t.ref
+    return None if node.data is None else np.asarray(node.data[k])
+
+
+def _as_index(i, n: int, axis: int):
+    """An advanced index entry as an integer Tensor in [0, n), checked where its values are
+    known on the host (lists, arrays, af.tensor data), as torch checks them."""
+    from .creation import tensor
+    from .tensor import Tensor
+    values = host_values(i) if isinstance(i, Tensor) else np.asarray(i)
+    if values is not None:
+        if values.dtype == bool:
+            raise AneforgeError("a bool index must be the only advanced index")   # handled earlier
+        if values.dtype.kind not in "iu":
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        bad = values[(values < -n) | (values >= n)]
+        if bad.size:
+            raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {axis} "
+                             f"with size {n}")
+        return tensor(np.where(values < 0, values + n, values).astype(np.int32))
+    if i.dtype.is_float or i.dtype.name == "bool":
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    from .functions import where
+    return where(i < 0, i + n, i)           # wrap negatives; no host read of computed indices
+
+
+def _advanced(x, index: tuple):
+    """x[..., idx, ...] with one integer tensor/list `idx` (torch: the indexed axis is replaced
+    by idx's shape), or x[mask] with a bool mask (its true positions, read on the host: the
+    result's shape depends on them). Built from index_select, a one-hot select and sum."""
+    from .creation import tensor
+    from .tensor import Tensor
+    where = [k for k, i in enumerate(index) if _is_advanced(i)]
+    if len(where) > 1:
+        raise AneforgeError("only one tensor/list index per indexing expression is supported; "
+                            "index one axis at a time, or use gather / index_select")
+    k = where[0]
+    entry = index[k]
+    rest = index[:k] + (slice(None),) + index[k + 1:]
+    axis = sum(1 for i in index[:k] if i is not None and i is not Ellipsis)
+    mask = host_values(entry) if isinstance(entry, Tensor) and entry.dtype.name == "bool" else \
+        np.asarray(entry) if not isinstance(entry, Tensor) and np.asarray(entry).dtype == bool else None
+    if mask is not None or isinstance(entry, Tensor) and entry.dtype.name == "bool":
+        if mask is None:
+            mask = entry.numpy()            # the result's shape depends on it: a host read
+        span = x.shape[axis:axis + mask.ndim]
+        if mask.shape != span:
+            raise IndexError(f"The shape of the mask {mask.shape} at index {axis} does not match "
+                             f"the shape of the indexed tensor {span}")
+        x = x.reshape(x.shape[:axis] + (-1,) + x.shape[axis + mask.ndim:])
+        picked = np.flatnonzero(mask)
+        if picked.size == 0:
+            raise LimitError("the mask selects nothing; the ANE has no empty tensors")
+        idx, shape = tensor(picked.astype(np.int32)), (picked.size,)
+    else:
+        idx = _as_index(entry, x.shape[axis], axis)
+        shape = idx.shape
+    out = getitem(x.index_select(axis, idx.reshape(-1)), rest)
+    pos = sum(1 for i in index[:k] if i is None or isinstance(i, slice))
+    return out.reshape(out.shape[:pos] + shape + out.shape[pos + 1:])
 
 
 def getitem(x, index):
     from .tensor import record_op
-    index = tuple(_entry(i) for i in (index if isinstance(index, tuple) else (index,)))
+    index = index if isinstance(index, tuple) else (index,)
+    if any(_is_advanced(i) for i in index):
+        return _advanced(x, _expand_ellipsis(tuple(i if _is_advanced(i) else _entry(i)
+                                                   for i in index), x.ndim))
+    index = tuple(_entry(i) for i in index)
     index = _expand_ellipsis(index, x.ndim)
     begin, end, stride, squeeze, new_axes = [], [], [], [], []
     axis, out_pos = 0, 0

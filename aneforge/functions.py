@@ -499,6 +499,11 @@ def gt(input: Tensor, other):
     return input.gt(other)
 
 
+def index_select(input: Tensor, dim: int, index) -> Tensor:
+    """torch.index_select: `input.index_select(dim, index)`; see Tensor.index_select."""
+    return input.index_select(dim, index)
+
+
 def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08,
             equal_nan: bool = False) -> Tensor:
     """torch.isclose: `input.isclose(other, rtol, atol, equal_nan)`; see Tensor.isclose."""
@@ -924,11 +929,11 @@ __all__ = [
     "clamp_", "clamp_max", "clamp_min", "clip", "clone", "concat", "concatenate", "copysign", "cos",
     "count_nonzero", "cummax", "cummin", "cumprod", "cumsum", "detach", "diag", "diagonal", "div",
     "dropout", "einsum", "embedding", "eq", "erf", "exp", "expm1", "fill_", "flatten", "flip",
-    "floor", "floor_divide", "fmod", "gather", "ge", "gt", "isclose", "le", "lerp", "log", "log1p",
-    "log_softmax", "logcumsumexp", "logical_not", "logsumexp", "lt", "masked_fill", "matmul", "max",
-    "maximum", "mean", "meshgrid", "min", "minimum", "movedim", "mul", "multiply", "nan_to_num",
-    "narrow", "ne", "neg", "negative", "norm", "numel", "outer", "permute", "pow", "prod",
-    "reciprocal", "relu", "remainder", "reshape", "roll", "rsqrt", "scatter", "scatter_add",
+    "floor", "floor_divide", "fmod", "gather", "ge", "gt", "index_select", "isclose", "le", "lerp",
+    "log", "log1p", "log_softmax", "logcumsumexp", "logical_not", "logsumexp", "lt", "masked_fill",
+    "matmul", "max", "maximum", "mean", "meshgrid", "min", "minimum", "movedim", "mul", "multiply",
+    "nan_to_num", "narrow", "ne", "neg", "negative", "norm", "numel", "outer", "permute", "pow",
+    "prod", "reciprocal", "relu", "remainder", "reshape", "roll", "rsqrt", "scatter", "scatter_add",
     "scatter_reduce", "select", "sigmoid", "sign", "sin", "softmax", "sort", "split", "sqrt",
     "square", "squeeze", "stack", "std", "sub", "subtract", "sum", "swapaxes", "t", "tanh", "tile",
     "transpose", "tril", "triu", "true_divide", "trunc", "unbind", "unflatten", "unsqueeze", "var",

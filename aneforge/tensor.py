@@ -1255,6 +1255,36 @@ class Tensor:
         picked = picked.to(self.dtype) if self.dtype == dtypes.bool_ else picked
         return picked.movedim(-1, d)
 
+    def index_select(self, dim: int, index) -> "Tensor":
+        """The entries at `index` (a 1-D integer tensor or list) along `dim`: a one-hot select
+        and sum (exact; the ANE has no dynamic gather). Indices known on the host are checked.
+
+        >>> import aneforge as af
+        >>> af.tensor([[1, 2], [3, 4], [5, 6]]).index_select(0, af.tensor([2, 0])).tolist()
+        [[5, 6], [1, 2]]
+        """
+        from ._indexing import host_values
+        if not isinstance(index, Tensor):
+            from .creation import tensor
+            index = tensor(np.asarray(index, dtype=np.int32))
+        if index.ndim > 1:
+            raise IndexError("index_select(): Index is supposed to be a vector")
+        d = norm_dim(dim, self.ndim, "index_select")
+        n = self.shape[d] if self.ndim else 1
+        known = host_values(index)
+        if known is not None and known.size and (known.min() < 0 or known.max() >= n):
+            raise IndexError(f"index_select(): index {int(known[(known < 0) | (known >= n)][0])} "
+                             f"is out of range for dimension {d} of size {n}")
+        if self.ndim == 0:
+            if index.numel() != 1:
+                raise IndexError(f"index_select(): Index to scalar can have only 1 value, got "
+                                 f"{index.numel()} value(s)")
+            return self
+        k = index.reshape(-1).shape[0]
+        view = tuple(k if a == d else 1 for a in range(self.ndim))
+        shape = tuple(k if a == d else s for a, s in enumerate(self.shape))
+        return self.gather(d, index.reshape(view).expand(shape))
+
     def _scattered(self, dim: int, index: "Tensor", src):
         d, x, idx, mask = self._onehot_along(dim, index)
         if idx.shape[:-1] != x.shape[:-1]:

@@ -151,7 +151,7 @@ def _args(name):
         "outer": (x[0], y[1]), "selu": (x,), "sign": (x,), "subtract": (x, y), "tile": (x, (2,)),
         "true_divide": (x, pos), "addcdiv": (x, y, pos), "addcmul": (x, y, pos),
         "count_nonzero": (mask, 1), "diag": (x[0],), "lerp": (x, y, 0.25), "nan_to_num": (x,),
-        "unflatten": (x, 1, (3, 1)), "select": (x, 1, -1),
+        "unflatten": (x, 1, (3, 1)), "select": (x, 1, -1), "index_select": (x, 1, af.tensor([2, 0])),
     }[name]
 
 

@@ -68,6 +68,12 @@ CALLS = {
     "matmul": (st.tuples(shapes), lambda x, s: x @ _ones(x, s)),
     "bmm": (st.tuples(shapes), lambda x, s: _lib(x).bmm(x, _ones(x, s))),
     "cat_shapes": (st.tuples(shapes, st.integers(-5, 5)), lambda x, s, d: _lib(x).cat([x, _ones(x, s)], d)),
+    "index_list": (st.tuples(st.lists(st.integers(-5, 5), min_size=1, max_size=3)), lambda x, L: x[L]),
+    "index_list_dim1": (st.tuples(st.lists(st.integers(-5, 5), min_size=1, max_size=3)),
+                        lambda x, L: x[:, L]),
+    "index_select": (st.tuples(st.integers(-3, 3), st.lists(st.integers(-1, 4), min_size=1, max_size=3)),
+                     lambda x, d, L: x.index_select(d, _lib(x).tensor(L))),
+    "mask": (st.tuples(st.floats(-2, 2)), lambda x, c: x[x > c]),
     "softmax_F": (st.tuples(st.integers(-6, 6)), lambda x, d: _F(x).softmax(x, dim=d)),
     "normalize": (st.tuples(st.integers(-6, 6)), lambda x, d: _F(x).normalize(x, dim=d)),
 }

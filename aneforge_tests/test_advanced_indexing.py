@@ -1,0 +1,73 @@
+"""Indexing with integer tensors/lists and bool masks, and index_select: torch's results and
+gradients, built from one-hot selects (the ANE has no dynamic gather)."""
+import numpy as np
+import pytest
+import torch
+
+import aneforge as af
+
+X = np.arange(24, dtype=np.float16).reshape(2, 3, 4) / 8 - 1
+
+CASES = {
+    "list_first": lambda z, L: z[L([1, 0])],
+    "list_middle": lambda z, L: z[:, L([2, 0, 2])],
+    "int_then_list": lambda z, L: z[0, L([1, -1])],
+    "ellipsis_list": lambda z, L: z[..., L([3, 1])],
+    "new_axis": lambda z, L: z[None, :, L([0])],
+    "int_list_adjacent": lambda z, L: z[:, 1, L([0, 3])],
+    "int_list_apart": lambda z, L: z[0, :, L([1, 2])],
+    "index_2d": lambda z, L: z[:, L([[0, 1], [2, 2]])],
+    "mask_full": lambda z, L: z[z > 0.1],
+    "mask_leading": lambda z, L: z[L([True, False])],
+    "mask_2d_then_slice": lambda z, L: z[L([[True, False, True], [False, True, True]]), 1:3],
+    "index_select": lambda z, L: z.index_select(2, L([3, 0, 0])),
+}
+
+
+def _lists(lib):
+    return lambda v: (torch.tensor(v) if lib is torch else af.tensor(v))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_forward_and_gradient_match_torch(name):
+    fn = CASES[name]
+    t = torch.tensor(X.astype(np.float32), requires_grad=True)
+    a = af.tensor(X, requires_grad=True)
+    want, got = fn(t, _lists(torch)), fn(a, _lists(af))
+    assert got.shape == tuple(want.shape)
+    np.testing.assert_array_equal(got.numpy(), want.detach().numpy().astype(np.float16))
+    weights = np.random.default_rng(0).standard_normal(want.shape).astype(np.float16)
+    (want * torch.tensor(weights.astype(np.float32))).sum().backward()
+    (got * af.tensor(weights)).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), atol=2e-3, rtol=2e-3)
+
+
+def test_plain_lists_and_numpy_arrays_index_too():
+    a = af.tensor(X)
+    np.testing.assert_array_equal(a[[1, 0]].numpy(), X[[1, 0]])
+    np.testing.assert_array_equal(a[:, np.array([2, 1])].numpy(), X[:, [2, 1]])
+    np.testing.assert_array_equal(a[X > 0].numpy(), X[X > 0])
+
+
+def test_a_computed_index_runs_in_the_program():
+    a = af.tensor(X)
+    idx = (af.tensor([3, 1]) - 1)                 # computed: not read on the host
+    np.testing.assert_array_equal(a[:, :, idx].numpy(), X[:, :, [2, 0]])
+    neg = af.tensor([1, 2]) - 3                   # -2, -1 wrap as in torch
+    np.testing.assert_array_equal(a[0, neg].numpy(), X[0, [-2, -1]])
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda a: a[[5]], IndexError, "index 5 is out of bounds for dimension 0 with size 2"),
+    (lambda a: a[:, af.tensor([0, -4])], IndexError, "index -4 is out of bounds"),
+    (lambda a: a[af.tensor([0.5])], IndexError, "must be long, int, byte or bool"),
+    (lambda a: a[[0], [1]], af.AneforgeError, "one tensor/list index"),
+    (lambda a: a[a > 100], af.LimitError, "selects nothing"),
+    (lambda a: a[af.tensor([True, False, True])], IndexError, "shape of the mask"),
+    (lambda a: a.index_select(0, af.tensor([2])), IndexError, "out of range"),
+    (lambda a: a.index_select(0, af.tensor([[0]])), IndexError, "supposed to be a vector"),
+    (lambda a: a.index_select(3, af.tensor([0])), IndexError, "Dimension out of range"),
+])
+def test_bad_indices_raise_as_in_torch(call, error, match):
+    with pytest.raises(error, match=match):
+        call(af.tensor(X))
