@@ -159,6 +159,19 @@ class Tensor:
             old.owner = owner
         return self
 
+    def __deepcopy__(self, memo) -> "Tensor":
+        """A new leaf with a copy of the value (and of `.grad`), of the same class: what
+        copy.deepcopy of a module needs (torch: only leaves can be deep-copied)."""
+        if not self.is_leaf:
+            raise AneforgeError("Only Tensors created explicitly by the user (graph leaves) "
+                                "support the deepcopy protocol; detach() first")
+        new = type(self).__new__(type(self))
+        Tensor.__init__(new, leaf(self.value().copy(), self.tensor_type, self.requires_grad))
+        if self.grad is not None:
+            new._node.grad = self.grad.__deepcopy__(memo)
+        memo[id(self)] = new
+        return new
+
     @property
     def is_leaf(self) -> bool:
         return self._node.op is None
@@ -1148,6 +1161,23 @@ class Tensor:
         """
         dim = -1 if dim is None and axis is None else _dim_or_axis(dim, axis, "argsort")
         return self.sort(dim, descending, stable).indices
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> "minmax":
+        """(values, indices) of the k largest (or smallest) elements along `dim`, in order: the
+        first k of `sort` (pairwise ranks and exact one-hot picks; differentiable in values).
+
+        >>> import aneforge as af
+        >>> v, i = af.topk(af.tensor([1.0, 5.0, 3.0, 4.0]), 2)
+        >>> v.tolist(), i.tolist()
+        ([5.0, 4.0], [1, 3])
+        """
+        n = self.shape[norm_dim(dim, self.ndim, "topk")] if self.ndim else 1
+        if not 0 <= k <= n:
+            raise ShapeError(f"topk: k={k} is out of range for a dimension of size {n}")
+        values, indices = self.sort(dim, descending=largest)
+        if not self.ndim:
+            return minmax(values, indices)
+        return minmax(values.narrow(dim, 0, k), indices.narrow(dim, 0, k))
 
     def _onehot_along(self, dim: int, index: "Tensor"):
         """self and index with `dim` moved last, and the mask [..., k, n]: index == j."""
