@@ -154,6 +154,19 @@ def test_batch_norm_layers_train_and_eval(make, shape):
     run_both(a, t, [data(*shape, seed=3)], lambda m, xs, lib: m(xs[0]))
 
 
+def test_batch_norm_statistics_run_with_the_training_step():
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    opt = af.optim.SGD(net.parameters(), lr=0.1)
+    for _ in range(3):
+        loss = net(af.tensor(data(8, 3))).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        stats = [net[1].running_mean, net[1].running_var, net[1].num_batches_tracked]
+        assert all(t.is_leaf for t in stats)        # computed by the step's program
+    assert net[1].num_batches_tracked.item() == 3
+
+
 def test_batch_norm_rejects_wrong_rank():
     with pytest.raises(ValueError, match="BatchNorm2d: expected a 4-D input"):
         nn.BatchNorm2d(3)(af.ones(2, 3))

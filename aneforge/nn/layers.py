@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from .. import dtypes
+from ..context import CTX
 from . import functional as F
 from . import init
 from .module import Module
@@ -445,6 +446,15 @@ class _BatchNorm(Module):
             self.register_buffer("num_batches_tracked", tensor(0))
         else:
             self.running_mean = self.running_var = self.num_batches_tracked = None
+        CTX.participants.add(self)
+
+    def join_realization(self, refs: list) -> list:
+        """Running statistics updated by a training forward are computed by the same program as
+        the step that realizes (they would otherwise chain lazily from step to step)."""
+        if CTX.thread.capture is not None:
+            return []
+        return [b.ref for b in (self.running_mean, self.running_var, self.num_batches_tracked)
+                if b is not None and b.ref[0].data is None]
 
     def forward(self, x):
         if x.ndim not in self.ranks:
