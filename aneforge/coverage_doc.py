@@ -157,7 +157,8 @@ def totals() -> dict[str, int]:
     return {"torch-named tensor functions": len(_api.ROWS),
             **{f"on {SURFACE_TITLES[s]}": len(_api.on(s)) for s in _api.SURFACES},
             **{k: kinds.count(k) for k in ("native", "decomposed", "host", "no op")},
-            "`nn` classes (layers, losses, containers)": len(_public(nn)), "`optim` classes": len(_public(optim)),
+            "`nn` classes (layers, losses, containers)": len(_public(nn)),
+            "`optim` classes": len(_public(optim)),
             "other `af.*` functions and classes": len(_others()),
             "absent on purpose": len(ABSENT)}
 

@@ -94,7 +94,8 @@ def a_view_of_the_old_value_used_later(lib):
     (w * w).sum().backward()                       # sigmoid saved its output w, unchanged
 
 
-CASES = [chained_inplace_ops, a_view_of_the_old_value_used_later, a_mul_saves_its_inputs, an_add_saves_nothing, exp_saves_its_output,
+CASES = [chained_inplace_ops, a_view_of_the_old_value_used_later, a_mul_saves_its_inputs,
+         an_add_saves_nothing, exp_saves_its_output,
          a_leaf_changed_under_no_grad, a_constant_changed, the_source_of_a_saved_value_changed,
          tanh_input_changed_after, changed_after_a_clone, modified_then_used]
 

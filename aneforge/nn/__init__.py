@@ -1,12 +1,12 @@
 """torch.nn-compatible modules, functional ops, initializers and utilities."""
 from . import functional, init, utils
 from . import functional as F  # noqa: N812  (torch's spelling)
-from .layers import (ELU, BatchNorm1d, BatchNorm2d, KLDivLoss, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, BCEWithLogitsLoss, Conv1d,
-                     Conv2d, ConvTranspose2d, CrossEntropyLoss, Dropout, Embedding, Flatten,
-                     GroupNorm, Hardtanh, HuberLoss, Identity, L1Loss, LayerNorm, LeakyReLU,
-                     Linear, LogSoftmax, MaxPool1d, MaxPool2d, Mish, MSELoss,
-                     MultiheadAttention, NLLLoss, ReLU, RMSNorm, Sigmoid, SiLU, SmoothL1Loss,
-                     Softmax, Softplus, Tanh, Upsample)
+from .layers import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, BatchNorm1d, BatchNorm2d,
+                     BCEWithLogitsLoss, Conv1d, Conv2d, ConvTranspose2d, CrossEntropyLoss, Dropout,
+                     Embedding, Flatten, GroupNorm, Hardtanh, HuberLoss, Identity, KLDivLoss,
+                     L1Loss, LayerNorm, LeakyReLU, Linear, LogSoftmax, MaxPool1d, MaxPool2d, Mish,
+                     MSELoss, MultiheadAttention, NLLLoss, ReLU, RMSNorm, Sigmoid, SiLU,
+                     SmoothL1Loss, Softmax, Softplus, Tanh, Upsample)
 from .module import Module, ModuleDict, ModuleList, Sequential
 from .parameter import Parameter
 from .transformer import (TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,

@@ -458,8 +458,9 @@ class _BatchNorm(Module):
 
     def forward(self, x):
         if x.ndim not in self.ranks:
-            raise ValueError(f"{type(self).__name__}: expected a {' or '.join(map(str, self.ranks))}"
-                             f"-D input, got shape {x.shape}")
+            ranks = " or ".join(map(str, self.ranks))
+            raise ValueError(f"{type(self).__name__}: expected a {ranks}-D input, got shape "
+                             f"{x.shape}")
         batch_stats = self.training or not self.track_running_stats
         momentum = self.momentum
         if self.training and self.track_running_stats:
