@@ -188,3 +188,24 @@ def test_adam_loads_torch_optimizer_state():
         o.step()
     np.testing.assert_allclose(pa.numpy().astype(np.float32), pt.detach().numpy(),
                                rtol=2 ** -9, atol=2 ** -10)
+
+
+def test_scheduler_and_scaler_state_round_trip():
+    w = nn.Parameter(af.ones(2))
+    opt = af.optim.SGD([w], lr=1.0)
+    sched = af.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    for _ in range(3):
+        sched.step()
+    scaler = af.amp.GradScaler(init_scale=512.0, growth_interval=7)
+    ck = roundtrip({"sched": sched.state_dict(), "scaler": scaler.state_dict()})
+    opt2 = af.optim.SGD([nn.Parameter(af.ones(2))], lr=1.0)
+    sched2 = af.optim.lr_scheduler.StepLR(opt2, step_size=2, gamma=0.5)
+    sched2.load_state_dict(ck["sched"])
+    sched.step()
+    sched2.step()
+    assert sched2.last_epoch == sched.last_epoch == 4 and sched2.get_last_lr() == [0.25]
+    tscaler = torch.amp.GradScaler("cpu", init_scale=512.0, growth_interval=7)
+    assert set(ck["scaler"]) == set(tscaler.state_dict())
+    back = af.amp.GradScaler()
+    back.load_state_dict(ck["scaler"])
+    assert back.get_scale() == 512.0 and back.growth_interval == 7
