@@ -9,8 +9,8 @@ from .layers import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, BatchNo
                      SmoothL1Loss, Softmax, Softplus, Tanh, Upsample)
 from .module import Module, ModuleDict, ModuleList, Sequential
 from .parameter import Parameter
-from .transformer import (TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
-                          TransformerEncoderLayer)
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
+                          TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = ["functional", "F", "init", "utils", "Module", "ModuleList", "ModuleDict", "Sequential",
            "Parameter", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "Embedding", "LayerNorm",
@@ -20,4 +20,4 @@ __all__ = ["functional", "F", "init", "utils", "Module", "ModuleList", "ModuleDi
            "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
            "BCEWithLogitsLoss", "MultiheadAttention", "BatchNorm1d", "BatchNorm2d", "KLDivLoss",
            "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
-           "TransformerDecoder"]
+           "TransformerDecoder", "Transformer"]

@@ -1,10 +1,12 @@
-"""torch's Transformer layers: TransformerEncoderLayer, TransformerDecoderLayer and the
-stacks TransformerEncoder / TransformerDecoder, with torch's constructor arguments, submodule
+"""torch's Transformer layers: TransformerEncoderLayer, TransformerDecoderLayer, the stacks
+TransformerEncoder / TransformerDecoder and the whole Transformer, with torch's constructor arguments, submodule
 names and weight layout (so a torch state_dict loads), built from MultiheadAttention, Linear,
 LayerNorm and Dropout."""
 from __future__ import annotations
 
 import copy
+
+import numpy as np
 
 from . import functional as F
 from .layers import Dropout, LayerNorm, Linear, MultiheadAttention
@@ -168,3 +170,53 @@ class TransformerDecoder(Module):
             x = layer(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
                       memory_key_padding_mask, bool(tgt_is_causal), memory_is_causal)
         return x if self.norm is None else self.norm(x)
+
+
+class Transformer(Module):
+    """torch.nn.Transformer: an encoder stack and a decoder stack, each ending in a LayerNorm,
+    with torch's arguments, submodule names (`encoder.layers.0...`, `decoder.norm`) and its
+    Xavier-uniform initialization of every matrix.
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> model = nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
+    ...                        dim_feedforward=16, batch_first=True)
+    >>> mask = nn.Transformer.generate_square_subsequent_mask(3)
+    >>> model(af.ones(2, 5, 8), af.ones(2, 3, 8), tgt_mask=mask).shape
+    (2, 3, 8)
+    """
+
+    def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6,
+                 num_decoder_layers: int = 6, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation="relu", custom_encoder: Module | None = None,
+                 custom_decoder: Module | None = None, layer_norm_eps: float = 1e-5,
+                 batch_first: bool = False, norm_first: bool = False, bias: bool = True):
+        super().__init__()
+        layer = dict(d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward,
+                     dropout=dropout, activation=activation, layer_norm_eps=layer_norm_eps,
+                     batch_first=batch_first, norm_first=norm_first, bias=bias)
+        self.encoder = custom_encoder or TransformerEncoder(
+            TransformerEncoderLayer(**layer), num_encoder_layers,
+            LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+        self.decoder = custom_decoder or TransformerDecoder(
+            TransformerDecoderLayer(**layer), num_decoder_layers,
+            LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+        from . import init
+        for p in self.parameters():
+            if p.ndim > 1:
+                init.xavier_uniform_(p)
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+                src_key_padding_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, src_is_causal: bool | None = None,
+                tgt_is_causal: bool | None = None, memory_is_causal: bool = False):
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
+                              is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                            memory_key_padding_mask, tgt_is_causal, memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int, device=None, dtype=None):
+        """A float [sz, sz] mask: 0 on and below the diagonal, -inf above (torch's)."""
+        from ..creation import tensor
+        return tensor(np.triu(np.full((sz, sz), -np.inf), 1))
