@@ -209,3 +209,16 @@ def test_scheduler_and_scaler_state_round_trip():
     back = af.amp.GradScaler()
     back.load_state_dict(ck["scaler"])
     assert back.get_scale() == 512.0 and back.growth_interval == 7
+
+
+def test_torch_reads_a_whole_training_checkpoint(tmp_path):
+    """Optimizer state (ints, floats, bools, tuples, nested dicts) is within what torch's
+    weights_only loader accepts."""
+    model, opt = make("adamw")
+    train(model, opt, 1)
+    af.save({"model": model.state_dict(), "optim": opt.state_dict()}, tmp_path / "c.pt")
+    ck = torch.load(tmp_path / "c.pt", weights_only=True)
+    group = ck["optim"]["param_groups"][0]
+    assert group["betas"] == (0.9, 0.999) and group["params"] == [0, 1, 2, 3]
+    assert ck["optim"]["state"][0]["step"] == 1.0
+    assert ck["optim"]["state"][0]["exp_avg"].dtype == torch.float16
