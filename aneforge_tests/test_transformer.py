@@ -189,6 +189,28 @@ def test_batch_norm_statistics_run_with_the_training_step():
     assert net[1].num_batches_tracked.item() == 3
 
 
+def test_batch_norm_statistics_under_af_compile_match_eager():
+    def run(compiled):
+        af.manual_seed(0)
+        net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+        opt = af.optim.SGD(net.parameters(), lr=0.1)
+
+        def step(x):
+            loss = net(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        step = af.compile(step) if compiled else step
+        for seed in range(4):
+            step(af.tensor(data(8, 3, seed=seed)))
+        return {k: v.numpy() for k, v in net.state_dict().items()}
+    eager, compiled = run(False), run(True)
+    assert compiled["1.num_batches_tracked"] == 4
+    for k, v in eager.items():
+        np.testing.assert_array_equal(compiled[k], v, err_msg=k)
+
+
 def test_batch_norm_rejects_wrong_rank():
     with pytest.raises(ValueError, match="BatchNorm2d: expected a 4-D input"):
         nn.BatchNorm2d(3)(af.ones(2, 3))

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import dtypes
 from ..creation import generator, host_random, tensor
+from ..autograd import no_grad
 from ..errors import AneforgeError, ShapeError
 from ..functions import cat, stack, where
 from ..tensor import Tensor, const, record_op
@@ -849,10 +850,23 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
 def _update_running(running_mean, running_var, mean, var, n: int, momentum: float) -> None:
     """torch's running statistics: an exponential average, the variance unbiased (n / (n-1))."""
     if running_mean is not None:
-        running_mean.mul_(1 - momentum).add_(mean.detach().reshape(-1) * momentum)
+        update_buffer(running_mean, running_mean * (1 - momentum) +
+                      mean.detach().reshape(-1) * momentum)
     if running_var is not None:
         unbiased = var.detach().reshape(-1) * (n / max(n - 1, 1))
-        running_var.mul_(1 - momentum).add_(unbiased * momentum)
+        update_buffer(running_var, running_var * (1 - momentum) + unbiased * momentum)
+
+
+def update_buffer(buffer: Tensor, value: Tensor) -> None:
+    """Give a state tensor (no gradient) a new value, in place. Lazily (it joins the program
+    that next realizes), except inside af.compile's capture, where `set_` is what a replay
+    repeats (a rebinding would happen only once)."""
+    from ..context import CTX
+    with no_grad():
+        if CTX.thread.capture is not None:
+            buffer.set_(value)
+        else:
+            buffer.copy_(value)
 
 
 # ---- losses ----------------------------------------------------------------------------------

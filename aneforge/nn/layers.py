@@ -464,7 +464,7 @@ class _BatchNorm(Module):
         batch_stats = self.training or not self.track_running_stats
         momentum = self.momentum
         if self.training and self.track_running_stats:
-            self.num_batches_tracked.add_(1)
+            F.update_buffer(self.num_batches_tracked, self.num_batches_tracked + 1)
             if momentum is None:             # torch: a cumulative average
                 momentum = 1.0 / float(self.num_batches_tracked.item())
         return F.batch_norm(x, self.running_mean if self.training or not batch_stats else None,
