@@ -47,6 +47,7 @@ argmin                              Tensor     torch Tensor
 argsort                             Tensor     torch Tensor
 avg_pool1d                          F          torch F
 avg_pool2d                          F          F
+batch_norm                          F          torch* F
 backward                            Tensor     Tensor
 binary_cross_entropy_with_logits    F          torch* F
 bmm                                 Tensor     torch Tensor
@@ -114,6 +115,7 @@ huber_loss                          F          F
 index_select                        Tensor     torch Tensor
 int                                 Tensor     Tensor
 interpolate                         F          F
+kl_div                              F          torch* F
 isclose                             Tensor     torch Tensor
 item                                Tensor     Tensor
 l1_loss                             F          F
@@ -205,6 +207,7 @@ t                                   Tensor     torch Tensor
 tanh                                Tensor     torch Tensor F
 tile                                Tensor     torch Tensor
 to                                  Tensor     Tensor
+topk                                Tensor     torch Tensor
 tolist                              Tensor     Tensor
 transpose                           Tensor     torch Tensor
 tril                                Tensor     torch Tensor

@@ -48,6 +48,29 @@ class GradScaler:
     def get_scale(self) -> float:
         return self._scale if self.enabled else 1.0
 
+    def state_dict(self) -> dict:
+        """torch's keys: scale, growth_factor, backoff_factor, growth_interval, _growth_tracker.
+
+        >>> import aneforge as af
+        >>> af.amp.GradScaler(init_scale=256.0).state_dict()["scale"]
+        256.0
+        """
+        if not self.enabled:
+            return {}
+        return {"scale": self._scale, "growth_factor": self.growth_factor,
+                "backoff_factor": self.backoff_factor, "growth_interval": self.growth_interval,
+                "_growth_tracker": self._clean_steps}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore `state_dict()` (this scaler's, or torch's GradScaler's)."""
+        if not state_dict:
+            return
+        self._scale = float(state_dict["scale"])
+        self.growth_factor = float(state_dict["growth_factor"])
+        self.backoff_factor = float(state_dict["backoff_factor"])
+        self.growth_interval = int(state_dict["growth_interval"])
+        self._clean_steps = int(state_dict["_growth_tracker"])
+
     def scale(self, loss: Tensor) -> Tensor:
         """loss * scale (the scale is a program input). The unscaled loss is computed by the
         same step program as the update, so reading it before or after the step costs nothing."""

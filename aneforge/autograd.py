@@ -25,6 +25,7 @@ from .errors import AneforgeError
 from .ir.dag import topological
 from .ops import REGISTRY
 from .tensor import Tensor, const
+from .trace import SEQ
 
 
 # ---- grad mode -----------------------------------------------------------------------
@@ -163,6 +164,7 @@ def _backprop(roots: Sequence[Tensor], seeds: Sequence[Tensor], retain_graph: bo
         raise AneforgeError("Trying to backward through the graph a second time. Specify "
                             "retain_graph=True when calling backward() (or af.grad) the first "
                             "time if you need to differentiate it again.")
+    check = _any_overwritten(order)
     if not retain_graph:
         for n in order:
             if n.op is not None:
@@ -174,9 +176,57 @@ def _backprop(roots: Sequence[Tensor], seeds: Sequence[Tensor], retain_graph: bo
             cot = [grads.get((id(node), i), (None, None))[1] for i in range(len(node.types))]
             if all(c is None for c in cot):
                 continue
-            for name, g in _vjp(node, cot).items():
+            start = next(SEQ)
+            cotangents = _vjp(node, cot)
+            if check:
+                _check_versions(node, cotangents, start)
+            for name, g in cotangents.items():
                 _send(grads, node.srcs.get(name), g)
     return grads
+
+
+def _any_overwritten(order: list) -> bool:
+    """Was any value the graph reads overwritten in place? (If not, nothing to check.)"""
+    return any(n.overwritten or any(s.overwritten for s, _ in n.refs()) for n in order)
+
+
+def _check_versions(node, cotangents: dict, start: int) -> None:
+    """torch's saved-tensor check: if the gradient rule of `node` read a value (an input or the
+    output) that an in-place op replaced after `node` was recorded, raise as torch does. SSA
+    keeps the old value, but code relying on it would behave differently under torch, so refuse
+    it. The walk covers only the ops the rule just recorded (numbered after `start`)."""
+    stale = {(id(n), i) for n, i in [*node.refs(), *((node, i) for i in range(len(node.types)))]
+             if n.overwritten and n.overwritten.get(i, -1) > node.seq}
+    if not stale:
+        return
+    used = [g for name, g in cotangents.items() if _needs_grad(node.srcs.get(name))]
+    seen, todo = set(), [g.ref for g in _flat(used)]
+    while todo:
+        n, i = todo.pop()
+        if (id(n), i) in stale:
+            t = n.types[i]
+            raise AneforgeError(
+                f"one of the variables needed for gradient computation has been modified by "
+                f"an inplace operation: [{t.dtype.torch_name}{list(t.shape)}], an input or "
+                f"output of {node.op!r}, was changed in place after it was used. Use an "
+                f"out-of-place op (x = x.add(1)) or clone() before modifying.")
+        if id(n) not in seen and n.seq > start:
+            seen.add(id(n))
+            todo.extend(n.refs())
+
+
+def _needs_grad(refs) -> bool:
+    if refs is None:
+        return False
+    return any(n.requires_grad for n, _ in (refs if isinstance(refs, list) else [refs]))
+
+
+def _flat(values):
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            yield from _flat(v)
+        elif v is not None:
+            yield v
 
 
 def _send(grads, refs, g) -> None:
@@ -215,7 +265,7 @@ def backward(tensor: Tensor, gradient=None, retain_graph: bool | None = None) ->
     capture = CTX.thread.capture
     with no_grad():
         for ref, g in grads.values():
-            node = ref[0]
+            node = _current(ref[0])
             if node.op is None and node.requires_grad:
                 if capture is not None:
                     capture.backward_into(node)
@@ -226,6 +276,14 @@ def backward(tensor: Tensor, gradient=None, retain_graph: bool | None = None) ->
     records.append(BackwardRecord(tensor, leaves))
     if CTX.thread.capture is not None:
         CTX.thread.capture.records.append(records[-1])
+
+
+def _current(node):
+    """The leaf a handle holds now, for a leaf it held when the graph was recorded (`x.data`
+    writes and `set_` give the handle a new leaf; its gradient goes there, as in torch)."""
+    owner = node.owner() if node.op is None and node.owner is not None else None
+    now = owner._node if owner is not None else node
+    return now if now.op is None and now.requires_grad else node
 
 
 class BackwardRecord:

@@ -27,7 +27,7 @@ from .context import CTX
 from .dtypes import DType
 from .errors import AneforgeError, DTypeError, ShapeError
 from .ir.types import TensorType
-from .trace import Node, leaf, record
+from .trace import SEQ, Node, leaf, record
 
 minmax = namedtuple("minmax", ["values", "indices"])
 # torch's legacy type strings (Tensor.type()); int64/double name the int32/fp32 we compute in.
@@ -158,6 +158,19 @@ class Tensor:
         if old.owner is None and old.op is None:
             old.owner = owner
         return self
+
+    def __deepcopy__(self, memo) -> "Tensor":
+        """A new leaf with a copy of the value (and of `.grad`), of the same class: what
+        copy.deepcopy of a module needs (torch: only leaves can be deep-copied)."""
+        if not self.is_leaf:
+            raise AneforgeError("Only Tensors created explicitly by the user (graph leaves) "
+                                "support the deepcopy protocol; detach() first")
+        new = type(self).__new__(type(self))
+        Tensor.__init__(new, leaf(self.value().copy(), self.tensor_type, self.requires_grad))
+        if self.grad is not None:
+            new._node.grad = self.grad.__deepcopy__(memo)
+        memo[id(self)] = new
+        return new
 
     @property
     def is_leaf(self) -> bool:
@@ -1228,6 +1241,23 @@ class Tensor:
         dim = -1 if dim is None and axis is None else _dim_or_axis(dim, axis, "argsort")
         return self.sort(dim, descending, stable).indices
 
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> "minmax":
+        """(values, indices) of the k largest (or smallest) elements along `dim`, in order: the
+        first k of `sort` (pairwise ranks and exact one-hot picks; differentiable in values).
+
+        >>> import aneforge as af
+        >>> v, i = af.topk(af.tensor([1.0, 5.0, 3.0, 4.0]), 2)
+        >>> v.tolist(), i.tolist()
+        ([5.0, 4.0], [1, 3])
+        """
+        n = self.shape[norm_dim(dim, self.ndim, "topk")] if self.ndim else 1
+        if not 0 <= k <= n:
+            raise ShapeError(f"topk: k={k} is out of range for a dimension of size {n}")
+        values, indices = self.sort(dim, descending=largest)
+        if not self.ndim:
+            return minmax(values, indices)
+        return minmax(values.narrow(dim, 0, k), indices.narrow(dim, 0, k))
+
     def _onehot_along(self, dim: int, index: "Tensor"):
         """self and index with `dim` moved last, and the mask [..., k, n]: index == j."""
         if index.dtype.is_float or index.dtype == dtypes.bool_:
@@ -1559,9 +1589,13 @@ class Tensor:
         return _where(x == float("-inf"), -big if neginf is None else neginf, x)
 
     # ---- in place: the handle takes the new value (programs are SSA) ----------------------
-    def _inplace(self, result) -> "Tensor":
-        """torch's in-place methods: this handle now holds `result` (cast to its dtype). A leaf
-        that requires grad may only change under no_grad (as in torch); it stays a leaf."""
+    def _inplace(self, compute) -> "Tensor":
+        """torch's in-place methods: this handle now holds `compute()` (cast to its dtype). A leaf
+        that requires grad may only change under no_grad (as in torch); it stays a leaf. The
+        value it held is marked overwritten as of before `compute` ran: the ops computing the
+        new value may read it, ops recorded earlier may not (see _bump_version)."""
+        stamp = next(SEQ)
+        result = compute()
         if not isinstance(result, Tensor):
             result = const(result, self.dtype)
         result = result.to(self.dtype)
@@ -1571,9 +1605,36 @@ class Tensor:
             if _grad_enabled():
                 raise AneforgeError("a leaf tensor that requires grad cannot change in place "
                                     "while gradients are recorded; wrap it in `with af.no_grad():`")
+            self._bump_version(stamp)
             return self.set_(result)
+        if result.ref != self.ref:
+            self._bump_version(stamp)
         self._node, self._idx = result._node, result._idx
         return self
+
+    def _bump_version(self, stamp: int) -> None:
+        """torch's version counter: the value this handle held is marked overwritten, so a
+        backward whose gradient rule needs it raises (aneforge.autograd) as torch's does."""
+        node = self._node
+        node.overwritten = {**(node.overwritten or {}), self._idx: stamp}
+
+    @property
+    def data(self) -> "Tensor":
+        """The value without gradient tracking, as torch's `.data`: in-place ops on it change
+        this tensor (untracked by autograd), and assigning `x.data = value` replaces the value.
+        One difference from torch: a graph recorded before the write keeps the value it read
+        (programs are SSA), where torch's backward would see the overwritten storage.
+
+        >>> import aneforge as af
+        >>> w = af.nn.Parameter(af.ones(2))
+        >>> w.data.mul_(3).tolist(), w.tolist(), w.requires_grad
+        ([3.0, 3.0], [3.0, 3.0], True)
+        """
+        return _Data(self)
+
+    @data.setter
+    def data(self, value) -> None:
+        self.set_(value if isinstance(value, Tensor) else tensor_like(value, self))
 
     def add_(self, other, alpha=1) -> "Tensor":
         """In-place add: this handle holds self + alpha * other.
@@ -1583,19 +1644,19 @@ class Tensor:
         >>> x.add_(1).tolist()
         [1.0, 1.0]
         """
-        return self._inplace(self.add(other, alpha))
+        return self._inplace(lambda: self.add(other, alpha))
 
     def sub_(self, other, alpha=1) -> "Tensor":
         """In-place sub (see add_)."""
-        return self._inplace(self.sub(other, alpha))
+        return self._inplace(lambda: self.sub(other, alpha))
 
     def mul_(self, other) -> "Tensor":
         """In-place mul (see add_)."""
-        return self._inplace(self * other)
+        return self._inplace(lambda: self * other)
 
     def div_(self, other, rounding_mode: str | None = None) -> "Tensor":
         """In-place div (see add_)."""
-        return self._inplace(self.div(other, rounding_mode))
+        return self._inplace(lambda: self.div(other, rounding_mode))
 
     def clamp_(self, min=None, max=None) -> "Tensor":
         """In-place clamp (see add_).
@@ -1604,7 +1665,7 @@ class Tensor:
         >>> af.tensor([-2.0, 2.0]).clamp_(-1, 1).tolist()
         [-1.0, 1.0]
         """
-        return self._inplace(self.clamp(min, max))
+        return self._inplace(lambda: self.clamp(min, max))
 
     def zero_(self) -> "Tensor":
         """In-place zeros (x - x).
@@ -1613,7 +1674,7 @@ class Tensor:
         >>> af.ones(2).zero_().tolist()
         [0.0, 0.0]
         """
-        return self._inplace(self._zeros())
+        return self._inplace(lambda: self._zeros())
 
     def fill_(self, value) -> "Tensor":
         """In-place fill with a number (or a one-element tensor).
@@ -1622,7 +1683,7 @@ class Tensor:
         >>> af.zeros(2).fill_(3).tolist()
         [3.0, 3.0]
         """
-        return self._inplace(self._zeros() + value if self.dtype != dtypes.bool_ else
+        return self._inplace(lambda: self._zeros() + value if self.dtype != dtypes.bool_ else
                              self._zeros() | bool(value))
 
     def copy_(self, src, non_blocking: bool = False) -> "Tensor":
@@ -1632,7 +1693,7 @@ class Tensor:
         >>> af.zeros(2).copy_(af.tensor([1.0, 2.0])).tolist()
         [1.0, 2.0]
         """
-        return self._inplace(src if isinstance(src, Tensor) else tensor_like(src, self))
+        return self._inplace(lambda: src if isinstance(src, Tensor) else tensor_like(src, self))
 
     def __getattr__(self, name: str):
         hint = ""
@@ -1648,6 +1709,22 @@ class Tensor:
     def __setitem__(self, index, value):
         raise AneforgeError("in-place assignment is not supported: programs are static SSA. "
                             "Build the new value with af.where(mask, value, x) or af.cat.")
+
+
+class _Data(Tensor):
+    """`x.data`: a detached handle whose in-place ops write their result back to `x` (x keeps
+    requires_grad and becomes a leaf holding the new value; no version bump, as in torch)."""
+    __slots__ = ("_base",)
+
+    def __init__(self, base: Tensor):
+        d = base.detach()
+        super().__init__(d._node, d._idx)
+        self._base = base
+
+    def _inplace(self, compute) -> Tensor:
+        Tensor._inplace(self, compute)
+        self._base.set_(Tensor(self._node, self._idx))
+        return self
 
 
 def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):

@@ -6,6 +6,7 @@ trace never grows without bound across training steps: the next step starts from
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from .context import CTX
@@ -14,9 +15,12 @@ from .ir.types import TensorType
 from .ops import REGISTRY
 
 
+SEQ = itertools.count()
+
+
 class Node:
     __slots__ = ("op", "srcs", "args", "attrs", "types", "data", "requires_grad", "key", "origin",
-                 "grad", "owner", "freed", "__weakref__")
+                 "grad", "owner", "freed", "overwritten", "seq", "__weakref__")
 
     def __init__(self, op: str | None, srcs: dict[str, Any], attrs: dict[str, Any],
                  types: list[TensorType], data: list | None = None, requires_grad: bool = False,
@@ -34,6 +38,8 @@ class Node:
         self.grad = None          # a leaf's accumulated gradient (a Tensor)
         self.owner = None         # weakref to the handle whose value this leaf is (Tensor.set_)
         self.freed = False        # differentiated once without retain_graph (autograd)
+        self.overwritten = None   # {output index: seq when an in-place op replaced it}
+        self.seq = next(SEQ)     # recording order (in-place checks: ops after an overwrite)
         # Everything that identifies this op structurally, computed once at record time.
         self.key = key if key is not None or op is None else op_key(op, attrs)
 

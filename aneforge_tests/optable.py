@@ -724,6 +724,9 @@ CASES: list[OpCase] = [
     C("sort_ties_stable", ((2, 6),), lambda m, x: x.sort(stable=True), EXACT, gen="fint"),
     C("argsort", ((3, 6),), lambda m, x: x.argsort(-1), EXACT, gen="perm"),
     C("int_sort", ((2, 5),), lambda m, x: m.sort(x).values, EXACT, gen="iperm"),
+    C("topk", ((3, 6),), lambda m, x: x.topk(3), EXACT, gen="perm"),
+    C("topk_smallest_dim0", ((5, 3),), lambda m, x: m.topk(x, 2, dim=0, largest=False), EXACT,
+      gen="perm"),
     # gather / scatter by one-hot selects
     C("gather", ((3, 4), (3, 2)), lambda m, x, i: x.gather(1, i), EXACT, gen=("normal", "idx4")),
     C("gather_dim0", ((4, 3), (2, 3)), lambda m, x, i: m.gather(x, 0, i), EXACT,
@@ -912,6 +915,25 @@ CASES: list[OpCase] = [
     C("cross_entropy_4d_sum", ((2, 4, 3, 2), (2, 3, 2)), lambda m, x, t: _f(m).cross_entropy(
         x, t, ignore_index=1, reduction="sum"), log_softmax_tol(12, 8), gen=("unit4", "cls4"),
       torch_fn=lambda m, x, t: _f(m).cross_entropy(x, t.long(), ignore_index=1, reduction="sum")),
+    C("kl_div_batchmean", ((4, 5), (4, 5)), lambda m, x, t: _f(m).kl_div(
+        x.log_softmax(-1), t.softmax(-1), reduction="batchmean"), log_softmax_tol(20, 8),
+      gen="unit4"),
+    C("kl_div_zero_targets", ((3, 4), (3, 4)), lambda m, x, t: _f(m).kl_div(
+        x, t.detach(), reduction="none"), Tol(3 * U, 2.0 ** -24), gen=("normal", "zbase")),
+    C("kl_div_log_target_sum", ((3, 4), (3, 4)), lambda m, x, t: _f(m).kl_div(
+        x, t, reduction="sum", log_target=True), summed(12), gen="unit4"),
+    C("kl_div_mean_module", ((3, 4), (3, 4)), lambda m, x, t: m.nn.KLDivLoss()(x, t),
+      summed(12), gen=("normal", "pos")),
+    C("batch_norm_train", ((4, 3, 2),), lambda m, x: _f(m).batch_norm(x, None, None,
+                                                                      training=True),
+      Tol(4 * U, 2.0 ** -12)),
+    C("batch_norm_eval_affine", ((4, 3), (3,), (3,)), lambda m, x, w, b: _f(m).batch_norm(
+        x, *_per_channel_consts(m, 3, np.array([0.5, -1, 0], np.float16),
+                                np.array([1, 2, 0.5], np.float16)), w, b),
+      Tol(3 * U, 2.0 ** -20, 4 * U)),
+    C("embedding_padding_idx", ((6,), (5, 3)), lambda m, i, w: _f(m).embedding(
+        i, w, padding_idx=2), EXACT, gen=("idx4", "normal"),
+      torch_fn=lambda m, i, w: _f(m).embedding(i.long(), w, padding_idx=2)),
     C("nll_loss_ignore", ((6, 4), (6,)), lambda m, x, t: _f(m).nll_loss(x, t, ignore_index=2),
       Tol(3 * U, 2.0 ** -24), gen=("normal", "cls4"), torch_fn=lambda m, x, t: _f(m).nll_loss(
         x, t.long(), ignore_index=2)),

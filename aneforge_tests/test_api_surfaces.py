@@ -152,6 +152,7 @@ def _args(name):
         "true_divide": (x, pos), "addcdiv": (x, y, pos), "addcmul": (x, y, pos),
         "count_nonzero": (mask, 1), "diag": (x[0],), "lerp": (x, y, 0.25), "nan_to_num": (x,),
         "unflatten": (x, 1, (3, 1)), "select": (x, 1, -1), "index_select": (x, 1, af.tensor([2, 0])),
+        "topk": (x, 2, 1),
     }[name]
 
 
@@ -167,6 +168,11 @@ def _adapted_calls(name):
         "binary_cross_entropy_with_logits": {
             "torch": lambda: af.binary_cross_entropy_with_logits(x, mask.half(), reduction=2),
             "F": lambda: F.binary_cross_entropy_with_logits(x, mask.half(), reduction="sum")},
+        "kl_div": {"torch": lambda: af.kl_div(x, pos, reduction=2),
+                   "F": lambda: F.kl_div(x, pos, reduction="sum")},
+        "batch_norm": {
+            "torch": lambda: af.batch_norm(x, pos[0], y[0], None, None, True, 0.1, 1e-5),
+            "F": lambda: F.batch_norm(x, None, None, pos[0], y[0], training=True)},
     }.get(name)
 
 

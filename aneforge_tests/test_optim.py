@@ -98,7 +98,7 @@ def test_state_dict_reports_torch_names():
     (p * p).sum().backward()
     opt.step()
     sd = opt.state_dict()
-    assert set(sd["state"][0]) == {"exp_avg", "exp_avg_sq", "lo"}
+    assert set(sd["state"][0]) == {"step", "exp_avg", "exp_avg_sq", "exp_avg_sqrt", "lo"}
     g = 2 * P0.astype(np.float32)
     np.testing.assert_allclose(np.asarray(sd["state"][0]["exp_avg_sq"], np.float32),
                                0.001 * g * g, rtol=1e-2, atol=1e-6)

@@ -1,14 +1,16 @@
 """torch.nn-compatible modules, functional ops, initializers and utilities."""
 from . import functional, init, utils
 from . import functional as F  # noqa: N812  (torch's spelling)
-from .layers import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, BCEWithLogitsLoss, Conv1d,
-                     Conv2d, ConvTranspose2d, CrossEntropyLoss, Dropout, Embedding, Flatten,
-                     GroupNorm, Hardtanh, HuberLoss, Identity, L1Loss, LayerNorm, LeakyReLU,
-                     Linear, LogSoftmax, MaxPool1d, MaxPool2d, Mish, MSELoss,
-                     MultiheadAttention, NLLLoss, ReLU, RMSNorm, Sigmoid, SiLU, SmoothL1Loss,
-                     Softmax, Softplus, Tanh, Upsample)
+from .layers import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, BatchNorm1d, BatchNorm2d,
+                     BCEWithLogitsLoss, Conv1d, Conv2d, ConvTranspose2d, CrossEntropyLoss, Dropout,
+                     Embedding, Flatten, GroupNorm, Hardtanh, HuberLoss, Identity, KLDivLoss,
+                     L1Loss, LayerNorm, LeakyReLU, Linear, LogSoftmax, MaxPool1d, MaxPool2d, Mish,
+                     MSELoss, MultiheadAttention, NLLLoss, ReLU, RMSNorm, Sigmoid, SiLU,
+                     SmoothL1Loss, Softmax, Softplus, Tanh, Upsample)
 from .module import Module, ModuleDict, ModuleList, Sequential
 from .parameter import Parameter
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
+                          TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = ["functional", "F", "init", "utils", "Module", "ModuleList", "ModuleDict", "Sequential",
            "Parameter", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "Embedding", "LayerNorm",
@@ -16,4 +18,6 @@ __all__ = ["functional", "F", "init", "utils", "Module", "ModuleList", "ModuleDi
            "LogSoftmax", "Identity", "Flatten", "LeakyReLU", "ELU", "Softplus", "Hardtanh", "Mish",
            "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "Upsample",
            "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
-           "BCEWithLogitsLoss", "MultiheadAttention"]
+           "BCEWithLogitsLoss", "MultiheadAttention", "BatchNorm1d", "BatchNorm2d", "KLDivLoss",
+           "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
+           "TransformerDecoder", "Transformer"]

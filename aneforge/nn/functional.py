@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import dtypes
 from ..creation import generator, host_random, tensor
+from ..autograd import no_grad
 from ..errors import AneforgeError, DTypeError, ShapeError
 from ..functions import cat, stack, where
 from ..tensor import Tensor, const, record_op
@@ -22,13 +23,14 @@ from ..tensor import Tensor, const, record_op
 from ..functions import log_softmax, sigmoid, softmax, tanh
 
 __all__ = [
-    "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "binary_cross_entropy_with_logits", "celu",
-    "conv1d", "conv2d", "conv_transpose2d", "cosine_similarity", "cross_entropy", "dropout", "elu",
-    "embedding", "gelu", "group_norm", "hardsigmoid", "hardswish", "hardtanh", "huber_loss",
-    "interpolate", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid",
-    "max_pool1d", "max_pool2d", "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad",
-    "relu", "relu6", "rms_norm", "scaled_dot_product_attention", "selu", "sigmoid", "silu",
-    "smooth_l1_loss", "softmax", "softplus", "softsign", "tanh"]
+    "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "batch_norm",
+    "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d", "conv_transpose2d",
+    "cosine_similarity", "cross_entropy", "dropout", "elu", "embedding", "gelu", "group_norm",
+    "hardsigmoid", "hardswish", "hardtanh", "huber_loss", "interpolate", "kl_div", "l1_loss",
+    "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid", "max_pool1d", "max_pool2d",
+    "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad", "relu", "relu6", "rms_norm",
+    "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss", "softmax",
+    "softplus", "softsign", "tanh"]
 # ---- end of generated block: imports ----
 
 # torch's `approximate` argument -> MIL gelu's `mode`.
@@ -101,9 +103,27 @@ def _one_hot_mask(indices: Tensor, num_classes: int) -> Tensor:
     return indices.unsqueeze(-1) == classes
 
 
-def embedding(input: Tensor, weight: Tensor) -> Tensor:
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm=None,
+              norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+              sparse: bool = False) -> Tensor:
     """Rows of `weight` picked by integer `input`, as one_hot(input) @ weight (no dynamic
-    gather on the ANE; the gradient to the weight is a matmul)."""
+    gather on the ANE; the gradient to the weight is a matmul). The row `padding_idx` gets no
+    gradient, as in torch. (max_norm, scale_grad_by_freq and sparse are not supported.)
+
+    >>> import aneforge as af, aneforge.nn.functional as F
+    >>> F.embedding(af.tensor([1, 0]), af.tensor([[1.0, 2.0], [3.0, 4.0]])).tolist()
+    [[3.0, 4.0], [1.0, 2.0]]
+    """
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise AneforgeError("embedding: max_norm, scale_grad_by_freq and sparse are not "
+                            "supported")
+    if padding_idx is not None:
+        n = weight.shape[0]
+        if not -n <= padding_idx < n:
+            raise ValueError(f"embedding: padding_idx {padding_idx} is out of range for "
+                             f"{n} embeddings")
+        pad = const(np.arange(n).reshape(n, 1) == padding_idx % n, dtypes.bool_)
+        weight = where(pad, weight.detach(), weight)
     onehot = _one_hot_mask(input, weight.shape[0]).to(weight.dtype)
     return onehot @ weight
 
@@ -802,6 +822,58 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
     return out if bias is None else out + bias.reshape(per_channel)
 
 
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalize [N, C, ...] per channel: by the batch's statistics in training (and update
+    `running_mean`/`running_var` in place, torch's unbiased running variance), else by the
+    running ones.
+
+    >>> import aneforge as af, aneforge.nn.functional as F
+    >>> F.batch_norm(af.tensor([[1.0], [3.0]]), None, None, training=True).tolist()
+    [[-1.0], [1.0]]
+    """
+    if input.ndim < 2:
+        raise ShapeError(f"batch_norm: input needs [N, C, ...], got shape {input.shape}")
+    axes = (0, *range(2, input.ndim))
+    per_channel = (1, input.shape[1]) + (1,) * (input.ndim - 2)
+    if training:
+        mean = input.mean(axes, keepdim=True)
+        var = ((input - mean) * (input - mean)).mean(axes, keepdim=True)
+        _update_running(running_mean, running_var, mean, var, input.numel() // input.shape[1],
+                        momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise AneforgeError("batch_norm: running_mean and running_var are needed when "
+                                "training=False")
+        mean, var = running_mean.reshape(per_channel), running_var.reshape(per_channel)
+    out = (input - mean) * (var + eps).rsqrt()
+    out = out if weight is None else out * weight.reshape(per_channel)
+    return out if bias is None else out + bias.reshape(per_channel)
+
+
+def _update_running(running_mean, running_var, mean, var, n: int, momentum: float) -> None:
+    """torch's running statistics: an exponential average, the variance unbiased (n / (n-1))."""
+    if running_mean is not None:
+        update_buffer(running_mean, running_mean * (1 - momentum) +
+                      mean.detach().reshape(-1) * momentum)
+    if running_var is not None:
+        unbiased = var.detach().reshape(-1) * (n / max(n - 1, 1))
+        update_buffer(running_var, running_var * (1 - momentum) + unbiased * momentum)
+
+
+def update_buffer(buffer: Tensor, value: Tensor) -> None:
+    """Give a state tensor (no gradient) a new value, in place. Lazily (it joins the program
+    that next realizes), except inside af.compile's capture, where `set_` is what a replay
+    repeats (a rebinding would happen only once)."""
+    from ..context import CTX
+    with no_grad():
+        if CTX.thread.capture is not None:
+            buffer.set_(value)
+        else:
+            buffer.copy_(value)
+
+
 # ---- losses ----------------------------------------------------------------------------------
 def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
@@ -868,3 +940,30 @@ def _causal_mask(l: int, s: int, dtype) -> Tensor:
     -> softmax -> matmul, with -1e4 rather than -inf: ANEForge `docs/mil-primer.md`)."""
     from ..ops.attention import MASKED
     return const(np.where(np.tril(np.ones((l, s), bool)), 0.0, MASKED), dtype)
+
+
+def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
+           reduction: str = "mean", log_target: bool = False) -> Tensor:
+    """KL divergence with `input` as log-probabilities: target * (log(target) - input),
+    0 where target is 0 (torch's xlogy), or exp(target) * (target - input) with log_target.
+    reduction: 'mean' (over elements, as torch), 'batchmean' (the KL divergence: sum / batch
+    size), 'sum' or 'none'.
+
+    >>> import aneforge as af, aneforge.nn.functional as F
+    >>> logp = af.tensor([[0.5, 0.5]]).log()
+    >>> F.kl_div(logp, af.tensor([[0.5, 0.5]]), reduction="batchmean").item()
+    0.0
+    """
+    reduction = _legacy(size_average, reduce, reduction)
+    dtype = input._floating().dtype
+    x = input.float()             # fp32 inside: t*log(t) - t*x cancels, and the sum is long
+    t = (target if isinstance(target, Tensor) else tensor(target)).float()
+    if log_target:
+        loss = t.exp() * (t - x)
+    else:
+        positive = t > 0
+        safe = where(positive, t, t - t + 1.0)       # log(1) = 0: no -inf * 0 in the gradient
+        loss = where(positive, t * (safe.log() - x), t - t)
+    if reduction == "batchmean":
+        return (loss.sum() / (x.shape[0] if x.ndim else 1)).to(dtype)
+    return _reduce(loss, reduction).to(dtype)

@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from .. import dtypes
+from ..context import CTX
 from . import functional as F
 from . import init
 from .module import Module
@@ -79,16 +80,42 @@ class Conv2d(Module):
 
 
 class Embedding(Module):
-    """A lookup table, computed as one_hot(indices) @ weight (the ANE has no dynamic gather)."""
+    """A lookup table, computed as one_hot(indices) @ weight (the ANE has no dynamic gather).
+    Row `padding_idx` starts at zero and gets no gradient, as in torch.
 
-    def __init__(self, num_embeddings: int, embedding_dim: int):
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> emb = nn.Embedding(4, 2, padding_idx=0)
+    >>> emb(af.tensor([0, 0])).tolist()
+    [[0.0, 0.0], [0.0, 0.0]]
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 max_norm=None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                 sparse: bool = False, _weight=None, _freeze: bool = False):
         super().__init__()
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"padding_idx {padding_idx} must be within num_embeddings "
+                                 f"({num_embeddings})")
+            padding_idx %= num_embeddings
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.weight = _param(num_embeddings, embedding_dim)
-        init.normal_(self.weight)
+        self.padding_idx, self.max_norm = padding_idx, max_norm
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        self.weight = _param(num_embeddings, embedding_dim) if _weight is None else \
+            Parameter(_weight, requires_grad=not _freeze)
+        if _weight is None:
+            init.normal_(self.weight)
+            if padding_idx is not None:
+                row = np.arange(num_embeddings).reshape(-1, 1) != padding_idx
+                self.weight.set_(self.weight.numpy() * row.astype(np.float16))
 
     def forward(self, indices):
-        return F.embedding(indices, self.weight)
+        return F.embedding(indices, self.weight, self.padding_idx, self.max_norm,
+                           scale_grad_by_freq=self.scale_grad_by_freq, sparse=self.sparse)
+
+    def extra_repr(self) -> str:
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
 
 
 class LayerNorm(Module):
@@ -399,6 +426,71 @@ class GroupNorm(Module):
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
 
+class _BatchNorm(Module):
+    """torch's BatchNorm: per-channel affine weight/bias, running_mean/running_var/
+    num_batches_tracked buffers (in state_dict); batch statistics in training, running ones in
+    eval."""
+    ranks: tuple = ()
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self.weight = Parameter(np.ones(num_features)) if affine else None
+        self.bias = Parameter(np.zeros(num_features)) if affine else None
+        if track_running_stats:
+            from ..creation import ones, tensor, zeros
+            self.register_buffer("running_mean", zeros(num_features))
+            self.register_buffer("running_var", ones(num_features))
+            self.register_buffer("num_batches_tracked", tensor(0))
+        else:
+            self.running_mean = self.running_var = self.num_batches_tracked = None
+        CTX.participants.add(self)
+
+    def join_realization(self, refs: list) -> list:
+        """Running statistics updated by a training forward are computed by the same program as
+        the step that realizes (they would otherwise chain lazily from step to step)."""
+        if CTX.thread.capture is not None:
+            return []
+        return [b.ref for b in (self.running_mean, self.running_var, self.num_batches_tracked)
+                if b is not None and b.ref[0].data is None]
+
+    def forward(self, x):
+        if x.ndim not in self.ranks:
+            ranks = " or ".join(map(str, self.ranks))
+            raise ValueError(f"{type(self).__name__}: expected a {ranks}-D input, got shape "
+                             f"{x.shape}")
+        batch_stats = self.training or not self.track_running_stats
+        momentum = self.momentum
+        if self.training and self.track_running_stats:
+            F.update_buffer(self.num_batches_tracked, self.num_batches_tracked + 1)
+            if momentum is None:             # torch: a cumulative average
+                momentum = 1.0 / float(self.num_batches_tracked.item())
+        return F.batch_norm(x, self.running_mean if self.training or not batch_stats else None,
+                            self.running_var if self.training or not batch_stats else None,
+                            self.weight, self.bias, batch_stats, momentum or 0.0, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+
+
+class BatchNorm1d(_BatchNorm):
+    """torch.nn.BatchNorm1d over [N, C] or [N, C, L].
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> bn = nn.BatchNorm1d(1)
+    >>> bn(af.tensor([[1.0], [3.0]])).tolist(), bn.running_mean.tolist()
+    ([[-1.0], [1.0]], [0.2000...])
+    """
+    ranks = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """torch.nn.BatchNorm2d over [N, C, H, W]."""
+    ranks = (4,)
+
+
 class _Loss(Module):
     def __init__(self, reduction: str = "mean", **options):
         super().__init__()
@@ -480,11 +572,30 @@ class BCEWithLogitsLoss(_Loss):
         return F.binary_cross_entropy_with_logits(input, target, reduction=self.reduction)
 
 
+class KLDivLoss(_Loss):
+    """F.kl_div as a module (input: log-probabilities; reduction 'batchmean' is the KL
+    divergence).
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> p = af.tensor([[0.25, 0.75]])
+    >>> nn.KLDivLoss(reduction="batchmean")(p.log(), p).item()
+    0.0
+    """
+
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean",
+                 log_target: bool = False):
+        super().__init__(F._legacy(size_average, reduce, reduction), log_target=log_target)
+
+    def forward(self, input, target):
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
 class MultiheadAttention(Module):
     """torch's MultiheadAttention (packed in_proj_weight [3E, E], out_proj), with
     attn_mask, key_padding_mask and batch_first. Without need_weights the heads run as one
-    MIL scaled_dot_product_attention; with it (torch's default) the softmax is spelled out so
-    the head-averaged weights can be returned.
+    MIL scaled_dot_product_attention; with it (torch's default), or with attention dropout in
+    training, the softmax is spelled out so the head-averaged weights can be returned (or the
+    dropout applied to them, as torch).
 
     >>> import aneforge as af, aneforge.nn as nn
     >>> mha = nn.MultiheadAttention(8, 2, batch_first=True)
@@ -523,17 +634,17 @@ class MultiheadAttention(Module):
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights: bool = True,
                 attn_mask=None, average_attn_weights: bool = True, is_causal: bool = False):
-        if self.dropout and self.training:
-            raise NotImplementedError("MultiheadAttention: attention dropout is not supported "
-                                      "in training; construct it with dropout=0.0")
         if not self.batch_first:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         q, k, v = self._heads(query, 0), self._heads(key, 1), self._heads(value, 2)
         mask = self._additive_mask(attn_mask, key_padding_mask, is_causal, q)
-        if need_weights:
+        drop = self.dropout if self.training else 0.0
+        if need_weights or drop:           # spelled out: the weights are returned or dropped
             scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))
             weights = (scores if mask is None else scores + mask).softmax(-1)
+            weights = F.dropout(weights, drop)      # torch returns the dropped weights too
             out = weights @ v
+            weights = weights if need_weights else None
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
             weights = None

@@ -7,7 +7,7 @@ from typing import Iterator
 from ..context import CTX
 from ..errors import AneforgeError
 from ..tensor import Tensor
-from .parameter import Parameter, assign
+from .parameter import Parameter, assign as set_value, host_array
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -169,24 +169,52 @@ class Module:
         return self
 
     # ---- state -----------------------------------------------------------------------
-    def state_dict(self) -> "OrderedDict[str, object]":
-        """Parameters by torch's names, as detached tensors (np.asarray/torch.as_tensor work)."""
-        return OrderedDict((name, p.detach()) for name, p in self._state())
+    def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False):
+        """Parameters and persistent buffers by torch's names, as detached tensors
+        (`np.asarray`/`torch.as_tensor` work on them; `af.save` writes them in torch's format).
 
-    def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
-        """Load values from aneforge tensors, numpy arrays or torch tensors, by torch's names."""
+        >>> import aneforge as af, aneforge.nn as nn
+        >>> {k: v.shape for k, v in nn.Linear(3, 2).state_dict().items()}
+        {'weight': (2, 3), 'bias': (2,)}
+        """
+        out = OrderedDict() if destination is None else destination
+        for name, t in self._state():
+            out[prefix + name] = t if keep_vars else t.detach()
+        return out
+
+    def load_state_dict(self, state_dict, strict: bool = True,
+                        assign: bool = False) -> IncompatibleKeys:
+        """Load values by torch's names from aneforge tensors, numpy arrays or torch tensors
+        (a torch module's `state_dict()` loads directly). Every key and shape is checked before
+        anything is assigned: an error leaves the module unchanged. With `strict=False`, keys
+        missing or unexpected are returned (torch's `(missing_keys, unexpected_keys)`) instead
+        of raising; a shape mismatch raises either way, as in torch. (`assign` is accepted for
+        torch's signature: values are always copied into the module's existing tensors.)
+
+        >>> import numpy as np, aneforge.nn as nn
+        >>> m = nn.Linear(2, 1)
+        >>> m.load_state_dict({"weight": np.ones((1, 2))}, strict=False)
+        IncompatibleKeys(missing_keys=['bias'], unexpected_keys=[])
+        >>> m.weight.tolist()
+        [[1.0, 1.0]]
+        """
         params = dict(self._state())
         missing = [k for k in params if k not in state_dict]
         unexpected = [k for k in state_dict if k not in params]
-        if strict and (missing or unexpected):
-            raise AneforgeError(f"load_state_dict: missing keys {missing}, unexpected keys "
-                                f"{unexpected} (pass strict=False to load the rest)")
+        errors = [f"missing keys {missing}, unexpected keys {unexpected} (pass strict=False to "
+                  f"load the rest)"] if strict and (missing or unexpected) else []
+        arrays = {}
         for name, value in state_dict.items():
             if name in params:
-                try:
-                    assign(params[name], value)
-                except ValueError as e:
-                    raise AneforgeError(f"load_state_dict: {name}: {e}") from None
+                arrays[name] = host_array(value)
+                if arrays[name].shape != params[name].shape:
+                    errors.append(f"{name}: copying a param with shape {arrays[name].shape}, "
+                                  f"the shape in the current model is {params[name].shape}")
+        if errors:
+            raise AneforgeError(f"load_state_dict for {type(self).__name__}: "
+                                f"{'; '.join(errors)}; nothing was loaded")
+        for name, array in arrays.items():
+            set_value(params[name], array)
         return IncompatibleKeys(missing, unexpected)
 
     def extra_repr(self) -> str:

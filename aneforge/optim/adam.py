@@ -64,11 +64,18 @@ class Adam(Optimizer):
         return delta, {"exp_avg": m, "exp_avg_sqrt": r}
 
     def state_dict(self) -> dict:
+        """torch's Adam state (`step`, `exp_avg`, `exp_avg_sq`), plus the exact `exp_avg_sqrt`
+        aneforge keeps (and `lo`, see Optimizer), so a reload resumes bit-equal."""
         sd = super().state_dict()
         for s in sd["state"].values():
-            r = s.pop("exp_avg_sqrt").numpy().astype(np.float32)
+            r = s["exp_avg_sqrt"].numpy().astype(np.float32)
             s["exp_avg_sq"] = tensor(r * r)
         return sd
+
+    def _loaded_state(self, p, saved: dict) -> dict:
+        if "exp_avg_sqrt" not in saved and "exp_avg_sq" in saved:      # torch's state
+            saved = {**saved, "exp_avg_sqrt": np.sqrt(np.asarray(saved["exp_avg_sq"], np.float32))}
+        return super()._loaded_state(p, saved)
 
 
 class AdamW(Adam):

@@ -28,6 +28,20 @@ class LRScheduler:
         if capture is not None:          # af.compile: a replayed call advances the schedule too
             capture.effect(self._advance)
 
+    def state_dict(self) -> dict:
+        """torch's: every attribute but the optimizer (af.save writes it).
+
+        >>> import aneforge as af
+        >>> opt = af.optim.SGD([af.nn.Parameter(af.ones(1))], lr=1.0)
+        >>> af.optim.lr_scheduler.StepLR(opt, step_size=2).state_dict()["last_epoch"]
+        0
+        """
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore `state_dict()`: the schedule continues where the saved one stopped."""
+        self.__dict__.update(state_dict)
+
     def _advance(self) -> None:
         self.last_epoch += 1
         for g, lr in zip(self.optimizer.param_groups, self.get_lr()):
