@@ -12,7 +12,9 @@ exact sum, in fp16 ulps of sum|x| (rms and worst), of:
           the output rounded to fp16 -- written out below so the table does not depend on which
           matmul model the simulator currently uses.
 
-The table is where aneforge.reductions.NARROW_MAX (16) comes from.
+The table is where aneforge.reductions.NARROW_MAX (16) comes from. A second table shows
+torch-level results through aneforge's route, through MIL reduce_sum / reduce_mean alone (the
+naive lowering), and from torch in float64 on the same fp16 inputs (needs torch).
 """
 import numpy as np
 
@@ -62,5 +64,31 @@ def main():
                   f"{e['narrow'].max():14.1f} {e['tile'].max():6.1f}")
 
 
+def _raw(op, x, axes=None):
+    return record_op(op, {"x": x}, {"axes": axes, "keep_dims": axes is not None})
+
+
+def naive_var(x):
+    c = x - _raw("reduce_mean", x, tuple(range(x.ndim)))
+    return _raw("reduce_sum", c * c) / (x.numel() - 1.0)
+
+
+def torch_level():
+    import torch
+    x = np.random.default_rng(0).standard_normal((15, 25, 35)).astype(np.float16)
+    y = np.random.default_rng(1).standard_normal((512, 100)).astype(np.float16)
+    a, t, ya, yt = af.tensor(x), torch.tensor(x.astype(np.float64)), af.tensor(y), torch.tensor(y.astype(np.float64))
+    rows = [("x.var(), randn(15, 25, 35)", a.var(), naive_var(a), t.var()),
+            ("x.std()", a.std(), naive_var(a).sqrt(), t.std()),
+            ("(x + 3).mean()", (a + 3).mean(), _raw("reduce_mean", a + 3), (t + 3).mean()),
+            ("(x * x).sum()", (a * a).sum(), _raw("reduce_sum", a * a), (t * t).sum()),
+            ("F.mse_loss(y, 0), randn(512, 100)", af.nn.functional.mse_loss(ya, ya - ya),
+             _raw("reduce_mean", ya * ya), (yt * yt).mean())]
+    print(f"\n{'value':<36} {'aneforge':>10} {'naive':>10} {'torch':>10}")
+    for name, got, naive, want in rows:
+        print(f"{name:<36} {got.item():10.5g} {naive.item():10.5g} {want.item():10.5g}")
+
+
 if __name__ == "__main__":
     main()
+    torch_level()
