@@ -45,8 +45,8 @@ from .functions import (
     min, minimum, movedim, mul, multiply, nan_to_num, narrow, ne, neg, negative, norm, numel, outer,
     permute, pow, prod, reciprocal, relu, remainder, reshape, roll, rsqrt, scatter, scatter_add,
     scatter_reduce, sigmoid, sign, sin, softmax, sort, split, sqrt, square, squeeze, stack, std,
-    sub, subtract, sum, swapaxes, t, tanh, tile, transpose, tril, triu, true_divide, trunc, unbind,
-    unflatten, unsqueeze, var, where, zero_)
+    std_mean, sub, subtract, sum, swapaxes, t, tanh, tile, transpose, tril, triu, true_divide,
+    trunc, unbind, unflatten, unsqueeze, var, var_mean, where, zero_)
 from .nn.functional import (
     avg_pool1d, celu, conv1d, conv2d, conv_transpose2d, cosine_similarity, group_norm, layer_norm,
     max_pool1d, max_pool2d, rms_norm, selu)
@@ -167,6 +167,7 @@ __all__ += [
     "norm", "numel", "outer", "permute", "pow", "prod", "reciprocal", "relu", "remainder",
     "reshape", "rms_norm", "roll", "rsqrt", "scatter", "scatter_add", "scatter_reduce", "selu",
     "sigmoid", "sign", "sin", "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack",
-    "std", "sub", "subtract", "sum", "swapaxes", "t", "tanh", "tile", "transpose", "tril", "triu",
-    "true_divide", "trunc", "unbind", "unflatten", "unsqueeze", "var", "where", "zero_"]
+    "std", "std_mean", "sub", "subtract", "sum", "swapaxes", "t", "tanh", "tile", "transpose",
+    "tril", "triu", "true_divide", "trunc", "unbind", "unflatten", "unsqueeze", "var", "var_mean",
+    "where", "zero_"]
 # ---- end of generated block: __all__ ----

@@ -212,3 +212,25 @@ def test_hand_written_reduce_sum_stays_narrow():
     assert fn(np.ones((1, 4096))).tolist() == [2048.0]      # the fp16 running sum stalls
     assert _narrow_var(af.tensor(f16((4096,)))).item() != pytest.approx(
         f16((4096,)).astype(np.float64).var(ddof=1), rel=0.05)
+
+
+@pytest.mark.parametrize("fn", ["var_mean", "std_mean"])
+@pytest.mark.parametrize("args", [((), {}), ((1,), {"correction": 0}), ((1, False, True), {}),
+                                  ((None,), {"keepdim": True}), ((False,), {})])
+def test_var_mean_and_std_mean_match_torch(fn, args):
+    pos, kw = args
+    x = f16((16, 512))
+    xa = af.tensor(x, requires_grad=True)
+    xt = torch.tensor(x.astype(np.float64), requires_grad=True)
+    (va, ma), (vt, mt) = getattr(af, fn)(xa, *pos, **kw), getattr(torch, fn)(xt, *pos, **kw)
+    close(va.numpy(), vt.detach().numpy(), FWD_RTOL, fn)
+    close(ma.numpy(), mt.detach().numpy(), FWD_RTOL, f"{fn} mean")
+    ca, cb = f16(tuple(vt.shape), 3), f16(tuple(mt.shape), 4)
+    (va * af.tensor(ca) + ma * af.tensor(cb)).sum().backward()
+    (vt * torch.tensor(ca.astype(np.float64)) + mt * torch.tensor(cb.astype(np.float64))).sum().backward()
+    close(xa.grad.numpy(), xt.grad.numpy(), GRAD_RTOL, f"{fn} gradient")
+
+
+def test_var_mean_rejects_both_unbiased_and_correction():
+    with pytest.raises(af.AneforgeError, match="either unbiased or correction"):
+        af.var_mean(af.ones(4), 0, True, correction=0)
