@@ -35,6 +35,7 @@ and on M1 flushes |r| < 2**-14 to zero; ane-guide datapath chapter):
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -89,7 +90,8 @@ def _out_shape(shape, axes, keepdim):
     return tuple(n for i, n in enumerate(shape) if i not in axes)
 
 
-def _stages(k: int) -> list[int] | None:
+@functools.lru_cache(maxsize=256)
+def _stages(k: int) -> tuple[int, ...] | None:
     """k as a product of contraction lengths of at most CAP (the largest first), or None."""
     out = []
     while k > CAP:
@@ -98,7 +100,7 @@ def _stages(k: int) -> list[int] | None:
             return None
         out.append(d)
         k //= d
-    return out + [k]
+    return tuple(out) + (k,)
 
 
 def _plan(x: Tensor, axes) -> tuple | None:
@@ -121,14 +123,14 @@ def _column(n: int, value: float, dtype, row: bool = False) -> Tensor:
 def _wide(x: Tensor, axes, divisor, plan) -> Tensor:
     rows, stages = plan
     k = length(x, axes)
-    mean = divisor != 1
-    if len(stages) == 1:
-        value = 0.5 if not mean else 1.0 / divisor if divisor <= CAP else 1.0 / k
-        out = _one_stage(x, axes, rows, k, value)
-        post = 2.0 if not mean else 1.0 if divisor <= CAP else k / divisor
-    else:
-        out = _staged(x, axes, rows, stages, mean)
-        post = 2.0 if not mean else k / divisor
+    if divisor == 1:              # halved, then doubled (exact): sums up to 65504 pass the port
+        values, post = (0.5,) + (1.0,) * (len(stages) - 1), 2.0
+    elif len(stages) == 1 and divisor <= CAP:            # 1/divisor is a normal fp16
+        values, post = (1.0 / divisor,), 1.0
+    else:                                                # each stage a mean of its chunk
+        values, post = tuple(1.0 / n for n in stages), k / divisor
+    out = _one_stage(x, axes, rows, k, values[0]) if len(stages) == 1 else \
+        _staged(x, axes, rows, stages, values)
     return out if post == 1.0 else out * post
 
 
@@ -140,14 +142,13 @@ def _one_stage(x, axes, rows, k, value):
     return flat @ _column(k, value, x.dtype)
 
 
-def _staged(x, axes, rows, stages, mean):
-    """Chunk means (or, for a sum, halved chunk sums, then plain sums) stage by stage."""
+def _staged(x, axes, rows, stages, values):
+    """Contract the last `n` of the remaining length per stage, with that stage's column."""
     kept = tuple(i for i in range(x.ndim) if i not in axes)
     rest = math.prod(stages)
     y = x.permute(kept + axes).reshape(rows + (rest,))
-    for i, n in enumerate(stages):
+    for n, value in zip(stages, values):
         rest //= n
-        value = 1.0 / n if mean else 0.5 if i == 0 else 1.0
         y = (y.reshape(rows + (rest, n)) @ _column(n, value, x.dtype)).reshape(rows + (rest,))
     return y
 

@@ -150,6 +150,13 @@ def test_sums_up_to_fp16_max_and_means_of_large_values():
     assert af.full((5000,), 30000.0).mean().item() == 30000.0
     assert af.ones(4096).sum().item() == 4096.0
     assert af.ones(13125).mean().item() == 1.0
+    assert af.ones(128, 256).sum().item() == 32768.0                 # staged, past the port
+
+
+def test_a_prime_length_above_the_cap_stays_narrow():
+    assert reductions._stages(16411) is None                         # 16411 is prime
+    x = af.tensor(f16((16411,)))
+    assert "matmul" not in counts(x.sum()) and "reduce_sum" in counts(x.sum())
 
 
 # ---- which route each length takes -------------------------------------------------------

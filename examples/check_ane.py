@@ -111,7 +111,7 @@ def add12(x: float, y: float, drop: str = "zero", carry: str = "zero") -> float:
         return 0.0
     q = 2.0 ** (np.floor(np.log2(m)) - 11)
     s = _DROP[drop](x / q) * q + _DROP[drop](y / q) * q
-    return float(_DROP[carry](s / (2 * q)) * 2 * q) if abs(s) >= 4 * q * 2 ** 10 else float(s)
+    return float(_DROP[carry](s / (2 * q)) * 2 * q) if abs(s) >= 2 ** 12 * q else float(s)
 
 
 def port(r: float, flush: bool = True) -> float:
