@@ -241,3 +241,17 @@ def test_var_mean_and_std_mean_match_torch(fn, args):
 def test_var_mean_rejects_both_unbiased_and_correction():
     with pytest.raises(af.AneforgeError, match="either unbiased or correction"):
         af.var_mean(af.ones(4), 0, True, correction=0)
+
+
+@pytest.mark.parametrize("ord_", [2, 1, float("inf"), 3.0])
+def test_linalg_vector_norm_matches_torch(ord_):
+    x = f16((4, 4096))
+    xa = af.tensor(x, requires_grad=True)
+    xt = torch.tensor(x.astype(np.float64), requires_grad=True)
+    ya, yt = af.linalg.vector_norm(xa, ord_, dim=1), torch.linalg.vector_norm(xt, ord_, dim=1)
+    close(ya.numpy(), yt.detach().numpy(), FWD_RTOL, f"vector_norm ord={ord_}")
+    ya.sum().backward()
+    yt.sum().backward()
+    close(xa.grad.numpy(), xt.grad.numpy(), GRAD_RTOL, f"vector_norm ord={ord_} gradient")
+    with pytest.raises(ValueError, match="ord must be a number"):
+        af.linalg.vector_norm(xa, "fro")
