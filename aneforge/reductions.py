@@ -18,8 +18,9 @@ length, rms error against the exact sum in fp16 ulps of sum|x| (`examples/reduct
 (signed normal terms: ~0.3 ulps narrow at every K, since the running sum only grows like
 sqrt(K)). Up to 16 terms the narrow sum is within 1.5x of the matmul, whose first 4-lane tile
 adds with a 12-bit truncating adder that rounds no better than fp16; beyond it degrades like
-sqrt(K) and then breaks down once addends fall under half an ulp of the running sum. fp32 and
-integer sums keep `reduce_sum` (wide inside a program, exact for integers).
+sqrt(K) and then breaks down once addends fall under half an ulp of the running sum. Integer
+sums keep `reduce_sum` (exact), and so do float32 ones: the numerics model accumulates an fp32
+reduce_sum in fp32; how the engine runs fp32 inside a program is not publicly measured.
 
 The column's value, and what the matmul output port allows (it overflows to inf at |r| >= 32752,
 and on M1 flushes |r| < 2**-14 to zero; ane-guide datapath chapter):
