@@ -78,3 +78,14 @@ def test_the_sum_probes_of_softmax_and_layer_norm_tell_wide_from_narrow():
     assert rows["layer_norm_4096"]["sim"] == [-1.0]
     assert rows["reduce_sum_2049_tie"]["sim"] == [2048.0]
     assert rows["reduce_sum_4096_ones"]["sim"] == [2048.0]              # MIL reduce_sum: narrow
+
+
+def test_the_issue_block_is_strict_json_for_several_backends():
+    rows = [{"probe": "port", "value": float("inf"), "verdict": "supports x"},
+            {"probe": "tile", "value": None, "verdict": "no value (the probe failed)"}]
+    report = {"machine": {"chip": None, "macos": ""},
+              "results": {"ane": {"deciding_probes": rows}, "coreml": {"deciding_probes": rows}}}
+    block = C.issue_block(report)
+    data = json.loads(block[len("```json\n"):-len("\n```")], parse_constant=pytest.fail)
+    assert data["results"]["coreml"]["port"] == ["inf", "supports x"]
+    assert data["results"]["ane"]["tile"][0] is None

@@ -222,13 +222,21 @@ def describe(row: dict) -> str:
             f"  [{guesses}] -> {row['verdict']}")
 
 
+def _plain(v):
+    """Strict JSON: inf and nan as strings."""
+    return v if v is None or np.isfinite(v) else str(v)
+
+
 def issue_block(report: dict) -> str:
-    """A compact JSON block of the deciding probes, to paste into a GitHub issue."""
+    """A compact JSON block of the deciding probes (one line per probe), to paste into a
+    GitHub issue."""
     m = report["machine"]
-    short = {"chip": m.get("chip"), "macos": m.get("macos"), "results": {
-        name: {r["probe"]: [r["value"], r["verdict"]] for r in res["deciding_probes"]}
-        for name, res in report["results"].items()}}
-    return "```json\n" + json.dumps(short, indent=1) + "\n```"
+    lines = [f'{{"chip": {json.dumps(m.get("chip"))}, "macos": {json.dumps(m.get("macos"))}, "results": {{']
+    for i, (name, res) in enumerate(report["results"].items()):
+        rows = [f'  {json.dumps(r["probe"])}: {json.dumps([_plain(r["value"]), r["verdict"]])}'
+                for r in res["deciding_probes"]]
+        lines += [f' {json.dumps(name)}: {{', ",\n".join(rows), " }" + ("," if i < len(report["results"]) - 1 else "")]
+    return "```json\n" + "\n".join(lines + ["}}"]) + "\n```"
 
 
 def probe_program(body: str, n: int, two: bool) -> str:
