@@ -22,12 +22,12 @@ sqrt(K) and then breaks down once addends fall under half an ulp of the running 
 sums keep `reduce_sum` (exact), and so do float32 ones: the numerics model accumulates an fp32
 reduce_sum in fp32; how the engine runs fp32 inside a program is not publicly measured.
 
-The column's value, and what the matmul output port allows (it overflows to inf at |r| >= 32752,
-and on M1 flushes |r| < 2**-14 to zero; ane-guide datapath chapter):
+The column's value, and what the matmul output port allows (32752 passes, 2**15 = 32768 and
+above read inf, and on M1 |r| < 2**-14 is flushed to zero; ane-guide datapath chapter):
 - a sum uses a column of 0.5 and doubles the result (both exact): sums up to fp16's own 65504
   come out right; only |sum| < 2**-13 is flushed on M1.
 - a mean (or a variance, divisor K - correction) uses a column of 1/divisor: the result never
-  exceeds the largest input, so it overflows only if the mean itself reaches 32752. A mean of
+  exceeds the largest input, so it overflows only if the mean itself reaches 32768. A mean of
   magnitude below 2**-14 (6.1e-5) reads 0 on M1 (kept on M5). One rounding of 1/divisor (exact
   for powers of two) plus the output rounding, as many as dividing after the sum, without the
   sum's overflow.
@@ -164,9 +164,11 @@ def mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 
 
 def var_mean(x: Tensor, dim=None, keepdim: bool = False, correction=1) -> tuple[Tensor, Tensor]:
-    """Two passes: the mean first, then the (wide) mean of squared deviations over K - correction."""
-    n = length(x, axes_of(x, dim, "var")) if x.ndim else 1
+    """Two passes: the mean, then the (wide) mean of squared deviations over K - correction."""
+    if x.ndim == 0:
+        return reduce(x - x, None, keepdim, float(max(1 - correction, 1))), x
+    axes = axes_of(x, dim, "var")
     mu = mean(x, dim, keepdim=True)
     centered = x - mu
-    v = reduce(centered * centered, dim, keepdim, float(max(n - correction, 1)))
-    return v, mu if keepdim or x.ndim == 0 else mu.reshape(_out_shape(x.shape, axes_of(x, dim), False))
+    v = reduce(centered * centered, dim, keepdim, float(max(length(x, axes) - correction, 1)))
+    return v, mu if keepdim else mu.reshape(_out_shape(x.shape, axes, False))

@@ -577,7 +577,7 @@ class Tensor:
     def mean(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
         """Mean over `dim` (every axis by default). A float16 mean of more than 16 elements is a
         matmul with a column of 1/N (the wide accumulator, aneforge.reductions): right while
-        the mean is below 32752; a mean below 2**-14 in magnitude reads 0 on M1.
+        the mean is below 32768 (the port's inf); a mean below 2**-14 in magnitude reads 0 on M1.
 
         >>> import aneforge as af
         >>> (af.ones(4096) * 3).mean().item()
