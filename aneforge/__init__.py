@@ -30,7 +30,7 @@ from .targets import get_target, is_native, op_info, set_target, target
 from .tensor import Tensor
 from .autograd import (enable_grad, grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)
-from . import amp, nn, optim, passes  # noqa: E402  (they build on everything above)
+from . import amp, linalg, nn, optim, passes  # noqa: E402  (they build on everything above)
 from .replay import compile  # noqa: A001  (torch.compile's name)
 from .torch_import import from_torch
 from .serialization import load, save
@@ -46,8 +46,9 @@ from .functions import (
     matmul, max, maximum, mean, meshgrid, min, minimum, movedim, mul, multiply, nan_to_num, narrow,
     ne, neg, negative, norm, numel, outer, permute, pow, prod, reciprocal, relu, remainder, reshape,
     roll, rsqrt, scatter, scatter_add, scatter_reduce, select, sigmoid, sign, sin, softmax, sort,
-    split, sqrt, square, squeeze, stack, std, sub, subtract, sum, swapaxes, t, tanh, tile, topk,
-    transpose, tril, triu, true_divide, trunc, unbind, unflatten, unsqueeze, var, where, zero_)
+    split, sqrt, square, squeeze, stack, std, std_mean, sub, subtract, sum, swapaxes, t, tanh, tile,
+    topk, transpose, tril, triu, true_divide, trunc, unbind, unflatten, unsqueeze, var, var_mean,
+    where, zero_)
 from .nn.functional import (
     avg_pool1d, celu, conv1d, conv2d, conv_transpose2d, cosine_similarity, group_norm, layer_norm,
     max_pool1d, max_pool2d, rms_norm, selu)
@@ -168,7 +169,7 @@ __all__ += [
     "nan_to_num", "narrow", "ne", "neg", "negative", "norm", "numel", "outer", "permute", "pow",
     "prod", "reciprocal", "relu", "remainder", "reshape", "rms_norm", "roll", "rsqrt", "scatter",
     "scatter_add", "scatter_reduce", "select", "selu", "sigmoid", "sign", "sin", "softmax", "sort",
-    "split", "sqrt", "square", "squeeze", "stack", "std", "sub", "subtract", "sum", "swapaxes", "t",
-    "tanh", "tile", "topk", "transpose", "tril", "triu", "true_divide", "trunc", "unbind",
-    "unflatten", "unsqueeze", "var", "where", "zero_"]
+    "split", "sqrt", "square", "squeeze", "stack", "std", "std_mean", "sub", "subtract", "sum",
+    "swapaxes", "t", "tanh", "tile", "topk", "transpose", "tril", "triu", "true_divide", "trunc",
+    "unbind", "unflatten", "unsqueeze", "var", "var_mean", "where", "zero_"]
 # ---- end of generated block: __all__ ----

@@ -198,6 +198,7 @@ square                              Tensor     torch Tensor
 squeeze                             Tensor     torch Tensor
 stack                               functions  torch
 std                                 Tensor     torch Tensor
+std_mean                            functions  torch
 sub                                 Tensor     torch Tensor
 sub_                                Tensor     Tensor
 subtract                            Tensor     torch Tensor
@@ -220,6 +221,7 @@ unbind                              Tensor     torch Tensor
 unflatten                           Tensor     torch Tensor
 unsqueeze                           Tensor     torch Tensor
 var                                 Tensor     torch Tensor
+var_mean                            functions  torch
 view                                Tensor     Tensor
 where                               functions  torch Tensor*
 zero_                               Tensor     torch Tensor

@@ -19,7 +19,6 @@ from typing import Sequence
 
 import numpy as np
 
-from . import limits
 from .context import CTX
 from .errors import AneforgeError
 from .ir.dag import topological
@@ -92,34 +91,25 @@ def full_like(x: Tensor, value: float) -> Tensor:
     return (x - x) + value
 
 
-def ones_const(shape, dtype) -> Tensor:
-    return const(np.ones(shape), dtype)
-
-
 def wide_sum(x: Tensor) -> Tensor:
     """Sum of all elements through the matmul accumulator (wide), not reduce_sum (fp16)."""
-    n = x.numel()
-    if n > limits.MAX_CONTRACTION or not x.dtype.is_float:
-        return x.sum()
-    return (x.reshape(1, n) @ ones_const((n, 1), x.dtype)).reshape(())
+    from .reductions import reduce
+    return reduce(x)
 
 
 def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     """Sum a broadcast cotangent back to `shape` (the one place broadcasting is undone).
 
-    Leading axes (a batch) are summed as `ones @ g`: the matmul accumulator is wide, where
-    reduce_sum accumulates in fp16 (ANEForge `docs/developer/numerics.md`, "The reduce_sum trap").
+    Long float16 sums run through the matmul accumulator (aneforge.reductions): the engine's
+    reduce_sum accumulates in fp16 (sbryngelson/ane-guide, numerics chapter).
     """
     if g.shape == shape:
         return g
+    from .reductions import reduce
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape)
                                       if n == 1 and g.shape[i + lead] != 1)
-    if lead and axes == tuple(range(lead)) and g.dtype.is_float:
-        rows = int(np.prod(g.shape[:lead]))
-        flat = g.reshape(rows, -1)
-        return (ones_const((1, rows), g.dtype) @ flat).reshape(shape)
-    return g.sum(axes, keepdim=True).reshape(shape)
+    return reduce(g, axes, keepdim=True).reshape(shape)
 
 
 # ---- the walk ------------------------------------------------------------------------

@@ -171,6 +171,40 @@ def _contract(ta: str, a: Tensor, tb: str, b: Tensor, keep: set) -> tuple[str, T
     return "".join(batch + left + right), out
 
 
+def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
+             correction=None) -> tuple[Tensor, Tensor]:
+    """(variance, mean) over `dim`, as torch.var_mean: one mean serves both (two passes through
+    the engine's wide matmul accumulator when the reduced length calls for it). torch's
+    overloads: `var_mean(x, unbiased)`, `var_mean(x, dim, unbiased, keepdim)` and
+    `var_mean(x, dim, correction=..., keepdim=...)`.
+
+    >>> import aneforge as af
+    >>> v, m = af.var_mean(af.tensor([1.0, 2.0, 3.0, 4.0]))
+    >>> v.item(), m.item()
+    (1.666..., 2.5)
+    """
+    from . import reductions
+    if isinstance(dim, bool):                     # var_mean(x, unbiased)
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise AneforgeError("var_mean: pass either unbiased or correction, not both")
+    c = int(unbiased) if unbiased is not None else 1 if correction is None else correction
+    return reductions.var_mean(input._floating(), dim, keepdim, c)
+
+
+def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
+             correction=None) -> tuple[Tensor, Tensor]:
+    """(standard deviation, mean) over `dim`, as torch.std_mean (see var_mean).
+
+    >>> import aneforge as af
+    >>> s, m = af.std_mean(af.tensor([1.0, 3.0]))
+    >>> s.item(), m.item()
+    (1.4140625, 2.0)
+    """
+    v, m = var_mean(input, dim, unbiased, keepdim, correction=correction)
+    return v.sqrt(), m
+
+
 # ---- torch's top-level spellings of nn.functional names, where torch's signature differs ----
 def embedding(weight: Tensor, indices: Tensor) -> Tensor:
     """torch.embedding(weight, indices): rows of `weight` picked by `indices`; the arguments
@@ -963,7 +997,8 @@ __all__ = [
     "minimum", "movedim", "mul", "multiply", "nan_to_num", "narrow", "ne", "neg", "negative",
     "norm", "numel", "outer", "permute", "pow", "prod", "reciprocal", "relu", "remainder",
     "reshape", "roll", "rsqrt", "scatter", "scatter_add", "scatter_reduce", "select", "sigmoid",
-    "sign", "sin", "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "sub",
-    "subtract", "sum", "swapaxes", "t", "tanh", "tile", "topk", "transpose", "tril", "triu",
-    "true_divide", "trunc", "unbind", "unflatten", "unsqueeze", "var", "where", "zero_"]
+    "sign", "sin", "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std",
+    "std_mean", "sub", "subtract", "sum", "swapaxes", "t", "tanh", "tile", "topk", "transpose",
+    "tril", "triu", "true_divide", "trunc", "unbind", "unflatten", "unsqueeze", "var", "var_mean",
+    "where", "zero_"]
 # ---- end of generated block: __all__ ----

@@ -526,21 +526,30 @@ class Tensor:
 
     def var(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None, *,
             axis=None) -> "Tensor":
-        """Variance with Bessel's correction by default, as torch."""
+        """Variance with Bessel's correction by default (`correction`, or torch's older
+        `unbiased`), as torch. Two passes: the mean, then the mean of squared deviations over
+        N - correction, both through the engine's wide matmul accumulator when the reduced
+        length would make its fp16 reduce_sum lossy (aneforge.reductions). A variance whose
+        magnitude is below 2**-14 reads 0 on M1 (its matmul output port flushes; M5 keeps it).
+
+        >>> import aneforge as af
+        >>> af.tensor([1.0, 2.0, 3.0, 4.0]).var().item()
+        1.666...
+        """
+        from . import reductions
         dim = _dim_or_axis(dim, axis, "var")
-        if unbiased is not None:
-            correction = int(unbiased)
+        correction = int(unbiased) if unbiased is not None else correction
         x = _need_float(self, "var")
         dims = range(x.ndim) if dim is None else dim if isinstance(dim, (tuple, list)) else (dim,)
         n = int(np.prod([x.shape[norm_dim(d, x.ndim, "var")] if x.ndim else 1 for d in dims]))
-        centered = x - x.mean(dim, keepdim=True)
         if n - correction <= 0:        # torch divides anyway (0/0: nan) and warns the same
             import warnings
             warnings.warn("var(): degrees of freedom is <= 0. Correction should be strictly less "
                           "than the reduction factor (input numel divided by output numel).",
                           RuntimeWarning, stacklevel=2)
+            centered = x - x.mean(dim, keepdim=True)
             return (centered * centered).sum(dim, keepdim=keepdim) / 0.0     # torch: max(0, n - c)
-        return (centered * centered).sum(dim, keepdim=keepdim) / float(n - correction)
+        return reductions.var_mean(x, dim, keepdim, correction)[0]
 
     def std(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None, *,
             axis=None) -> "Tensor":
@@ -582,15 +591,34 @@ class Tensor:
         return record_op(op, {"x": self}, {"axes": axes, "keep_dims": keepdim})
 
     def sum(self, dim=None, keepdim: bool = False, dtype=None, *, axis=None) -> "Tensor":
+        """Sum over `dim` (every axis by default). A float16 sum of more than 16 elements runs
+        as a matmul with a column of 0.5 (then doubled): the engine's matmul accumulates wide,
+        its reduce_sum in fp16 (aneforge.reductions has the route and its thresholds). Sums up
+        to fp16's 65504 are right; beyond, inf as in torch's float16.
+
+        >>> import aneforge as af
+        >>> af.ones(4096).sum().item()
+        4096.0
+        """
+        from . import reductions
         dim = _dim_or_axis(dim, axis, "sum")
         x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
-        return x._reduce("reduce_sum", dim, keepdim)
+        return reductions.sum(x, dim, keepdim)
 
     def mean(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        """Mean over `dim` (every axis by default). A float16 mean of more than 16 elements is a
+        matmul with a column of 1/N (the wide accumulator, aneforge.reductions): right while
+        the mean is below 32768 (the port's inf); a mean below 2**-14 in magnitude reads 0 on M1.
+
+        >>> import aneforge as af
+        >>> (af.ones(4096) * 3).mean().item()
+        3.0
+        """
+        from . import reductions
         dim = _dim_or_axis(dim, axis, "mean")
         for d in (dim if isinstance(dim, (tuple, list)) else () if dim is None else (dim,)):
             norm_dim(d, self.ndim, "mean")
-        return _need_float(self, "mean")._reduce("reduce_mean", dim, keepdim)
+        return reductions.mean(_need_float(self, "mean"), dim, keepdim)
 
     def amax(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
         dim = _dim_or_axis(dim, axis, "amax")

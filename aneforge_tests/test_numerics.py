@@ -4,6 +4,7 @@ import pytest
 
 import aneforge as af
 from aneforge.numerics import Numerics
+from aneforge.tensor import record_op
 
 
 def run(t):
@@ -80,27 +81,34 @@ def test_matmul_rounds_each_product_to_fp16():
         assert run(af.tensor(np.full((1, 1024), v)) @ y).item() == float(np.float16(exact))
 
 
+def _reduce(op, x):
+    """MIL reduce_sum / reduce_mean itself: Tensor.sum / mean of more than 16 float16 terms is
+    a matmul (aneforge.reductions)."""
+    return record_op(op, {"x": x}, {"axes": None, "keep_dims": False})
+
+
 def test_reduce_sum_accumulates_in_fp16():
     # integer sums are exact to 2048 and not beyond (fact N23)
-    assert run(af.ones(2048).sum()).item() == 2048.0
-    assert run(af.ones(4096).sum()).item() == 2048.0      # 2048 + 1 rounds back to 2048
+    assert run(_reduce("reduce_sum", af.ones(2048))).item() == 2048.0
+    assert run(_reduce("reduce_sum", af.ones(4096))).item() == 2048.0   # 2048 + 1 rounds back
     assert run(af.full((8,), 256.0).sum()).item() == 2048.0
     terms = af.tensor([256.0] * 7 + [257.0])
     assert run(terms.sum()).item() == 2048.0               # 2049 ties to even
     with af.numerics(rounding="half_away"):
         assert run(af.tensor([256.0] * 7 + [257.0]).sum()).item() == 2050.0  # as measured (N23)
     with af.numerics(reduce_accumulate="wide"):
-        assert run(af.ones(4096).sum()).item() == 4096.0
+        assert run(_reduce("reduce_sum", af.ones(4096))).item() == 4096.0
 
 
 def test_reduce_sum_as_matmul_is_more_accurate():
     x = af.ones(1, 4096)
-    assert run(x.sum()).item() == 2048.0
+    assert run(_reduce("reduce_sum", x)).item() == 2048.0
     assert run(x @ af.ones(4096, 1)).item() == 4096.0
+    assert run(x.sum()).item() == 4096.0                    # Tensor.sum takes the matmul
 
 
 def test_reduce_mean_divides_the_narrow_sum():
-    assert run(af.ones(4096).mean()).item() == 0.5
+    assert run(_reduce("reduce_mean", af.ones(4096))).item() == 0.5
 
 
 def test_numerics_is_part_of_the_cache_key():

@@ -11,7 +11,12 @@ CPU_AND_NE), with the simulator (`sim`) as the reference:
   whether they lie within the table's tolerance of torch;
 - a training step: three AdamW steps of a small MLP, losses and parameters against the simulator;
 - datapath probes: small programs whose results pin the engine's numerics (accumulation width,
-  overflow, rounding, subnormals), engine and simulator side by side;
+  overflow, rounding, subnormals, softmax's and layer_norm's sums), engine and simulator side
+  by side;
+- deciding probes: dot products whose value tells apart hypotheses about the matmul datapath
+  (how the 4-lane tile adder drops bits and carries, whether tiles keep 12 bits, whether
+  products are exact, plus the published M1 measurements): each prints its value, what each
+  hypothesis predicts and which it supports, and a JSON block to paste into a GitHub issue;
 - compile and per-call times, and for `coreml` where Core ML placed each op (it falls back to
   the CPU silently).
 
@@ -22,6 +27,7 @@ available; `--backends sim` runs the whole check on the simulator against itself
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -56,7 +62,181 @@ PROBES = {
                       [2 ** -14, 2 ** -10], [2 ** -5, 2 ** -14], "nonzero: subnormals kept; 0: flushed"),
     "exp_near_overflow": ("tensor<fp16, [1, 2]> y = exp(x = a)[name = string(\"y\")];", 2,
                           [11.0, 11.1], None, "[59872, inf]: exp(11) rounded to fp16, exp(11.1) > 65504"),
+    "reduce_sum_2049_tie": ("tensor<fp16, [1, 1]> y = reduce_sum(x = a, axes = const(tensor<int32, [1]>([1])), "
+                            "keep_dims = const(bool(true)))[name = string(\"y\")];", 8, [256] * 7 + [257], None,
+                            "2048: the running sum ties to even (measured M1); 2050: as measured on M5"),
+    "softmax_4096_zeros": ("tensor<fp16, [1, 4096]> s = softmax(x = a, axis = const(int32(-1)))[name = string(\"s\")]; "
+                           "tensor<fp16, [1, 1]> y = reduce_max(x = s, axes = const(tensor<int32, [1]>([1])), "
+                           "keep_dims = const(bool(true)))[name = string(\"y\")];", 4096, 0.0, None,
+                           "0.000244 (1/4096): a wide denominator; 0.000488: an fp16 running sum (stalls at 2048)"),
+    "layer_norm_4096": ("tensor<fp16, [1, 4096]> n = layer_norm(x = a, axes = const(tensor<int32, [1]>([1])), "
+                        "epsilon = const(fp16(1e-5)))[name = string(\"n\")]; "
+                        "tensor<fp16, [1, 1]> y = reduce_min(x = n, axes = const(tensor<int32, [1]>([1])), "
+                        "keep_dims = const(bool(true)))[name = string(\"y\")];", 4096, [2, 3] * 2048, None,
+                        "-1: wide statistics (mean 2.5); 0: fp16 running sums (mean 2, variance 0.5)"),
 }
+
+
+# --------------------------------------------------------------------------- deciding probes
+# Each probe below separates hypotheses about the engine's arithmetic: it prints the value, what
+# each hypothesis predicts and which one it supports. The matmul datapath as published for M1
+# (sbryngelson/ane-guide, numerics and datapath chapters): products exact, 4 consecutive lanes per
+# tile added left to right by a 12-bit adder that drops low bits toward zero (a carry renormalises
+# and truncates), the tile result kept at 12 bits, an fp32 sum across tiles, the output port
+# rounding to fp16 (inf from 2**15; below 2**-14 flushed on M1, kept on M5). The open points are
+# the switches of `tile_dot`; each named hypothesis is one setting of them.
+
+MODELS = {
+    "published M1 model": {},
+    "adder rounds to nearest": {"drop": "nearest"},
+    "adder drops toward -inf": {"drop": "floor"},
+    "carry rounds to nearest even": {"carry": "nearest"},
+    "tile result rounded to fp16": {"tile16": True},
+    "products rounded to fp16": {"products16": True},
+    "subnormals kept at the port (M5)": {"flush": False},
+    "fp16 products, fp32 sum": {"wide": True},
+    "fp16 running sum": {"narrow": True},
+}
+_DROP = {"zero": np.trunc, "floor": np.floor, "nearest": np.rint}     # rint: ties to even
+
+
+def f16(v) -> float:
+    return float(np.float16(v))
+
+
+def add12(x: float, y: float, drop: str = "zero", carry: str = "zero") -> float:
+    """The tile adder: both addends cut to a multiple of 2**(e - 11), e the larger exponent."""
+    m = max(abs(x), abs(y))
+    if m == 0:
+        return 0.0
+    q = 2.0 ** (np.floor(np.log2(m)) - 11)
+    s = _DROP[drop](x / q) * q + _DROP[drop](y / q) * q
+    return float(_DROP[carry](s / (2 * q)) * 2 * q) if abs(s) >= 2 ** 12 * q else float(s)
+
+
+def port(r: float, flush: bool = True) -> float:
+    """The matmul output port: fp16, inf from 2**15, |r| < 2**-14 flushed when `flush`."""
+    if abs(r) >= 2.0 ** 15:
+        return float(np.copysign(np.inf, r))
+    return 0.0 if flush and abs(r) < 2.0 ** -14 else f16(r)
+
+
+def tile_dot(a, b, drop="zero", carry="zero", tile16=False, products16=False, flush=True,
+             wide=False, narrow=False) -> float:
+    """a . b as the engine's matmul would compute it under one hypothesis."""
+    p = [f16(x) * f16(y) for x, y in zip(a, b)]
+    p = [f16(v) for v in p] if products16 or wide or narrow else p
+    if narrow:                                    # one rounding per term, in lane order
+        return functools.reduce(lambda s, v: f16(s + v), p, 0.0)
+    if wide:
+        return port(float(np.sum(np.asarray(p, np.float32), dtype=np.float32)), flush)
+    p += [0.0] * (-len(p) % 4)
+    acc = np.float32(0)
+    for t in range(0, len(p), 4):
+        s = p[t]
+        for v in p[t + 1:t + 4]:
+            s = add12(s, v, drop, carry)
+        acc = np.float32(acc + np.float32(f16(s) if tile16 else s))
+    return port(float(acc), flush)
+
+
+M1 = "published M1 model"
+# name: (a, b (None: ones), hypotheses compared, the published M1 value or None, what it settles)
+DECIDING = {
+    "drop_toward_zero": ([4096, 3, -4096], None, (M1, "adder rounds to nearest", "fp16 products, fp32 sum"), None,
+                         "how the tile adder drops low bits"),
+    "drop_negative": ([-4096, -3, 4096], None, (M1, "adder drops toward -inf", "fp16 products, fp32 sum"), None,
+                      "truncation toward zero or toward -inf"),
+    "carry": ([4094, 5, -4096], None, (M1, "carry rounds to nearest even", "fp16 products, fp32 sum"), None,
+              "how a carry out of the tile adder is renormalised"),
+    "tile_width": ([2048, 1, 0, 0, -2048], None, (M1, "tile result rounded to fp16", "fp16 products, fp32 sum"), None,
+                   "whether a tile's result keeps 12 bits into the fp32 sum"),
+    "exact_products": ([1 + 2 ** -5, -1], [1 + 2 ** -6, 1], (M1, "products rounded to fp16", "fp16 products, fp32 sum"), None,
+                       "whether products enter the tiles exactly"),
+    "4096_then_1024_ones": ([4096] + [1] * 1024, None, (M1, "fp16 products, fp32 sum", "fp16 running sum"),
+                            5116, "measured on M1"),
+    "cancel_B1024_x16": ([1024, -1024, 1] * 16, None, (M1, "fp16 products, fp32 sum"), 16, "measured on M1"),
+    "cancel_B4096_x16": ([4096, -4096, 1] * 16, None, (M1, "fp16 products, fp32 sum"), 4, "measured on M1"),
+    "cancel_B30000_x16": ([30000, -30000, 1] * 16, None, (M1, "fp16 products, fp32 sum"), 4,
+                          "measured on M1"),
+    "8192_then_16_ones": ([8192] + [1] * 16, None, (M1, "fp16 running sum"), 8208, "measured on M1"),
+    "16384_ones": ([1] * 16384, None, (M1, "fp16 running sum"), 16384, "measured on M1"),
+    "16000_cancel": ([16000, -16000, 1], None, (M1, "fp16 products, fp32 sum"), 1, "measured on M1"),
+    "subnormal_pair": ([2 ** -20, 2 ** -20], None, (M1, "subnormals kept at the port (M5)"), 0,
+                       "measured: +0 on M1, kept on M5"),
+    "port_32752": ([32752], None, (M1,), 32752, "measured M1..M5: the port passes 32752"),
+    "port_32768_k2": ([16384, 16384], None, (M1, "fp16 running sum"), float("inf"),
+                      "measured M1..M5: 32768 is inf at the matmul port, not in fp16"),
+}
+
+
+def predictions(a, b, hypotheses) -> dict:
+    b = [1.0] * len(a) if b is None else b
+    return {h: tile_dot(a, b, **MODELS[h]) for h in hypotheses}
+
+
+def same(x: float, y: float) -> bool:
+    return bool(x == y or (np.isnan(x) and np.isnan(y)))
+
+
+def verdict(value, predicted: dict) -> str:
+    """The hypotheses the engine's value agrees with, in words."""
+    if value is None:
+        return "no value (the probe failed)"
+    hits = [h for h, v in predicted.items() if same(value, v)]
+    if not hits:
+        return "none of the hypotheses: please report"
+    return "supports " + " / ".join(hits) if len(hits) < len(predicted) or len(hits) == 1 else \
+        "consistent with all of " + ", ".join(hits)
+
+
+def deciding_program(n: int) -> str:
+    body = (f"tensor<fp16, [1, 1]> y = matmul(x = a, y = b, transpose_x = const(bool(false)), "
+            f"transpose_y = const(bool(true)))[name = string(\"y\")];")
+    return probe_program(body, n, True)
+
+
+def deciding_row(name: str, backend: str) -> dict:
+    a, b, hypotheses, published, settles = DECIDING[name]
+    b = [1.0] * len(a) if b is None else b
+    fn = af.load_mil(deciding_program(len(a)))
+    args = [np.asarray(v, np.float16).reshape(1, -1) for v in (a, b)]
+    row = {"probe": name, "settles": settles, "published": published,
+           "predicted": predictions(a, b, hypotheses)}
+    try:
+        row["value"] = float(on(backend, lambda: fn(*args)).ravel()[0])
+    except Exception as e:
+        row["value"], row["error"] = None, f"{type(e).__name__}: {e}"[:1000]
+    row["sim"] = float(on("sim", lambda: fn(*args)).ravel()[0])
+    row["verdict"] = verdict(row["value"], row["predicted"])
+    return row
+
+
+def deciding_probes(backend: str) -> list[dict]:
+    return [deciding_row(name, backend) for name in DECIDING]
+
+
+def describe(row: dict) -> str:
+    guesses = ", ".join(f"{h}: {v:g}" for h, v in row["predicted"].items())
+    return (f"   {row['probe']:<22} {row['value'] if row['value'] is not None else row.get('error')}"
+            f"  [{guesses}] -> {row['verdict']}")
+
+
+def _plain(v):
+    """Strict JSON: inf and nan as strings."""
+    return v if v is None or np.isfinite(v) else str(v)
+
+
+def issue_block(report: dict) -> str:
+    """A compact JSON block of the deciding probes (one line per probe), to paste into a
+    GitHub issue."""
+    m = report["machine"]
+    lines = [f'{{"chip": {json.dumps(m.get("chip"))}, "macos": {json.dumps(m.get("macos"))}, "results": {{']
+    for i, (name, res) in enumerate(report["results"].items()):
+        rows = [f'  {json.dumps(r["probe"])}: {json.dumps([_plain(r["value"]), r["verdict"]])}'
+                for r in res["deciding_probes"]]
+        lines += [f' {json.dumps(name)}: {{', ",\n".join(rows), " }" + ("," if i < len(report["results"]) - 1 else "")]
+    return "```json\n" + "\n".join(lines + ["}}"]) + "\n```"
 
 
 def probe_program(body: str, n: int, two: bool) -> str:
@@ -246,6 +426,8 @@ def summary(name: str, r: dict) -> str:
         lines.append(f"   placement of the training step: {t['placement']}")
     for p in r["probes"]:
         lines.append(f"   probe {p['probe']}: engine {p.get('engine', p.get('error'))}, sim {p['sim']}")
+    lines.append("   deciding probes: value  [what each hypothesis predicts] -> verdict")
+    lines += [describe(row) for row in r["deciding_probes"]]
     return "\n".join(lines)
 
 
@@ -269,10 +451,11 @@ def main() -> None:
     for name in chosen:
         print(f"running {name} ...", flush=True)
         report["results"][name] = {"op_table": op_table(name, args.limit), "training": training(name),
-                                   "probes": probes(name)}
+                                   "probes": probes(name), "deciding_probes": deciding_probes(name)}
         print(summary(name, report["results"][name]))
     with open(args.out, "w") as f:
         json.dump(report, f, indent=1, default=str)
+    print("\nthe deciding probes, to paste into a GitHub issue:\n" + issue_block(report))
     print(f"wrote {args.out}: please send it back (docs/macos.md, 'Reporting results')")
 
 

@@ -225,8 +225,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
             target * (1 - label_smoothing) + label_smoothing / classes
         terms = logp * soft if weight is None else logp * soft * weight.reshape(wshape)
         loss = -terms.sum(1)
-        return _reduce(loss, reduction) if reduction != "mean" else \
-            loss.sum() / float(loss.numel())
+        return _reduce(loss, reduction)
     _check_classes(target, classes, ignore_index)
     loss = -select_class(logp, target)
     if label_smoothing:
