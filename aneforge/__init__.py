@@ -22,7 +22,7 @@ from .creation import (arange, eye, from_numpy, full, full_like, linspace, manua
                        ones_like, rand, randint, randn, tensor, zeros, zeros_like)
 from .dtypes import bool_ as bool  # noqa: A001  (torch spells it af.bool)
 from .dtypes import float16, float32, half, int8, int16, int32, uint8, uint16
-from .errors import (AneforgeError, BackendUnavailable, CompileWallError, DTypeError, LimitError,
+from .errors import (ANEHazardWarning, AneforgeError, BackendUnavailable, CompileWallError, DTypeError, LimitError,
                      ShapeError)
 from .numerics import Numerics, get_numerics, numerics, set_numerics
 from .runtime import backends, get_backend, set_backend
@@ -148,7 +148,7 @@ __all__ = ["Tensor", "tensor", "from_numpy", "zeros", "ones", "full", "zeros_lik
            "get_target", "set_target", "target", "op_info", "is_native", "cross_compile_check",
            "dtypes",
            "float16", "float32", "half", "int8", "int16", "int32", "uint8", "uint16", "bool",
-           "AneforgeError", "ShapeError", "LimitError", "DTypeError", "CompileWallError",
+           "AneforgeError", "ANEHazardWarning", "ShapeError", "LimitError", "DTypeError", "CompileWallError",
            "BackendUnavailable", "no_grad", "inference_mode", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "grad", "nn", "optim", "amp", "passes", "compile", "from_torch",
            "testing"]

@@ -23,3 +23,9 @@ class CompileWallError(AneforgeError):
 
 class BackendUnavailable(AneforgeError, RuntimeError):
     """The chosen backend cannot run on this machine."""
+
+
+class ANEHazardWarning(UserWarning):
+    """A value hit a hardware cliff the ANE would hit too: a matmul output past 32752 read back
+    as inf, a width-slice gain overflow, a NaN coerced to +inf. The simulator reports it naming
+    the op; `warnings.simplefilter("error", aneforge.ANEHazardWarning)` makes it an error."""

@@ -84,7 +84,7 @@ def from_float16(h, out):
 def _outside(v, mode):
     """round16 of a value outside the fp16 normal range (as reference._outside)."""
     if v != v:
-        return v
+        return _ZERO if mode & 4 else v
     if abs(v) >= _TINY:
         return _INF if v > _ZERO else -_INF
     s = v * _UP
@@ -99,15 +99,15 @@ def _outside(v, mode):
 
 @njit(cache=True)
 def r16_ieee(v, mode):
-    """r16 under mode 0 (nearest-even, subnormals kept): IEEE float -> half -> float; a NaN is
-    returned as is (as the reference does)."""
-    return v if v != v else _via_half(v)
+    """r16 under nearest-even with subnormals kept: IEEE float -> half -> float; a NaN is
+    returned as is, or as +0 under mode bit 2 (as the reference does)."""
+    return (_ZERO if mode & 4 else v) if v != v else _via_half(v)
 
 
 @njit(cache=True)
 def r16(v, mode):
     """One float32 value rounded to fp16 under `mode` (see reference.py)."""
-    if mode == 0:
+    if mode & 3 == 0:
         return r16_ieee(v, mode)
     b = _bits(v)
     if mode & 2:
@@ -125,7 +125,7 @@ def rounder(mode: int):
     """The scalar rounding for `mode`, passed to the matmul kernel (numba compiles one version
     per function): the IEEE conversion for the default mode vectorizes, the general one does
     not."""
-    return r16_ieee if mode == 0 else r16
+    return r16_ieee if mode & 3 == 0 else r16
 
 
 # round16 and narrow_sum run once per op output: they call their rounding directly (a
@@ -144,7 +144,7 @@ def _round16_any(x, out, mode):
 
 
 def round16(x, out, mode):
-    (_round16_ieee if mode == 0 else _round16_any)(x, out, mode)
+    (_round16_ieee if mode & 3 == 0 else _round16_any)(x, out, mode)
 
 
 def _tasks(out):
@@ -253,3 +253,136 @@ def _narrow_sum(terms, out, mode):
 def narrow_sum(terms, out, mode):
     """Sum over axis 0 of a 2-D array, acc = r16(acc + term) in order (reference.narrow_sum)."""
     _narrow_sum(terms, out, mode)
+
+
+# ---- the tile-of-4 accumulator (reference.tile_matmul is the definition) ---------------------
+# add12 works on integers scaled by 2**(11 - e): a power-of-two scale is exact, so every step
+# below is an exact float32 operation and the numba and numpy versions agree bit for bit.
+_M = np.uint32(0x7FFFFFFF)
+_EMIN = np.uint32(12)          # a clamp for 0 + 0 only (products are 0 or >= 2**-48)
+_CARRY = np.float32(4096.0)
+
+
+def _llvm_unary(name):
+    """An LLVM float intrinsic (llvm.trunc, llvm.floor, llvm.rint) on a float32: one
+    instruction that vectorizes; numpy's scalar versions compile to libm calls that do not."""
+    @intrinsic
+    def fn(typingctx, v):
+        def codegen(context, builder, sig, args):
+            f = builder.module.declare_intrinsic(name, [ir.FloatType()])
+            return builder.call(f, args)
+        return types.float32(types.float32), codegen
+    return fn
+
+
+_llvm_trunc, _llvm_floor, _llvm_rint = map(_llvm_unary, ("llvm.trunc", "llvm.floor", "llvm.rint"))
+
+
+@njit(cache=True)
+def _trunc(v):
+    return _llvm_trunc(v)
+
+
+@njit(cache=True)
+def _floor(v):
+    return _llvm_floor(v)
+
+
+@njit(cache=True)
+def _rint(v):
+    return _llvm_rint(v)
+
+
+@njit(cache=True)
+def _add12(x, y, cut, carry):
+    """x + y in the 12-bit truncating adder: both cut to 2**(e - 11), e the exponent of the
+    larger; a carry past 2**(e + 1) renormalises (cut again at 2**(e - 10))."""
+    m = max(_bits(x) & _M, _bits(y) & _M) >> np.uint32(23)
+    m = max(m, _EMIN)
+    scale = _float(np.uint32(np.uint32(265) - m) << np.uint32(23))
+    q = _float(np.uint32(m - np.uint32(11)) << np.uint32(23))
+    s = cut(x * scale) + cut(y * scale)
+    s = carry(s * _HALF) * np.float32(2.0) if abs(s) >= _CARRY else s
+    return s * q
+
+
+@njit(cache=True)
+def _keep12(v, cut):
+    return v
+
+
+@njit(cache=True)
+def _cut16(v, cut):
+    """v cut to the fp16 grid (11 significant bits; spacing 2**-24 below 2**-14)."""
+    m = max((_bits(v) & _M) >> np.uint32(23), np.uint32(113))
+    scale = _float(np.uint32(np.uint32(264) - m) << np.uint32(23))
+    return cut(v * scale) * _float(np.uint32(m - np.uint32(10)) << np.uint32(23))
+
+
+@njit(cache=True)
+def _exact(v, mode):
+    return v
+
+
+@njit(cache=True)
+def _tile(p0, p1, p2, p3, cut, carry, result):
+    """One tile's sum; a tile holding inf or NaN is the plain sum (inf, or NaN)."""
+    t = result(_add12(_add12(_add12(p0, p1, cut, carry), p2, cut, carry), p3, cut, carry), cut)
+    plain = p0 + p1 + p2 + p3
+    return t if abs(plain) < _INF else plain
+
+
+@njit(cache=True)
+def _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, cut, carry, result):
+    """ROWS rows of one batch entry, tile by tile (K is a multiple of 4): the tile's four
+    products summed by `_tile`, added to the fp32 accumulator, which saturates to +-inf once
+    |acc| >= limit. The j loop is innermost, as in _matmul_task."""
+    _, m, n = out.shape
+    k = x.shape[2]
+    rb = (m + ROWS - 1) // ROWS
+    b, i0 = t // rb, (t % rb) * ROWS
+    i1 = min(i0 + ROWS, m)
+    xb, yb, ob, fin = x[bx[b]], y[by[b]], out[b], finite[by[b]]
+    for i in range(i0, i1):
+        for j in range(n):
+            ob[i, j] = _ZERO
+    for k0 in range(0, k, 4):
+        y0, y1, y2, y3 = yb[k0], yb[k0 + 1], yb[k0 + 2], yb[k0 + 3]
+        skip = fin[k0] and fin[k0 + 1] and fin[k0 + 2] and fin[k0 + 3]
+        for i in range(i0, i1):
+            a0, a1, a2, a3 = xb[i, k0], xb[i, k0 + 1], xb[i, k0 + 2], xb[i, k0 + 3]
+            if skip and a0 == _ZERO and a1 == _ZERO and a2 == _ZERO and a3 == _ZERO:
+                continue
+            o = ob[i]
+            for j in range(n):
+                s = o[j] + _tile(rnd(a0 * y0[j], mode), rnd(a1 * y1[j], mode),
+                                 rnd(a2 * y2[j], mode), rnd(a3 * y3[j], mode), cut, carry, result)
+                o[j] = np.float32(np.copysign(_INF, s)) if abs(s) >= limit else s
+
+
+@njit(cache=True, nogil=True)
+def tile_tasks(x, y, bx, by, finite, out, mode, limit, first, last, rnd, cut, carry, result):
+    for t in range(first, last):
+        _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, cut, carry, result)
+
+
+def tile_matmul(x, y, bx, by, out, mode, tmode, limit):
+    """out[b] = x[bx[b]] @ y[by[b]] through the tile-of-4 datapath (reference.tile_matmul),
+    K a multiple of 4; split over threads as `matmul`."""
+    cut = _floor if tmode & 1 else _trunc
+    carry = _rint if tmode & 2 else cut
+    result = _cut16 if tmode & 4 else _keep12
+    rnd = rounder(mode) if tmode & 8 else _exact
+    finite = np.isfinite(y).all(axis=2)
+    args = (np.float32(limit), rnd, cut, carry, result)
+    tasks = _tasks(out)
+    macs = out.shape[1] * out.shape[2] * x.shape[2] * len(bx)
+    n = min(threads(), tasks) if macs >= PARALLEL_MACS else 1
+    cuts = [tasks * i // n for i in range(n + 1)]
+    if n <= 1:
+        tile_tasks(x, y, bx, by, finite, out, mode, args[0], 0, tasks, *args[1:])
+        return
+    jobs = [_pool().submit(tile_tasks, x, y, bx, by, finite, out, mode, args[0], a, b, *args[1:])
+            for a, b in zip(cuts[:-1], cuts[1:])]
+    for job in jobs:
+        job.result()

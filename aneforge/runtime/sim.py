@@ -20,10 +20,10 @@ from .base import Backend
 class OpContext:
     """What a kernel may know besides its arrays: the numerics model and its op's types."""
 
-    __slots__ = ("numerics", "in_dtypes", "out_dtypes")
+    __slots__ = ("numerics", "in_dtypes", "out_dtypes", "op_type", "op_name")
 
     def __init__(self, numerics, op):
-        self.numerics = numerics
+        self.numerics, self.op_type, self.op_name = numerics, op.type, op.name
         self.in_dtypes = tuple(v.dtype for v in op.input_vars())
         self.out_dtypes = tuple(v.dtype for v in op.outputs)
 
