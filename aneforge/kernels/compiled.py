@@ -259,7 +259,10 @@ def narrow_sum(terms, out, mode):
 # add12 works on integers scaled by 2**(11 - e): a power-of-two scale is exact, so every step
 # below is an exact float32 operation and the numba and numpy versions agree bit for bit.
 _M = np.uint32(0x7FFFFFFF)
-_EMIN = np.uint32(12)          # a clamp for 0 + 0 only (products are 0 or >= 2**-48)
+_EXP = np.uint32(0x7F800000)
+_SCALE = np.uint32(265 << 23)   # (127 + 11 - e + 127) << 23 = _SCALE - (biased e << 23)
+_Q = np.uint32(11 << 23)
+_LOW12 = np.uint32(0xFFFFF000)
 _CARRY = np.float32(4096.0)
 
 
@@ -294,16 +297,30 @@ def _rint(v):
 
 
 @njit(cache=True)
+def _scales(x, y):
+    """(2**(11 - e), 2**(e - 11)) for e = floor(log2(max(|x|, |y|))), from the exponent bits
+    (both 0 when x = y = 0, so 0 + 0 = 0)."""
+    m = max(_bits(x) & _M, _bits(y) & _M) & _EXP
+    return _float(np.uint32(_SCALE - m)), _float(np.uint32(m - _Q))
+
+
+@njit(cache=True)
 def _add12(x, y, cut, carry):
     """x + y in the 12-bit truncating adder: both cut to 2**(e - 11), e the exponent of the
     larger; a carry past 2**(e + 1) renormalises (cut again at 2**(e - 10))."""
-    m = max(_bits(x) & _M, _bits(y) & _M) >> np.uint32(23)
-    m = max(m, _EMIN)
-    scale = _float(np.uint32(np.uint32(265) - m) << np.uint32(23))
-    q = _float(np.uint32(m - np.uint32(11)) << np.uint32(23))
+    scale, q = _scales(x, y)
     s = cut(x * scale) + cut(y * scale)
     s = carry(s * _HALF) * np.float32(2.0) if abs(s) >= _CARRY else s
     return s * q
+
+
+@njit(cache=True)
+def _add12_toward_zero(x, y, cut, carry):
+    """_add12 with both cuts toward zero (the default): the carry's cut is then clearing the
+    low 12 bits of the float32 sum, a no-op when there is no carry (the sum is already a
+    multiple of 2**(e - 11))."""
+    scale, q = _scales(x, y)
+    return _float(_bits((_llvm_trunc(x * scale) + _llvm_trunc(y * scale)) * q) & _LOW12)
 
 
 @njit(cache=True)
@@ -325,15 +342,20 @@ def _exact(v, mode):
 
 
 @njit(cache=True)
-def _tile(p0, p1, p2, p3, cut, carry, result):
-    """One tile's sum; a tile holding inf or NaN is the plain sum (inf, or NaN)."""
-    t = result(_add12(_add12(_add12(p0, p1, cut, carry), p2, cut, carry), p3, cut, carry), cut)
-    plain = p0 + p1 + p2 + p3
-    return t if abs(plain) < _INF else plain
+def _tile(p0, p1, p2, p3, add, cut, carry, result):
+    """One tile's sum (all products finite)."""
+    return result(add(add(add(p0, p1, cut, carry), p2, cut, carry), p3, cut, carry), cut)
 
 
 @njit(cache=True)
-def _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, cut, carry, result):
+def _tile_any(p0, p1, p2, p3, add, cut, carry, result):
+    """One tile's sum; a tile holding inf or NaN is the plain sum (inf, or NaN)."""
+    plain = p0 + p1 + p2 + p3
+    return _tile(p0, p1, p2, p3, add, cut, carry, result) if abs(plain) < _INF else plain
+
+
+@njit(cache=True)
+def _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, tile, add, cut, carry, result):
     """ROWS rows of one batch entry, tile by tile (K is a multiple of 4): the tile's four
     products summed by `_tile`, added to the fp32 accumulator, which saturates to +-inf once
     |acc| >= limit. The j loop is innermost, as in _matmul_task."""
@@ -355,15 +377,22 @@ def _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, cut, carry, resul
                 continue
             o = ob[i]
             for j in range(n):
-                s = o[j] + _tile(rnd(a0 * y0[j], mode), rnd(a1 * y1[j], mode),
-                                 rnd(a2 * y2[j], mode), rnd(a3 * y3[j], mode), cut, carry, result)
-                o[j] = np.float32(np.copysign(_INF, s)) if abs(s) >= limit else s
+                s = o[j] + tile(rnd(a0 * y0[j], mode), rnd(a1 * y1[j], mode),
+                                rnd(a2 * y2[j], mode), rnd(a3 * y3[j], mode), add, cut, carry,
+                                result)
+                o[j] = _saturate(s, limit)
+
+
+@njit(cache=True)
+def _saturate(s, limit):
+    return np.float32(np.copysign(_INF, s)) if abs(s) >= limit else s
 
 
 @njit(cache=True, nogil=True)
-def tile_tasks(x, y, bx, by, finite, out, mode, limit, first, last, rnd, cut, carry, result):
+def tile_tasks(x, y, bx, by, finite, out, mode, limit, first, last, rnd, tile, add, cut, carry,
+               result):
     for t in range(first, last):
-        _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, cut, carry, result)
+        _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, tile, add, cut, carry, result)
 
 
 def tile_matmul(x, y, bx, by, out, mode, tmode, limit):
@@ -373,8 +402,10 @@ def tile_matmul(x, y, bx, by, out, mode, tmode, limit):
     carry = _rint if tmode & 2 else cut
     result = _cut16 if tmode & 4 else _keep12
     rnd = rounder(mode) if tmode & 8 else _exact
+    add = _add12_toward_zero if tmode & 3 == 0 else _add12
     finite = np.isfinite(y).all(axis=2)
-    args = (np.float32(limit), rnd, cut, carry, result)
+    tile = _tile if finite.all() and np.isfinite(x).all() else _tile_any
+    args = (np.float32(limit), rnd, tile, add, cut, carry, result)
     tasks = _tasks(out)
     macs = out.shape[1] * out.shape[2] * x.shape[2] * len(bx)
     n = min(threads(), tasks) if macs >= PARALLEL_MACS else 1
