@@ -17,7 +17,7 @@ switches. docs/numerics.md has the table with each source.
 | tile_result | "12bit" | "fp16" | a tile's sum kept at 12 bits or cut to fp16 (open) |
 | matmul_overflow | 32760.0 | None | an accumulator partial at or past it is +-inf (2**15 at the port) |
 | matmul_subnormals | "flush" (M1..M3), "keep" (M4, M5) | | matmul outputs below 2**-14 -> +0 |
-| nan | "engine" | "ieee" | no NaN leaves the engine: NaN in -> +inf, indeterminate -> +0 |
+| specials | "engine" | "ieee" | no NaN leaves the engine (NaN in -> +inf, indeterminate -> +0), log(0) = -45440, 1/(-0) = +inf |
 | width_slice_gain | 16.0 (M1, M2), None | | a last-axis slice with a nonzero begin x16 before the store |
 | softmax_max | True | False | softmax subtracts the row max in hardware |
 
@@ -42,7 +42,7 @@ CHOICES = {"rounding": ("nearest_even", "half_away"), "subnormals": ("keep", "fl
            "accumulator": ("tile4", "per_product", "blas"), "matmul_products": ("exact", "fp16"),
            "tile_truncation": ("toward_zero", "toward_neg_inf"),
            "tile_carry": ("truncate", "nearest_even"), "tile_result": ("12bit", "fp16"),
-           "matmul_subnormals": ("flush", "keep"), "nan": ("engine", "ieee")}
+           "matmul_subnormals": ("flush", "keep"), "specials": ("engine", "ieee")}
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class Numerics:
     matmul_overflow: float | None = 32760.0
     matmul_subnormals: str = "flush"
     reduce_accumulate: str = "fp16"
-    nan: str = "engine"
+    specials: str = "engine"
     width_slice_gain: float | None = 16.0
     softmax_max: bool = True
 
@@ -83,10 +83,10 @@ class Numerics:
         The simulator carries fp16 values in float32 arrays; `aneforge.kernels.round16` rounds
         them (numba when installed, else numpy float32 arithmetic: numpy's own float16
         conversion is an order of magnitude slower, and two orders slower on subnormals).
-        Under `nan="engine"` a NaN result (an indeterminate form: inf - inf, 0 * inf,
+        Under `specials="engine"` a NaN result (an indeterminate form: inf - inf, 0 * inf,
         sqrt(-1)) is stored as +0, as the engine returns.
         """
-        return kernels.round16(x, self.mode | (4 if self.nan == "engine" else 0))
+        return kernels.round16(x, self.mode | (4 if self.specials == "engine" else 0))
 
 
 # What differs by ANE family (docs/numerics.md): M1 flushes matmul subnormals and M5 keeps them
@@ -95,7 +95,7 @@ class Numerics:
 FAMILY = {"A13": {}, "A14": {}, "A15": {"width_slice_gain": None},
           "A16": {"matmul_subnormals": "keep", "width_slice_gain": None}}
 PRESETS = {"per_product": {"accumulator": "per_product", "matmul_products": "fp16",
-                           "matmul_overflow": 32758.8, "matmul_subnormals": "keep", "nan": "ieee",
+                           "matmul_overflow": 32758.8, "matmul_subnormals": "keep", "specials": "ieee",
                            "width_slice_gain": None}}
 
 
