@@ -153,7 +153,8 @@ def numerics(model: str | None = None, **changes):
     5120.0
     """
     raw = CTX.numerics                 # None (the target's default) comes back as None
-    set_numerics(model, **changes)
+    if model is not None or changes:
+        set_numerics(model, **changes)
     try:
         yield get_numerics()
     finally:
