@@ -67,15 +67,12 @@ class Numerics:
                 raise ValueError(f"Numerics.{field} must be one of {allowed}, "
                                  f"got {getattr(self, field)!r}")
 
-    @property
-    def mode(self) -> int:
-        """The kernels' rounding mode (see aneforge/kernels/reference.py)."""
-        return kernels.mode(self.rounding, self.subnormals)
-
-    @property
-    def tile_mode(self) -> int:
-        return kernels.tile_mode(self.tile_truncation, self.tile_carry, self.tile_result,
-                                 self.matmul_products)
+        # the kernels' small ints, computed once (not fields: equality and hashing ignore them)
+        object.__setattr__(self, "mode", kernels.mode(self.rounding, self.subnormals))
+        object.__setattr__(self, "store_mode", kernels.mode(
+            self.rounding, self.subnormals, nan_to_zero=self.specials == "engine"))
+        object.__setattr__(self, "tile_mode", kernels.tile_mode(
+            self.tile_truncation, self.tile_carry, self.tile_result, self.matmul_products))
 
     def round16(self, x) -> np.ndarray:
         """Round to the nearest fp16 value under this model, returned as float32.
@@ -86,7 +83,7 @@ class Numerics:
         Under `specials="engine"` a NaN result (an indeterminate form: inf - inf, 0 * inf,
         sqrt(-1)) is stored as +0, as the engine returns.
         """
-        return kernels.round16(x, self.mode | (4 if self.specials == "engine" else 0))
+        return kernels.round16(x, self.store_mode)
 
 
 # What differs by ANE family (docs/numerics.md): M1 flushes matmul subnormals and M5 keeps them

@@ -284,13 +284,17 @@ def test_compiled_tile_matmul_equals_reference(tmode, shapes):
 
 
 @needs_numba
-def test_compiled_tile_matmul_with_inf_and_nan_operands():
-    x = np.float32([[1.0, np.inf, 0.0, 2.0, 3.0], [0.0, 0.0, 0.0, 0.0, 1.0]])
-    y = np.float32([[1.0], [1.0], [np.inf], [np.nan], [1.0]])
+@pytest.mark.parametrize("tmode", TMODES)
+def test_compiled_tile_matmul_with_inf_and_nan_operands(tmode):
+    x = np.float32([[1.0, np.inf, 0.0, 2.0, 3.0], [0.0, 0.0, 0.0, 0.0, 1.0],
+                    [5.0, -np.inf, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0, 1.0]])
+    y = np.float32([[1.0, 1.0], [1.0, -1.0], [np.inf, 1.0], [np.nan, 1.0], [1.0, 1.0]])
     with kernels.using("numpy"):
-        want = kernels.tile_matmul(x, y, 0, 0, 32760.0)
+        want = kernels.tile_matmul(x, y, 0, tmode, 32760.0)
     with kernels.using("numba"):
-        same_bits(kernels.tile_matmul(x, y, 0, 0, 32760.0), want)
+        same_bits(kernels.tile_matmul(x, y, 0, tmode, 32760.0), want)
+    # an inf product makes its tile inf (the plain sum's value), a NaN one NaN
+    assert np.isnan(want[1, 0]) and np.isneginf(want[0, 1]) and np.isposinf(want[2, 1])
 
 
 @needs_numba

@@ -171,6 +171,14 @@ def narrow_sum(terms: np.ndarray, mode: int) -> np.ndarray:
     return out.reshape(terms.shape[1:])
 
 
+def has_nan(a: np.ndarray) -> bool:
+    """Whether a float array holds a NaN (compiled: one pass, no temporary array)."""
+    fast = _fast()
+    if fast is None or a.dtype != np.float32:
+        return bool(np.isnan(a).any())
+    return bool(fast.has_nan(np.ascontiguousarray(a).reshape(-1)))
+
+
 _F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
 
 

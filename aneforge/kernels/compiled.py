@@ -74,6 +74,18 @@ def to_float16(x, out):
 
 
 @njit(cache=True)
+def has_nan(x):
+    """Whether float32 x (1-D) holds a NaN: an OR over blocks, so the loop vectorizes."""
+    for i0 in range(0, x.size, 256):
+        bad = False
+        for i in range(i0, min(i0 + 256, x.size)):
+            bad |= x[i] != x[i]
+        if bad:
+            return True
+    return False
+
+
+@njit(cache=True)
 def from_float16(h, out):
     """the bits of float16 -> float32 (exact)."""
     for i in range(h.size):
@@ -343,19 +355,13 @@ def _exact(v, mode):
 
 @njit(cache=True)
 def _tile(p0, p1, p2, p3, add, cut, carry, result):
-    """One tile's sum (all products finite)."""
+    """One tile's sum. An inf or NaN product makes it inf or NaN, as the plain sum would be
+    (the scale from an inf exponent turns the finite operands into 0)."""
     return result(add(add(add(p0, p1, cut, carry), p2, cut, carry), p3, cut, carry), cut)
 
 
 @njit(cache=True)
-def _tile_any(p0, p1, p2, p3, add, cut, carry, result):
-    """One tile's sum; a tile holding inf or NaN is the plain sum (inf, or NaN)."""
-    plain = p0 + p1 + p2 + p3
-    return _tile(p0, p1, p2, p3, add, cut, carry, result) if abs(plain) < _INF else plain
-
-
-@njit(cache=True)
-def _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, tile, add, cut, carry, result):
+def _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, add, cut, carry, result):
     """ROWS rows of one batch entry, tile by tile (K is a multiple of 4): the tile's four
     products summed by `_tile`, added to the fp32 accumulator, which saturates to +-inf once
     |acc| >= limit. The j loop is innermost, as in _matmul_task."""
@@ -377,9 +383,9 @@ def _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, tile, add, cut, c
                 continue
             o = ob[i]
             for j in range(n):
-                s = o[j] + tile(rnd(a0 * y0[j], mode), rnd(a1 * y1[j], mode),
-                                rnd(a2 * y2[j], mode), rnd(a3 * y3[j], mode), add, cut, carry,
-                                result)
+                s = o[j] + _tile(rnd(a0 * y0[j], mode), rnd(a1 * y1[j], mode),
+                                 rnd(a2 * y2[j], mode), rnd(a3 * y3[j], mode), add, cut, carry,
+                                 result)
                 o[j] = _saturate(s, limit)
 
 
@@ -389,31 +395,73 @@ def _saturate(s, limit):
 
 
 @njit(cache=True, nogil=True)
-def tile_tasks(x, y, bx, by, finite, out, mode, limit, first, last, rnd, tile, add, cut, carry,
-               result):
+def tile_tasks(x, y, bx, by, finite, out, mode, limit, first, last, rnd, add, cut, carry, result):
     for t in range(first, last):
-        _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, tile, add, cut, carry, result)
+        _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, add, cut, carry, result)
 
 
-def tile_matmul(x, y, bx, by, out, mode, tmode, limit):
-    """out[b] = x[bx[b]] @ y[by[b]] through the tile-of-4 datapath (reference.tile_matmul),
-    K a multiple of 4; split over threads as `matmul`."""
+# The default datapath (tmode 0) with direct calls: function arguments cost numba a type lookup
+# per call (~25 us for six, as much as a small matmul), and functions passed as values inside a
+# jitted function cannot be cached.
+@njit(cache=True)
+def _default_tile(p0, p1, p2, p3):
+    return _add12_toward_zero(_add12_toward_zero(_add12_toward_zero(
+        p0, p1, _trunc, _trunc), p2, _trunc, _trunc), p3, _trunc, _trunc)
+
+
+@njit(cache=True, nogil=True)
+def _default_tasks(x, y, bx, by, finite, out, mode, limit, first, last):
+    """tile_tasks for the default datapath."""
+    _, m, n = out.shape
+    k = x.shape[2]
+    rb = (m + ROWS - 1) // ROWS
+    for t in range(first, last):
+        b, i0 = t // rb, (t % rb) * ROWS
+        i1 = min(i0 + ROWS, m)
+        xb, yb, ob, fin = x[bx[b]], y[by[b]], out[b], finite[by[b]]
+        for i in range(i0, i1):
+            for j in range(n):
+                ob[i, j] = _ZERO
+        for k0 in range(0, k, 4):
+            y0, y1, y2, y3 = yb[k0], yb[k0 + 1], yb[k0 + 2], yb[k0 + 3]
+            skip = fin[k0] and fin[k0 + 1] and fin[k0 + 2] and fin[k0 + 3]
+            for i in range(i0, i1):
+                a0, a1, a2, a3 = xb[i, k0], xb[i, k0 + 1], xb[i, k0 + 2], xb[i, k0 + 3]
+                if skip and a0 == _ZERO and a1 == _ZERO and a2 == _ZERO and a3 == _ZERO:
+                    continue
+                o = ob[i]
+                for j in range(n):
+                    o[j] = _saturate(o[j] + _default_tile(a0 * y0[j], a1 * y1[j], a2 * y2[j],
+                                                          a3 * y3[j]), limit)
+
+
+def _runner(tmode, mode):
+    """A function running tasks [first, last) of the datapath `tmode`."""
+    if tmode == 0:
+        return _default_tasks
     cut = _floor if tmode & 1 else _trunc
     carry = _rint if tmode & 2 else cut
     result = _cut16 if tmode & 4 else _keep12
     rnd = rounder(mode) if tmode & 8 else _exact
     add = _add12_toward_zero if tmode & 3 == 0 else _add12
+    fns = (rnd, add, cut, carry, result)
+    return lambda *a: tile_tasks(*a, *fns)
+
+
+def tile_matmul(x, y, bx, by, out, mode, tmode, limit):
+    """out[b] = x[bx[b]] @ y[by[b]] through the tile-of-4 datapath (reference.tile_matmul),
+    K a multiple of 4; split over threads as `matmul`."""
     finite = np.isfinite(y).all(axis=2)
-    tile = _tile if finite.all() and np.isfinite(x).all() else _tile_any
-    args = (np.float32(limit), rnd, tile, add, cut, carry, result)
+    run = _runner(tmode, mode)
+    limit = np.float32(limit)
     tasks = _tasks(out)
     macs = out.shape[1] * out.shape[2] * x.shape[2] * len(bx)
     n = min(threads(), tasks) if macs >= PARALLEL_MACS else 1
-    cuts = [tasks * i // n for i in range(n + 1)]
     if n <= 1:
-        tile_tasks(x, y, bx, by, finite, out, mode, args[0], 0, tasks, *args[1:])
+        run(x, y, bx, by, finite, out, mode, limit, 0, tasks)
         return
-    jobs = [_pool().submit(tile_tasks, x, y, bx, by, finite, out, mode, args[0], a, b, *args[1:])
+    cuts = [tasks * i // n for i in range(n + 1)]
+    jobs = [_pool().submit(run, x, y, bx, by, finite, out, mode, limit, a, b)
             for a, b in zip(cuts[:-1], cuts[1:])]
     for job in jobs:
         job.result()

@@ -125,12 +125,11 @@ def cut16(v: np.ndarray, tmode: int) -> np.ndarray:
 
 
 def tile_sum(p: list, tmode: int) -> np.ndarray:
-    """One tile: four products added left to right by add12 (a tile holding inf or NaN is
-    their plain sum)."""
+    """One tile: four products added left to right by add12. An inf or NaN product makes the
+    tile inf or NaN, as their plain sum would be (the scale taken from an inf exponent turns
+    the finite operands into 0)."""
     t = add12(add12(add12(p[0], p[1], tmode), p[2], tmode), p[3], tmode)
-    t = cut16(t, tmode) if tmode & 4 else t
-    plain = p[0] + p[1] + p[2] + p[3]
-    return np.where(np.abs(plain) < np.inf, t, plain)
+    return cut16(t, tmode) if tmode & 4 else t
 
 
 def tile_matmul(x: np.ndarray, y: np.ndarray, mode: int, tmode: int, limit: float) -> np.ndarray:

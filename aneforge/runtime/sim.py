@@ -126,11 +126,9 @@ class _Boundary:
 def _coerce_nan(numerics, a: np.ndarray, name: str) -> np.ndarray:
     """No NaN enters the engine: a NaN input reads as +inf (sbryngelson/ane-guide
     part-1-machine/03-numerics.md: NaN + 0 = +inf, relu(NaN) = +inf), reported as a hazard."""
-    if numerics.specials != "engine" or a.dtype.kind != "f":
+    if numerics.specials != "engine" or a.dtype.kind != "f" or not kernels.has_nan(a):
         return a
     nan = np.isnan(a)
-    if not nan.any():
-        return a
     hazards.report(_Boundary(name), f"{int(nan.sum())} NaN value(s) coerced to +inf at the "
                    f"engine's input (no NaN enters or leaves the ANE)")
     return np.where(nan, np.float32(np.inf), a).astype(a.dtype, copy=False)
