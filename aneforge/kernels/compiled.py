@@ -312,7 +312,7 @@ def _rint(v):
 def _scales(x, y):
     """(2**(11 - e), 2**(e - 11)) for e = floor(log2(max(|x|, |y|))), from the exponent bits
     (both 0 when x = y = 0, so 0 + 0 = 0)."""
-    m = max(_bits(x) & _M, _bits(y) & _M) & _EXP
+    m = max(_bits(x) & _EXP, _bits(y) & _EXP)
     return _float(np.uint32(_SCALE - m)), _float(np.uint32(m - _Q))
 
 
@@ -391,7 +391,7 @@ def _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, add, cut, carry, 
 
 @njit(cache=True)
 def _saturate(s, limit):
-    return np.float32(np.copysign(_INF, s)) if abs(s) >= limit else s
+    return s if abs(s) < limit else s * _INF
 
 
 @njit(cache=True, nogil=True)
