@@ -28,3 +28,9 @@ class BackendUnavailable(AneforgeError, RuntimeError):
 class OutOfMemoryError(AneforgeError, MemoryError):
     """A program whose simulation needs more host memory than the budget (checked before any
     allocation; the budget is ANEFORGE_SIM_MAX_BYTES, else 90% of available memory)."""
+
+
+class ANEHazardWarning(UserWarning):
+    """A value hit a hardware cliff the ANE would hit too: a matmul output past 32752 read back
+    as inf, a width-slice gain overflow, a NaN coerced to +inf. The simulator reports it naming
+    the op; `warnings.simplefilter("error", aneforge.ANEHazardWarning)` makes it an error."""

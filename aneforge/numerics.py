@@ -1,20 +1,29 @@
 """The simulator's numerics model: how the ANE rounds, accumulates and overflows.
 
-One named object, `Numerics`, holds every numerical choice the simulator makes. The defaults
-follow public hardware measurements from the ANEForge project (github.com/sbryngelson/ANEForge);
-facts that sources dispute are switches (docs/numerics.md has the table with each source):
+One named object, `Numerics`, holds every numerical choice the simulator makes; each ANE target
+has its default model (`for_target`), and `af.numerics(...)` changes switches. The defaults
+reproduce the published M1/M5 hardware measurements of the public book sbryngelson/ane-guide
+(chapters part-1-machine/03-numerics.md and part-6-silicon/20-datapath-mac.md); open points are
+switches. docs/numerics.md has the table with each source.
 
-| switch | default | alternatives | source (ANEForge) |
+| switch | default | alternatives | what |
 |---|---|---|---|
-| rounding | "nearest_even" | "half_away" | `docs/glossary.md` names half-away; `docs/numeric-cliffs.md` (8 terms summing to 2049 read back 2050) fits it |
-| subnormals | "keep" | "flush" (results below 2**-14 become 0) | not measured in any public source |
-| matmul_products | "fp16" (each product rounded to fp16) | "exact" (fp32 BLAS) | `docs/developer/numerics.md` |
-| matmul_overflow | 32758.8 (|y| above it becomes ±inf) | None (only fp16's own 65504) | `docs/numeric-cliffs.md`, bisected on M1..M5 |
-| reduce_accumulate | "fp16" (a running fp16 sum) | "wide" (fp32 accumulator) | `docs/developer/numerics.md` vs `tests/test_numerical.py` |
+| rounding | "nearest_even" | "half_away" | fp16 rounding of stored results |
+| subnormals | "keep" | "flush" | elementwise results below 2**-14 (the engine keeps them) |
+| accumulator | "tile4" | "per_product", "blas" | the MAC datapath of matmul/linear/conv |
+| matmul_products | "exact" | "fp16" | products exact (fp16 x fp16 fits fp32) or rounded first |
+| tile_truncation | "toward_zero" | "toward_neg_inf" | the 12-bit in-tile adder's cut (open) |
+| tile_carry | "truncate" | "nearest_even" | its carry renormalisation (open) |
+| tile_result | "12bit" | "fp16" | a tile's sum kept at 12 bits or cut to fp16 (open) |
+| matmul_overflow | 32760.0 | None | an accumulator partial at or past it is +-inf (2**15 at the port) |
+| matmul_subnormals | "flush" (M1..M3), "keep" (M4, M5) | | matmul outputs below 2**-14 -> +0 |
+| specials | "engine" | "ieee" | no NaN leaves the engine (NaN in -> +inf, indeterminate -> +0), log(0) = -45440, 1/(-0) = +inf |
+| width_slice_gain | 16.0 (M1, M2), None | | a last-axis slice with a nonzero begin x16 before the store |
+| softmax_max | True | False | softmax subtracts the row max in hardware |
 
-What is not modelled: the LUT approximations of exp/log/tanh/gelu (`docs/op-catalog.md`: the
-simulator computes them in fp32 and rounds once), NaN suppression (`docs/faq.md`), the
-width-offset slice clamp of pre-A16 families (`docs/numeric-cliffs.md`).
+`accumulator="per_product"` with `matmul_products="fp16"` (the named model `"per_product"`:
+`af.numerics("per_product")`) is the simulator's earlier model: every product rounded to fp16,
+an fp32 sum in order over K.
 """
 from __future__ import annotations
 
@@ -29,24 +38,41 @@ from .context import CTX
 
 F16_TINY = np.float32(2.0 ** -14)     # smallest normal fp16
 F16_MAX = np.float32(65504.0)
+CHOICES = {"rounding": ("nearest_even", "half_away"), "subnormals": ("keep", "flush"),
+           "accumulator": ("tile4", "per_product", "blas"), "matmul_products": ("exact", "fp16"),
+           "tile_truncation": ("toward_zero", "toward_neg_inf"),
+           "tile_carry": ("truncate", "nearest_even"), "tile_result": ("12bit", "fp16"),
+           "matmul_subnormals": ("flush", "keep"), "specials": ("engine", "ieee")}
 
 
 @dataclass(frozen=True)
 class Numerics:
     rounding: str = "nearest_even"
     subnormals: str = "keep"
-    matmul_products: str = "fp16"
-    matmul_overflow: float | None = 32758.8
+    accumulator: str = "tile4"
+    matmul_products: str = "exact"
+    tile_truncation: str = "toward_zero"
+    tile_carry: str = "truncate"
+    tile_result: str = "12bit"
+    matmul_overflow: float | None = 32760.0
+    matmul_subnormals: str = "flush"
     reduce_accumulate: str = "fp16"
+    specials: str = "engine"
+    width_slice_gain: float | None = 16.0
+    softmax_max: bool = True
 
     def __post_init__(self):
-        for field, allowed in (("rounding", ("nearest_even", "half_away")),
-                               ("subnormals", ("keep", "flush")),
-                               ("matmul_products", ("fp16", "exact")),
-                               ("reduce_accumulate", ("fp16", "wide"))):
+        for field, allowed in CHOICES.items() | {("reduce_accumulate", ("fp16", "wide"))}:
             if getattr(self, field) not in allowed:
                 raise ValueError(f"Numerics.{field} must be one of {allowed}, "
                                  f"got {getattr(self, field)!r}")
+
+        # the kernels' small ints, computed once (not fields: equality and hashing ignore them)
+        object.__setattr__(self, "mode", kernels.mode(self.rounding, self.subnormals))
+        object.__setattr__(self, "store_mode", kernels.mode(
+            self.rounding, self.subnormals, nan_to_zero=self.specials == "engine"))
+        object.__setattr__(self, "tile_mode", kernels.tile_mode(
+            self.tile_truncation, self.tile_carry, self.tile_result, self.matmul_products))
 
     def round16(self, x) -> np.ndarray:
         """Round to the nearest fp16 value under this model, returned as float32.
@@ -54,40 +80,79 @@ class Numerics:
         The simulator carries fp16 values in float32 arrays; `aneforge.kernels.round16` rounds
         them (numba when installed, else numpy float32 arithmetic: numpy's own float16
         conversion is an order of magnitude slower, and two orders slower on subnormals).
+        Under `specials="engine"` a NaN result (an indeterminate form: inf - inf, 0 * inf,
+        sqrt(-1)) is stored as +0, as the engine returns.
         """
-        return kernels.round16(x, kernels.mode(self.rounding, self.subnormals))
+        return kernels.round16(x, self.store_mode)
 
 
-ANE = Numerics()
+# What differs by ANE family (docs/numerics.md): M1 flushes matmul subnormals and M5 keeps them
+# (measured; M2/M3 unmeasured, taken as M1); the x16 width-slice gain is measured on M1 and M2,
+# and measured absent on M4/M5 (A15, M3: unknown, not modelled).
+FAMILY = {"A13": {}, "A14": {}, "A15": {"width_slice_gain": None},
+          "A16": {"matmul_subnormals": "keep", "width_slice_gain": None}}
+PRESETS = {"per_product": {"accumulator": "per_product", "matmul_products": "fp16",
+                           "matmul_overflow": 32758.8, "matmul_subnormals": "keep", "specials": "ieee",
+                           "width_slice_gain": None}}
+
+
+def for_target(target) -> Numerics:
+    """The default numerics model of an ANE target (a Target from aneforge.targets)."""
+    model = _BY_FAMILY.get(target.family)
+    if model is None:
+        model = _BY_FAMILY[target.family] = Numerics(**FAMILY.get(target.family, {}))
+    return model
+
+
+_BY_FAMILY: dict = {}
+ANE = Numerics()        # M1's model
 
 
 def get_numerics() -> Numerics:
-    """The numerics model the simulator compiles new programs with."""
-    return ANE if CTX.numerics is None else CTX.numerics
+    """The numerics model the simulator compiles new programs with: the one set with
+    `set_numerics`/`numerics`, else the current target's default (`for_target`)."""
+    if CTX.numerics is not None:
+        return CTX.numerics
+    from .targets import get_target
+    return for_target(get_target())
 
 
-def set_numerics(numerics: Numerics | None = None, **changes) -> Numerics:
-    """Replace the numerics model (or change some switches); returns the previous one.
+def set_numerics(numerics: Numerics | str | None = None, **changes) -> Numerics:
+    """Replace the numerics model (a Numerics, or a named one: "per_product"), or change some
+    switches of the current one; returns the previous one. A model set here stays in force
+    across `af.target(...)` changes; `set_numerics()` goes back to the target's default.
 
     >>> import aneforge as af
     >>> old = af.set_numerics(rounding="half_away")
     >>> _ = af.set_numerics(old)
     """
     prev = get_numerics()
+    if numerics is None and not changes:
+        CTX.numerics = None
+        return prev
+    if isinstance(numerics, str):
+        if numerics not in PRESETS:
+            raise ValueError(f"no numerics model {numerics!r}; named models: {sorted(PRESETS)}")
+        numerics, changes = prev, {**PRESETS[numerics], **changes}
     CTX.numerics = dataclasses.replace(numerics or prev, **changes)
     return prev
 
 
 @contextlib.contextmanager
-def numerics(**changes):
-    """Use a changed numerics model inside a `with` block.
+def numerics(model: str | None = None, **changes):
+    """Use a changed numerics model inside a `with` block: switches, or a named model.
 
     >>> import aneforge as af
-    >>> with af.numerics(matmul_products="exact"):
+    >>> with af.numerics(matmul_products="fp16"):
     ...     pass
+    >>> with af.numerics("per_product"):        # the simulator's earlier MAC model
+    ...     (af.tensor([[4096.0] + [1.0] * 1024]) @ af.ones(1025, 1)).item()
+    5120.0
     """
-    prev = set_numerics(**changes)
+    raw = CTX.numerics                 # None (the target's default) comes back as None
+    if model is not None or changes:
+        set_numerics(model, **changes)
     try:
         yield get_numerics()
     finally:
-        set_numerics(prev)
+        CTX.numerics = raw

@@ -110,14 +110,18 @@ def _targets_table() -> list[str]:
 NUMERICS = """\
 ## Numerics that differ by family
 
-Matmul accumulation (a wide accumulator over fp16 products) and its output cliff near 32759 were
-measured the same on M1, M2, M4 and M5; the differences are:
+Matmul accumulation (tiles of 4 products summed by a 12-bit truncating adder, a wide sum across
+tiles) and its output cliff (32752 passes, 32768 is inf) were measured on M1, the cliff also on
+M2, M4 and M5 (docs/numerics.md); the differences are:
+
+- **Matmul subnormals**: a matmul output below 2**-14 is flushed to +0 on M1 and kept on M5
+  (M2/M3 unmeasured; the simulator takes M1's behaviour for them).
 
 - **Width-slice clamp** (the table's last column): on A13 and A14 a slice whose begin on the last
   axis is nonzero goes through a crop DMA with an implied x16 fixed point, so any sliced
   |value| > 4094 becomes ±inf; concatenating several such slices can also select wrong
   elements. A16 (M4, M5) is exact; A15 is unmeasured. `af.cross_compile_check` names the hazard
-  on each such slice; the simulator does not model the clamp.
+  on each such slice, and the simulator applies the gain on M1/M2 (with a hazard warning).
 - **Reduce transpose route**: a reduced axis at least this long takes a transpose route (192 on
   A13/A14, 384 on A15+), which can reorder partial sums by at most an ulp.
 - **sin / cos** are native from A15; on A13/A14 they are reached through a polynomial

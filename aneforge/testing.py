@@ -10,7 +10,9 @@ roundings at the value). A value computed from sums or differences of larger ter
 a normalised activation) carries errors proportional to those terms, not to itself: entries
 below `rel_scale` = 1/8 of the tensor's largest magnitude are measured against that eighth.
 `atol` (default 2^-24, fp16's smallest step) covers exact zeros. A transformer block's output
-and every parameter gradient meet this rule against torch fp32 (tested).
+and every parameter gradient meet this rule against torch fp32 under the per-product matmul
+model (`af.numerics("per_product")`); the ANE's own MAC datapath, the default, cuts partial sums
+toward zero at 12 bits, and its gradients need rtol = 2^-5 (tested).
 """
 from __future__ import annotations
 

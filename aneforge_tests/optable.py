@@ -121,6 +121,7 @@ class OpCase:
     gen: str | tuple = "normal"        # one generator for all inputs, or one per input
     torch_fn: Callable | None = None   # when torch spells it differently
     bakes_inputs: bool = False         # the case turns input data into constants on purpose
+    grad: bool = True                  # False: its gradient is singular on the engine on purpose
 
     def gens(self) -> tuple:
         return (self.gen,) * len(self.shapes) if isinstance(self.gen, str) else self.gen
@@ -177,6 +178,12 @@ def expected(t: np.ndarray) -> np.ndarray:
 def bound(case: OpCase, t: np.ndarray, abs_ref: np.ndarray | None) -> np.ndarray:
     b = case.tol.atol + case.tol.rtol * np.abs(t)
     return b if abs_ref is None else b + case.tol.cond * abs_ref
+
+
+def _engine_div(m, x, y):
+    """torch's x / y as the engine gives it: 0 / 0 is +0 (gradient 0 there)."""
+    zero = (x == 0) & (y == 0)
+    return m.where(zero, 0.0 * x.detach(), x / m.where(zero, m.ones_like(y), y))
 
 
 # ---- the table ---------------------------------------------------------------------------
@@ -335,7 +342,11 @@ CASES: list[OpCase] = [
     C("pow_1_5", (S,), lambda m, x: m.pow(x, 1.5), gen="pos"),
     C("rpow", (S,), lambda m, x: 2 ** x),
     C("pow_zero_base", ((4, 5), (4, 5)), lambda m, x, y: x ** y, gen=("zbase", "zexp")),
-    C("pow_neg_base", (S, S), lambda m, x, y: x ** y, gen=("nonzero", "fexp")),
+    # d(x ** y)/dy = x ** y * log(x): on the engine log(x < 0) is the indeterminate +0, not NaN
+    # (no NaN leaves the ANE; sbryngelson/ane-guide part-1-machine/03-numerics.md)
+    C("pow_neg_base", (S, S), lambda m, x, y: x ** y, gen=("nonzero", "fexp"),
+      torch_fn=lambda m, x, y: m.where(x < 0, x ** y.detach(),
+                                        m.where(x < 0, m.ones_like(x), x) ** y)),
     C("int_pow_tensor", ((4, 5), (4, 5)), lambda m, x, y: x ** y, EXACT, gen=("int", "iexp")),
     C("int_rpow_tensor", (S,), lambda m, x: 3 ** x, EXACT, gen="iexp"),
     C("maximum", (S, S), lambda m, x, y: m.maximum(x, y), EXACT),
@@ -792,9 +803,15 @@ CASES: list[OpCase] = [
     C("diag_offsets", ((3,),), lambda m, x: (x.diag(2), m.diag(x, -1)), EXACT),
     C("diag_of_matrix", ((3, 4),), lambda m, x: m.diag(x, 1), EXACT),
     # (the default posinf is the dtype's max: fp16's here, fp32's in torch's reference)
+    # On the engine 0 / 0 is the indeterminate +0, not NaN (no NaN leaves the ANE;
+    # sbryngelson/ane-guide part-1-machine/03-numerics.md): there is no NaN left to replace, and
+    # the gradient of x / (x - x) is +-inf / +0 there, not torch's NaN (test_datapath checks
+    # nan_to_num's value and gradient against torch under specials="ieee").
     C("nan_to_num", ((3, 4),), lambda m, x: (m.nan_to_num(x / (x - x), posinf=2.0, neginf=-3.0),
                                             (x / (x - x)).nan_to_num(1.5, 100.0, -7.0)), EXACT,
-      gen="fint"),
+      gen="fint", torch_fn=lambda m, x: (m.nan_to_num(_engine_div(m, x, x - x), posinf=2.0, neginf=-3.0),
+                                         _engine_div(m, x, x - x).nan_to_num(1.5, 100.0, -7.0)),
+      grad=False),
     # norms (sums of powers in fp32: one rounding out)
     C("norm", ((3, 4),), lambda m, x: x.norm(), Tol(3 * U, 2.0 ** -24)),
     C("norm_p1_dim", ((3, 4),), lambda m, x: m.norm(x, 1, dim=1), Tol(3 * U, 2.0 ** -24)),

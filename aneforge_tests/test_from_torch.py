@@ -115,8 +115,14 @@ def test_buffers_updated_in_training_mode_are_refused_with_a_fix():
 
 def test_compare_reports_agreement_and_catches_a_difference():
     net, model, x = pair("transformer_block")
-    report = af.testing.compare(model, net, (x,))
+    # The ANE's MAC datapath cuts each 4-lane tile's partial sums toward zero at 12 bits
+    # (sbryngelson/ane-guide part-6-silicon/20-datapath-mac.md): gradients through the block's
+    # matmuls agree with torch to ~2.6% of their scale (2**-5), not the default 2**-7, which the
+    # earlier per-product model (every product rounded to nearest) met.
+    report = af.testing.compare(model, net, (x,), rtol=2.0 ** -5)
     assert report.ok, str(report)
+    with af.numerics("per_product"):
+        assert af.testing.compare(model, net, (x,)).ok
     assert [r.name for r in report][:2] == ["output 0", "grad ln1.weight"]
     with af.no_grad():
         w = model.state_dict()["proj.bias"]

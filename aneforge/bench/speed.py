@@ -117,7 +117,7 @@ def workloads():
     out = [(name, lambda lib, w=w: _train(*w, lib)) for name, w in rows]
     out += [(f"{name}, af.compile replay", lambda lib, w=w: _train(*w, lib, compiled=True))
             for name, w in rows]
-    out.append((f"matmul {n}x{n}x{n} fp16 (aneforge: fp16 products)", _matmul(n)))
+    out.append((f"matmul {n}x{n}x{n} fp16 (aneforge: ANE tile datapath)", _matmul(n)))
     return out
 
 

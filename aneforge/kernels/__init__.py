@@ -86,9 +86,10 @@ def _fast():
     return _compiled[0]
 
 
-def mode(rounding: str, subnormals: str) -> int:
+def mode(rounding: str, subnormals: str, nan_to_zero: bool = False) -> int:
     """The numerics model's rounding as the kernels' small int (see reference.py)."""
-    return (2 if rounding == "half_away" else 0) | (1 if subnormals == "flush" else 0)
+    return (2 if rounding == "half_away" else 0) | (1 if subnormals == "flush" else 0) \
+        | (4 if nan_to_zero else 0)
 
 
 def round16(x, mode: int) -> np.ndarray:
@@ -120,6 +121,33 @@ def matmul(x, y, mode: int) -> np.ndarray:
     return out.reshape(batch + out.shape[1:])
 
 
+def tile_mode(truncation: str, carry: str, result: str, products: str) -> int:
+    """The tile datapath's open points as the kernels' small int (see reference.py)."""
+    return ((truncation == "toward_neg_inf") | (carry == "nearest_even") << 1
+            | (result == "fp16") << 2 | (products == "fp16") << 3)
+
+
+def tile_matmul(x, y, mode: int, tmode: int, limit: float) -> np.ndarray:
+    """x @ y for float32 operands of rank >= 2 with broadcast batch dims, through the ANE's
+    MAC datapath: tiles of 4 products summed by a 12-bit truncating adder, an fp32 sum across
+    tiles that saturates to +-inf at |acc| >= limit (docs/numerics.md)."""
+    x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
+    fast = _fast()
+    if fast is None:
+        return reference.tile_matmul(x, y, mode, tmode, limit)
+    pad = -x.shape[-1] % 4
+    if pad:                 # zero lanes complete the last tile
+        x = np.concatenate([x, np.zeros(x.shape[:-1] + (pad,), np.float32)], -1)
+        y = np.concatenate([y, np.zeros(y.shape[:-2] + (pad, y.shape[-1]), np.float32)], -2)
+    batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    bx, x3 = _batch_index(x, batch)
+    by, y3 = _batch_index(y, batch)
+    out = np.empty((len(bx), x.shape[-2], y.shape[-1]), np.float32)
+    if out.size:
+        fast.tile_matmul(x3, y3, bx, by, out, mode, tmode, limit)
+    return out.reshape(batch + out.shape[1:])
+
+
 def _batch_index(a: np.ndarray, batch: tuple) -> tuple[np.ndarray, np.ndarray]:
     """a as a C-contiguous [B_a, rows, cols] stack, and for each entry of the broadcast batch
     the index of its matrix in that stack (broadcasting without copies)."""
@@ -141,6 +169,14 @@ def narrow_sum(terms: np.ndarray, mode: int) -> np.ndarray:
     out = np.empty(flat.shape[1], np.float32)
     fast.narrow_sum(flat, out, mode)
     return out.reshape(terms.shape[1:])
+
+
+def has_nan(a: np.ndarray) -> bool:
+    """Whether a float array holds a NaN (compiled: one pass, no temporary array)."""
+    fast = _fast()
+    if fast is None or a.dtype != np.float32:
+        return bool(np.isnan(a).any())
+    return bool(fast.has_nan(np.ascontiguousarray(a).reshape(-1)))
 
 
 _F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)

@@ -74,6 +74,18 @@ def to_float16(x, out):
 
 
 @njit(cache=True)
+def has_nan(x):
+    """Whether float32 x (1-D) holds a NaN: an OR over blocks, so the loop vectorizes."""
+    for i0 in range(0, x.size, 256):
+        bad = False
+        for i in range(i0, min(i0 + 256, x.size)):
+            bad |= x[i] != x[i]
+        if bad:
+            return True
+    return False
+
+
+@njit(cache=True)
 def from_float16(h, out):
     """the bits of float16 -> float32 (exact)."""
     for i in range(h.size):
@@ -84,7 +96,7 @@ def from_float16(h, out):
 def _outside(v, mode):
     """round16 of a value outside the fp16 normal range (as reference._outside)."""
     if v != v:
-        return v
+        return _ZERO if mode & 4 else v
     if abs(v) >= _TINY:
         return _INF if v > _ZERO else -_INF
     s = v * _UP
@@ -99,15 +111,15 @@ def _outside(v, mode):
 
 @njit(cache=True)
 def r16_ieee(v, mode):
-    """r16 under mode 0 (nearest-even, subnormals kept): IEEE float -> half -> float; a NaN is
-    returned as is (as the reference does)."""
-    return v if v != v else _via_half(v)
+    """r16 under nearest-even with subnormals kept: IEEE float -> half -> float; a NaN is
+    returned as is, or as +0 under mode bit 2 (as the reference does)."""
+    return (_ZERO if mode & 4 else v) if v != v else _via_half(v)
 
 
 @njit(cache=True)
 def r16(v, mode):
     """One float32 value rounded to fp16 under `mode` (see reference.py)."""
-    if mode == 0:
+    if mode & 3 == 0:
         return r16_ieee(v, mode)
     b = _bits(v)
     if mode & 2:
@@ -125,7 +137,7 @@ def rounder(mode: int):
     """The scalar rounding for `mode`, passed to the matmul kernel (numba compiles one version
     per function): the IEEE conversion for the default mode vectorizes, the general one does
     not."""
-    return r16_ieee if mode == 0 else r16
+    return r16_ieee if mode & 3 == 0 else r16
 
 
 # round16 and narrow_sum run once per op output: they call their rounding directly (a
@@ -144,7 +156,7 @@ def _round16_any(x, out, mode):
 
 
 def round16(x, out, mode):
-    (_round16_ieee if mode == 0 else _round16_any)(x, out, mode)
+    (_round16_ieee if mode & 3 == 0 else _round16_any)(x, out, mode)
 
 
 def _tasks(out):
@@ -253,3 +265,203 @@ def _narrow_sum(terms, out, mode):
 def narrow_sum(terms, out, mode):
     """Sum over axis 0 of a 2-D array, acc = r16(acc + term) in order (reference.narrow_sum)."""
     _narrow_sum(terms, out, mode)
+
+
+# ---- the tile-of-4 accumulator (reference.tile_matmul is the definition) ---------------------
+# add12 works on integers scaled by 2**(11 - e): a power-of-two scale is exact, so every step
+# below is an exact float32 operation and the numba and numpy versions agree bit for bit.
+_M = np.uint32(0x7FFFFFFF)
+_EXP = np.uint32(0x7F800000)
+_SCALE = np.uint32(265 << 23)   # (127 + 11 - e + 127) << 23 = _SCALE - (biased e << 23)
+_Q = np.uint32(11 << 23)
+_LOW12 = np.uint32(0xFFFFF000)
+_CARRY = np.float32(4096.0)
+
+
+def _llvm_unary(name):
+    """An LLVM float intrinsic (llvm.trunc, llvm.floor, llvm.rint) on a float32: one
+    instruction that vectorizes; numpy's scalar versions compile to libm calls that do not."""
+    @intrinsic
+    def fn(typingctx, v):
+        def codegen(context, builder, sig, args):
+            f = builder.module.declare_intrinsic(name, [ir.FloatType()])
+            return builder.call(f, args)
+        return types.float32(types.float32), codegen
+    return fn
+
+
+_llvm_trunc, _llvm_floor, _llvm_rint = map(_llvm_unary, ("llvm.trunc", "llvm.floor", "llvm.rint"))
+
+
+@njit(cache=True)
+def _trunc(v):
+    return _llvm_trunc(v)
+
+
+@njit(cache=True)
+def _floor(v):
+    return _llvm_floor(v)
+
+
+@njit(cache=True)
+def _rint(v):
+    return _llvm_rint(v)
+
+
+@njit(cache=True)
+def _scales(x, y):
+    """(2**(11 - e), 2**(e - 11)) for e = floor(log2(max(|x|, |y|))), from the exponent bits
+    (both 0 when x = y = 0, so 0 + 0 = 0)."""
+    m = max(_bits(x) & _EXP, _bits(y) & _EXP)
+    return _float(np.uint32(_SCALE - m)), _float(np.uint32(m - _Q))
+
+
+@njit(cache=True)
+def _add12(x, y, cut, carry):
+    """x + y in the 12-bit truncating adder: both cut to 2**(e - 11), e the exponent of the
+    larger; a carry past 2**(e + 1) renormalises (cut again at 2**(e - 10))."""
+    scale, q = _scales(x, y)
+    s = cut(x * scale) + cut(y * scale)
+    s = carry(s * _HALF) * np.float32(2.0) if abs(s) >= _CARRY else s
+    return s * q
+
+
+@njit(cache=True)
+def _add12_toward_zero(x, y, cut, carry):
+    """_add12 with both cuts toward zero (the default): the carry's cut is then clearing the
+    low 12 bits of the float32 sum, a no-op when there is no carry (the sum is already a
+    multiple of 2**(e - 11))."""
+    scale, q = _scales(x, y)
+    return _float(_bits((_llvm_trunc(x * scale) + _llvm_trunc(y * scale)) * q) & _LOW12)
+
+
+@njit(cache=True)
+def _keep12(v, cut):
+    return v
+
+
+@njit(cache=True)
+def _cut16(v, cut):
+    """v cut to the fp16 grid (11 significant bits; spacing 2**-24 below 2**-14)."""
+    m = max((_bits(v) & _M) >> np.uint32(23), np.uint32(113))
+    scale = _float(np.uint32(np.uint32(264) - m) << np.uint32(23))
+    return cut(v * scale) * _float(np.uint32(m - np.uint32(10)) << np.uint32(23))
+
+
+@njit(cache=True)
+def _exact(v, mode):
+    return v
+
+
+@njit(cache=True)
+def _tile(p0, p1, p2, p3, add, cut, carry, result):
+    """One tile's sum. An inf or NaN product makes it inf or NaN, as the plain sum would be
+    (the scale from an inf exponent turns the finite operands into 0)."""
+    return result(add(add(add(p0, p1, cut, carry), p2, cut, carry), p3, cut, carry), cut)
+
+
+@njit(cache=True)
+def _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, add, cut, carry, result):
+    """ROWS rows of one batch entry, tile by tile (K is a multiple of 4): the tile's four
+    products summed by `_tile`, added to the fp32 accumulator, which saturates to +-inf once
+    |acc| >= limit. The j loop is innermost, as in _matmul_task."""
+    _, m, n = out.shape
+    k = x.shape[2]
+    rb = (m + ROWS - 1) // ROWS
+    b, i0 = t // rb, (t % rb) * ROWS
+    i1 = min(i0 + ROWS, m)
+    xb, yb, ob, fin = x[bx[b]], y[by[b]], out[b], finite[by[b]]
+    for i in range(i0, i1):
+        for j in range(n):
+            ob[i, j] = _ZERO
+    for k0 in range(0, k, 4):
+        y0, y1, y2, y3 = yb[k0], yb[k0 + 1], yb[k0 + 2], yb[k0 + 3]
+        skip = fin[k0] and fin[k0 + 1] and fin[k0 + 2] and fin[k0 + 3]
+        for i in range(i0, i1):
+            a0, a1, a2, a3 = xb[i, k0], xb[i, k0 + 1], xb[i, k0 + 2], xb[i, k0 + 3]
+            if skip and a0 == _ZERO and a1 == _ZERO and a2 == _ZERO and a3 == _ZERO:
+                continue
+            o = ob[i]
+            for j in range(n):
+                s = o[j] + _tile(rnd(a0 * y0[j], mode), rnd(a1 * y1[j], mode),
+                                 rnd(a2 * y2[j], mode), rnd(a3 * y3[j], mode), add, cut, carry,
+                                 result)
+                o[j] = _saturate(s, limit)
+
+
+@njit(cache=True)
+def _saturate(s, limit):
+    return s if abs(s) < limit else s * _INF
+
+
+@njit(cache=True, nogil=True)
+def tile_tasks(x, y, bx, by, finite, out, mode, limit, first, last, rnd, add, cut, carry, result):
+    for t in range(first, last):
+        _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, add, cut, carry, result)
+
+
+# The default datapath (tmode 0) with direct calls: function arguments cost numba a type lookup
+# per call (~25 us for six, as much as a small matmul), and functions passed as values inside a
+# jitted function cannot be cached.
+@njit(cache=True)
+def _default_tile(p0, p1, p2, p3):
+    return _add12_toward_zero(_add12_toward_zero(_add12_toward_zero(
+        p0, p1, _trunc, _trunc), p2, _trunc, _trunc), p3, _trunc, _trunc)
+
+
+@njit(cache=True, nogil=True)
+def _default_tasks(x, y, bx, by, finite, out, mode, limit, first, last):
+    """tile_tasks for the default datapath."""
+    _, m, n = out.shape
+    k = x.shape[2]
+    rb = (m + ROWS - 1) // ROWS
+    for t in range(first, last):
+        b, i0 = t // rb, (t % rb) * ROWS
+        i1 = min(i0 + ROWS, m)
+        xb, yb, ob, fin = x[bx[b]], y[by[b]], out[b], finite[by[b]]
+        for i in range(i0, i1):
+            for j in range(n):
+                ob[i, j] = _ZERO
+        for k0 in range(0, k, 4):
+            y0, y1, y2, y3 = yb[k0], yb[k0 + 1], yb[k0 + 2], yb[k0 + 3]
+            skip = fin[k0] and fin[k0 + 1] and fin[k0 + 2] and fin[k0 + 3]
+            for i in range(i0, i1):
+                a0, a1, a2, a3 = xb[i, k0], xb[i, k0 + 1], xb[i, k0 + 2], xb[i, k0 + 3]
+                if skip and a0 == _ZERO and a1 == _ZERO and a2 == _ZERO and a3 == _ZERO:
+                    continue
+                o = ob[i]
+                for j in range(n):
+                    o[j] = _saturate(o[j] + _default_tile(a0 * y0[j], a1 * y1[j], a2 * y2[j],
+                                                          a3 * y3[j]), limit)
+
+
+def _runner(tmode, mode):
+    """A function running tasks [first, last) of the datapath `tmode`."""
+    if tmode == 0:
+        return _default_tasks
+    cut = _floor if tmode & 1 else _trunc
+    carry = _rint if tmode & 2 else cut
+    result = _cut16 if tmode & 4 else _keep12
+    rnd = rounder(mode) if tmode & 8 else _exact
+    add = _add12_toward_zero if tmode & 3 == 0 else _add12
+    fns = (rnd, add, cut, carry, result)
+    return lambda *a: tile_tasks(*a, *fns)
+
+
+def tile_matmul(x, y, bx, by, out, mode, tmode, limit):
+    """out[b] = x[bx[b]] @ y[by[b]] through the tile-of-4 datapath (reference.tile_matmul),
+    K a multiple of 4; split over threads as `matmul`."""
+    finite = np.isfinite(y).all(axis=2)
+    run = _runner(tmode, mode)
+    limit = np.float32(limit)
+    tasks = _tasks(out)
+    macs = out.shape[1] * out.shape[2] * x.shape[2] * len(bx)
+    n = min(threads(), tasks) if macs >= PARALLEL_MACS else 1
+    if n <= 1:
+        run(x, y, bx, by, finite, out, mode, limit, 0, tasks)
+        return
+    cuts = [tasks * i // n for i in range(n + 1)]
+    jobs = [_pool().submit(run, x, y, bx, by, finite, out, mode, limit, a, b)
+            for a, b in zip(cuts[:-1], cuts[1:])]
+    for job in jobs:
+        job.result()

@@ -2,7 +2,8 @@
 `compiled.py` must match bit for bit (aneforge_tests/test_kernels.py checks that).
 
 Every kernel takes `mode`, the rounding of the numerics model as one small int (`kernels.mode`):
-bit 1 = round half away from zero (else nearest-even), bit 0 = flush fp16 subnormals to 0.
+bit 1 = round half away from zero (else nearest-even), bit 0 = flush fp16 subnormals to 0,
+bit 2 = a NaN rounds to +0 (the engine's indeterminate forms; else NaN stays NaN).
 """
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def _outside(v: np.ndarray, mode: int) -> np.ndarray:
         q = np.rint(s)
     out[small] = q * np.float32(2.0 ** -24)
     nan = np.isnan(v)
-    out[nan] = v[nan]
+    out[nan] = np.float32(0.0) if mode & 4 else v[nan]
     return out
 
 
@@ -89,3 +90,65 @@ def narrow_sum(terms: np.ndarray, mode: int) -> np.ndarray:
         for term in terms[1:]:
             acc = round16(acc + term, mode)
     return acc
+
+
+# ---- the tile-of-4 accumulator ----------------------------------------------------------------
+# tmode bits: 1 = cut toward -inf (else toward zero), 2 = carry rounds to nearest-even (else it
+# cuts), 4 = a tile's result cut to fp16 (else kept at 12 bits), 8 = products rounded to fp16
+# under `mode` (else exact: an fp16 x fp16 product fits float32).
+def _scale_bits(bits: np.ndarray, offset: int) -> np.ndarray:
+    return (np.uint32(offset) - bits).astype(np.uint32) << np.uint32(23)
+
+
+def add12(x: np.ndarray, y: np.ndarray, tmode: int) -> np.ndarray:
+    """x + y in the 12-bit truncating adder: e = floor(log2(max(|x|, |y|))), both operands cut
+    to multiples of q = 2**(e - 11); a sum reaching 2**(e + 1) is cut again at 2q (the carry).
+    Computed on the integers x / q, y / q: every step is exact in float32."""
+    cut = np.floor if tmode & 1 else np.trunc
+    carry = np.rint if tmode & 2 else cut
+    m = np.maximum(x.view(np.uint32) & np.uint32(0x7FFFFFFF), y.view(np.uint32) & np.uint32(0x7FFFFFFF))
+    m = np.maximum(m >> np.uint32(23), np.uint32(12))
+    scale = _scale_bits(m, 265).view(np.float32)
+    q = (m - np.uint32(11)).astype(np.uint32) << np.uint32(23)
+    s = cut(x * scale) + cut(y * scale)
+    s = np.where(np.abs(s) >= np.float32(4096), carry(s * np.float32(0.5)) * np.float32(2), s)
+    return s * q.view(np.float32)
+
+
+def cut16(v: np.ndarray, tmode: int) -> np.ndarray:
+    """v cut (toward zero, or -inf) to the fp16 grid: 11 significant bits, spacing 2**-24
+    below 2**-14."""
+    cut = np.floor if tmode & 1 else np.trunc
+    m = np.maximum((v.view(np.uint32) & np.uint32(0x7FFFFFFF)) >> np.uint32(23), np.uint32(113))
+    q = ((m - np.uint32(10)).astype(np.uint32) << np.uint32(23)).view(np.float32)
+    return cut(v * _scale_bits(m, 264).view(np.float32)) * q
+
+
+def tile_sum(p: list, tmode: int) -> np.ndarray:
+    """One tile: four products added left to right by add12. An inf or NaN product makes the
+    tile inf or NaN, as their plain sum would be (the scale taken from an inf exponent turns
+    the finite operands into 0)."""
+    t = add12(add12(add12(p[0], p[1], tmode), p[2], tmode), p[3], tmode)
+    return cut16(t, tmode) if tmode & 4 else t
+
+
+def tile_matmul(x: np.ndarray, y: np.ndarray, mode: int, tmode: int, limit: float) -> np.ndarray:
+    """x @ y (float32, broadcast batch dims, rank >= 2) through the ANE's MAC datapath: lanes
+    k = 4t .. 4t + 3 form tile t (K zero-padded to a multiple of 4); each tile is summed by
+    `tile_sum`; tiles are added in order into an fp32 accumulator from +0, which becomes +-inf
+    once |acc| >= limit (it stays there: the engine's partials saturate)."""
+    k = x.shape[-1]
+    pad = -k % 4
+    if pad:
+        x = np.concatenate([x, np.zeros(x.shape[:-1] + (pad,), np.float32)], -1)
+        y = np.concatenate([y, np.zeros(y.shape[:-2] + (pad, y.shape[-1]), np.float32)], -2)
+    batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    acc = np.zeros(batch + (x.shape[-2], y.shape[-1]), np.float32)
+    limit = np.float32(limit)
+    with np.errstate(all="ignore"):
+        for k0 in range(0, k + pad, 4):
+            p = [x[..., :, k0 + i, None] * y[..., None, k0 + i, :] for i in range(4)]
+            p = [round16(v, mode) for v in p] if tmode & 8 else p
+            acc = acc + tile_sum(p, tmode)
+            acc = np.where(np.abs(acc) >= limit, np.copysign(np.float32(np.inf), acc), acc)
+    return acc.astype(np.float32, copy=False)

@@ -56,14 +56,23 @@ def norm_axes(op: str, in_types: dict, axes, rank: int) -> tuple[int, ...]:
     return out
 
 
-def elementwise(fn):
+def elementwise(fn, engine=None):
     """A kernel computing `fn` in fp32 (fp16 values arrive as float32); the simulator rounds
-    the result to the op's declared dtype afterwards (the ANE's elementwise model:
-    fp32, then rounded once; ANEForge `docs/developer/numerics.md`)."""
+    the result to the op's declared dtype afterwards (the ANE's elementwise model: fp32, then
+    rounded once; sbryngelson/ane-guide part-1-machine/03-numerics.md). `engine` is the op's
+    behaviour on special values where the engine differs from IEEE (log(+0) = -45440,
+    1/(-0) = +inf, ...), used under `Numerics.specials="engine"`; NaN results become +0 in
+    the store either way (Numerics.round16)."""
     def simulate(ctx, *xs, **attrs):
+        f = engine if engine is not None and ctx.numerics.specials == "engine" else fn
         with np.errstate(all="ignore"):
-            return fn(*xs, **attrs)
+            return f(*xs, **attrs)
     return simulate
+
+
+def positive_zero(x):
+    """x with -0 turned into +0 (the engine has no negative zero at these ops' boundary)."""
+    return x + np.float32(0.0)
 
 
 def same_type(shape, dtype) -> TensorType:

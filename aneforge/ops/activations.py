@@ -92,7 +92,16 @@ def _softmax(x, axis):
     return e / e.sum(axis=axis, keepdims=True)
 
 
-define("softmax", ("x",), _softmax_infer, elementwise(_softmax), attrs={"axis": Attr("int", -1)})
+def _engine_softmax(x, axis):
+    # the engine subtracts the max in hardware; an inf lane (a NaN coerced at the input) minus
+    # the max inf is the indeterminate +0, so that lane takes all the mass (ane-guide 03-numerics.md)
+    d = x - x.max(axis=axis, keepdims=True)
+    e = np.exp(np.where(np.isnan(d), np.float32(0.0), d))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+define("softmax", ("x",), _softmax_infer, elementwise(_softmax, _engine_softmax),
+       attrs={"axis": Attr("int", -1)})
 
 
 # ---- gradient rules ----------------------------------------------------------------------

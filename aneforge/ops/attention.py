@@ -16,7 +16,7 @@ from .. import dtypes
 from ._common import FLOATS, broadcast, require_dtype, require_same_dtype, same_type
 from ._grad import attach, where
 from .activations import _softmax
-from .linalg import cliff, fp16_matmul
+from .linalg import fp16_matmul, port
 from .registry import define, shape_error
 from ..ir.types import TensorType
 
@@ -51,7 +51,7 @@ def _sdpa_sim(ctx, query, key, value, attn_mask):
     store = ctx.numerics.round16 if fp16 else (lambda a: np.asarray(a, np.float32))
 
     def matmul(a, b):
-        return cliff(ctx.numerics, fp16_matmul(ctx.numerics, a, b)) if fp16 else np.matmul(a, b)
+        return port(ctx, fp16_matmul(ctx.numerics, a, b)) if fp16 else np.matmul(a, b)
 
     with np.errstate(all="ignore"):
         s = store(matmul(query, np.swapaxes(key, -1, -2)))

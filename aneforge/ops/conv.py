@@ -3,8 +3,8 @@ and the optional bias [C_out] must be constants (the engine's native conv takes 
 weights; a trainable conv is im2col + matmul, aneforge/nn/_conv.py). Graph passes fold a
 following constant bias, scale or batch norm into them.
 
-The kernel is im2col + the matmul MAC model (each product rounded to fp16, a wide accumulator,
-the output cliff); the executor rounds the result once. The gradient for x is again a conv
+The kernel is im2col + the matmul MAC datapath (tiles of 4 lanes in im2col order, a wide sum
+across tiles, the output port); the executor rounds the result once. The gradient for x is again a conv
 with a constant weight: the flipped, channel-transposed kernel over the cotangent dilated by
 the stride and padded by (dilated kernel - 1 - pad).
 """
@@ -17,7 +17,7 @@ import numpy as np
 from .. import dtypes, limits
 from ._common import FLOATS, require_dtype, require_same_dtype, same_type
 from ._grad import attach, const, op
-from .linalg import cliff, fp16_matmul
+from .linalg import fp16_matmul, port
 from .registry import Attr, define, describe, shape_error
 
 PAD_TYPES = ("valid", "custom", "same", "same_lower")
@@ -94,7 +94,7 @@ def _conv_sim(ctx, x, weight, bias, strides, pad_type, pad, dilations, groups):
     acc = acc.reshape(n, co, ho, wo)
     if bias is not None:
         acc = acc + bias.reshape(1, co, 1, 1)
-    return cliff(ctx.numerics, acc) if fp16 else acc
+    return port(ctx, acc) if fp16 else acc
 
 
 define("conv", ("x", "weight", "bias"), _conv_infer, _conv_sim,

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ._common import (FLOATS, NUMERIC, broadcast, elementwise, require_dtype, require_same_dtype,
-                      same_type)
+from ._common import (FLOATS, NUMERIC, broadcast, elementwise, positive_zero, require_dtype,
+                      require_same_dtype, same_type)
 from ._grad import attach, where, zeros
 from .registry import Attr, define
 
@@ -18,17 +18,23 @@ def _binary_infer(name, allowed, out_dtype=None):
     return infer
 
 
+def _engine_div(x, y):
+    # the engine divides by a zero as +0: 1/(-0) = +inf (sbryngelson/ane-guide, 03-numerics.md)
+    return np.true_divide(x, positive_zero(y))
+
+
+# name: (IEEE kernel, dtypes, the engine's special-value behaviour where it differs)
 ARITHMETIC = {
-    "add": (np.add, NUMERIC),
-    "sub": (np.subtract, NUMERIC),
-    "mul": (np.multiply, NUMERIC),
-    "real_div": (np.true_divide, FLOATS),
-    "pow": (np.power, FLOATS),
-    "maximum": (np.maximum, NUMERIC),
-    "minimum": (np.minimum, NUMERIC),
+    "add": (np.add, NUMERIC, None),
+    "sub": (np.subtract, NUMERIC, None),
+    "mul": (np.multiply, NUMERIC, None),
+    "real_div": (np.true_divide, FLOATS, _engine_div),
+    "pow": (np.power, FLOATS, None),
+    "maximum": (np.maximum, NUMERIC, None),
+    "minimum": (np.minimum, NUMERIC, None),
 }
-for _name, (_fn, _allowed) in ARITHMETIC.items():
-    define(_name, ("x", "y"), _binary_infer(_name, _allowed), elementwise(_fn))
+for _name, (_fn, _allowed, _engine) in ARITHMETIC.items():
+    define(_name, ("x", "y"), _binary_infer(_name, _allowed), elementwise(_fn, _engine))
 
 COMPARISONS = {
     "less": np.less, "less_equal": np.less_equal, "greater": np.greater,
@@ -53,18 +59,32 @@ def _rsqrt(x, epsilon):
     return 1.0 / np.sqrt(x + np.float32(epsilon))
 
 
+def _log(x, epsilon):
+    return np.log(x + np.float32(epsilon))
+
+
+LOG_ZERO = np.float32(-45440.0)    # the engine's log(+0): a finite sentinel (ane-guide 03-numerics.md)
+
+
+def _engine_log(x, epsilon):
+    v = x + np.float32(epsilon)
+    return np.where(v == 0, LOG_ZERO, np.log(v))
+
+
+# name: (IEEE kernel, dtypes, attributes, the engine's special-value behaviour where it differs:
+# sqrt(-0) = +0, rsqrt(-0) = +inf, log(+0) = -45440; sbryngelson/ane-guide 03-numerics.md)
 UNARY = {
-    "exp": (np.exp, FLOATS, {}),
-    "log": (lambda x, epsilon: np.log(x + np.float32(epsilon)), FLOATS,
-            {"epsilon": Attr("scalar", 1e-45)}),
-    "sqrt": (np.sqrt, FLOATS, {}),
-    "rsqrt": (_rsqrt, FLOATS, {"epsilon": Attr("scalar", 1e-12)}),
-    "abs": (np.abs, NUMERIC, {}),
-    "sin": (np.sin, FLOATS, {}),
-    "cos": (np.cos, FLOATS, {}),
+    "exp": (np.exp, FLOATS, {}, None),
+    "log": (_log, FLOATS, {"epsilon": Attr("scalar", 1e-45)}, _engine_log),
+    "sqrt": (np.sqrt, FLOATS, {}, lambda x: positive_zero(np.sqrt(x))),
+    "rsqrt": (_rsqrt, FLOATS, {"epsilon": Attr("scalar", 1e-12)},
+              lambda x, epsilon: 1.0 / positive_zero(np.sqrt(x + np.float32(epsilon)))),
+    "abs": (np.abs, NUMERIC, {}, None),
+    "sin": (np.sin, FLOATS, {}, None),
+    "cos": (np.cos, FLOATS, {}, None),
 }
-for _name, (_fn, _allowed, _attrs) in UNARY.items():
-    define(_name, ("x",), _unary_infer(_name, _allowed), elementwise(_fn), attrs=_attrs)
+for _name, (_fn, _allowed, _attrs, _engine) in UNARY.items():
+    define(_name, ("x",), _unary_infer(_name, _allowed), elementwise(_fn, _engine), attrs=_attrs)
 
 
 # ---- gradient rules: vjp(g, ins, attrs, out) -> {input name: cotangent} ------------------

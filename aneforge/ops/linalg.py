@@ -1,11 +1,14 @@
-"""matmul and linear: fp16 operands, each product rounded to fp16, a wide (fp32) accumulator
-adding the products in order over K, the output rounded to fp16 and turned to ±inf above the
-measured cliff (ANEForge `docs/developer/numerics.md`; ANEForge `docs/numeric-cliffs.md`). The kernel lives in aneforge/kernels."""
+"""matmul and linear: fp16 operands through the ANE's MAC datapath (tiles of 4 products summed
+by a 12-bit truncating adder, a wide fp32 sum across tiles), then the output port (saturation
+at 2**15, subnormal flush on M1), then the fp16 store (sbryngelson/ane-guide,
+part-6-silicon/20-datapath-mac.md and part-1-machine/03-numerics.md). The kernels live in
+aneforge/kernels."""
 from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes, kernels
+from .. import dtypes, hazards, kernels
+from ..numerics import F16_TINY
 from ._common import FLOATS, broadcast, require_dtype, require_same_dtype, same_type
 from ._grad import attach, op
 from .registry import Attr, define, shape_error
@@ -34,26 +37,42 @@ def _matmul_infer(t, attrs):
 
 
 def fp16_matmul(nm, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """x @ y of fp16 values with the ANE's MAC model; returns the wide (fp32) accumulator.
+    """x @ y of fp16 values through the ANE's MAC datapath; returns the wide (fp32) accumulator
+    before the output port.
 
-    Each product is rounded to fp16 and added to an fp32 accumulator sequentially over K
-    (docs/numerics.md); `matmul_products="exact"` is fp32 BLAS instead (its own order)."""
-    if nm.matmul_products == "exact":
+    `accumulator="tile4"` (the default): lanes in tiles of 4, each tile summed by a 12-bit
+    truncating adder, an fp32 sum across tiles that saturates to +-inf at `matmul_overflow`
+    (measured on M1, sbryngelson/ane-guide part-6-silicon/20-datapath-mac.md; docs/numerics.md
+    has the model). `"per_product"`: each product rounded to fp16, an fp32 sum in order over K (the
+    simulator's earlier model); `"blas"`: fp32 BLAS."""
+    if nm.accumulator == "blas":
         return np.matmul(x, y)
     vx, vy = x.ndim == 1, y.ndim == 1
     x = x[None, :] if vx else x
     y = y[:, None] if vy else y
-    acc = kernels.matmul(x, y, kernels.mode(nm.rounding, nm.subnormals))
+    if nm.accumulator == "tile4":
+        limit = np.inf if nm.matmul_overflow is None else nm.matmul_overflow
+        acc = kernels.tile_matmul(x, y, nm.mode, nm.tile_mode, limit)
+    else:
+        acc = kernels.matmul(x, y, nm.mode)
     acc = acc[..., 0, :] if vx else acc
     return acc[..., 0] if vy else acc
 
 
-def cliff(nm, acc: np.ndarray) -> np.ndarray:
-    """The measured output cliff: |y| above ~32752 reads back as ±inf (ANEForge `docs/numeric-cliffs.md`)."""
+def port(ctx, acc: np.ndarray) -> np.ndarray:
+    """The output port of matmul/linear/conv: |y| >= matmul_overflow reads back as +-inf (the
+    fp16 store saturates at 2**15: 32752 passes, 32768 is inf, sbryngelson/ane-guide
+    part-1-machine/03-numerics.md), reported as a hazard; results below 2**-14 become +0
+    where the target flushes them (M1). The executor then rounds to fp16."""
+    nm = ctx.numerics
     if nm.matmul_overflow is not None:
-        big = np.abs(acc) > nm.matmul_overflow
+        big = np.abs(acc) >= nm.matmul_overflow
         if big.any():
+            hazards.report(ctx, f"{int(big.sum())} output value(s) rounded to |y| >= 2**15 (32752 is the largest "
+                           f"that passes) and read back as +-inf: the matmul output port saturates")
             acc = np.where(big, np.copysign(np.float32(np.inf), acc), acc)
+    if nm.matmul_subnormals == "flush":
+        acc = np.where(np.abs(acc) < F16_TINY, np.float32(0.0), acc)
     return acc
 
 
@@ -62,7 +81,7 @@ def _matmul_sim(ctx, x, y, transpose_x, transpose_y):
     y = np.swapaxes(y, -1, -2) if transpose_y and y.ndim > 1 else y
     if ctx.in_dtypes[0] != dtypes.float16:
         return np.matmul(x, y)
-    return cliff(ctx.numerics, fp16_matmul(ctx.numerics, x, y))
+    return port(ctx, fp16_matmul(ctx.numerics, x, y))
 
 
 define("matmul", ("x", "y"), _matmul_infer, _matmul_sim,
@@ -88,7 +107,7 @@ def _linear_sim(ctx, x, weight, bias):
     acc = fp16_matmul(ctx.numerics, x, weight.T) if fp16 else x @ weight.T
     if bias is not None:
         acc = acc + bias
-    return cliff(ctx.numerics, acc) if fp16 else acc
+    return port(ctx, acc) if fp16 else acc
 
 
 define("linear", ("x", "weight", "bias"), _linear_infer, _linear_sim, optional=frozenset({"bias"}),

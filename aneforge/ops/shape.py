@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, hazards
 from ._common import (broadcast, norm_axes, norm_axis, require_dtype, require_same_dtype,
                       same_type)
 from ._grad import attach, op, where, zeros
@@ -173,10 +173,28 @@ def _slice_infer(t, attrs):
     return same_type(shape, x.dtype)
 
 
-def _slice_sim(nm, x, begin, end, stride, begin_mask, end_mask, squeeze_mask):
+def _slice_sim(ctx, x, begin, end, stride, begin_mask, end_mask, squeeze_mask):
     r = x[slices(x.shape, begin, end, stride, begin_mask, end_mask, squeeze_mask)]
+    if x.ndim and begin[-1] % x.shape[-1] and not begin_mask[-1] and not squeeze_mask[-1]:
+        r = _width_crop(ctx, r)
     sq = tuple(i for i, s in enumerate(squeeze_mask) if s)
     return np.squeeze(r, sq) if sq else r
+
+
+def _width_crop(ctx, r):
+    """A nonzero begin on the last axis goes through a crop DMA with a gain (x16 on M1/M2)
+    before the fp16 store: |x| > 4094 (4094 * 16 = 65504) becomes +-inf (sbryngelson/ane-guide
+    part-1-machine/03-numerics.md; measured absent on M4/M5)."""
+    gain = ctx.numerics.width_slice_gain
+    if gain is None or r.dtype != np.float32 or ctx.out_dtypes[0] != dtypes.float16:
+        return r
+    over = np.abs(r) * np.float32(gain) >= np.float32(65520.0)
+    if over.any():
+        hazards.report(ctx, f"{int(over.sum())} value(s) with |x| > {65504 / gain:g} overflowed "
+                       f"the width-slice crop's x{gain:g} gain and read back as +-inf (a nonzero "
+                       f"begin on the last axis; slice another axis, or keep |x| <= 4094)")
+        r = np.where(over, np.copysign(np.float32(np.inf), r), r)
+    return r
 
 
 define("slice_by_index", ("x",), _slice_infer, _slice_sim, attrs={

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes, kernels
+from .. import dtypes, hazards, kernels
 from ..errors import DTypeError
 from ..ops import REGISTRY
 from . import memory
@@ -21,10 +21,10 @@ from .base import Backend
 class OpContext:
     """What a kernel may know besides its arrays: the numerics model and its op's types."""
 
-    __slots__ = ("numerics", "in_dtypes", "out_dtypes")
+    __slots__ = ("numerics", "in_dtypes", "out_dtypes", "op_type", "op_name")
 
     def __init__(self, numerics, op):
-        self.numerics = numerics
+        self.numerics, self.op_type, self.op_name = numerics, op.type, op.name
         self.in_dtypes = tuple(v.dtype for v in op.input_vars())
         self.out_dtypes = tuple(v.dtype for v in op.outputs)
 
@@ -48,6 +48,7 @@ class SimExecutable:
         slot = {id(v): i for i, v in enumerate(f.block.vars())}
         self.n_slots, self.numerics = len(slot), numerics
         self.inputs = [(slot[id(v)], _carrier(v.dtype)) for v in f.inputs]
+        self.input_names = [v.name for v in f.inputs]
         self.outputs = [(slot[id(v)], v.dtype.np) for v in f.outputs]
         self.constants = []
         self.steps = []
@@ -56,7 +57,8 @@ class SimExecutable:
             outs = [slot[id(v)] for v in op.outputs]
             if op.type == "const":               # carried form computed once, at compile time
                 v = op.outputs[0]
-                self.constants.append((outs[0], np.asarray(op.attrs["val"]).astype(_carrier(v.dtype))))
+                val = np.asarray(op.attrs["val"]).astype(_carrier(v.dtype))
+                self.constants.append((outs[0], _coerce_nan(numerics, val, op.name)))
                 continue
             store = None if opdef.exact else [_storer(numerics, v.dtype) for v in op.outputs]
             self.steps.append((opdef.simulate, OpContext(numerics, op),
@@ -87,8 +89,8 @@ class SimExecutable:
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         env: list = [None] * self.n_slots
-        for (s, carrier), a in zip(self.inputs, inputs):
-            env[s] = kernels.astype(a, carrier)
+        for (s, carrier), a, name in zip(self.inputs, inputs, self.input_names):
+            env[s] = _coerce_nan(self.numerics, kernels.astype(a, carrier), name)
         for s, value in self.constants:
             env[s] = value
         for (fn, ctx, plan, attrs, outs, store), frees in zip(self.steps, self.frees):
@@ -112,6 +114,25 @@ class SimExecutable:
                                  f"do not fit {dtype} at the program boundary (the ANE has no "
                                  f"int32 I/O). Compute in floating point, or keep results within "
                                  f"[{info.min}, {info.max}].")
+
+
+class _Boundary:
+    """The hazard report's op for a value entering the engine (a program input or constant)."""
+    op_type = "input"
+
+    def __init__(self, name):
+        self.op_name = name
+
+
+def _coerce_nan(numerics, a: np.ndarray, name: str) -> np.ndarray:
+    """No NaN enters the engine: a NaN input reads as +inf (sbryngelson/ane-guide
+    part-1-machine/03-numerics.md: NaN + 0 = +inf, relu(NaN) = +inf), reported as a hazard."""
+    if numerics.specials != "engine" or a.dtype.kind != "f" or not kernels.has_nan(a):
+        return a
+    nan = np.isnan(a)
+    hazards.report(_Boundary(name), f"{int(nan.sum())} NaN value(s) coerced to +inf at the "
+                   f"engine's input (no NaN enters or leaves the ANE)")
+    return np.where(nan, np.float32(np.inf), a).astype(a.dtype, copy=False)
 
 
 def _arg_plan(op, slot, names):

@@ -1,0 +1,44 @@
+"""Hazard reports: the simulator warns (`ANEHazardWarning`) when a value hits a hardware cliff.
+
+Callers test for the cliff with one vectorised `any()` over values they already hold and call
+`report` only when it fired, so a run that hits nothing pays nothing more. The warning names
+the MIL op (its type and name in the program) and the line of user code that ran it.
+
+>>> import warnings, numpy as np
+>>> import aneforge as af
+>>> with warnings.catch_warnings(record=True) as caught:
+...     warnings.simplefilter("always")
+...     _ = (af.tensor(np.full((1, 2), 20000.0)) @ af.ones(2, 1)).numpy()
+>>> caught[0].category.__name__
+'ANEHazardWarning'
+"""
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+from .errors import ANEHazardWarning
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_frame():
+    """The innermost frame outside aneforge (the user's line that realized the value)."""
+    f = sys._getframe(1)
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE):
+        f = f.f_back
+    return f
+
+
+def report(ctx, why: str) -> None:
+    """Warn that op `ctx.op_name` (MIL type `ctx.op_type`) hit a cliff, and why."""
+    f = _user_frame()
+    where = f" (run from {f.f_code.co_filename}:{f.f_lineno})" if f is not None else ""
+    message = f"ANE hazard in MIL op {ctx.op_type} {ctx.op_name!r}{where}: {why}"
+    if f is None:
+        warnings.warn(message, ANEHazardWarning, stacklevel=2)
+    else:
+        warnings.warn_explicit(message, ANEHazardWarning, f.f_code.co_filename, f.f_lineno,
+                               module=f.f_globals.get("__name__"), registry=f.f_globals.setdefault(
+                                   "__warningregistry__", {}))

@@ -1,0 +1,341 @@
+"""The bit-faithful ANE datapath: every published hardware measurement, on its target, at the
+value the engine returns; the model's prediction for each discriminating probe under each
+switch; the compiled tile kernel bit-equal to its numpy reference; hazard warnings.
+
+Sources: the public book sbryngelson/ane-guide, chapters part-1-machine/03-numerics.md and
+part-6-silicon/20-datapath-mac.md (M1 and M5 measurements)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import aneforge as af
+from aneforge import kernels
+from aneforge.kernels import reference
+
+needs_numba = pytest.mark.skipif(not kernels.available(), reason="numba is not installed")
+
+
+def reduce_row(values, target="M1", **switches):
+    """`v @ ones(K, 1)`, fp16 in and out: how the measurements reduce a row."""
+    v = np.asarray(values, np.float32)[None, :]
+    with af.target(target), af.numerics(**switches):
+        return (af.tensor(v) @ af.ones(v.shape[1], 1)).item()
+
+
+# ---- D1: the accumulator (M1) ----------------------------------------------------------------
+def test_one_large_term_then_1024_ones_gives_5116():
+    # the tile [4096, 1, 1, 1] is 4096 (its ones fall below the 12-bit adder's cut); the other
+    # 1021 ones reach the wide accumulator: 5117, stored as fp16 5116 (exact 5120)
+    assert reduce_row([4096.0] + [1.0] * 1024) == 5116.0
+
+
+@pytest.mark.parametrize("b", [1024.0, 3000.0, 4090.0])
+def test_cancelling_triples_below_4096_keep_every_unit(b):
+    assert reduce_row([b, -b, 1.0] * 16) == 16.0
+
+
+@pytest.mark.parametrize("b", [4096.0, 8000.0, 16000.0, 30000.0])
+def test_cancelling_triples_from_4096_leave_four_survivors(b):
+    assert reduce_row([b, -b, 1.0] * 16) == 4.0
+    # the orders [B, 1, -B] and [B, -B, 1] give identical bytes
+    assert reduce_row([b, 1.0, -b] * 16) == 4.0
+
+
+def test_survivors_for_every_fp16_b():
+    bs = np.arange(1, 32753, dtype=np.float32)
+    bs = np.unique(bs.astype(np.float16).astype(np.float32))
+    rows = np.tile(np.stack([bs, -bs, np.ones_like(bs)], 1), 16)           # [n, 48]
+    with af.target("M1"):
+        got = (af.tensor(rows) @ af.ones(48, 1)).numpy()[:, 0]
+    np.testing.assert_array_equal(got[bs <= 4094], 16.0)
+    np.testing.assert_array_equal(got[bs >= 4096], 4.0)
+
+
+def test_the_accumulator_across_tiles_is_wide():
+    assert reduce_row([8192.0] + [1.0] * 16) == 8208.0
+    assert reduce_row([1.0] * 16384) == 16384.0
+    assert reduce_row([16000.0, -16000.0, 1.0]) == 1.0
+
+
+def test_subnormal_pair_flushed_on_m1_kept_on_m5():
+    d = 2.0 ** -20
+    assert reduce_row([d, d], "M1") == 0.0
+    assert np.signbit(reduce_row([-d, -d], "M1")) == False      # +0, not -0  # noqa: E712
+    assert reduce_row([d, d], "M5") == 2 * d
+    # the flush is in the accumulator only: elementwise ops keep subnormals on M1
+    with af.target("M1"):
+        assert (af.tensor([d]) + af.tensor([d])).item() == 2 * d
+
+
+def test_the_earlier_model_stays_reachable():
+    with af.numerics("per_product"):
+        assert reduce_row([4096.0] + [1.0] * 1024) == 5120.0
+        assert reduce_row([4096.0, -4096.0, 1.0] * 16) == 16.0
+    assert af.get_numerics().accumulator == "tile4"
+
+
+# ---- the discriminating probes, under each switch ----------------------------------------------
+PROBES = [  # (row, switches, the model's prediction)
+    ([4096.0, 3.0, -4096.0], {}, 2.0),
+    ([4096.0, 3.0, -4096.0], {"tile_truncation": "toward_neg_inf"}, 2.0),
+    ([-4096.0, -3.0, 4096.0], {}, -2.0),
+    ([-4096.0, -3.0, 4096.0], {"tile_truncation": "toward_neg_inf"}, -4.0),
+    ([4094.0, 5.0, -4096.0], {}, 2.0),
+    ([4094.0, 5.0, -4096.0], {"tile_carry": "nearest_even"}, 4.0),
+    ([2048.0, 1.0, 0.0, 0.0, -2048.0], {}, 1.0),
+    ([2048.0, 1.0, 0.0, 0.0, -2048.0], {"tile_result": "fp16"}, 0.0),
+]
+
+
+@pytest.mark.parametrize("row, switches, want", PROBES)
+def test_probe(row, switches, want):
+    assert reduce_row(row, **switches) == want
+
+
+@pytest.mark.parametrize("products, want", [("exact", 0.0473633), ("fp16", 0.046875)])
+def test_probe_exact_or_rounded_products(products, want):
+    a = af.tensor([[1 + 2.0 ** -5, -1.0]])
+    b = af.tensor([[1 + 2.0 ** -6], [1.0]])
+    with af.numerics(matmul_products=products):
+        assert (a @ b).item() == pytest.approx(want, abs=2e-7)
+
+
+def test_unknown_switch_values_are_rejected():
+    with pytest.raises(ValueError, match="tile_carry"):
+        af.Numerics(tile_carry="up")
+    with pytest.raises(ValueError, match="named models"):
+        af.set_numerics("nope")
+
+
+# ---- D2: output port and elementwise ranges ---------------------------------------------------
+@pytest.mark.parametrize("row", [[32752.0], [16376.0, 16376.0]])
+def test_matmul_output_32752_passes(row):
+    assert reduce_row(row) == 32752.0
+
+
+@pytest.mark.parametrize("row", [[32768.0], [16384.0, 16384.0]])
+def test_matmul_output_32768_is_inf(row):
+    with pytest.warns(af.ANEHazardWarning):
+        assert reduce_row(row) == np.inf
+
+
+def test_an_interior_partial_past_2_15_stays_inf():
+    row = [20000.0, 20000.0, 0.0, 0.0, -20000.0, -20000.0, 0.0, 0.0]      # true sum 0
+    with pytest.warns(af.ANEHazardWarning):
+        assert reduce_row(row) == np.inf
+
+
+def test_elementwise_keeps_the_full_fp16_range():
+    assert (af.tensor([30000.0]) * 2.0).item() == 60000.0
+    assert (af.tensor([65504.0]) + 8.0).item() == 65504.0
+    assert (af.tensor([65504.0]) + 16.0).item() == np.inf
+
+
+def test_reduce_sum_is_narrow_and_rounds_to_nearest_even_on_m1():
+    with af.target("M1"):
+        assert af.tensor([256.0] * 7 + [257.0]).sum().item() == 2048.0
+
+
+# ---- D3: no NaN leaves the engine -------------------------------------------------------------
+NAN, INF = float("nan"), float("inf")
+NAN_IN = [  # (name, f, input, engine result)
+    ("add", lambda x: x + 0.0, NAN, INF),
+    ("relu", lambda x: x.relu(), NAN, INF),
+    ("sigmoid", lambda x: x.sigmoid(), NAN, 1.0),
+    ("tanh", lambda x: x.tanh(), NAN, 1.0),
+    ("erf", lambda x: x.erf(), NAN, 1.0),
+    ("exp", lambda x: x.exp(), NAN, INF),
+    ("maximum", lambda x: af.maximum(x, af.tensor([1.0])), NAN, INF),
+]
+INDETERMINATE = [
+    ("inf - inf", lambda x: x - x, INF, 0.0),
+    ("0 * inf", lambda x: x * af.tensor([0.0]), INF, 0.0),
+    ("sqrt(-1)", lambda x: x.sqrt(), -1.0, 0.0),
+    ("rsqrt(-1)", lambda x: x.rsqrt(), -1.0, 0.0),
+    ("log(-1)", lambda x: x.log(), -1.0, 0.0),
+    ("log(+0)", lambda x: x.log(), 0.0, -45440.0),
+    ("-0 + 0", lambda x: x + 0.0, -0.0, 0.0),
+    ("1 / -0", lambda x: 1.0 / x, -0.0, INF),
+    ("rsqrt(-0)", lambda x: x.rsqrt(), -0.0, INF),
+    ("sqrt(-0)", lambda x: x.sqrt(), -0.0, 0.0),
+    ("2**-24 + 0", lambda x: x + 0.0, 2.0 ** -24, 2.0 ** -24),
+    ("2**-24 * 1", lambda x: x * 1.0, 2.0 ** -24, 2.0 ** -24),
+]
+
+
+@pytest.mark.parametrize("name, f, x, want", NAN_IN + INDETERMINATE,
+                         ids=[c[0] for c in NAN_IN + INDETERMINATE])
+def test_special_values(name, f, x, want):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", af.ANEHazardWarning)
+        got = f(af.tensor([x])).item()
+    assert got == want and np.signbit(got) == np.signbit(want)
+
+
+def test_softmax_of_a_nan_lane_puts_all_the_mass_there():
+    with pytest.warns(af.ANEHazardWarning, match="NaN"):
+        assert af.tensor([[1.0, NAN, 2.0]]).softmax(-1).tolist() == [[0.0, 1.0, 0.0]]
+
+
+def test_ieee_specials_switch():
+    with af.numerics(specials="ieee"):
+        assert np.isnan(af.tensor([NAN]).relu().item())
+        assert af.tensor([0.0]).log().item() == -np.inf
+        assert np.isnan(af.tensor([-1.0]).sqrt().item())
+
+
+# ---- D4 (the part modelled): softmax subtracts the max; exp overflows past ln(65504) -----------
+def test_softmax_subtracts_the_max():
+    assert af.tensor([[1000.0, 1.0, 2.0, 3.0]]).softmax(-1).tolist() == [[1.0, 0.0, 0.0, 0.0]]
+
+
+def test_bare_exp_overflows_near_ln_65504():
+    assert np.isfinite(af.tensor([11.08]).exp().item())
+    assert af.tensor([11.1]).exp().item() == np.inf
+
+
+# ---- D5: the width-slice gain (M1 and M2 only) ------------------------------------------------
+def width_slice(value, target, index=(slice(None), slice(1, None))):
+    x = np.full((2, 8), value, np.float32)
+    with af.target(target), warnings.catch_warnings():
+        warnings.simplefilter("ignore", af.ANEHazardWarning)
+        return af.tensor(x)[index].numpy()
+
+
+@pytest.mark.parametrize("target", ["M1", "M2"])
+def test_width_slice_gain_overflows_past_4094(target):
+    assert (width_slice(4094.0, target) == 4094.0).all()
+    assert np.isposinf(width_slice(4096.0, target)).all()
+    assert np.isneginf(width_slice(-4096.0, target)).all()
+    # offset 0, or an offset on another axis, is unaffected
+    assert (width_slice(4096.0, target, (slice(None), slice(0, 4))) == 4096.0).all()
+    assert (width_slice(4096.0, target, (slice(1, None), slice(None))) == 4096.0).all()
+
+
+@pytest.mark.parametrize("target", ["M4", "M5"])
+def test_width_slice_is_exact_from_a16(target):
+    assert (width_slice(30000.0, target) == 30000.0).all()
+
+
+# ---- D6: determinism ----------------------------------------------------------------------------
+def test_a_row_does_not_depend_on_batch_size_or_position():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((9, 37)).astype(np.float16).astype(np.float32) * 100
+    w = af.tensor(rng.standard_normal((37, 5)).astype(np.float16).astype(np.float32))
+    full = (af.tensor(x) @ w).numpy()
+    for i in (0, 4, 8):
+        np.testing.assert_array_equal((af.tensor(x[i:i + 1]) @ w).numpy()[0], full[i])
+    np.testing.assert_array_equal((af.tensor(x[::-1].copy()) @ w).numpy()[::-1], full)
+
+
+# ---- hazards ------------------------------------------------------------------------------------
+def test_hazard_names_the_op_and_can_be_an_error():
+    with pytest.warns(af.ANEHazardWarning, match=r"MIL op matmul 'matmul.*test_datapath\.py"):
+        reduce_row([32768.0])
+    with pytest.warns(af.ANEHazardWarning, match=r"slice_by_index.*x16 gain"):
+        with af.target("M1"):
+            af.tensor(np.full((1, 4), 5000.0))[:, 1:].numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", af.ANEHazardWarning)
+        with pytest.raises(af.ANEHazardWarning, match="coerced to \\+inf"):
+            (af.tensor([NAN]) + 1.0).numpy()
+    assert issubclass(af.ANEHazardWarning, UserWarning)
+
+
+def test_no_hazard_when_nothing_hits_a_cliff():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", af.ANEHazardWarning)
+        reduce_row([32752.0])
+        with af.target("M1"):
+            af.tensor(np.full((1, 4), 4094.0))[:, 1:].numpy()
+        (af.tensor([INF]) + 1.0).numpy()
+
+
+# ---- the compiled kernel against its numpy reference ---------------------------------------------
+def fp16_values(rng, shape, scale=1.0):
+    a = rng.standard_normal(shape) * scale
+    a[rng.random(shape) < 0.1] = 0.0
+    return a.astype(np.float16).astype(np.float32)
+
+
+TMODES = [0, 1, 2, 4, 8, 15]
+
+
+def same_bits(a, b):
+    assert a.shape == b.shape
+    nan = np.isnan(a)
+    np.testing.assert_array_equal(nan, np.isnan(b))
+    np.testing.assert_array_equal(a.view(np.uint32)[~nan], b.view(np.uint32)[~nan])
+
+
+@needs_numba
+@pytest.mark.parametrize("tmode", TMODES)
+@pytest.mark.parametrize("shapes", [((5, 7), (7, 3)), ((1, 13), (13, 1)), ((3, 2, 9, 33), (33, 17)),
+                                    ((2, 1, 6, 8), (1, 4, 8, 5)), ((17, 64), (64, 40))])
+def test_compiled_tile_matmul_equals_reference(tmode, shapes):
+    rng = np.random.default_rng(tmode)
+    for scale in (1.0, 300.0, 2.0 ** -12):
+        x, y = fp16_values(rng, shapes[0], scale), fp16_values(rng, shapes[1], scale)
+        with kernels.using("numpy"):
+            want = kernels.tile_matmul(x, y, 0, tmode, 32760.0)
+        with kernels.using("numba"):
+            same_bits(kernels.tile_matmul(x, y, 0, tmode, 32760.0), want)
+
+
+@needs_numba
+@pytest.mark.parametrize("tmode", TMODES)
+def test_compiled_tile_matmul_with_inf_and_nan_operands(tmode):
+    x = np.float32([[1.0, np.inf, 0.0, 2.0, 3.0], [0.0, 0.0, 0.0, 0.0, 1.0],
+                    [5.0, -np.inf, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0, 1.0]])
+    y = np.float32([[1.0, 1.0], [1.0, -1.0], [np.inf, 1.0], [np.nan, 1.0], [1.0, 1.0]])
+    with kernels.using("numpy"):
+        want = kernels.tile_matmul(x, y, 0, tmode, 32760.0)
+    with kernels.using("numba"):
+        same_bits(kernels.tile_matmul(x, y, 0, tmode, 32760.0), want)
+    # an inf product makes its tile inf (the plain sum's value), a NaN one NaN
+    assert np.isnan(want[1, 0]) and np.isneginf(want[0, 1]) and np.isposinf(want[2, 1])
+
+
+@needs_numba
+def test_compiled_conv_equals_reference():
+    rng = np.random.default_rng(3)
+    x = fp16_values(rng, (2, 3, 9, 9), 4.0)
+    w = fp16_values(rng, (5, 3, 3, 3))
+    outs = []
+    for choice in ("numpy", "numba"):
+        with kernels.using(choice):
+            af.clear_cache()
+            outs.append(af.nn.functional.conv2d(af.tensor(x), af.tensor(w)).numpy())
+    np.testing.assert_array_equal(outs[0].view(np.uint16), outs[1].view(np.uint16))
+
+
+def test_reference_add12_is_the_published_adder():
+    # add12(x, y): e = floor(log2(max|x|, |y|)), both cut to 2**(e - 11), carry cut at 2**(e - 10)
+    f = lambda a, b, t=0: float(reference.add12(np.float32([a]), np.float32([b]), t)[0])  # noqa: E731
+    assert f(4096.0, 1.0) == 4096.0          # q = 2: the 1 is cut away
+    assert f(2048.0, 1.0) == 2049.0          # q = 1: kept (12 bits, one more than fp16)
+    assert f(4094.0, 5.0) == 4098.0          # carry: 4099 cut at 2
+    assert f(4094.0, 5.0, 2) == 4100.0       # carry rounded to nearest-even
+    assert f(0.0, 0.0) == 0.0
+
+
+def test_nan_to_num_value_and_gradient_like_torch_under_ieee_specials():
+    # the NaN path of nan_to_num exists only with IEEE special values (the engine has no NaN)
+    import torch
+    x = np.float32([[-2.0, 0.0, 3.0, 0.0]])
+    g = np.float32([[0.5, -1.0, 2.0, 1.0]])
+    with af.numerics(specials="ieee"):
+        a = af.tensor(x, requires_grad=True)
+        out = (a / (a - a)).nan_to_num(1.5, 100.0, -7.0)
+        (grad,) = af.grad((out * af.tensor(g)).sum(), [a])
+        got, got_grad = out.numpy(), grad.numpy()
+    t = torch.tensor(x, requires_grad=True)
+    want = (t / (t - t)).nan_to_num(1.5, 100.0, -7.0)
+    (want * torch.tensor(g)).sum().backward()
+    np.testing.assert_array_equal(got, want.detach().numpy())
+    np.testing.assert_array_equal(np.isnan(got_grad), np.isnan(t.grad.numpy()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", af.ANEHazardWarning)
+        assert (af.tensor(x) / (af.tensor(x) - af.tensor(x))).nan_to_num(1.5).tolist() == \
+            [[-65504.0, 0.0, 65504.0, 0.0]]          # the engine: 0 / 0 is +0, nothing to replace
