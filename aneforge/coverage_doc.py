@@ -63,8 +63,9 @@ ABSENT = [
     ("torch", "int64", "the widest integer a program holds is int32; int64 host data is checked "
                        "to fit (`af.long` is int32)"),
     ("torch", "complex64", "no complex arithmetic on the ANE"),
-    ("torch", "linalg", "no matrix factorization or solve op on the ANE (inv, solve, svd, eig, "
-                        "qr, cholesky); compute them on the host"),
+    ("torch", "inverse", "no matrix factorization or solve op on the ANE (inverse and "
+                         "torch.linalg's solve, svd, eig, qr, cholesky; af.linalg has "
+                         "vector_norm only); compute them on the host"),
     ("torch", "fft", "no FFT op on the ANE"),
     ("torch", "nonzero", "the result's shape depends on the data; ANE programs have static "
                          "shapes (use masks: where, masked_fill)"),

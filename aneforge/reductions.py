@@ -67,9 +67,9 @@ def is_wide(x: Tensor, axes: tuple[int, ...]) -> bool:
 
 def reduce(x: Tensor, dim=None, keepdim: bool = False, divisor: float = 1.0) -> Tensor:
     """sum(x over dim) / divisor, by the route the reduced length calls for."""
+    axes = axes_of(x, dim)                      # checks dim, as torch does, also for a 0-d x
     if x.ndim == 0:
         return x if divisor == 1 else x / float(divisor)
-    axes = axes_of(x, dim)
     plan = _plan(x, axes) if is_wide(x, axes) else None
     if plan is None:
         return _narrow(x, axes, keepdim, divisor)

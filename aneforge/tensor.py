@@ -541,7 +541,8 @@ class Tensor:
         correction = int(unbiased) if unbiased is not None else correction
         x = _need_float(self, "var")
         dims = range(x.ndim) if dim is None else dim if isinstance(dim, (tuple, list)) else (dim,)
-        n = int(np.prod([x.shape[norm_dim(d, x.ndim, "var")] if x.ndim else 1 for d in dims]))
+        axes = [norm_dim(d, x.ndim, "var") for d in dims]
+        n = int(np.prod([x.shape[a] for a in axes])) if x.ndim else 1
         if n - correction <= 0:        # torch divides anyway (0/0: nan) and warns the same
             import warnings
             warnings.warn("var(): degrees of freedom is <= 0. Correction should be strictly less "
@@ -957,11 +958,16 @@ class Tensor:
         return operands(self, other)[1].remainder(self)
 
     def copysign(self, other) -> "Tensor":
-        """|self| with the sign of `other` (-0.0 counts as negative, as in torch).
+        """|self| with the sign of `other`. -0.0 counts as negative, as in torch, under IEEE
+        special values; the engine computes 1/(-0) = +inf (sbryngelson/ane-guide, numerics
+        chapter), so with its default special values a -0.0 in `other` reads as positive.
 
         >>> import aneforge as af
-        >>> af.tensor([1.0, -2.0]).copysign(af.tensor([-0.0, 3.0])).tolist()
+        >>> af.tensor([1.0, -2.0]).copysign(af.tensor([-5.0, 3.0])).tolist()
         [-1.0, 2.0]
+        >>> with af.numerics(specials="ieee"):
+        ...     af.tensor([1.0]).copysign(af.tensor([-0.0])).tolist()
+        [-1.0]
         """
         a, b = operands(self, other, floating=True)
         negative = (b < 0) | (b.reciprocal() < 0)       # 1 / -0.0 = -inf
@@ -1603,10 +1609,15 @@ class Tensor:
 
     def nan_to_num(self, nan: float = 0.0, posinf: float | None = None,
                    neginf: float | None = None) -> "Tensor":
-        """NaN -> nan, +inf -> posinf, -inf -> neginf (the dtype's extremes by default).
+        """NaN -> nan, +inf -> posinf, -inf -> neginf (the dtype's extremes by default). The
+        engine coerces a NaN entering it to +inf (sbryngelson/ane-guide, numerics chapter), so
+        with its default special values a NaN input becomes posinf, not `nan`.
 
         >>> import aneforge as af
         >>> af.tensor([float("nan"), float("inf"), 1.0]).nan_to_num().tolist()
+        [65504.0, 65504.0, 1.0]
+        >>> with af.numerics(specials="ieee"):
+        ...     af.tensor([float("nan"), float("inf"), 1.0]).nan_to_num().tolist()
         [0.0, 65504.0, 1.0]
         """
         if not self.dtype.is_float:

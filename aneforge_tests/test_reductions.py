@@ -27,10 +27,10 @@ def labels(n, classes, seed=1):
     return np.random.default_rng(seed).integers(0, classes, n)
 
 
-def close(got, want, rtol, what):
+def close(got, want, rtol, what, scale=None):
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     assert got.shape == want.shape, f"{what}: shape {got.shape} vs {want.shape}"
-    scale = np.abs(want).max() / 8
+    scale = np.abs(want).max() / 8 if scale is None else scale
     err = np.abs(got - want)
     bound = rtol * np.maximum(np.abs(want), scale) + 2.0 ** -24
     assert (err <= bound).all(), f"{what}: worst error {err.max():.3g} (value {want.flat[err.argmax()]:.6g})"
@@ -231,7 +231,9 @@ def test_var_mean_and_std_mean_match_torch(fn, args):
     xt = torch.tensor(x.astype(np.float64), requires_grad=True)
     (va, ma), (vt, mt) = getattr(af, fn)(xa, *pos, **kw), getattr(torch, fn)(xt, *pos, **kw)
     close(va.numpy(), vt.detach().numpy(), FWD_RTOL, fn)
-    close(ma.numpy(), mt.detach().numpy(), FWD_RTOL, f"{fn} mean")
+    # a mean of signed data cancels: the M1 accumulator's 12-bit in-tile truncation errs at the
+    # magnitude of the terms (mean |x|), not of the result (ane-guide datapath chapter)
+    close(ma.numpy(), mt.detach().numpy(), FWD_RTOL, f"{fn} mean", scale=2.0 ** -4 * np.abs(x).mean())
     ca, cb = f16(tuple(vt.shape), 3), f16(tuple(mt.shape), 4)
     (va * af.tensor(ca) + ma * af.tensor(cb)).sum().backward()
     (vt * torch.tensor(ca.astype(np.float64)) + mt * torch.tensor(cb.astype(np.float64))).sum().backward()

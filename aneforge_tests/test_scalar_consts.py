@@ -12,6 +12,14 @@ import aneforge as af
 from aneforge import scalar_consts
 
 F16 = np.float16
+
+
+@pytest.fixture(autouse=True)
+def ieee_specials():
+    """These tests check the constant splitting against IEEE fp16 arithmetic; the engine's own
+    special values (1/-0 = +inf, no NaN) are test_datapath's."""
+    with af.numerics(specials="ieee"):
+        yield
 OPS = {
     "mul": (operator.mul, False), "rmul": (operator.mul, True),
     "div": (operator.truediv, False), "rdiv": (operator.truediv, True),

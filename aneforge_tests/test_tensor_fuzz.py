@@ -112,11 +112,21 @@ def _outcome(fn, x, args):
         return None, e
 
 
+def _warned_outcome(fn, x, args):
+    """_outcome, and whether aneforge warned (torch's NaN cases: the engine never emits NaN, so
+    aneforge warns as torch does and returns the engine's value)."""
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res, err = _outcome(fn, x, args)
+    return res, err, bool(caught)
+
+
 def _flat(result):
     return list(result) if isinstance(result, (tuple, list)) else [result]
 
 
-def _compare(t_res, a_res) -> str | None:
+def _compare(t_res, a_res, warned=False) -> str | None:
     """Why the two results differ, or None."""
     if isinstance(t_res, (int, torch.Size)) or isinstance(a_res, (int, tuple)) and not \
             isinstance(t_res, (tuple, list)):
@@ -131,6 +141,8 @@ def _compare(t_res, a_res) -> str | None:
         got = np.asarray(a.numpy(), dtype=np.float64)
         if t.dtype.is_floating_point != a.dtype.is_float:
             return f"dtype {t.dtype} vs {a.dtype}"
+        if warned:                     # a warned-about NaN of torch's is not compared
+            got, want = got[~np.isnan(want)], want[~np.isnan(want)]
         if not np.allclose(got, want, rtol=2e-2, atol=2e-2, equal_nan=True):
             return f"values differ by {np.nanmax(np.abs(got - want))}"
     return None
@@ -156,7 +168,7 @@ def _check(name, shape, data_seed, args, tally, kind="float"):
     make, t_dtype, a_dtype = KINDS[kind]
     values = make(np.random.default_rng(data_seed).standard_normal(shape))
     t_res, t_err = _outcome(fn, torch.tensor(values, dtype=t_dtype), args)
-    a_res, a_err = _outcome(fn, af.tensor(values, dtype=a_dtype), args)
+    a_res, a_err, warned = _warned_outcome(fn, af.tensor(values, dtype=a_dtype), args)
     if a_err is None and not isinstance(a_res, (int, tuple, list)) and hasattr(a_res, "numpy"):
         a_res, a_err = _outcome(lambda r: (r.numpy(), r)[1], a_res, ())      # run it: late errors count
     tally["calls"] += 1
@@ -175,7 +187,7 @@ def _check(name, shape, data_seed, args, tally, kind="float"):
         tally["false reject"] += 1
         raise AssertionError(f"torch accepts {call}; aneforge raised {a_err!r}")
     if t_err is None and a_err is None:
-        why = _compare(t_res, a_res)
+        why = _compare(t_res, a_res, warned)
         if why:
             tally["wrong"] += 1
             raise AssertionError(f"{call}: {why}")

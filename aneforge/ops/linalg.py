@@ -115,13 +115,35 @@ define("linear", ("x", "weight", "bias"), _linear_infer, _linear_sim, optional=f
 
 
 # ---- gradient rules ----------------------------------------------------------------------
+def _uniform(t) -> float | None:
+    """The value of a constant whose entries are all equal (a reduction's column), else None."""
+    node = t.ref[0]
+    if node.op != "const":
+        return None
+    val = np.asarray(node.attrs["val"])
+    return float(val.flat[0]) if val.size and (val == val.flat[0]).all() else None
+
+
 def _matmul_vjp(g, ins, attrs, out):
-    """out = X' @ Y' with X' = x^T if transpose_x, Y' = y^T if transpose_y."""
+    """out = X' @ Y' with X' = x^T if transpose_x, Y' = y^T if transpose_y.
+
+    A sum written as x @ column(v) (aneforge.reductions) has the cotangent g * v broadcast over
+    the column's length: recorded as that elementwise product, not the outer-product matmul,
+    whose outputs (g / K for a mean) fall below 2**-14 for long reductions and are flushed to
+    zero by the matmul output port on M1 (ane-guide datapath chapter); elementwise ops keep them.
+    """
     x, y, tx, ty = ins["x"], ins["y"], attrs["transpose_x"], attrs["transpose_y"]
-    gx = (op("matmul", {"x": y, "y": g}, transpose_x=ty, transpose_y=True) if tx else
-          op("matmul", {"x": g, "y": y}, transpose_y=not ty))
-    gy = (op("matmul", {"x": g, "y": x}, transpose_x=True, transpose_y=tx) if ty else
-          op("matmul", {"x": x, "y": g}, transpose_x=not tx))
+    vy, vx = _uniform(y), _uniform(x)
+    if vy is not None and not (tx or ty) and y.shape[-1] == 1:
+        gx = (g * vy).expand(x.shape)
+    else:
+        gx = (op("matmul", {"x": y, "y": g}, transpose_x=ty, transpose_y=True) if tx else
+              op("matmul", {"x": g, "y": y}, transpose_y=not ty))
+    if vx is not None and not (tx or ty) and x.shape[-2] == 1 and x.ndim == 2:
+        gy = (g * vx).expand(y.shape)
+    else:
+        gy = (op("matmul", {"x": g, "y": x}, transpose_x=True, transpose_y=tx) if ty else
+              op("matmul", {"x": x, "y": g}, transpose_x=not tx))
     return {"x": gx, "y": gy}
 
 
