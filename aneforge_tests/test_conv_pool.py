@@ -62,7 +62,9 @@ def test_cnn_block_matches_torch():
     ya = F.max_pool2d(F.relu(F.conv2d(a[0], a[1], a[2], padding=1)), 2)
     yt = torch.nn.functional.max_pool2d(torch.relu(torch.nn.functional.conv2d(
         t[0], t[1], t[2], padding=1)), 2)
-    np.testing.assert_allclose(ya.numpy(), yt.detach().numpy(), rtol=2 ** -9, atol=2 ** -12)
+    # atol at the terms' scale (~1): the M1 accumulator's in-tile adder truncates to 12 bits of
+    # the partial sums, so a small output of cancelling terms errs by ~2**-11 of the terms
+    np.testing.assert_allclose(ya.numpy(), yt.detach().numpy(), rtol=2 ** -9, atol=2 ** -10)
     c = rng.standard_normal(tuple(yt.shape)).astype(np.float16)
     (ya * af.tensor(c)).sum().backward()
     (yt * torch.tensor(c.astype(np.float32))).sum().backward()

@@ -130,7 +130,10 @@ def test_pipeline_on_a_transformer_block():
     from aneforge.bench.passes import transformer_programs
     # d = 16: the layer norm's means stay reduce_mean (longer ones are matmuls, not fused)
     forward, step = transformer_programs(batch=2, tokens=8, d=16)
-    report = check_pipeline(*forward)
+    # the block's scalar output cancels: the M1 matmul model's 12-bit truncating in-tile adder
+    # errs at the terms' magnitude (ane-guide datapath chapter), so the fused layer norm's
+    # rounding moves it by up to ~2**-6 of the terms, not of the result
+    report = check_pipeline(*forward, atol=2.0 ** -6)
     assert forward[0].op_counts()["layer_norm"] == 2
     assert report.ops_after < report.ops_before
     report = check_pipeline(*step, **STEP)
