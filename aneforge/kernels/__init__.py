@@ -19,6 +19,7 @@ from numba's on-disk cache), on first use.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 
@@ -31,8 +32,10 @@ _choice = [os.environ.get("ANEFORGE_KERNELS", "auto").strip().lower() or "auto"]
 _compiled: list = []          # the imported `compiled` module, once loaded
 
 
+@functools.lru_cache(maxsize=1)
 def available() -> bool:
-    """True if numba is installed (found without importing it: importing takes ~0.5 s)."""
+    """True if numba is installed (found without importing it: importing takes ~0.5 s; looked
+    up once per process: every kernel call asks)."""
     try:
         return importlib.util.find_spec("numba") is not None
     except (ImportError, ValueError):
@@ -72,6 +75,8 @@ def active() -> str:
 def _fast():
     """The compiled module, or None when the numpy reference runs (chosen, or numba absent or
     broken under "auto")."""
+    if _compiled and _choice[0] != "numpy" and _compiled[0] is not None:
+        return _compiled[0]                 # the hot path: loaded, and not switched off
     if active() == "numpy":
         return None
     if not _compiled:

@@ -93,6 +93,12 @@ class SimExecutable:
             env[s] = _coerce_nan(self.numerics, kernels.astype(a, carrier), name)
         for s, value in self.constants:
             env[s] = value
+        with np.errstate(all="ignore"):     # once per run: the engine raises nothing (special
+            self._steps(env)                # values are the numerics model's, hazards warn)
+        self._check_narrowed(env)
+        return [kernels.astype(env[s], dtype) for s, dtype in self.outputs]
+
+    def _steps(self, env) -> None:
         for (fn, ctx, plan, attrs, outs, store), frees in zip(self.steps, self.frees):
             args = [None if p is None else tuple(env[i] for i in p) if isinstance(p, tuple) else env[p]
                     for p in plan]
@@ -102,8 +108,6 @@ class SimExecutable:
                 env[s] = r if store is None else store[i](r)
             for s in frees:
                 env[s] = None
-        self._check_narrowed(env)
-        return [kernels.astype(env[s], dtype) for s, dtype in self.outputs]
 
     def _check_narrowed(self, env) -> None:
         for s, dtype, name in self.narrowed:
