@@ -299,7 +299,9 @@ class Tensor:
 
     # ---- arithmetic ------------------------------------------------------------------
     def _binary(self, op: str, other, reverse: bool = False, floating: bool = False):
-        if type(other) in (int, float) and scalar_consts.needs_split(op, other):
+        if (type(other) is float or type(other) is int) \
+                and not (_F16_LO <= abs(other) <= 65504.0 or other == 0) \
+                and scalar_consts.needs_split(op, other):
             x = self._floating() if floating else self
             if _scalar_dtype(x, other).is_float:     # the engine's fp16 cannot hold it: keep it exact
                 return scalar_consts.apply_split(op, x, other, reverse)
@@ -1928,6 +1930,9 @@ def _sizes(args) -> tuple[int, ...]:
             raise TypeError(f"size must be a tuple of ints, but found element of type "
                             f"{type(a).__name__} at pos {pos}") from None
     return tuple(out)
+
+
+_F16_LO = 2.0 ** -14          # fp16's smallest normal: numbers in [_F16_LO, 65504] are one constant
 
 
 def _need_float(x: Tensor, op: str) -> Tensor:
