@@ -4,7 +4,8 @@ A Python number in an expression becomes a constant of the tensor's dtype. In fp
 breaks numbers fp16 cannot hold: ``x / 70000`` would divide by inf (0), ``x * 1e-8`` multiply
 by 0, ``x + 70000`` add inf. torch computes such expressions with the scalar at full precision
 and rounds the result once; aneforge rewrites them so that every constant is a normal fp16
-number and the result is what torch gives up to fp16 rounding:
+number: the number keeps fp16's precision (11 significant bits, as any fp16 constant) but not
+its range limits, and the result is rounded as torch's fp16 result is:
 
 - ``x * c`` and ``x / c`` with ``|c|`` outside fp16's normal range ``[2**-14, 65504]``:
   ``c = m * 2**e`` with ``m`` a normal fp16 mantissa, applied as one multiplication (or division)
