@@ -79,8 +79,8 @@ def _silu(x):
 TABLES = {
     "sigmoid": TableSpec(sigmoid, -9.9375, 8.3203125, 1.05, "knots", _zero, _const(1.0)),
     "tanh": TableSpec(np.tanh, -3.5406, 3.5406, 2.0, "lowered", _const(-1.0), _const(1.0)),
-    "gelu": TableSpec(_gelu_exact, -2.8816, 2.8816, 1.9083, "lowered", _zero, lambda x: x),
-    "silu": TableSpec(_silu, -7.9511, 7.9511, 2.5388, "lowered", _zero, lambda x: x),
+    "gelu": TableSpec(_gelu_exact, -2.8816, 2.8816, 1.908, "lowered", _zero, lambda x: x),
+    "silu": TableSpec(_silu, -7.9511, 7.9511, 2.539, "lowered", _zero, lambda x: x),
 }
 
 
