@@ -20,7 +20,7 @@ switches. docs/numerics.md has the table with each source.
 | specials | "engine" | "ieee" | no NaN leaves the engine (NaN in -> +inf, indeterminate -> +0), log(0) = -45440, 1/(-0) = +inf |
 | width_slice_gain | 16.0 (M1, M2), None | | a last-axis slice with a nonzero begin x16 before the store |
 | softmax_max | True | False | softmax subtracts the row max in hardware |
-| activations | "tables" (M1), "exact" | | sigmoid/tanh/gelu/silu from reconstructed 33-knot tables, or computed |
+| activations | "exact" | "tables" | sigmoid/tanh/gelu/silu computed, or from reconstructed 33-knot tables |
 
 `accumulator="per_product"` with `matmul_products="fp16"` (the named model `"per_product"`:
 `af.numerics("per_product")`) is the simulator's earlier model: every product rounded to fp16,
@@ -91,9 +91,9 @@ class Numerics:
 
 # What differs by ANE family (docs/numerics.md): M1 flushes matmul subnormals and M5 keeps them
 # (measured; M2/M3 unmeasured, taken as M1); the x16 width-slice gain is measured on M1 and M2,
-# and measured absent on M4/M5 (A15, M3: unknown, not modelled); the activation tables' figures
-# were measured on M1 (ane-guide 03-numerics.md), so only M1 evaluates them by default.
-FAMILY = {"A13": {"activations": "tables"}, "A14": {}, "A15": {"width_slice_gain": None},
+# and measured absent on M4/M5 (A15, M3: unknown, not modelled). The activation tables are
+# opt-in everywhere (docs/numerics.md: the suite's one-ulp activation tests need "exact").
+FAMILY = {"A13": {}, "A14": {}, "A15": {"width_slice_gain": None},
           "A16": {"matmul_subnormals": "keep", "width_slice_gain": None}}
 PRESETS = {"per_product": {"accumulator": "per_product", "matmul_products": "fp16",
                            "matmul_overflow": 32758.8, "matmul_subnormals": "keep", "specials": "ieee",
@@ -110,7 +110,7 @@ def for_target(target) -> Numerics:
 
 
 _BY_FAMILY: dict = {}
-ANE = Numerics(**FAMILY["A13"])        # M1's model
+ANE = Numerics()        # M1's model
 
 
 def get_numerics() -> Numerics:

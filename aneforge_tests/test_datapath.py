@@ -1,9 +1,11 @@
 """The bit-faithful ANE datapath: every published hardware measurement, on its target, at the
 value the engine returns; the model's prediction for each discriminating probe under each
-switch; the compiled tile kernel bit-equal to its numpy reference; hazard warnings.
+switch; the compiled tile kernel bit-equal to its numpy reference; hazard warnings; the
+reconstructed activation tables at the published figures.
 
 Sources: the public book sbryngelson/ane-guide, chapters part-1-machine/03-numerics.md and
 part-6-silicon/20-datapath-mac.md (M1 and M5 measurements)."""
+import math
 import warnings
 
 import numpy as np
@@ -14,6 +16,7 @@ import aneforge as af
 import aneforge.nn.functional as F
 from aneforge import kernels
 from aneforge.kernels import reference
+from aneforge.ops.activations import TABLES
 
 needs_numba = pytest.mark.skipif(not kernels.available(), reason="numba is not installed")
 
@@ -288,12 +291,26 @@ def test_tables_values_and_gradients_against_torch(name):
         np.testing.assert_allclose(ax.grad.numpy(), tx.grad.numpy(), atol=0.02)
 
 
-def test_tables_are_the_default_on_m1_only():
-    with af.target("M1"):
-        assert af.get_numerics().activations == "tables"
-    for target in ("M2", "M3", "M5"):
+@pytest.mark.parametrize("name, clamp_error, e", [
+    ("tanh", lambda d: 1 - math.tanh(d), 0.00168),
+    ("gelu", lambda d: d * 0.5 * math.erfc(d / math.sqrt(2)), 0.0057),
+    ("silu", lambda d: d / (1 + math.exp(d)), 0.0028)])
+def test_table_domain_ends_where_the_clamp_errs_by_e(name, clamp_error, e):
+    spec = TABLES[name]
+    assert spec.lo == -spec.hi and clamp_error(spec.hi) == pytest.approx(e, rel=1e-3)
+
+
+def test_sigmoid_table_ends_where_fp16_sigmoid_reaches_1():
+    assert TABLES["sigmoid"].hi == np.float16(math.log(4095))      # 1 - sigmoid = 2**-12
+
+
+def test_tables_are_opt_in_on_every_target():
+    for target in ("M1", "M2", "M3", "M5"):
         with af.target(target):
             assert af.get_numerics().activations == "exact"
+            assert F.gelu(af.zeros(1)).item() == 0.0
+    with af.numerics("per_product", activations="tables"):
+        assert af.get_numerics().activations == "tables"
     with pytest.raises(ValueError, match="activations"):
         af.Numerics(activations="lut")
 
