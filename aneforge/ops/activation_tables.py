@@ -76,7 +76,8 @@ class Table:
         """The table at x (float32): one searchsorted and a gather, no per-element Python."""
         i = np.clip(np.searchsorted(self.knots, x, side="right") - 1, 0, 2 * HALF - 1)
         y = self.slope[i] * x + self.intercept[i]
-        y = np.where(x < self.knots[0], self.below(x), np.where(x > self.knots[-1], self.above(x), y))
+        y = np.where(x > self.knots[-1], self.above(x), y)
+        y = np.where(x < self.knots[0], self.below(x), y)
         return np.where(np.isnan(x), x, y).astype(np.float32)
 
 

@@ -1,15 +1,16 @@
 """Activations (MIL iOS15 activation.py / elementwise_unary clip): relu, sigmoid, tanh, gelu,
-silu, clip, softmax. The ANE evaluates most of these from lookup tables (ANEForge `docs/op-catalog.md`);
-under `Numerics.activations="exact"` the simulator computes them in fp32 and rounds once (the
-torch-faithful reading), under `"tables"` it evaluates reconstructed tables (activation_tables.py)."""
+silu, clip, softmax. The ANE evaluates most of these from lookup tables (ANEForge
+`docs/op-catalog.md`); under `Numerics.activations="exact"` the simulator computes them in fp32
+and rounds once (the torch-faithful reading), under `"tables"` it evaluates reconstructed
+tables (activation_tables.py)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import AneforgeError
 from ._common import FLOATS, elementwise, norm_axis, require_dtype
-from .activation_tables import TableSpec, tabled
 from ._grad import attach, where, zeros
+from .activation_tables import TableSpec, tabled
 from .registry import Attr, define, shape_error
 
 
@@ -88,6 +89,7 @@ def _activation(fn, table=None):
     """The op's kernel: fn in fp32 (activations="exact"), or its table (activations="tables")."""
     exact = elementwise(fn)
     lookup = table and elementwise(lambda x, _f=tabled(table), **attrs: _f(x))
+
     def simulate(ctx, x, **attrs):
         use = lookup if lookup and ctx.numerics.activations == "tables" else exact
         return use(ctx, x, **attrs)
