@@ -20,6 +20,7 @@ switches. docs/numerics.md has the table with each source.
 | specials | "engine" | "ieee" | no NaN leaves the engine (NaN in -> +inf, indeterminate -> +0), log(0) = -45440, 1/(-0) = +inf |
 | width_slice_gain | 16.0 (M1, M2), None | | a last-axis slice with a nonzero begin x16 before the store |
 | softmax_max | True | False | softmax subtracts the row max in hardware |
+| activations | "exact" | "tables" | sigmoid/tanh/gelu/silu computed, or from reconstructed 33-knot tables |
 
 `accumulator="per_product"` with `matmul_products="fp16"` (the named model `"per_product"`:
 `af.numerics("per_product")`) is the simulator's earlier model: every product rounded to fp16,
@@ -42,7 +43,8 @@ CHOICES = {"rounding": ("nearest_even", "half_away"), "subnormals": ("keep", "fl
            "accumulator": ("tile4", "per_product", "blas"), "matmul_products": ("exact", "fp16"),
            "tile_truncation": ("toward_zero", "toward_neg_inf"),
            "tile_carry": ("truncate", "nearest_even"), "tile_result": ("12bit", "fp16"),
-           "matmul_subnormals": ("flush", "keep"), "specials": ("engine", "ieee")}
+           "matmul_subnormals": ("flush", "keep"), "specials": ("engine", "ieee"),
+           "activations": ("exact", "tables")}
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class Numerics:
     specials: str = "engine"
     width_slice_gain: float | None = 16.0
     softmax_max: bool = True
+    activations: str = "exact"
 
     def __post_init__(self):
         for field, allowed in CHOICES.items() | {("reduce_accumulate", ("fp16", "wide"))}:
@@ -88,11 +91,13 @@ class Numerics:
 
 # What differs by ANE family (docs/numerics.md): M1 flushes matmul subnormals and M5 keeps them
 # (measured; M2/M3 unmeasured, taken as M1); the x16 width-slice gain is measured on M1 and M2,
-# and measured absent on M4/M5 (A15, M3: unknown, not modelled).
+# and measured absent on M4/M5 (A15, M3: unknown, not modelled). The activation tables are
+# opt-in everywhere (docs/numerics.md: the suite's one-ulp activation tests need "exact").
 FAMILY = {"A13": {}, "A14": {}, "A15": {"width_slice_gain": None},
           "A16": {"matmul_subnormals": "keep", "width_slice_gain": None}}
 PRESETS = {"per_product": {"accumulator": "per_product", "matmul_products": "fp16",
                            "matmul_overflow": 32758.8, "matmul_subnormals": "keep", "specials": "ieee",
+                           "activations": "exact",
                            "width_slice_gain": None}}
 
 

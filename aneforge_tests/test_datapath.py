@@ -1,17 +1,22 @@
 """The bit-faithful ANE datapath: every published hardware measurement, on its target, at the
 value the engine returns; the model's prediction for each discriminating probe under each
-switch; the compiled tile kernel bit-equal to its numpy reference; hazard warnings.
+switch; the compiled tile kernel bit-equal to its numpy reference; hazard warnings; the
+reconstructed activation tables at the published figures.
 
 Sources: the public book sbryngelson/ane-guide, chapters part-1-machine/03-numerics.md and
 part-6-silicon/20-datapath-mac.md (M1 and M5 measurements)."""
+import math
 import warnings
 
 import numpy as np
 import pytest
+import torch
 
 import aneforge as af
+import aneforge.nn.functional as F
 from aneforge import kernels
 from aneforge.kernels import reference
+from aneforge.ops.activations import TABLES
 
 needs_numba = pytest.mark.skipif(not kernels.available(), reason="numba is not installed")
 
@@ -193,6 +198,121 @@ def test_softmax_subtracts_the_max():
 def test_bare_exp_overflows_near_ln_65504():
     assert np.isfinite(af.tensor([11.08]).exp().item())
     assert af.tensor([11.1]).exp().item() == np.inf
+
+
+# ---- D4: the activation tables (Numerics.activations="tables") ----------------------------------
+FP16 = np.arange(2 ** 16, dtype=np.uint16).view(np.float16)
+FP16 = np.sort(FP16[np.isfinite(FP16)])          # every finite fp16 value, -0 and +0 included
+TABLED = {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "gelu": torch.nn.functional.gelu,
+          "silu": torch.nn.functional.silu}
+
+
+def tabled(name, x, target="M1"):
+    """The table at x (fp16), run as rows of 256: a 1-D axis is capped at 16384 on M1."""
+    x = np.asarray(x, np.float16)
+    rows = np.pad(x, (0, -len(x) % 256)).reshape(-1, 256)
+    with af.target(target), af.numerics(activations="tables"):
+        y = getattr(F, name)(af.tensor(rows)).numpy().astype(np.float64)
+    return y.reshape(-1)[:len(x)]
+
+
+def torch64(name, x):
+    return TABLED[name](torch.tensor(np.asarray(x, np.float64))).numpy()
+
+
+@pytest.mark.parametrize("name, published", [("sigmoid", 0.0034), ("tanh", 0.0017),
+                                             ("gelu", 0.0059)])
+def test_table_worst_error_over_every_fp16_input_is_the_published_one(name, published):
+    err = np.abs(tabled(name, FP16) - torch64(name, FP16)).max()
+    assert 0.9 * published <= err <= published
+
+
+@pytest.mark.parametrize("name, published", [("gelu", -0.000543), ("silu", -0.001259)])
+def test_table_origin_bias(name, published):
+    got = tabled(name, np.zeros(1, np.float16))[0]
+    assert got == np.float16(published)            # the figure, to fp16 precision
+    assert tabled(name, np.zeros(1, np.float16), "M5")[0] == np.float16(published)
+
+
+def test_the_exact_model_has_no_origin_bias():
+    with af.numerics(activations="exact"):
+        assert F.gelu(af.zeros(1)).item() == 0.0 and F.silu(af.zeros(1)).item() == 0.0
+
+
+@pytest.mark.parametrize("name, increasing_from", [("sigmoid", -np.inf), ("tanh", -np.inf),
+                                                   ("gelu", -0.7518), ("silu", -1.2785)])
+def test_tables_are_monotone_where_the_function_is(name, increasing_from):
+    x = FP16[FP16.astype(np.float64) >= increasing_from]
+    assert np.all(np.diff(tabled(name, x)) >= 0)
+
+
+PAST_THE_DOMAIN = np.array([-np.inf, -60000.0, -20.0, 20.0, 60000.0, np.inf], np.float16)
+
+
+@pytest.mark.parametrize("name, want", [
+    ("sigmoid", [0, 0, 0, 1, 1, 1]), ("tanh", [-1, -1, -1, 1, 1, 1]),
+    ("gelu", [0, 0, 0, 20, 60000, np.inf]), ("silu", [0, 0, 0, 20, 60000, np.inf])])
+def test_tables_clamp_to_the_asymptotes_past_their_domain(name, want):
+    np.testing.assert_array_equal(tabled(name, PAST_THE_DOMAIN), want)
+
+
+def test_table_domain_of_the_high_precision_sigmoid():
+    # published domain [-9.938, 8.320]: past it the value is the asymptote
+    assert tabled("sigmoid", np.float16([8.33]))[0] == 1.0
+    assert tabled("sigmoid", np.float16([-9.95]))[0] == 0.0
+    assert 0 < tabled("sigmoid", np.float16([-9.9]))[0] < 1e-4
+
+
+def test_tables_of_nan_under_each_specials_model():
+    x = af.tensor([np.nan])
+    with af.numerics(activations="tables"), pytest.warns(af.ANEHazardWarning):
+        assert x.sigmoid().item() == 1.0 and x.tanh().item() == 1.0    # NaN reads as +inf
+    with af.numerics(activations="tables", specials="ieee"):
+        assert np.isnan(x.sigmoid().item()) and np.isnan(F.gelu(x).item())
+
+
+def test_gelu_tanh_approximation_stays_computed():
+    x = np.float16([0.0, 1.0])
+    with af.numerics(activations="tables"):
+        got = F.gelu(af.tensor(x), approximate="tanh").numpy()
+    np.testing.assert_array_equal(got, [0.0, np.float16(0.8411920)])
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "tanh", "gelu", "silu"])
+def test_tables_values_and_gradients_against_torch(name):
+    x = np.random.default_rng(0).normal(0, 2, 256).astype(np.float16)
+    tx = torch.tensor(x.astype(np.float64), requires_grad=True)
+    TABLED[name](tx).sum().backward()
+    with af.numerics(activations="tables"):
+        ax = af.tensor(x, requires_grad=True)
+        y = getattr(F, name)(ax)
+        y.sum().backward()
+        np.testing.assert_allclose(y.numpy(), TABLED[name](tx).detach().numpy(), atol=0.006)
+        np.testing.assert_allclose(ax.grad.numpy(), tx.grad.numpy(), atol=0.02)
+
+
+@pytest.mark.parametrize("name, clamp_error, e", [
+    ("tanh", lambda d: 1 - math.tanh(d), 0.00168),
+    ("gelu", lambda d: d * 0.5 * math.erfc(d / math.sqrt(2)), 0.0057),
+    ("silu", lambda d: d / (1 + math.exp(d)), 0.0028)])
+def test_table_domain_ends_where_the_clamp_errs_by_e(name, clamp_error, e):
+    spec = TABLES[name]
+    assert spec.lo == -spec.hi and clamp_error(spec.hi) == pytest.approx(e, rel=1e-3)
+
+
+def test_sigmoid_table_ends_where_fp16_sigmoid_reaches_1():
+    assert TABLES["sigmoid"].hi == np.float16(math.log(4095))      # 1 - sigmoid = 2**-12
+
+
+def test_tables_are_opt_in_on_every_target():
+    for target in ("M1", "M2", "M3", "M5"):
+        with af.target(target):
+            assert af.get_numerics().activations == "exact"
+            assert F.gelu(af.zeros(1)).item() == 0.0
+    with af.numerics("per_product", activations="tables"):
+        assert af.get_numerics().activations == "tables"
+    with pytest.raises(ValueError, match="activations"):
+        af.Numerics(activations="lut")
 
 
 # ---- D5: the width-slice gain (M1 and M2 only) ------------------------------------------------

@@ -1,6 +1,8 @@
 """Activations (MIL iOS15 activation.py / elementwise_unary clip): relu, sigmoid, tanh, gelu,
-silu, clip, softmax. The ANE evaluates most of these from lookup tables (ANEForge `docs/op-catalog.md`); the
-simulator computes them in fp32 and rounds once, which is the torch-faithful reading."""
+silu, clip, softmax. The ANE evaluates most of these from lookup tables (ANEForge
+`docs/op-catalog.md`); under `Numerics.activations="exact"` the simulator computes them in fp32
+and rounds once (the torch-faithful reading), under `"tables"` it evaluates reconstructed
+tables (activation_tables.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,6 +10,7 @@ import numpy as np
 from ..errors import AneforgeError
 from ._common import FLOATS, elementwise, norm_axis, require_dtype
 from ._grad import attach, where, zeros
+from .activation_tables import TableSpec, tabled
 from .registry import Attr, define, shape_error
 
 
@@ -54,18 +57,66 @@ def _gelu_infer(t, attrs):
     return t["x"]
 
 
+def _const(c):
+    return lambda x: np.full_like(x, c)
+
+
+_zero = _const(0.0)
+
+
+def _gelu_exact(x):
+    return 0.5 * x * erfc(x * -0.7071067811865476)
+
+
+def _silu(x):
+    return x * sigmoid(x)
+
+
+# The engine's tables (ane-guide 03-numerics.md), reconstructed: docs/numerics.md derives each
+# row. sigmoid: the high-precision table on its published domain [-9.938, 8.320], through its
+# knots, beta for worst error 0.0034. The others: domain +-D where the clamp to the asymptote is
+# off by the worst error E (tanh 0.00168, gelu 0.0057, silu 0.0028: where silu's in-table error
+# meets its clamp), minimax knot values; beta for gelu(0) = -0.000543 and silu(0) = -0.001259.
+TABLES = {
+    "sigmoid": TableSpec(sigmoid, -9.9375, 8.3203125, 1.05, "knots", _zero, _const(1.0)),
+    "tanh": TableSpec(np.tanh, -3.5406, 3.5406, 2.0, "lowered", _const(-1.0), _const(1.0)),
+    "gelu": TableSpec(_gelu_exact, -2.8816, 2.8816, 1.908, "lowered", _zero, lambda x: x),
+    "silu": TableSpec(_silu, -7.9511, 7.9511, 2.539, "lowered", _zero, lambda x: x),
+}
+
+
+def _activation(fn, table=None):
+    """The op's kernel: fn in fp32 (activations="exact"), or its table (activations="tables")."""
+    exact = elementwise(fn)
+    lookup = table and elementwise(lambda x, _f=tabled(table), **attrs: _f(x))
+
+    def simulate(ctx, x, **attrs):
+        use = lookup if lookup and ctx.numerics.activations == "tables" else exact
+        return use(ctx, x, **attrs)
+    return simulate
+
+
 ACTIVATIONS = {
     "erf": lambda x: 1.0 - erfc(x),
     "relu": lambda x: np.maximum(x, 0),
     "sigmoid": sigmoid,
     "tanh": np.tanh,
-    "silu": lambda x: x * sigmoid(x),
+    "silu": _silu,
 }
 for _name, _fn in ACTIVATIONS.items():
-    define(_name, ("x",), _float_unary(_name), elementwise(_fn))
+    define(_name, ("x",), _float_unary(_name), _activation(_fn, TABLES.get(_name)))
 
-define("gelu", ("x",), _gelu_infer, elementwise(lambda x, mode: GELU_MODES[mode](x)),
-       attrs={"mode": Attr("str", "EXACT")})
+
+_GELU = {"table": _activation(lambda x, mode: GELU_MODES[mode](x), TABLES["gelu"]),
+         "computed": _activation(lambda x, mode: GELU_MODES[mode](x))}
+
+
+def _gelu(ctx, x, mode):
+    # the published gelu table is the exact (erf) gelu's; the approximations stay computed
+    return _GELU["table" if mode == "EXACT" else "computed"](ctx, x, mode=mode)
+
+
+define("gelu", ("x",), _gelu_infer, _gelu, attrs={"mode": Attr("str", "EXACT")})
 
 
 def _clip_infer(t, attrs):
