@@ -9,15 +9,19 @@ import numpy as np
 from .errors import AneforgeError, LimitError, ShapeError
 
 
-def _width(i) -> int:
-    """Axes an index entry consumes: a bool mask as many as it has dims, others one."""
+def _is_mask(i) -> bool:
+    """A bool index entry (tensor, list or array)."""
     from .tensor import Tensor
     if isinstance(i, Tensor):
-        return i.ndim if i.dtype.name == "bool" else 1
-    if isinstance(i, (list, tuple, np.ndarray)):
-        a = np.asarray(i)
-        return a.ndim if a.dtype == bool else 1
-    return 1
+        return i.dtype.name == "bool"
+    return isinstance(i, (list, tuple, np.ndarray)) and np.asarray(i).dtype == bool
+
+
+def _width(i) -> int:
+    """Axes an index entry consumes: a bool mask as many as it has dims, others one."""
+    if not _is_mask(i):
+        return 1
+    return i.ndim if hasattr(i, "ndim") else np.asarray(i).ndim
 
 
 def _expand_ellipsis(index: tuple, rank: int) -> tuple:
@@ -97,9 +101,8 @@ def _advanced(x, index: tuple):
     entry = index[k]
     rest = index[:k] + (slice(None),) + index[k + 1:]
     axis = sum(1 for i in index[:k] if i is not None and i is not Ellipsis)
-    mask = host_values(entry) if isinstance(entry, Tensor) and entry.dtype.name == "bool" else \
-        np.asarray(entry) if not isinstance(entry, Tensor) and np.asarray(entry).dtype == bool else None
-    if mask is not None or isinstance(entry, Tensor) and entry.dtype.name == "bool":
+    if _is_mask(entry):
+        mask = np.asarray(entry) if not isinstance(entry, Tensor) else host_values(entry)
         if mask is None:
             mask = entry.numpy()            # the result's shape depends on it: a host read
         span = x.shape[axis:axis + mask.ndim]

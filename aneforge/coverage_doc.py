@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import inspect
 import sys
-from pathlib import Path
 
 from . import _api
 
@@ -191,12 +190,8 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> None:
-    path = Path(__file__).parent.parent / "docs" / "torch_coverage.md"
-    if "--write" in argv:
-        path.write_text(render())
-        print(f"wrote {path}")
-    else:
-        sys.stdout.write(render())
+    from .targets_doc import generate
+    generate(render, "torch_coverage.md", argv)
 
 
 if __name__ == "__main__":

@@ -164,11 +164,20 @@ def mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 
 
 def var_mean(x: Tensor, dim=None, keepdim: bool = False, correction=1) -> tuple[Tensor, Tensor]:
-    """Two passes: the mean, then the (wide) mean of squared deviations over K - correction."""
-    if x.ndim == 0:
-        return reduce(x - x, None, keepdim, float(max(1 - correction, 1))), x
+    """Two passes: the mean, then the (wide) mean of squared deviations over K - correction.
+    With K - correction <= 0 it warns and divides by zero, as torch does (torch: nan or inf;
+    the engine, which never emits NaN, gives +0 for 0/0)."""
     axes = axes_of(x, dim, "var")
+    dof = (length(x, axes) if x.ndim else 1) - correction
+    if dof <= 0:
+        import warnings
+        warnings.warn("var(): degrees of freedom is <= 0. Correction should be strictly less "
+                      "than the reduction factor (input numel divided by output numel).",
+                      RuntimeWarning, stacklevel=3)
+    if x.ndim == 0:
+        return reduce(x - x, None, keepdim, float(dof)) if dof > 0 else (x - x) / 0.0, x
     mu = mean(x, dim, keepdim=True)
     centered = x - mu
-    v = reduce(centered * centered, dim, keepdim, float(max(length(x, axes) - correction, 1)))
+    v = reduce(centered * centered, dim, keepdim, float(dof)) if dof > 0 else \
+        reduce(centered * centered, dim, keepdim) / 0.0
     return v, mu if keepdim else mu.reshape(_out_shape(x.shape, axes, False))

@@ -160,13 +160,18 @@ def render() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def main(argv: list[str]) -> None:
-    path = Path(__file__).parent.parent / "docs" / "capabilities.md"
+def generate(render_page, page: str, argv: list[str]) -> None:
+    """A generated doc page's command line: `--write` writes docs/<page>, else print it."""
+    path = Path(__file__).parent.parent / "docs" / page
     if "--write" in argv:
-        path.write_text(render())
+        path.write_text(render_page())
         print(f"wrote {path}")
     else:
-        sys.stdout.write(render())
+        sys.stdout.write(render_page())
+
+
+def main(argv: list[str]) -> None:
+    generate(render, "capabilities.md", argv)
 
 
 if __name__ == "__main__":

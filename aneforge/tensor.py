@@ -541,18 +541,8 @@ class Tensor:
         from . import reductions
         dim = _dim_or_axis(dim, axis, "var")
         correction = int(unbiased) if unbiased is not None else correction
-        x = _need_float(self, "var")
-        dims = range(x.ndim) if dim is None else dim if isinstance(dim, (tuple, list)) else (dim,)
-        axes = [norm_dim(d, x.ndim, "var") for d in dims]
-        n = int(np.prod([x.shape[a] for a in axes])) if x.ndim else 1
-        if n - correction <= 0:        # torch divides anyway (0/0: nan) and warns the same
-            import warnings
-            warnings.warn("var(): degrees of freedom is <= 0. Correction should be strictly less "
-                          "than the reduction factor (input numel divided by output numel).",
-                          RuntimeWarning, stacklevel=2)
-            centered = x - x.mean(dim, keepdim=True)
-            return (centered * centered).sum(dim, keepdim=keepdim) / 0.0     # torch: max(0, n - c)
-        return reductions.var_mean(x, dim, keepdim, correction)[0]
+        reductions.axes_of(self, dim, "var")           # torch checks dim before dtype
+        return reductions.var_mean(_need_float(self, "var"), dim, keepdim, correction)[0]
 
     def std(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None, *,
             axis=None) -> "Tensor":
@@ -619,8 +609,7 @@ class Tensor:
         """
         from . import reductions
         dim = _dim_or_axis(dim, axis, "mean")
-        for d in (dim if isinstance(dim, (tuple, list)) else () if dim is None else (dim,)):
-            norm_dim(d, self.ndim, "mean")
+        reductions.axes_of(self, dim, "mean")          # torch checks dim before dtype
         return reductions.mean(_need_float(self, "mean"), dim, keepdim)
 
     def amax(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":

@@ -186,10 +186,10 @@ def _check_classes(target: Tensor, classes: int, ignore_index: int) -> None:
     """Class indices outside [0, classes) raise as in torch, checked on the host when the target
     is host data (an af.tensor of labels, the usual case); a computed target is not run for it.
     On the engine an out-of-range index would silently select nothing."""
-    node, i = target.ref
-    if node.data is None:
+    from .._indexing import host_values
+    values = host_values(target)
+    if values is None:
         return
-    values = np.asarray(node.data[i])
     bad = values[(values != ignore_index) & ((values < 0) | (values >= classes))]
     if bad.size:
         raise IndexError(f"Target {int(bad.flat[0])} is out of bounds (classes are 0..{classes - 1}"
