@@ -51,7 +51,13 @@ class SimExecutable:
         self.input_names = [v.name for v in f.inputs]
         self.outputs = [(slot[id(v)], v.dtype.np) for v in f.outputs]
         self.constants = []
-        self.steps = []
+        self.steps, self.ops = [], []
+        # slot -> (static shape or None, dtype): what the run plan (runtime/plan.py) lays out
+        self.info = [None] * self.n_slots
+        for v in f.block.vars():
+            shape = getattr(v, "shape", None)
+            static = shape is not None and all(type(n) is int for n in shape)
+            self.info[slot[id(v)]] = (tuple(shape) if static else None, v.dtype)
         for op in f.block.operations:
             opdef = REGISTRY[op.type]
             outs = [slot[id(v)] for v in op.outputs]
@@ -63,12 +69,15 @@ class SimExecutable:
             store = None if opdef.exact else [_storer(numerics, v.dtype) for v in op.outputs]
             self.steps.append((opdef.simulate, OpContext(numerics, op),
                                _arg_plan(op, slot, opdef.inputs), op.attrs, outs, store))
+            self.ops.append(op)
         # Integer outputs narrowed at the boundary (int32 -> int16): the engine would wrap
         # silently; the simulator checks the value before the cast instead.
         self.narrowed = [(slot[id(v.op.inputs["x"])], v.dtype.np, v.name) for v in f.outputs
                          if v.op is not None and v.op.type == "cast" and v.dtype.np.kind in "iu"
                          and v.op.inputs["x"].dtype.np.itemsize > v.dtype.np.itemsize]
         self._plan_lifetimes()
+        self.blank = [None] * self.n_slots
+        self.runs, self.plan = 0, None
 
     def _plan_lifetimes(self) -> None:
         """The memory plan: each value is dropped right after the last step that reads it
@@ -88,15 +97,45 @@ class SimExecutable:
                 self.frees[k].append(s)
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        self.runs += 1
+        plan = self._planned()
+        if plan is not None and kernels._fast() is not None and plan.lock.acquire(blocking=False):
+            try:                            # the arena: one run at a time; others interpret
+                env = plan.run(inputs)
+                self._check_narrowed(env)
+                return [np.array(env[s], dtype) if s in plan.views else kernels.astype(env[s], dtype)
+                        for s, dtype in self.outputs]
+            finally:
+                plan.lock.release()
         env: list = [None] * self.n_slots
-        for (s, carrier), a, name in zip(self.inputs, inputs, self.input_names):
-            env[s] = _coerce_nan(self.numerics, kernels.astype(a, carrier), name)
+        self.load_inputs(env, inputs)
         for s, value in self.constants:
             env[s] = value
         with np.errstate(all="ignore"):     # once per run: the engine raises nothing (special
             self._steps(env)                # values are the numerics model's, hazards warn)
         self._check_narrowed(env)
         return [kernels.astype(env[s], dtype) for s, dtype in self.outputs]
+
+    def load_inputs(self, env, inputs, views=None) -> None:
+        """The program's inputs in their carried form (float32 for fp16), NaN coerced; into
+        the plan's arena places when given `views`."""
+        for (s, carrier), a, name in zip(self.inputs, inputs, self.input_names):
+            value = _coerce_nan(self.numerics, kernels.astype(a, carrier), name)
+            if views is not None and s in views:
+                np.copyto(views[s], value, casting="unsafe")
+            else:
+                env[s] = value
+
+    def _planned(self):
+        """The run plan (runtime/plan.py), built on the second run (or the first, under
+        ANEFORGE_SIM_PLAN=always) when the compiled kernels are on; None otherwise."""
+        from . import plan
+        choice = plan.mode()
+        if choice == "never" or (choice == "auto" and self.runs < 2):
+            return None
+        if self.plan is None and kernels.active() == "numba":
+            self.plan = plan.Plan(self)
+        return self.plan
 
     def _steps(self, env) -> None:
         for (fn, ctx, plan, attrs, outs, store), frees in zip(self.steps, self.frees):

@@ -1,0 +1,123 @@
+"""Fused elementwise runs: a straight-line sequence of elementwise ops over one float32 arena,
+executed by one compiled call (numba; imported only when numba is installed and on).
+
+Each op is a row of `code` (int64):
+
+    opcode, store, R, C, out, a, a_rs, a_cs, b, b_rs, b_cs
+
+The op's output is the contiguous R x C block at arena offset `out`; operand a's element
+(r, c) is `arena[a + r * a_rs + c * a_cs]` (a stride of 0 broadcasts), likewise b. `store` is
+the fp16 rounding mode of the result (`kernels.mode`), or -1 to keep the float32 value (an
+fp32 op). Every op computes in IEEE float32 and rounds once, exactly as the op's numpy kernel
+followed by the executor's store (aneforge/runtime/sim.py): the results are bit-identical to
+the unfused path (aneforge_tests/test_fused.py), NaN payloads aside (a NaN keeps no payload
+through the engine's store, and the model does not define one).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .compiled import r16, r16_ieee
+
+# opcodes, named by the ops they run (runtime/plan.py maps MIL ops to them)
+OPCODES = ("add", "sub", "mul", "div", "div_engine", "maximum", "minimum", "abs", "sqrt",
+           "sqrt_engine", "copy")
+OP = {name: i for i, name in enumerate(OPCODES)}
+WIDTH = 11          # int64 fields per op
+_ZERO = np.float32(0.0)
+
+
+@njit(cache=True, inline="always")
+def _apply(op, x, y):
+    if op == 0:
+        return x + y
+    if op == 1:
+        return x - y
+    if op == 2:
+        return x * y
+    if op == 3:
+        return x / y
+    if op == 4:
+        return x / (y + _ZERO)               # the engine divides by -0 as by +0
+    if op == 5:
+        return x if (x > y or x != x) else y     # np.maximum: NaN wins, ties give y
+    if op == 6:
+        return x if (x < y or x != x) else y
+    if op == 7:
+        return abs(x)
+    if op == 8:
+        return np.sqrt(x)
+    if op == 9:
+        return np.sqrt(x) + _ZERO            # the engine's sqrt(-0) = +0
+    return x
+
+
+@njit(cache=True, inline="always")
+def _line(out, x, y, op):
+    """out[c] = op(x[c], y[c]) over one row (contiguous 1-D views: the loop vectorizes)."""
+    for c in range(out.size):
+        out[c] = _apply(op, x[c], y[c])
+
+
+@njit(cache=True)
+def _store(out, store):
+    """The fp16 store of one row in place (-1: an fp32 result, kept)."""
+    if store < 0:
+        return
+    if store & 3 == 0:
+        for c in range(out.size):
+            out[c] = r16_ieee(out[c], store)
+    else:
+        for c in range(out.size):
+            out[c] = r16(out[c], store)
+
+
+@njit(cache=True)
+def _operand(arena, start, stride, cols, scratch):
+    """A row of an operand: a view of the arena when contiguous, else gathered (a broadcast
+    value or a strided row) into `scratch`."""
+    if stride == 1:
+        return arena[start:start + cols]
+    row = scratch[:cols]
+    for c in range(cols):
+        row[c] = arena[start + c * stride]
+    return row
+
+
+@njit(cache=True, error_model="numpy")
+def run(arena, code, sx, sy):
+    """Run every op of `code` (rows as in the module docstring) in order over `arena`; sx, sy:
+    float32 scratch rows at least as long as the longest row C."""
+    for k in range(code.shape[0]):
+        op, store, rows, cols = code[k, 0], code[k, 1], code[k, 2], code[k, 3]
+        o, a, ars, acs, b, brs, bcs = (code[k, 4], code[k, 5], code[k, 6], code[k, 7],
+                                       code[k, 8], code[k, 9], code[k, 10])
+        for r in range(rows):
+            out = arena[o + r * cols:o + (r + 1) * cols]
+            x = _operand(arena, a + r * ars, acs, cols, sx)
+            y = _operand(arena, b + r * brs, bcs, cols, sy)
+            # one specialised loop per opcode (the opcode is constant over the loop)
+            if op == 0:
+                _line(out, x, y, 0)
+            elif op == 1:
+                _line(out, x, y, 1)
+            elif op == 2:
+                _line(out, x, y, 2)
+            elif op == 3:
+                _line(out, x, y, 3)
+            elif op == 4:
+                _line(out, x, y, 4)
+            elif op == 5:
+                _line(out, x, y, 5)
+            elif op == 6:
+                _line(out, x, y, 6)
+            elif op == 7:
+                _line(out, x, y, 7)
+            elif op == 8:
+                _line(out, x, y, 8)
+            elif op == 9:
+                _line(out, x, y, 9)
+            else:
+                _line(out, x, y, 10)
+            _store(out, store)

@@ -1,0 +1,234 @@
+"""The simulator's run plan for an executable that runs again and again (a training step):
+every float value gets a fixed place in one float32 arena, assigned by lifetime (a place is
+reused once its value is dead, as ExecuTorch's memory planning does), and each run of
+consecutive elementwise ops becomes one compiled call over that arena
+(aneforge/kernels/fused.py) instead of one numpy call and one rounding call per op.
+
+The plan changes no value: each fused op computes in IEEE float32 and rounds once, as its
+numpy kernel and the executor's store do (aneforge_tests/test_fused.py runs programs both
+ways and compares the bits). A steady-state run writes into the same arena every time, so its
+float values allocate nothing new and peak memory stays flat over a training loop.
+
+`SimExecutable` builds the plan on its second run when the compiled kernels are on
+(`ANEFORGE_SIM_PLAN`: "auto", the default; "always": from the first run; "never").
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+from .. import dtypes
+
+# MIL op -> (opcode under IEEE specials, opcode under the engine's specials): the ops whose
+# numpy kernel is one IEEE float32 operation per element (aneforge/ops/elementwise.py).
+FUSED = {
+    "add": ("add", "add"), "sub": ("sub", "sub"), "mul": ("mul", "mul"),
+    "real_div": ("div", "div_engine"), "maximum": ("maximum", "maximum"),
+    "minimum": ("minimum", "minimum"), "abs": ("abs", "abs"),
+    "sqrt": ("sqrt", "sqrt_engine"),
+    # data movement and float casts: a copy, rounded when the result is fp16
+    "reshape": ("copy", "copy"), "expand_dims": ("copy", "copy"), "squeeze": ("copy", "copy"),
+    "identity": ("copy", "copy"), "cast": ("copy", "copy"),
+}
+_FLOAT = (dtypes.float16, dtypes.float32)
+_ALIGN = 16                 # elements (64 bytes): each value starts on a cache line
+MODES = ("auto", "always", "never")
+
+
+def mode() -> str:
+    value = os.environ.get("ANEFORGE_SIM_PLAN", "auto").strip().lower() or "auto"
+    if value not in MODES:
+        raise ValueError(f"ANEFORGE_SIM_PLAN must be one of {MODES}, got {value!r}")
+    return value
+
+
+def _collapse(shape, operands):
+    """The output `shape` and each operand's element strides (0 where it broadcasts) merged
+    into at most two loops (R, C); None if they need more."""
+    dims = [[n] + [s[i] for s in operands] for i, n in enumerate(shape) if n != 1]
+    merged = []
+    for d in dims:
+        if merged:
+            last = merged[-1]
+            if all(last[j + 1] == d[j + 1] * d[0] for j in range(len(operands))):
+                merged[-1] = [last[0] * d[0]] + d[1:]
+                continue
+        merged.append(d)
+    if len(merged) > 2:
+        return None
+    while len(merged) < 2:
+        merged.insert(0, [1] + [0] * len(operands))
+    (rows, *rs), (cols, *cs) = merged
+    return rows, cols, list(zip(rs, cs))
+
+
+def _strides(shape, out_shape):
+    """C-order element strides of an operand of `shape` broadcast to `out_shape`."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(0 if n == 1 else step)
+        step *= n
+    strides.reverse()
+    return [0] * (len(out_shape) - len(shape)) + strides
+
+
+class Arena:
+    """Places for values by lifetime: first fit in a list of free extents."""
+
+    def __init__(self):
+        self.size, self.free = 0, []          # free: sorted [start, length]
+
+    def take(self, n: int) -> int:
+        n = -(-max(n, 1) // _ALIGN) * _ALIGN
+        for k, (start, length) in enumerate(self.free):
+            if length >= n:
+                if length == n:
+                    del self.free[k]
+                else:
+                    self.free[k] = [start + n, length - n]
+                return start
+        if self.free and self.free[-1][0] + self.free[-1][1] == self.size:
+            start = self.free.pop()[0]        # grow the free tail
+        else:
+            start = self.size
+        self.size = start + n
+        return start
+
+    def give(self, start: int, n: int) -> None:
+        n = -(-max(n, 1) // _ALIGN) * _ALIGN
+        self.free.append([start, n])
+        self.free.sort()
+        merged = [self.free[0]]
+        for s, length in self.free[1:]:
+            if merged[-1][0] + merged[-1][1] == s:
+                merged[-1][1] += length
+            else:
+                merged.append([s, length])
+        self.free = merged
+
+
+class Plan:
+    """An executable's steps over an arena, with runs of fusable ops grouped into one call."""
+
+    def __init__(self, exe):
+        from ..kernels import compiled, fused
+        self.exe, self._compiled, self._fused = exe, compiled, fused
+        self.lock = threading.Lock()     # one run at a time uses the arena
+        info = exe.info                  # slot -> (shape, dtype)
+        place: dict[int, int] = {}
+        arena = Arena()
+
+        def floating(s):
+            shape, dtype = info[s]
+            return dtype in _FLOAT and shape is not None
+
+        def size(s):
+            return int(np.prod(info[s][0], dtype=np.int64))
+
+        for s, _ in exe.constants:
+            if floating(s):
+                place[s] = arena.take(size(s))
+        for s, _ in exe.inputs:
+            if floating(s) and s not in place:
+                place[s] = arena.take(size(s))
+        keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
+        for step, frees in zip(exe.steps, exe.frees):
+            for s in step[4]:
+                if floating(s) and s not in place:
+                    place[s] = arena.take(size(s))
+            for s in frees:
+                if s in place and s not in keep:
+                    arena.give(place[s], size(s))
+        self.arena = np.zeros(max(arena.size, 1), np.float32)
+        self.place = place
+        self.views = {s: self.arena[o:o + size(s)].reshape(info[s][0]) for s, o in place.items()}
+        for s, value in exe.constants:
+            if s in self.views:
+                self.views[s][...] = value
+        self.entries = self._group(exe)
+        longest = max([int(code[:, 3].max()) for step, code in self.entries if step is None] + [1])
+        self.sx, self.sy = np.empty(longest, np.float32), np.empty(longest, np.float32)
+
+    # -- building ----------------------------------------------------------------------------
+    def _row(self, k, op):
+        """The fused op's code row, or None when step k cannot run fused."""
+        exe = self.exe
+        names = FUSED.get(op.type)
+        fn, ctx, plan, attrs, outs, store = exe.steps[k]
+        if names is None or len(outs) != 1 or outs[0] not in self.place:
+            return None
+        ins = [p for p in plan if p is not None]
+        if not ins or any(isinstance(p, tuple) or p not in self.place for p in ins):
+            return None
+        out_shape, out_dtype = exe.info[outs[0]]
+        if op.type in ("reshape", "expand_dims", "squeeze", "identity", "cast"):
+            n = int(np.prod(out_shape, dtype=np.int64))
+            shape, strides = (n,), [[1]]
+        else:
+            shape = out_shape
+            strides = [_strides(exe.info[p][0], out_shape) for p in ins]
+        loops = _collapse(shape, strides)
+        if loops is None:
+            return None
+        rows, cols, st = loops
+        st = st + st[:1] if len(st) == 1 else st
+        ins = ins + ins[:1] if len(ins) == 1 else ins
+        opcode = self._fused.OP[names[exe.numerics.specials == "engine"]]
+        rnd = exe.numerics.store_mode if out_dtype == dtypes.float16 else -1
+        p = self.place
+        return [opcode, rnd, rows, cols, p[outs[0]], p[ins[0]], st[0][0], st[0][1],
+                p[ins[1]], st[1][0], st[1][1]]
+
+    def _group(self, exe):
+        entries, code = [], []
+
+        def flush():
+            if code:
+                entries.append((None, np.array(code, np.int64)))
+                code.clear()
+        for k, (op, step) in enumerate(zip(exe.ops, exe.steps)):
+            row = self._row(k, op)
+            if row is not None:
+                code.append(row)
+                continue
+            flush()
+            entries.append((step, exe.frees[k]))
+        flush()
+        return entries
+
+    # -- running -----------------------------------------------------------------------------
+    def run(self, inputs):
+        exe, views = self.exe, self.views
+        env = list(exe.blank)
+        for s, v in views.items():
+            env[s] = v
+        exe.load_inputs(env, inputs, views)
+        round16 = self._compiled.round16
+        mode = exe.numerics.store_mode
+        with np.errstate(all="ignore"):
+            for step, frees in self.entries:
+                if step is None:
+                    self._fused.run(self.arena, frees, self.sx, self.sy)
+                    continue
+                fn, ctx, plan, attrs, outs, store = step
+                args = [None if p is None else tuple(env[i] for i in p) if isinstance(p, tuple)
+                        else env[p] for p in plan]
+                res = fn(ctx, *args, **attrs)
+                res = (res,) if len(outs) == 1 else res
+                for i, (s, r) in enumerate(zip(outs, res)):
+                    view = views.get(s)
+                    if view is None:
+                        env[s] = r if store is None else store[i](r)
+                    elif store is not None and exe.info[s][1] == dtypes.float16:
+                        src = np.ascontiguousarray(r, dtype=np.float32)
+                        if src.size != view.size:
+                            src = np.ascontiguousarray(np.broadcast_to(src, view.shape))
+                        round16(src.reshape(-1), view.reshape(-1), mode)
+                    else:
+                        np.copyto(view, r, casting="unsafe")
+                for s in frees:
+                    if s not in views:
+                        env[s] = None
+        return env
