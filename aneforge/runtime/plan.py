@@ -144,9 +144,14 @@ class Plan:
         self.arena = np.zeros(max(arena.size, 1), np.float32)
         self.place = place
         self.views = {s: self.arena[o:o + size(s)].reshape(info[s][0]) for s, o in place.items()}
+        self.start = list(exe.blank)       # each run's environment before its inputs
         for s, value in exe.constants:
             if s in self.views:
                 self.views[s][...] = value
+            else:
+                self.start[s] = value           # int and bool constants stay as they are
+        for s, v in self.views.items():
+            self.start[s] = v
         self.entries = self._group(exe)
         longest = max([int(code[:, 3].max()) for step, code in self.entries if step is None] + [1])
         self.sx, self.sy = np.empty(longest, np.float32), np.empty(longest, np.float32)
@@ -176,7 +181,8 @@ class Plan:
         st = st + st[:1] if len(st) == 1 else st
         ins = ins + ins[:1] if len(ins) == 1 else ins
         opcode = self._fused.OP[names[exe.numerics.specials == "engine"]]
-        rnd = exe.numerics.store_mode if out_dtype == dtypes.float16 else -1
+        # exact ops (data movement) store their values as they are, as the executor does
+        rnd = exe.numerics.store_mode if out_dtype == dtypes.float16 and store is not None else -1
         p = self.place
         return [opcode, rnd, rows, cols, p[outs[0]], p[ins[0]], st[0][0], st[0][1],
                 p[ins[1]], st[1][0], st[1][1]]
@@ -201,9 +207,7 @@ class Plan:
     # -- running -----------------------------------------------------------------------------
     def run(self, inputs):
         exe, views = self.exe, self.views
-        env = list(exe.blank)
-        for s, v in views.items():
-            env[s] = v
+        env = list(self.start)
         exe.load_inputs(env, inputs, views)
         round16 = self._compiled.round16
         mode = exe.numerics.store_mode

@@ -1,0 +1,284 @@
+"""The simulator's run plan (aneforge/runtime/plan.py): an arena placed by lifetime and runs of
+elementwise ops fused into one compiled call must change no bit of any result."""
+from __future__ import annotations
+
+import threading
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import aneforge as af
+from aneforge import kernels
+from aneforge.compiler import clear_cache
+from aneforge.runtime import plan as plan_mod
+from aneforge.runtime.sim import SimExecutable
+
+needs_numba = pytest.mark.skipif(not kernels.available(), reason="the run plan needs numba")
+pytestmark = needs_numba
+
+# fp16 values that exercise every rounding path: signed zeros, subnormals, the overflow edge,
+# infinities, NaN, ties
+SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 6e-8, -6e-8, 3e-5, 65504.0,
+                    -65504.0, 2049.0, 1e-4, 3.140625, 1 / 3, 0.1, -7.5, 4096.0, 2.0 ** -14],
+                   np.float32).astype(np.float16)
+
+
+def both(monkeypatch, fn):
+    """fn() run by the plain interpreter and by the run plan."""
+    out = []
+    for choice in ("never", "always"):
+        monkeypatch.setenv("ANEFORGE_SIM_PLAN", choice)
+        out.append(fn())
+    return out
+
+
+def same_bits(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape and a.dtype == b.dtype
+    nan = np.isnan(a) if a.dtype.kind == "f" else np.zeros(a.shape, bool)
+    assert (np.isnan(b) == nan).all() if a.dtype.kind == "f" else True
+    if a.dtype.kind == "f":       # NaN payloads are not modelled; everything else bit for bit
+        ai, bi = a.view(f"u{a.itemsize}"), b.view(f"u{b.itemsize}")
+        bad = (ai != bi) & ~nan
+        assert not bad.any(), f"{bad.sum()} values differ, first at {np.argwhere(bad)[0]}: " \
+                              f"{a[bad][0]!r} vs {b[bad][0]!r}"
+    else:
+        np.testing.assert_array_equal(a, b)
+
+
+BINARY = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+          "div": lambda x, y: x / y, "maximum": af.maximum, "minimum": af.minimum}
+UNARY = {"abs": lambda x: x.abs(), "sqrt": lambda x: x.sqrt(), "neg": lambda x: -x,
+         "reshape": lambda x: x.reshape(-1) * 1.0, "unsqueeze": lambda x: x.unsqueeze(0) + 0.0,
+         "to32": lambda x: x.to(af.float32) * 3.0, "to16": lambda x: (x.to(af.float32) * 3.0).to(af.float16)}
+MODELS = {"default": {}, "ieee": {"specials": "ieee"}, "half_away": {"rounding": "half_away"},
+          "flush": {"subnormals": "flush"}}
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("name", BINARY)
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_binary_special_values_every_pair(monkeypatch, model, name, dtype):
+    """Every pair of special values, as a column against a row (a broadcast on each side),
+    and both sides full."""
+    col = SPECIAL.reshape(-1, 1).astype(dtype)
+    row = SPECIAL.reshape(1, -1).astype(dtype)
+    full = np.broadcast_to(row, (len(SPECIAL), len(SPECIAL))).copy()
+
+    def run():
+        with af.numerics(**MODELS[model]):
+            x, y, f = af.tensor(col), af.tensor(row), af.tensor(full)
+            return [BINARY[name](x, y).numpy(), BINARY[name](f, x).numpy(),
+                    BINARY[name](f, 2.5).numpy(), BINARY[name](f.t(), f).numpy()]
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_and_casts_special_values(monkeypatch, model, name):
+    rng = np.random.default_rng(1)
+    data = np.concatenate([SPECIAL, (rng.standard_normal(300) * 300).astype(np.float16)])
+
+    def run():
+        with af.numerics(**MODELS[model]):
+            return UNARY[name](af.tensor(data.reshape(-1, 8))).numpy()
+    same_bits(*both(monkeypatch, run))
+
+
+def test_a_chain_of_ops_random_data(monkeypatch):
+    """A long elementwise chain with broadcasts of every kind (scalar, row, column)."""
+    rng = np.random.default_rng(2)
+    a = (rng.standard_normal((33, 70)) * 4).astype(np.float16)
+    r = (rng.standard_normal(70)).astype(np.float16)
+    c = (rng.standard_normal((33, 1)) + 3).astype(np.float16)
+
+    def run():
+        x, row, col = af.tensor(a), af.tensor(r), af.tensor(c)
+        y = (x * row + col) / (col.abs() + 0.5)
+        y = af.maximum(y, x * 0.25).sqrt() - af.minimum(x, row)
+        return (y.reshape(70, 33) * 1.5 + 2.0).numpy()
+    same_bits(*both(monkeypatch, run))
+
+
+def _train(steps, seed=0):
+    af.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model = af.nn.Sequential(af.nn.Linear(16, 32), af.nn.GELU(), af.nn.Linear(32, 4))
+    opt = af.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(steps):
+        x = af.tensor(rng.random((8, 16)).astype(np.float32))
+        y = af.tensor(rng.integers(0, 4, 8))
+        opt.zero_grad()
+        loss = af.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.numpy() for p in model.parameters()]
+
+
+def test_training_is_bit_identical(monkeypatch):
+    (l1, p1), (l2, p2) = both(monkeypatch, lambda: _train(6))
+    assert l1 == l2
+    for a, b in zip(p1, p2):
+        same_bits(a, b)
+
+
+def test_auto_plans_from_the_second_run(monkeypatch):
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "auto")
+    seen = []
+    original = SimExecutable.run
+
+    def spy(self, inputs):
+        out = original(self, inputs)
+        seen.append((id(self), self.runs, self.plan is not None))
+        return out
+    monkeypatch.setattr(SimExecutable, "run", spy)
+    x = np.arange(12, dtype=np.float16).reshape(3, 4) + 0.125
+    for _ in range(3):
+        (af.tensor(x) * 0.5 + 7.0).numpy()
+    mine = [(runs, planned) for key, runs, planned in seen if key == seen[-1][0]]
+    assert mine[-1][0] >= 2 and mine[-1][1], "planned by the second run"
+    assert all(not planned for runs, planned in mine if runs == 1), "not on the first"
+
+
+def _step_executable(monkeypatch):
+    """A training step's executable after it has run enough to be planned."""
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
+    made = []
+    original = SimExecutable.__init__
+
+    def spy(self, program, numerics):
+        original(self, program, numerics)
+        made.append(self)
+    monkeypatch.setattr(SimExecutable, "__init__", spy)
+    clear_cache()
+    _train(3)
+    return max(made, key=lambda e: len(e.steps))
+
+
+def test_the_plan_fuses_runs_and_reuses_places(monkeypatch):
+    exe = _step_executable(monkeypatch)
+    plan = exe.plan
+    fused = [code for step, code in plan.entries if step is None]
+    fused_ops = sum(len(c) for c in fused)
+    assert fused_ops >= len(exe.steps) // 2          # most of an AdamW step is elementwise
+    assert len(fused) < fused_ops / 3                # ... in long runs
+    total = sum(v.size for v in plan.views.values())
+    assert plan.arena.size < total                   # places are reused by lifetime
+
+
+def test_places_of_live_values_never_overlap(monkeypatch):
+    exe = _step_executable(monkeypatch)
+    plan = exe.plan
+    born, dead = {}, {}
+    for s, _ in exe.constants + exe.inputs:
+        born[s] = -1
+    for k, (step, frees) in enumerate(zip(exe.steps, exe.frees)):
+        for s in step[4]:
+            born.setdefault(s, k)
+        for s in frees:
+            dead[s] = k
+    keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
+    spans = [(s, plan.place[s], plan.views[s].size, born[s], len(exe.steps) if s in keep
+              else dead.get(s, len(exe.steps))) for s in plan.place]
+    for i, (s, o, n, b, d) in enumerate(spans):
+        for t, o2, n2, b2, d2 in spans[i + 1:]:
+            if o < o2 + n2 and o2 < o + n:                    # share arena elements
+                assert d < b2 or d2 < b, f"slots {s} and {t} overlap while both are live"
+
+
+def test_steady_state_memory_is_flat(monkeypatch):
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "auto")
+    rng = np.random.default_rng(0)
+    model = af.nn.Sequential(af.nn.Linear(16, 32), af.nn.ReLU(), af.nn.Linear(32, 4))
+    opt = af.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+    x = rng.random((8, 16)).astype(np.float32)
+    y = rng.integers(0, 4, 8)
+
+    @af.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = af.nn.functional.cross_entropy(model(af.tensor(x)), af.tensor(y))
+        loss.backward()
+        opt.step()
+        return loss
+    for _ in range(200):
+        step(x, y).item()
+    tracemalloc.start()
+    for _ in range(50):
+        step(x, y).item()
+    first, _ = tracemalloc.get_traced_memory()
+    for _ in range(300):
+        step(x, y).item()
+    second, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    # a step's values are ~6 KB: holding any of them per step would grow by megabytes
+    assert second - first < 64 * 1024, f"grew by {second - first} bytes over 300 steps"
+
+
+def test_concurrent_runs_are_right(monkeypatch):
+    """One executable run from two threads: one uses the arena, the other interprets."""
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
+    rng = np.random.default_rng(3)
+    data = [(rng.standard_normal((64, 64)) * 2).astype(np.float16) for _ in range(8)]
+    want = [((d * d + 1.0) / (np.abs(d) + 2.0)) for d in data]
+
+    def f(d):
+        t = af.tensor(d)
+        return ((t * t + 1.0) / (t.abs() + 2.0)).numpy()
+    results = {}
+
+    def work(i):
+        results[i] = [f(d) for d in data]
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "never")
+    for i in range(2):
+        for d, got, w in zip(data, results[i], want):
+            same_bits(got, f(d))
+            np.testing.assert_allclose(got.astype(np.float32), w.astype(np.float32), rtol=2e-3)
+
+
+def test_numpy_kernels_bypass_the_plan(monkeypatch):
+    """With the numpy reference chosen, a planned executable interprets again."""
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
+    d = np.linspace(-3, 3, 40, dtype=np.float16)
+    f = lambda: (af.tensor(d) * 3.0 + 1.0).numpy()     # noqa: E731
+    planned = f()
+    with kernels.using("numpy"):
+        same_bits(f(), planned)
+
+
+def test_bad_plan_mode_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "sometimes")
+    with pytest.raises(ValueError, match="ANEFORGE_SIM_PLAN must be one of"):
+        plan_mod.mode()
+
+
+def test_collapse_merges_loops():
+    # a (4, 5, 6) output with a full operand and a row operand: one loop for the full, two
+    # for the row broadcast
+    full = plan_mod._strides((4, 5, 6), (4, 5, 6))
+    row = plan_mod._strides((6,), (4, 5, 6))
+    assert plan_mod._collapse((4, 5, 6), [full]) == (1, 120, [(0, 1)])
+    assert plan_mod._collapse((4, 5, 6), [full, row]) == (20, 6, [(6, 1), (0, 1)])
+    col = plan_mod._strides((4, 1, 6), (4, 5, 6))        # needs three loops
+    assert plan_mod._collapse((4, 5, 6), [full, col]) is None
+
+
+def test_arena_first_fit_reuses_and_coalesces():
+    arena = plan_mod.Arena()
+    a, b, c = arena.take(16), arena.take(32), arena.take(16)
+    assert (a, b, c) == (0, 16, 48)
+    arena.give(b, 32)
+    assert arena.take(16) == 16                     # first fit inside the freed extent
+    arena.give(a, 16)
+    arena.give(16, 16)
+    assert arena.free == [[0, 48]]                  # coalesced
+    assert arena.take(40) == 0 and arena.size == 64
