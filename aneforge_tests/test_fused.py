@@ -282,3 +282,23 @@ def test_arena_first_fit_reuses_and_coalesces():
     arena.give(16, 16)
     assert arena.free == [[0, 48]]                  # coalesced
     assert arena.take(40) == 0 and arena.size == 64
+
+
+def test_the_arena_holds_a_few_values_of_a_long_chain(monkeypatch):
+    """36 intermediate (128, 128) values, a handful alive at once: the arena is that handful."""
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
+    made = []
+    original = SimExecutable.__init__
+
+    def spy(self, program, numerics):
+        original(self, program, numerics)
+        made.append(self)
+    monkeypatch.setattr(SimExecutable, "__init__", spy)
+    x = af.tensor(np.random.default_rng(0).random((128, 128)).astype(np.float32) + 0.25)
+    y = x
+    for _ in range(12):
+        y = (y * 1.001).relu() + 0.5
+    y.sum().numpy()
+    exe = max(made, key=lambda e: len(e.steps))
+    one = 128 * 128 * 4
+    assert exe.plan.arena.nbytes < 8 * one, exe.plan.arena.nbytes / one

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import dtypes, hazards, kernels
 from ..errors import DTypeError
+from ..numerics import Numerics
 from ..ops import REGISTRY
 from . import memory
 from .base import Backend
@@ -133,7 +134,8 @@ class SimExecutable:
         choice = plan.mode()
         if choice == "never" or (choice == "auto" and self.runs < 2):
             return None
-        if self.plan is None and kernels.active() == "numba":
+        # the compiled kernels loaded (not just installed), and the standard store rounding
+        if self.plan is None and kernels._fast() is not None and type(self.numerics) is Numerics:
             self.plan = plan.Plan(self)
         return self.plan
 
