@@ -102,6 +102,34 @@ def test_a_chain_of_ops_random_data(monkeypatch):
     same_bits(*both(monkeypatch, run))
 
 
+def test_a_long_flat_chain_runs_blocked_and_identical(monkeypatch):
+    """Values and scalars over 10000 elements: the run is blocked (1024 at a time), and values
+    that die inside it must not be overwritten before every block has read them."""
+    rng = np.random.default_rng(4)
+    a, b = ((rng.standard_normal(10000) * 8).astype(np.float16) for _ in range(2))
+
+    def run():
+        x, y = af.tensor(a), af.tensor(b)
+        s = (x * 0.0 + 3.0)[:1]                    # a one-element value that dies early
+        z = x * y + s
+        w = (z - x).abs().sqrt() / (y.abs() + 1.0)
+        v = af.maximum(w, z * 0.125) - af.minimum(x, 2.0 - y)
+        return (v * 0.5 + w).numpy()
+    same_bits(*both(monkeypatch, run))
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
+    made = []
+    original = SimExecutable.__init__
+
+    def spy(self, program, numerics):
+        original(self, program, numerics)
+        made.append(self)
+    monkeypatch.setattr(SimExecutable, "__init__", spy)
+    clear_cache()
+    run()
+    blocks = [block for e in made for step, _, block in e.plan.entries if step is None]
+    assert plan_mod.BLOCK in blocks
+
+
 def _train(steps, seed=0):
     af.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -162,7 +190,7 @@ def _step_executable(monkeypatch):
 def test_the_plan_fuses_runs_and_reuses_places(monkeypatch):
     exe = _step_executable(monkeypatch)
     plan = exe.plan
-    fused = [code for step, code in plan.entries if step is None]
+    fused = [code for step, code, _ in plan.entries if step is None]
     fused_ops = sum(len(c) for c in fused)
     assert fused_ops >= len(exe.steps) // 2          # most of an AdamW step is elementwise
     assert len(fused) < fused_ops / 3                # ... in long runs
@@ -176,11 +204,15 @@ def test_places_of_live_values_never_overlap(monkeypatch):
     born, dead = {}, {}
     for s, _ in exe.constants + exe.inputs:
         born[s] = -1
+    fusable = [plan._loops(k, op) is not None for k, op in enumerate(exe.ops)]
     for k, (step, frees) in enumerate(zip(exe.steps, exe.frees)):
         for s in step[4]:
             born.setdefault(s, k)
+        end = k              # inside a fused run a value lives to the run's end (blocking)
+        while fusable[end] and end + 1 < len(fusable) and fusable[end + 1]:
+            end += 1
         for s in frees:
-            dead[s] = k
+            dead[s] = end
     keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
     spans = [(s, plan.place[s], plan.views[s].size, born[s], len(exe.steps) if s in keep
               else dead.get(s, len(exe.steps))) for s in plan.place]

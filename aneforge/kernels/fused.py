@@ -62,62 +62,98 @@ def _line(out, x, y, op):
 
 @njit(cache=True)
 def _store(out, store):
-    """The fp16 store of one row in place (-1: an fp32 result, kept)."""
+    """The fp16 store of one row in place (-1: an fp32 result, kept). The default modes get
+    loops with the mode constant, so they vectorize."""
     if store < 0:
         return
-    if store & 3 == 0:
+    if store == 0:
         for c in range(out.size):
-            out[c] = r16_ieee(out[c], store)
+            out[c] = r16_ieee(out[c], 0)
+    elif store == 4:
+        for c in range(out.size):
+            out[c] = r16_ieee(out[c], 4)
     else:
         for c in range(out.size):
             out[c] = r16(out[c], store)
 
 
 @njit(cache=True)
-def _operand(arena, start, stride, cols, scratch):
-    """A row of an operand: a view of the arena when contiguous, else gathered (a broadcast
-    value or a strided row) into `scratch`."""
+def _fill(row, v):
+    for c in range(row.size):
+        row[c] = v
+
+
+@njit(cache=True)
+def _operand(arena, start, stride, cols, scratch, filled):
+    """A row of an operand: a view of the arena when contiguous, else gathered into
+    `scratch` (a strided row, or one value broadcast; `filled`: scratch already holds it)."""
     if stride == 1:
         return arena[start:start + cols]
     row = scratch[:cols]
+    if stride == 0:
+        if not filled:
+            _fill(row, arena[start])
+        return row
     for c in range(cols):
         row[c] = arena[start + c * stride]
     return row
 
 
 @njit(cache=True, error_model="numpy")
-def run(arena, code, sx, sy):
+def _op(out, x, y, op, store):
+    """out = op(x, y), then the store's rounding: one specialised loop per opcode (the opcode
+    is constant over the loop)."""
+    if op == 0:
+        _line(out, x, y, 0)
+    elif op == 1:
+        _line(out, x, y, 1)
+    elif op == 2:
+        _line(out, x, y, 2)
+    elif op == 3:
+        _line(out, x, y, 3)
+    elif op == 4:
+        _line(out, x, y, 4)
+    elif op == 5:
+        _line(out, x, y, 5)
+    elif op == 6:
+        _line(out, x, y, 6)
+    elif op == 7:
+        _line(out, x, y, 7)
+    elif op == 8:
+        _line(out, x, y, 8)
+    elif op == 9:
+        _line(out, x, y, 9)
+    else:
+        _line(out, x, y, 10)
+    _store(out, store)
+
+
+@njit(cache=True)
+def run(arena, code, sx, sy, block):
     """Run every op of `code` (rows as in the module docstring) in order over `arena`; sx, sy:
-    float32 scratch rows at least as long as the longest row C."""
+    float32 scratch rows at least as long as the longest row C (and as `block`).
+
+    `block` > 0: every op is one row of the same length C whose operands are contiguous or one
+    value (the plan checks it), and the ops run block by block — all of them over elements
+    [0, block), then [block, 2 block), ... — so the values stay in the L1 cache. Each element
+    then still sees the ops in order; the plan keeps the places of values that die inside
+    the run reserved until its end, so no block overwrites what a later block reads."""
+    if block > 0:
+        n = code[0, 3]
+        for c0 in range(0, n, block):
+            m = min(block, n - c0)
+            for k in range(code.shape[0]):
+                o, a, acs, b, bcs = code[k, 4], code[k, 5], code[k, 7], code[k, 8], code[k, 10]
+                x = arena[a + c0:a + c0 + m] if acs == 1 else _operand(arena, a, 0, m, sx, False)
+                y = arena[b + c0:b + c0 + m] if bcs == 1 else _operand(arena, b, 0, m, sy, False)
+                _op(arena[o + c0:o + c0 + m], x, y, code[k, 0], code[k, 1])
+        return
     for k in range(code.shape[0]):
         op, store, rows, cols = code[k, 0], code[k, 1], code[k, 2], code[k, 3]
         o, a, ars, acs, b, brs, bcs = (code[k, 4], code[k, 5], code[k, 6], code[k, 7],
                                        code[k, 8], code[k, 9], code[k, 10])
         for r in range(rows):
-            out = arena[o + r * cols:o + (r + 1) * cols]
-            x = _operand(arena, a + r * ars, acs, cols, sx)
-            y = _operand(arena, b + r * brs, bcs, cols, sy)
-            # one specialised loop per opcode (the opcode is constant over the loop)
-            if op == 0:
-                _line(out, x, y, 0)
-            elif op == 1:
-                _line(out, x, y, 1)
-            elif op == 2:
-                _line(out, x, y, 2)
-            elif op == 3:
-                _line(out, x, y, 3)
-            elif op == 4:
-                _line(out, x, y, 4)
-            elif op == 5:
-                _line(out, x, y, 5)
-            elif op == 6:
-                _line(out, x, y, 6)
-            elif op == 7:
-                _line(out, x, y, 7)
-            elif op == 8:
-                _line(out, x, y, 8)
-            elif op == 9:
-                _line(out, x, y, 9)
-            else:
-                _line(out, x, y, 10)
-            _store(out, store)
+            # a value broadcast over the whole op is filled into its scratch row once
+            x = _operand(arena, a + r * ars, acs, cols, sx, r > 0 and ars == 0)
+            y = _operand(arena, b + r * brs, bcs, cols, sy, r > 0 and brs == 0)
+            _op(arena[o + r * cols:o + (r + 1) * cols], x, y, op, store)

@@ -34,6 +34,7 @@ FUSED = {
 }
 _FLOAT = (dtypes.float16, dtypes.float32)
 _ALIGN = 16                 # elements (64 bytes): each value starts on a cache line
+BLOCK = 1024                # elements per block of a blocked run: a few values fit in L1
 MODES = ("auto", "always", "never")
 
 
@@ -116,34 +117,10 @@ class Plan:
         from ..kernels import compiled, fused
         self.exe, self._compiled, self._fused = exe, compiled, fused
         self.lock = threading.Lock()     # one run at a time uses the arena
-        info = exe.info                  # slot -> (shape, dtype)
-        place: dict[int, int] = {}
-        arena = Arena()
-
-        def floating(s):
-            shape, dtype = info[s]
-            return dtype in _FLOAT and shape is not None
-
-        def size(s):
-            return int(np.prod(info[s][0], dtype=np.int64))
-
-        for s, _ in exe.constants:
-            if floating(s):
-                place[s] = arena.take(size(s))
-        for s, _ in exe.inputs:
-            if floating(s) and s not in place:
-                place[s] = arena.take(size(s))
-        keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
-        for step, frees in zip(exe.steps, exe.frees):
-            for s in step[4]:
-                if floating(s) and s not in place:
-                    place[s] = arena.take(size(s))
-            for s in frees:
-                if s in place and s not in keep:
-                    arena.give(place[s], size(s))
-        self.arena = np.zeros(max(arena.size, 1), np.float32)
-        self.place = place
-        self.views = {s: self.arena[o:o + size(s)].reshape(info[s][0]) for s, o in place.items()}
+        shapes = [self._loops(k, op) for k, op in enumerate(exe.ops)]
+        self.place, size = self._places(shapes)
+        self.views = {s: self.arena[o:o + size(s)].reshape(exe.info[s][0])
+                      for s, o in self.place.items()}
         self.start = list(exe.blank)       # each run's environment before its inputs
         for s, value in exe.constants:
             if s in self.views:
@@ -152,55 +129,96 @@ class Plan:
                 self.start[s] = value           # int and bool constants stay as they are
         for s, v in self.views.items():
             self.start[s] = v
-        self.entries = self._group(exe)
-        longest = max([int(code[:, 3].max()) for step, code in self.entries if step is None] + [1])
+        self.entries = self._group(shapes)
+        longest = max([int(code[:, 3].max()) for step, code, _ in self.entries if step is None]
+                      + [BLOCK])
         self.sx, self.sy = np.empty(longest, np.float32), np.empty(longest, np.float32)
 
     # -- building ----------------------------------------------------------------------------
-    def _row(self, k, op):
-        """The fused op's code row, or None when step k cannot run fused."""
+    def _floating(self, s) -> bool:
+        shape, dtype = self.exe.info[s]
+        return dtype in _FLOAT and shape is not None
+
+    def _loops(self, k, op):
+        """(rows, cols, [(rs, cs) per operand], operand slots) when step k can run fused, else
+        None."""
         exe = self.exe
-        names = FUSED.get(op.type)
         fn, ctx, plan, attrs, outs, store = exe.steps[k]
-        if names is None or len(outs) != 1 or outs[0] not in self.place:
+        if op.type not in FUSED or len(outs) != 1 or not self._floating(outs[0]):
             return None
         ins = [p for p in plan if p is not None]
-        if not ins or any(isinstance(p, tuple) or p not in self.place for p in ins):
+        if not ins or any(isinstance(p, tuple) or not self._floating(p) for p in ins):
             return None
-        out_shape, out_dtype = exe.info[outs[0]]
-        if op.type in ("reshape", "expand_dims", "squeeze", "identity", "cast"):
-            n = int(np.prod(out_shape, dtype=np.int64))
-            shape, strides = (n,), [[1]]
+        out_shape = exe.info[outs[0]][0]
+        if FUSED[op.type][0] == "copy":         # same elements in the same order
+            shape, strides = (int(np.prod(out_shape, dtype=np.int64)),), [[1]]
         else:
-            shape = out_shape
-            strides = [_strides(exe.info[p][0], out_shape) for p in ins]
+            shape, strides = out_shape, [_strides(exe.info[p][0], out_shape) for p in ins]
         loops = _collapse(shape, strides)
-        if loops is None:
-            return None
-        rows, cols, st = loops
+        return None if loops is None else loops + (ins,)
+
+    def _places(self, shapes):
+        """Arena places by lifetime. A value that dies inside a run of fusable ops keeps its
+        place until the run ends (a blocked run reads every value block by block)."""
+        exe, arena, place = self.exe, Arena(), {}
+
+        def size(s):
+            return int(np.prod(exe.info[s][0], dtype=np.int64))
+        for s, _ in exe.constants + exe.inputs:
+            if self._floating(s) and s not in place:
+                place[s] = arena.take(size(s))
+        keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
+        pending = []
+        for k, (step, frees) in enumerate(zip(exe.steps, exe.frees)):
+            for s in step[4]:
+                if self._floating(s) and s not in place:
+                    place[s] = arena.take(size(s))
+            pending += [s for s in frees if s in place and s not in keep]
+            if shapes[k] is None or k + 1 == len(shapes) or shapes[k + 1] is None:
+                for s in pending:
+                    arena.give(place[s], size(s))
+                pending = []
+        self.arena = np.zeros(max(arena.size, 1), np.float32)
+        return place, size
+
+    def _row(self, k, loops):
+        """Step k's row of fused code (kernels/fused.py)."""
+        exe, p = self.exe, self.place
+        op, (fn, ctx, plan, attrs, outs, store) = exe.ops[k], exe.steps[k]
+        rows, cols, st, ins = loops
         st = st + st[:1] if len(st) == 1 else st
         ins = ins + ins[:1] if len(ins) == 1 else ins
-        opcode = self._fused.OP[names[exe.numerics.specials == "engine"]]
+        opcode = self._fused.OP[FUSED[op.type][exe.numerics.specials == "engine"]]
         # exact ops (data movement) store their values as they are, as the executor does
-        rnd = exe.numerics.store_mode if out_dtype == dtypes.float16 and store is not None else -1
-        p = self.place
+        fp16 = exe.info[outs[0]][1] == dtypes.float16
+        rnd = exe.numerics.store_mode if fp16 and store is not None else -1
         return [opcode, rnd, rows, cols, p[outs[0]], p[ins[0]], st[0][0], st[0][1],
                 p[ins[1]], st[1][0], st[1][1]]
 
-    def _group(self, exe):
-        entries, code = [], []
+    def _group(self, shapes):
+        """The entries a run executes: (step, frees, None) for an op run by its kernel, and
+        (None, code, block) for a run of fused ops; consecutive ops over the same long flat
+        range run blocked."""
+        exe, entries, code = self.exe, [], []
+
+        def key(row):      # the flat length when the op can run blocked, else None
+            flat = row[2] == 1 and row[7] in (0, 1) and row[10] in (0, 1)
+            return row[3] if flat and row[3] >= 2 * BLOCK else None
 
         def flush():
-            if code:
-                entries.append((None, np.array(code, np.int64)))
-                code.clear()
-        for k, (op, step) in enumerate(zip(exe.ops, exe.steps)):
-            row = self._row(k, op)
-            if row is not None:
-                code.append(row)
+            start = 0
+            for k in range(1, len(code) + 1):
+                if k == len(code) or key(code[k]) != key(code[start]):
+                    block = BLOCK if key(code[start]) is not None else 0
+                    entries.append((None, np.array(code[start:k], np.int64), block))
+                    start = k
+            code.clear()
+        for k, loops in enumerate(shapes):
+            if loops is not None:
+                code.append(self._row(k, loops))
                 continue
             flush()
-            entries.append((step, exe.frees[k]))
+            entries.append((exe.steps[k], exe.frees[k], None))
         flush()
         return entries
 
@@ -212,9 +230,9 @@ class Plan:
         round16 = self._compiled.round16
         mode = exe.numerics.store_mode
         with np.errstate(all="ignore"):
-            for step, frees in self.entries:
+            for step, frees, block in self.entries:
                 if step is None:
-                    self._fused.run(self.arena, frees, self.sx, self.sy)
+                    self._fused.run(self.arena, frees, self.sx, self.sy, block)
                     continue
                 fn, ctx, plan, attrs, outs, store = step
                 args = [None if p is None else tuple(env[i] for i in p) if isinstance(p, tuple)
