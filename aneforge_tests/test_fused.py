@@ -334,3 +334,12 @@ def test_the_arena_holds_a_few_values_of_a_long_chain(monkeypatch):
     exe = max(made, key=lambda e: len(e.steps))
     one = 128 * 128 * 4
     assert exe.plan.arena.nbytes < 8 * one, exe.plan.arena.nbytes / one
+
+
+def test_planned_inputs_coerce_nan_and_warn(monkeypatch):
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
+    d = np.array([1.0, np.nan, -2.0, np.nan], np.float16)
+    for _ in range(2):                         # the first run plans, the second reuses it
+        with pytest.warns(af.ANEHazardWarning, match="2 NaN value"):
+            got = (af.tensor(d) * 2.0).numpy()
+        assert got.tolist() == [2.0, np.inf, -4.0, np.inf]

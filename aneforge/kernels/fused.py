@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .compiled import r16, r16_ieee
+from .compiled import _from_half_bits, r16, r16_ieee
 
 # opcodes, named by the ops they run (runtime/plan.py maps MIL ops to them)
 OPCODES = ("add", "sub", "mul", "div", "div_engine", "maximum", "minimum", "abs", "sqrt",
@@ -26,6 +26,7 @@ OPCODES = ("add", "sub", "mul", "div", "div_engine", "maximum", "minimum", "abs"
 OP = {name: i for i, name in enumerate(OPCODES)}
 WIDTH = 11          # int64 fields per op
 _ZERO = np.float32(0.0)
+_INF = np.float32(np.inf)
 
 
 @njit(cache=True, inline="always")
@@ -157,3 +158,17 @@ def run(arena, code, sx, sy, block):
             x = _operand(arena, a + r * ars, acs, cols, sx, r > 0 and ars == 0)
             y = _operand(arena, b + r * brs, bcs, cols, sy, r > 0 and brs == 0)
             _op(arena[o + r * cols:o + (r + 1) * cols], x, y, op, store)
+
+
+@njit(cache=True)
+def load16(bits, out, coerce):
+    """fp16 input values (their uint16 bits, 1-D) into the float32 arena row `out`; NaN read
+    as +inf when `coerce` (the engine's input rule). Returns how many NaN there were."""
+    nan = 0
+    for i in range(bits.size):
+        v = _from_half_bits(bits[i])
+        if v != v:
+            nan += 1
+            v = _INF if coerce else v
+        out[i] = v
+    return nan

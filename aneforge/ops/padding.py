@@ -37,8 +37,15 @@ def _pad_infer(t, attrs):
 
 
 def _pad_sim(ctx, x, pad, mode, constant_val):
-    kw = {"constant_values": np.float32(constant_val)} if mode == "constant" else {}
-    return np.pad(x, widths(x.ndim, pad), mode=MODES[mode], **kw)
+    w = widths(x.ndim, pad)
+    if mode != "constant":
+        return np.pad(x, w, mode=MODES[mode])
+    # the constant mode by hand: a filled array and the input copied in (np.pad's Python
+    # takes twice as long on a conv's activations)
+    out = np.full([n + b + e for n, (b, e) in zip(x.shape, w)], np.float32(constant_val),
+                  dtype=x.dtype if x.dtype.kind == "f" else np.float32)
+    out[tuple(slice(b, b + n) for n, (b, _) in zip(x.shape, w))] = x
+    return out
 
 
 define("pad", ("x",), _pad_infer, _pad_sim, exact=True,

@@ -121,11 +121,25 @@ class SimExecutable:
         """The program's inputs in their carried form (float32 for fp16), NaN coerced; into
         the plan's arena places when given `views`."""
         for (s, carrier), a, name in zip(self.inputs, inputs, self.input_names):
+            view = None if views is None else views.get(s)
+            if view is not None and a.dtype == np.float16 and a.shape == view.shape:
+                self._load16(a, view, name)
+                continue
             value = _coerce_nan(self.numerics, kernels.astype(a, carrier), name)
-            if views is not None and s in views:
-                np.copyto(views[s], value, casting="unsafe")
+            if view is not None:
+                np.copyto(view, value, casting="unsafe")
             else:
                 env[s] = value
+
+    def _load16(self, a, view, name) -> None:
+        """An fp16 input straight into its arena place in one compiled pass (cast, NaN
+        check and coercion), reported as _coerce_nan does."""
+        from ..kernels import fused
+        coerce = self.numerics.specials == "engine"
+        bits = np.ascontiguousarray(a).reshape(-1).view(np.uint16)
+        nan = fused.load16(bits, view.reshape(-1), coerce)
+        if nan and coerce:
+            _nan_hazard(name, nan)
 
     def _planned(self):
         """The run plan (runtime/plan.py), built on the second run (or the first, under
@@ -175,14 +189,18 @@ class _Boundary:
         self.op_name = name
 
 
+def _nan_hazard(name: str, count: int) -> None:
+    hazards.report(_Boundary(name), f"{count} NaN value(s) coerced to +inf at the engine's "
+                   f"input (no NaN enters or leaves the ANE)")
+
+
 def _coerce_nan(numerics, a: np.ndarray, name: str) -> np.ndarray:
     """No NaN enters the engine: a NaN input reads as +inf (sbryngelson/ane-guide
     part-1-machine/03-numerics.md: NaN + 0 = +inf, relu(NaN) = +inf), reported as a hazard."""
     if numerics.specials != "engine" or a.dtype.kind != "f" or not kernels.has_nan(a):
         return a
     nan = np.isnan(a)
-    hazards.report(_Boundary(name), f"{int(nan.sum())} NaN value(s) coerced to +inf at the "
-                   f"engine's input (no NaN enters or leaves the ANE)")
+    _nan_hazard(name, int(nan.sum()))
     return np.where(nan, np.float32(np.inf), a).astype(a.dtype, copy=False)
 
 
