@@ -14,6 +14,8 @@ float values allocate nothing new and peak memory stays flat over a training loo
 """
 from __future__ import annotations
 
+import bisect
+import math
 import os
 import threading
 
@@ -99,15 +101,12 @@ class Arena:
 
     def give(self, start: int, n: int) -> None:
         n = -(-max(n, 1) // _ALIGN) * _ALIGN
-        self.free.append([start, n])
-        self.free.sort()
-        merged = [self.free[0]]
-        for s, length in self.free[1:]:
-            if merged[-1][0] + merged[-1][1] == s:
-                merged[-1][1] += length
-            else:
-                merged.append([s, length])
-        self.free = merged
+        k = bisect.bisect(self.free, [start, n])
+        self.free.insert(k, [start, n])
+        if k + 1 < len(self.free) and start + n == self.free[k + 1][0]:    # join the next
+            self.free[k][1] += self.free.pop(k + 1)[1]
+        if k and self.free[k - 1][0] + self.free[k - 1][1] == start:        # and the previous
+            self.free[k - 1][1] += self.free.pop(k)[1]
 
 
 class Plan:
@@ -151,7 +150,7 @@ class Plan:
             return None
         out_shape = exe.info[outs[0]][0]
         if FUSED[op.type][0] == "copy":         # same elements in the same order
-            shape, strides = (int(np.prod(out_shape, dtype=np.int64)),), [[1]]
+            shape, strides = (math.prod(out_shape),), [[1]]
         else:
             shape, strides = out_shape, [_strides(exe.info[p][0], out_shape) for p in ins]
         loops = _collapse(shape, strides)
@@ -163,7 +162,7 @@ class Plan:
         exe, arena, place = self.exe, Arena(), {}
 
         def size(s):
-            return int(np.prod(exe.info[s][0], dtype=np.int64))
+            return math.prod(exe.info[s][0])
         for s, _ in exe.constants + exe.inputs:
             if self._floating(s) and s not in place:
                 place[s] = arena.take(size(s))
