@@ -183,7 +183,7 @@ class Plan:
     def _row(self, k, loops):
         """Step k's row of fused code (kernels/fused.py)."""
         exe, p = self.exe, self.place
-        op, (fn, ctx, plan, attrs, outs, store) = exe.ops[k], exe.steps[k]
+        op, outs, store = exe.ops[k], exe.steps[k][4], exe.steps[k][5]
         rows, cols, st, ins = loops
         st = st + st[:1] if len(st) == 1 else st
         ins = ins + ins[:1] if len(ins) == 1 else ins
