@@ -93,8 +93,9 @@ class Numerics:
 # (measured; M2/M3 unmeasured, taken as M1); the x16 width-slice gain is measured on M1 and M2,
 # and measured absent on M4/M5 (A15, M3: unknown, not modelled). The activation tables are
 # opt-in everywhere (docs/numerics.md: the suite's one-ulp activation tests need "exact").
-FAMILY = {"A13": {}, "A14": {}, "A15": {"width_slice_gain": None},
-          "A16": {"matmul_subnormals": "keep", "width_slice_gain": None}}
+FAMILY = {"A13": {"activations": "tables"}, "A14": {}, "A15": {"width_slice_gain": None},
+          "A16": {"matmul_subnormals": "keep", "width_slice_gain": None,
+                  "rounding": "half_away"}}
 PRESETS = {"per_product": {"accumulator": "per_product", "matmul_products": "fp16",
                            "matmul_overflow": 32758.8, "matmul_subnormals": "keep", "specials": "ieee",
                            "activations": "exact",
@@ -110,7 +111,7 @@ def for_target(target) -> Numerics:
 
 
 _BY_FAMILY: dict = {}
-ANE = Numerics()        # M1's model
+ANE = Numerics(**FAMILY["A13"])        # M1's model
 
 
 def get_numerics() -> Numerics:

@@ -16,6 +16,8 @@ import aneforge as af
 import aneforge.nn.functional as F
 from aneforge import kernels
 from aneforge.kernels import reference
+from aneforge.tensor import record_op
+from aneforge.ops.activation_tables import build, lookup
 from aneforge.ops.activations import TABLES
 
 needs_numba = pytest.mark.skipif(not kernels.available(), reason="numba is not installed")
@@ -137,9 +139,37 @@ def test_elementwise_keeps_the_full_fp16_range():
     assert (af.tensor([65504.0]) + 16.0).item() == np.inf
 
 
+def reduce_sum(x):
+    """MIL reduce_sum itself (the narrow fp16 running sum), over every axis."""
+    return record_op("reduce_sum", {"x": af.tensor(x)}, {"axes": None, "keep_dims": False})
+
+
 def test_reduce_sum_is_narrow_and_rounds_to_nearest_even_on_m1():
     with af.target("M1"):
         assert af.tensor([256.0] * 7 + [257.0]).sum().item() == 2048.0
+
+
+# reshape -> reduce_sum of 8 small integers summing to 2049 (ANEForge bench/numeric_cliffs.py's
+# row): the last partial, 2049, is a tie at spacing 2. M1 rounds it to even (2048); M5 reads
+# 2050 (sbryngelson/ane-guide 03-numerics.md), as a store rounding ties away from zero does.
+ROW_2049 = [257.0] + [256.0] * 7
+
+
+@pytest.mark.parametrize("target, want", [("M1", 2048.0), ("M2", 2048.0), ("M5", 2050.0),
+                                          ("M4", 2050.0)])
+def test_the_2049_tie_per_target(target, want):
+    with af.target(target):
+        assert af.get_numerics().rounding == ("half_away" if want == 2050.0 else "nearest_even")
+        assert reduce_sum(ROW_2049).item() == want
+        assert reduce_sum([-v for v in ROW_2049]).item() == -want      # away from zero
+        assert (af.tensor([2048.0]) + 1.0).item() == want               # every fp16 store
+        assert (af.tensor([[2048.0, 1.0]]) @ af.ones(2, 1)).item() == want   # the output port
+        assert (af.tensor([2050.0]) + 1.0).item() == 2052.0    # even is also away from 0
+
+
+def test_reduce_sum_keeps_the_full_fp16_range():
+    assert reduce_sum([30000.0, 30000.0]).item() == 60000.0
+    assert reduce_sum([65504.0, 16.0]).item() == np.inf
 
 
 # ---- D3: no NaN leaves the engine -------------------------------------------------------------
@@ -304,15 +334,59 @@ def test_sigmoid_table_ends_where_fp16_sigmoid_reaches_1():
     assert TABLES["sigmoid"].hi == np.float16(math.log(4095))      # 1 - sigmoid = 2**-12
 
 
-def test_tables_are_opt_in_on_every_target():
-    for target in ("M1", "M2", "M3", "M5"):
-        with af.target(target):
-            assert af.get_numerics().activations == "exact"
-            assert F.gelu(af.zeros(1)).item() == 0.0
-    with af.numerics("per_product", activations="tables"):
-        assert af.get_numerics().activations == "tables"
+@pytest.mark.parametrize("target, default", [("M1", "tables"), ("M1 Max", "tables"),
+                                             ("M2", "exact"), ("M3", "exact"), ("M4", "exact"),
+                                             ("M5", "exact")])
+def test_tables_are_the_default_where_they_were_measured(target, default):
+    # the published figures are M1's (ane-guide's constants table: "M1/H13 measured")
+    with af.target(target):
+        assert af.get_numerics().activations == default
+        gelu0 = F.gelu(af.zeros(1)).item()
+    assert gelu0 == (np.float16(-0.000543) if default == "tables" else 0.0)
+
+
+def test_the_activations_switch():
+    with af.target("M5"), af.numerics(activations="tables"):
+        assert F.silu(af.zeros(1)).item() == np.float16(-0.001259)
+    with af.numerics("per_product"):                 # the earlier model computes them
+        assert af.get_numerics().activations == "exact"
     with pytest.raises(ValueError, match="activations"):
         af.Numerics(activations="lut")
+
+
+def table_model(name, x):
+    """The engine model written out: the knots' searchsorted (`Table`), then numpy's fp16 store
+    (round to nearest-even, subnormals kept) -- an independent path from the simulator's
+    bit-indexed lookup and its rounding kernel."""
+    return build(TABLES[name])(np.asarray(x, np.float32)).astype(np.float16)
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "tanh", "gelu", "silu"])
+def test_m1_default_is_the_table_model_bit_for_bit(name):
+    rows = np.pad(FP16, (0, -len(FP16) % 256)).reshape(-1, 256)
+    with af.target("M1"):
+        got = getattr(F, name)(af.tensor(rows)).numpy().reshape(-1)[:len(FP16)]
+    np.testing.assert_array_equal(got.view(np.uint16), table_model(name, FP16).view(np.uint16))
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "tanh", "gelu", "silu"])
+def test_bit_indexed_lookup_equals_the_knots_on_every_fp16_pattern(name):
+    table = build(TABLES[name])
+    x = np.arange(2 ** 16, dtype=np.uint16).view(np.float16).astype(np.float32)  # inf, NaN too
+    want, got = table(x), lookup(table)(x)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_array_equal(got[ok].view(np.uint32), want[ok].view(np.uint32))
+
+
+def test_an_fp32_activation_reads_the_table_off_the_fp16_grid():
+    # x * 1.0001 in fp32 is off the fp16 grid: reading the table by the fp16 bits would cut it
+    # (130 of these 800 inputs then store a different fp16 value)
+    x = np.arange(-4, 4, 0.01).astype(np.float16)
+    with af.target("M1"):
+        got = (af.tensor(x).float() * 1.0001).sigmoid().half().numpy()
+    want = build(TABLES["sigmoid"])(x.astype(np.float32) * np.float32(1.0001))
+    np.testing.assert_array_equal(got, want.astype(np.float16))
 
 
 # ---- D5: the width-slice gain (M1 and M2 only) ------------------------------------------------
@@ -336,6 +410,28 @@ def test_width_slice_gain_overflows_past_4094(target):
 @pytest.mark.parametrize("target", ["M4", "M5"])
 def test_width_slice_is_exact_from_a16(target):
     assert (width_slice(30000.0, target) == 30000.0).all()
+
+
+def test_max_pool_padding_is_not_a_width_slice_hazard():
+    # max_pool2d pads with the lowest fp16 value, which must never pass through the x16 crop
+    # (it would read back as -inf and report a hazard for a value the op made itself)
+    x = np.random.default_rng(1).normal(0, 100, (1, 2, 6, 7)).astype(np.float16)
+    want = torch.nn.functional.max_pool2d(torch.tensor(x.astype(np.float32)), 3, 2, 1)
+    with af.target("M1"), warnings.catch_warnings():
+        warnings.simplefilter("error", af.ANEHazardWarning)
+        got = F.max_pool2d(af.tensor(x), 3, 2, 1).numpy()
+        F.max_pool1d(af.tensor(x[0]), 3, 2, 1).numpy()
+    np.testing.assert_array_equal(got, want.numpy())
+
+
+def test_max_pool_of_values_past_4094_still_warns_on_m1():
+    x = np.full((1, 1, 4, 4), 5000.0, np.float16)       # real values through width-offset taps
+    with af.target("M1"), pytest.warns(af.ANEHazardWarning, match="x16 gain"):
+        got = F.max_pool2d(af.tensor(x), 3, 1, 1).numpy()
+    assert np.isinf(got).any()
+    with af.target("M5"), warnings.catch_warnings():
+        warnings.simplefilter("error", af.ANEHazardWarning)
+        assert (F.max_pool2d(af.tensor(x), 3, 1, 1).numpy() == 5000.0).all()
 
 
 # ---- D6: determinism ----------------------------------------------------------------------------
