@@ -130,8 +130,8 @@ def set_numerics(numerics: Numerics | str | None = None, **changes) -> Numerics:
     across `af.target(...)` changes; `set_numerics()` goes back to the target's default.
 
     >>> import aneforge as af
-    >>> old = af.set_numerics(rounding="half_away")
-    >>> _ = af.set_numerics(old)
+    >>> old = af.set_numerics(rounding="half_away")      # old: the model in force before
+    >>> _ = af.set_numerics()                            # back to the target's default
     """
     prev = get_numerics()
     if numerics is None and not changes:

@@ -137,6 +137,9 @@ def test_elementwise_keeps_the_full_fp16_range():
     assert (af.tensor([30000.0]) * 2.0).item() == 60000.0
     assert (af.tensor([65504.0]) + 8.0).item() == 65504.0
     assert (af.tensor([65504.0]) + 16.0).item() == np.inf
+    # x * x first reaches inf at x = 256 (ane-guide's constants table)
+    x = af.tensor([255.875, 256.0])
+    assert (x * x).tolist() == [65472.0, np.inf]
 
 
 def reduce_sum(x):
@@ -223,6 +226,7 @@ def test_ieee_specials_switch():
 # ---- D4 (the part modelled): softmax subtracts the max; exp overflows past ln(65504) -----------
 def test_softmax_subtracts_the_max():
     assert af.tensor([[1000.0, 1.0, 2.0, 3.0]]).softmax(-1).tolist() == [[1.0, 0.0, 0.0, 0.0]]
+    assert af.tensor([[7.0] * 4]).softmax(-1).tolist() == [[0.25] * 4]
 
 
 def test_bare_exp_overflows_near_ln_65504():
@@ -330,6 +334,13 @@ def test_table_domain_ends_where_the_clamp_errs_by_e(name, clamp_error, e):
     assert spec.lo == -spec.hi and clamp_error(spec.hi) == pytest.approx(e, rel=1e-3)
 
 
+@pytest.mark.parametrize("name", ["sigmoid", "tanh", "gelu", "silu"])
+def test_tables_have_33_knots_and_32_segments(name):
+    table = build(TABLES[name])
+    assert len(table.knots) == 33 and len(table.slope) == len(table.intercept) == 32
+    assert np.all(np.diff(table.knots) > 0)
+
+
 def test_sigmoid_table_ends_where_fp16_sigmoid_reaches_1():
     assert TABLES["sigmoid"].hi == np.float16(math.log(4095))      # 1 - sigmoid = 2**-12
 
@@ -400,6 +411,7 @@ def width_slice(value, target, index=(slice(None), slice(1, None))):
 @pytest.mark.parametrize("target", ["M1", "M2"])
 def test_width_slice_gain_overflows_past_4094(target):
     assert (width_slice(4094.0, target) == 4094.0).all()
+    assert np.isposinf(width_slice(4095.0, target)).all()      # fp16(4095) = 4096
     assert np.isposinf(width_slice(4096.0, target)).all()
     assert np.isneginf(width_slice(-4096.0, target)).all()
     # offset 0, or an offset on another axis, is unaffected
@@ -443,6 +455,16 @@ def test_a_row_does_not_depend_on_batch_size_or_position():
     for i in (0, 4, 8):
         np.testing.assert_array_equal((af.tensor(x[i:i + 1]) @ w).numpy()[0], full[i])
     np.testing.assert_array_equal((af.tensor(x[::-1].copy()) @ w).numpy()[::-1], full)
+
+
+def test_reruns_are_bit_identical_and_association_order_changes_bits():
+    rng = np.random.default_rng(2)
+    a, b, c = (af.tensor(rng.standard_normal((64, 64)).astype(np.float16)) for _ in range(3))
+    left = ((a + b) + c).numpy()
+    af.clear_cache()
+    np.testing.assert_array_equal(((a + b) + c).numpy().view(np.uint16), left.view(np.uint16))
+    right = (a + (b + c)).numpy()
+    assert 0 < np.mean(left != right) < 0.5       # each order reproducible, the bytes differ
 
 
 # ---- hazards ------------------------------------------------------------------------------------

@@ -352,12 +352,10 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
             raise AneforgeError(f"pad: {mode} padding needs a floating tensor, got {x.dtype}; "
                                 f"cast with .half() first")
         for axis, before, after in pairs:
-            edge = x.narrow(axis, 0, 1)
-            fill = edge._zeros() + (value or 0)
-            x = cat([fill.expand(*[before if i == axis else s for i, s in enumerate(x.shape)])]
-                    * bool(before) + [x] +
-                    [fill.expand(*[after if i == axis else s for i, s in enumerate(x.shape)])]
-                    * bool(after), axis)
+            fill = x.narrow(axis, 0, 1)._zeros() + (value or 0)
+            block = [fill.expand(*[n if i == axis else s for i, s in enumerate(x.shape)])
+                     for n in (before, after) if n]          # no empty block for a 0 side
+            x = cat(block[:1] * bool(before) + [x] + block[bool(before):], axis)
         return x
     first = min(a for a, _, _ in pairs)
     widths = {a: (b, e) for a, b, e in pairs}
