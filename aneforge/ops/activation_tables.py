@@ -15,6 +15,9 @@ publishes the figures, not the knots; these tables are a reconstruction consiste
 
 Coefficients are float32 here: rounding the intercepts to fp16 puts one-ulp steps at some knots
 that would make sigmoid non-monotone; the result is rounded to fp16 once, as every op's.
+
+`Table` evaluates the knots (the definition); `Lookup` holds its values at every fp16 input and
+reads them by the input's bits, which is how the simulator runs the tables (M1's default).
 """
 from __future__ import annotations
 
