@@ -8,7 +8,7 @@ switches. docs/numerics.md has the table with each source.
 
 | switch | default | alternatives | what |
 |---|---|---|---|
-| rounding | "nearest_even" | "half_away" | fp16 rounding of stored results |
+| rounding | "nearest_even" (M1..M3), "half_away" (M4, M5) | | fp16 rounding of stored results |
 | subnormals | "keep" | "flush" | elementwise results below 2**-14 (the engine keeps them) |
 | accumulator | "tile4" | "per_product", "blas" | the MAC datapath of matmul/linear/conv |
 | matmul_products | "exact" | "fp16" | products exact (fp16 x fp16 fits fp32) or rounded first |
@@ -20,7 +20,7 @@ switches. docs/numerics.md has the table with each source.
 | specials | "engine" | "ieee" | no NaN leaves the engine (NaN in -> +inf, indeterminate -> +0), log(0) = -45440, 1/(-0) = +inf |
 | width_slice_gain | 16.0 (M1, M2), None | | a last-axis slice with a nonzero begin x16 before the store |
 | softmax_max | True | False | softmax subtracts the row max in hardware |
-| activations | "exact" | "tables" | sigmoid/tanh/gelu/silu computed, or from reconstructed 33-knot tables |
+| activations | "tables" (M1), "exact" | | sigmoid/tanh/gelu/silu from reconstructed 33-knot tables, or computed |
 
 `accumulator="per_product"` with `matmul_products="fp16"` (the named model `"per_product"`:
 `af.numerics("per_product")`) is the simulator's earlier model: every product rounded to fp16,
@@ -91,10 +91,12 @@ class Numerics:
 
 # What differs by ANE family (docs/numerics.md): M1 flushes matmul subnormals and M5 keeps them
 # (measured; M2/M3 unmeasured, taken as M1); the x16 width-slice gain is measured on M1 and M2,
-# and measured absent on M4/M5 (A15, M3: unknown, not modelled). The activation tables are
-# opt-in everywhere (docs/numerics.md: the suite's one-ulp activation tests need "exact").
-FAMILY = {"A13": {}, "A14": {}, "A15": {"width_slice_gain": None},
-          "A16": {"matmul_subnormals": "keep", "width_slice_gain": None}}
+# and measured absent on M4/M5 (A15, M3: unknown, not modelled); the activation tables' figures
+# were measured on M1 only, so only M1 reads them by default; M5 stores a 2049 tie as 2050
+# where M1 stores 2048: ties round away from zero on A16 (M4 unmeasured, taken as M5).
+FAMILY = {"A13": {"activations": "tables"}, "A14": {}, "A15": {"width_slice_gain": None},
+          "A16": {"matmul_subnormals": "keep", "width_slice_gain": None,
+                  "rounding": "half_away"}}
 PRESETS = {"per_product": {"accumulator": "per_product", "matmul_products": "fp16",
                            "matmul_overflow": 32758.8, "matmul_subnormals": "keep", "specials": "ieee",
                            "activations": "exact",
@@ -110,7 +112,7 @@ def for_target(target) -> Numerics:
 
 
 _BY_FAMILY: dict = {}
-ANE = Numerics()        # M1's model
+ANE = Numerics(**FAMILY["A13"])        # M1's model
 
 
 def get_numerics() -> Numerics:
@@ -128,8 +130,8 @@ def set_numerics(numerics: Numerics | str | None = None, **changes) -> Numerics:
     across `af.target(...)` changes; `set_numerics()` goes back to the target's default.
 
     >>> import aneforge as af
-    >>> old = af.set_numerics(rounding="half_away")
-    >>> _ = af.set_numerics(old)
+    >>> old = af.set_numerics(rounding="half_away")      # old: the model in force before
+    >>> _ = af.set_numerics()                            # back to the target's default
     """
     prev = get_numerics()
     if numerics is None and not changes:

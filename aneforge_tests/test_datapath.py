@@ -16,6 +16,8 @@ import aneforge as af
 import aneforge.nn.functional as F
 from aneforge import kernels
 from aneforge.kernels import reference
+from aneforge.tensor import record_op
+from aneforge.ops.activation_tables import build, lookup
 from aneforge.ops.activations import TABLES
 
 needs_numba = pytest.mark.skipif(not kernels.available(), reason="numba is not installed")
@@ -135,11 +137,42 @@ def test_elementwise_keeps_the_full_fp16_range():
     assert (af.tensor([30000.0]) * 2.0).item() == 60000.0
     assert (af.tensor([65504.0]) + 8.0).item() == 65504.0
     assert (af.tensor([65504.0]) + 16.0).item() == np.inf
+    # x * x first reaches inf at x = 256 (ane-guide's constants table)
+    x = af.tensor([255.875, 256.0])
+    assert (x * x).tolist() == [65472.0, np.inf]
+
+
+def reduce_sum(x):
+    """MIL reduce_sum itself (the narrow fp16 running sum), over every axis."""
+    return record_op("reduce_sum", {"x": af.tensor(x)}, {"axes": None, "keep_dims": False})
 
 
 def test_reduce_sum_is_narrow_and_rounds_to_nearest_even_on_m1():
     with af.target("M1"):
         assert af.tensor([256.0] * 7 + [257.0]).sum().item() == 2048.0
+
+
+# reshape -> reduce_sum of 8 small integers summing to 2049 (ANEForge bench/numeric_cliffs.py's
+# row): the last partial, 2049, is a tie at spacing 2. M1 rounds it to even (2048); M5 reads
+# 2050 (sbryngelson/ane-guide 03-numerics.md), as a store rounding ties away from zero does.
+ROW_2049 = [257.0] + [256.0] * 7
+
+
+@pytest.mark.parametrize("target, want", [("M1", 2048.0), ("M2", 2048.0), ("M5", 2050.0),
+                                          ("M4", 2050.0)])
+def test_the_2049_tie_per_target(target, want):
+    with af.target(target):
+        assert af.get_numerics().rounding == ("half_away" if want == 2050.0 else "nearest_even")
+        assert reduce_sum(ROW_2049).item() == want
+        assert reduce_sum([-v for v in ROW_2049]).item() == -want      # away from zero
+        assert (af.tensor([2048.0]) + 1.0).item() == want               # every fp16 store
+        assert (af.tensor([[2048.0, 1.0]]) @ af.ones(2, 1)).item() == want   # the output port
+        assert (af.tensor([2050.0]) + 1.0).item() == 2052.0    # even is also away from 0
+
+
+def test_reduce_sum_keeps_the_full_fp16_range():
+    assert reduce_sum([30000.0, 30000.0]).item() == 60000.0
+    assert reduce_sum([65504.0, 16.0]).item() == np.inf
 
 
 # ---- D3: no NaN leaves the engine -------------------------------------------------------------
@@ -193,6 +226,7 @@ def test_ieee_specials_switch():
 # ---- D4 (the part modelled): softmax subtracts the max; exp overflows past ln(65504) -----------
 def test_softmax_subtracts_the_max():
     assert af.tensor([[1000.0, 1.0, 2.0, 3.0]]).softmax(-1).tolist() == [[1.0, 0.0, 0.0, 0.0]]
+    assert af.tensor([[7.0] * 4]).softmax(-1).tolist() == [[0.25] * 4]
 
 
 def test_bare_exp_overflows_near_ln_65504():
@@ -300,19 +334,70 @@ def test_table_domain_ends_where_the_clamp_errs_by_e(name, clamp_error, e):
     assert spec.lo == -spec.hi and clamp_error(spec.hi) == pytest.approx(e, rel=1e-3)
 
 
+@pytest.mark.parametrize("name", ["sigmoid", "tanh", "gelu", "silu"])
+def test_tables_have_33_knots_and_32_segments(name):
+    table = build(TABLES[name])
+    assert len(table.knots) == 33 and len(table.slope) == len(table.intercept) == 32
+    assert np.all(np.diff(table.knots) > 0)
+
+
 def test_sigmoid_table_ends_where_fp16_sigmoid_reaches_1():
     assert TABLES["sigmoid"].hi == np.float16(math.log(4095))      # 1 - sigmoid = 2**-12
 
 
-def test_tables_are_opt_in_on_every_target():
-    for target in ("M1", "M2", "M3", "M5"):
-        with af.target(target):
-            assert af.get_numerics().activations == "exact"
-            assert F.gelu(af.zeros(1)).item() == 0.0
-    with af.numerics("per_product", activations="tables"):
-        assert af.get_numerics().activations == "tables"
+@pytest.mark.parametrize("target, default", [("M1", "tables"), ("M1 Max", "tables"),
+                                             ("M2", "exact"), ("M3", "exact"), ("M4", "exact"),
+                                             ("M5", "exact")])
+def test_tables_are_the_default_where_they_were_measured(target, default):
+    # the published figures are M1's (ane-guide's constants table: "M1/H13 measured")
+    with af.target(target):
+        assert af.get_numerics().activations == default
+        gelu0 = F.gelu(af.zeros(1)).item()
+    assert gelu0 == (np.float16(-0.000543) if default == "tables" else 0.0)
+
+
+def test_the_activations_switch():
+    with af.target("M5"), af.numerics(activations="tables"):
+        assert F.silu(af.zeros(1)).item() == np.float16(-0.001259)
+    with af.numerics("per_product"):                 # the earlier model computes them
+        assert af.get_numerics().activations == "exact"
     with pytest.raises(ValueError, match="activations"):
         af.Numerics(activations="lut")
+
+
+def table_model(name, x):
+    """The engine model written out: the knots' searchsorted (`Table`), then numpy's fp16 store
+    (round to nearest-even, subnormals kept) -- an independent path from the simulator's
+    bit-indexed lookup and its rounding kernel."""
+    return build(TABLES[name])(np.asarray(x, np.float32)).astype(np.float16)
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "tanh", "gelu", "silu"])
+def test_m1_default_is_the_table_model_bit_for_bit(name):
+    rows = np.pad(FP16, (0, -len(FP16) % 256)).reshape(-1, 256)
+    with af.target("M1"):
+        got = getattr(F, name)(af.tensor(rows)).numpy().reshape(-1)[:len(FP16)]
+    np.testing.assert_array_equal(got.view(np.uint16), table_model(name, FP16).view(np.uint16))
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "tanh", "gelu", "silu"])
+def test_bit_indexed_lookup_equals_the_knots_on_every_fp16_pattern(name):
+    table = build(TABLES[name])
+    x = np.arange(2 ** 16, dtype=np.uint16).view(np.float16).astype(np.float32)  # inf, NaN too
+    want, got = table(x), lookup(table)(x)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_array_equal(got[ok].view(np.uint32), want[ok].view(np.uint32))
+
+
+def test_an_fp32_activation_reads_the_table_off_the_fp16_grid():
+    # x * 1.0001 in fp32 is off the fp16 grid: reading the table by the fp16 bits would cut it
+    # (130 of these 800 inputs then store a different fp16 value)
+    x = np.arange(-4, 4, 0.01).astype(np.float16)
+    with af.target("M1"):
+        got = (af.tensor(x).float() * 1.0001).sigmoid().half().numpy()
+    want = build(TABLES["sigmoid"])(x.astype(np.float32) * np.float32(1.0001))
+    np.testing.assert_array_equal(got, want.astype(np.float16))
 
 
 # ---- D5: the width-slice gain (M1 and M2 only) ------------------------------------------------
@@ -326,6 +411,7 @@ def width_slice(value, target, index=(slice(None), slice(1, None))):
 @pytest.mark.parametrize("target", ["M1", "M2"])
 def test_width_slice_gain_overflows_past_4094(target):
     assert (width_slice(4094.0, target) == 4094.0).all()
+    assert np.isposinf(width_slice(4095.0, target)).all()      # fp16(4095) = 4096
     assert np.isposinf(width_slice(4096.0, target)).all()
     assert np.isneginf(width_slice(-4096.0, target)).all()
     # offset 0, or an offset on another axis, is unaffected
@@ -338,6 +424,28 @@ def test_width_slice_is_exact_from_a16(target):
     assert (width_slice(30000.0, target) == 30000.0).all()
 
 
+def test_max_pool_padding_is_not_a_width_slice_hazard():
+    # max_pool2d pads with the lowest fp16 value, which must never pass through the x16 crop
+    # (it would read back as -inf and report a hazard for a value the op made itself)
+    x = np.random.default_rng(1).normal(0, 100, (1, 2, 6, 7)).astype(np.float16)
+    want = torch.nn.functional.max_pool2d(torch.tensor(x.astype(np.float32)), 3, 2, 1)
+    with af.target("M1"), warnings.catch_warnings():
+        warnings.simplefilter("error", af.ANEHazardWarning)
+        got = F.max_pool2d(af.tensor(x), 3, 2, 1).numpy()
+        F.max_pool1d(af.tensor(x[0]), 3, 2, 1).numpy()
+    np.testing.assert_array_equal(got, want.numpy())
+
+
+def test_max_pool_of_values_past_4094_still_warns_on_m1():
+    x = np.full((1, 1, 4, 4), 5000.0, np.float16)       # real values through width-offset taps
+    with af.target("M1"), pytest.warns(af.ANEHazardWarning, match="x16 gain"):
+        got = F.max_pool2d(af.tensor(x), 3, 1, 1).numpy()
+    assert np.isinf(got).any()
+    with af.target("M5"), warnings.catch_warnings():
+        warnings.simplefilter("error", af.ANEHazardWarning)
+        assert (F.max_pool2d(af.tensor(x), 3, 1, 1).numpy() == 5000.0).all()
+
+
 # ---- D6: determinism ----------------------------------------------------------------------------
 def test_a_row_does_not_depend_on_batch_size_or_position():
     rng = np.random.default_rng(0)
@@ -347,6 +455,16 @@ def test_a_row_does_not_depend_on_batch_size_or_position():
     for i in (0, 4, 8):
         np.testing.assert_array_equal((af.tensor(x[i:i + 1]) @ w).numpy()[0], full[i])
     np.testing.assert_array_equal((af.tensor(x[::-1].copy()) @ w).numpy()[::-1], full)
+
+
+def test_reruns_are_bit_identical_and_association_order_changes_bits():
+    rng = np.random.default_rng(2)
+    a, b, c = (af.tensor(rng.standard_normal((64, 64)).astype(np.float16)) for _ in range(3))
+    left = ((a + b) + c).numpy()
+    af.clear_cache()
+    np.testing.assert_array_equal(((a + b) + c).numpy().view(np.uint16), left.view(np.uint16))
+    right = (a + (b + c)).numpy()
+    assert 0 < np.mean(left != right) < 0.5       # each order reproducible, the bytes differ
 
 
 # ---- hazards ------------------------------------------------------------------------------------

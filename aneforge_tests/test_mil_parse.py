@@ -56,6 +56,11 @@ tensor<fp16, [1, 4]> relu = relu(x = x)[name = string("relu")];''', "relu"))
                                      "coremlc-version": "3520.5.1"}
 
 
+# gelu (EXACT) and sigmoid read the engine's tables under M1's default model: their published
+# worst absolute errors (0.0059, 0.0034; sbryngelson/ane-guide) are the tolerance.
+TABLE_ATOL = {"gelu": 0.0059, "sigmoid": 0.0034}
+
+
 @pytest.mark.parametrize("line, ref", [
     ('tensor<fp16, [1, 4]> y = gelu(x = x, mode = string("EXACT"))[name = string("y")];',
      lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / np.sqrt(2)))),
@@ -69,9 +74,10 @@ tensor<fp16, [1, 4]> relu = relu(x = x)[name = string("relu")];''', "relu"))
     ('tensor<fp16, [1, 4]> y = log(x = x, epsilon = const(fp16(0)))[name = string("y")];', np.log),
     ('tensor<fp16, [1, 4]> y = abs(x = x)[name = string("y")];', np.abs),
 ], ids=["gelu", "gelu_tanh", "sigmoid", "sqrt", "exp", "log", "abs"])
-def test_primer_unary(line, ref):
+def test_primer_unary(request, line, ref):
     x = f16(1, 4, lo=0.25, hi=3.0)
-    close(af.load_mil(program(X14, line, "y"))(x), ref(x.astype(np.float64)))
+    atol = TABLE_ATOL.get(request.node.callspec.id, 2.0 ** -20)
+    close(af.load_mil(program(X14, line, "y"))(x), ref(x.astype(np.float64)), atol=atol)
 
 
 @pytest.mark.parametrize("op, ref", [("add", np.add), ("mul", np.multiply), ("sub", np.subtract),

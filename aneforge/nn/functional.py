@@ -352,12 +352,10 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
             raise AneforgeError(f"pad: {mode} padding needs a floating tensor, got {x.dtype}; "
                                 f"cast with .half() first")
         for axis, before, after in pairs:
-            edge = x.narrow(axis, 0, 1)
-            fill = edge._zeros() + (value or 0)
-            x = cat([fill.expand(*[before if i == axis else s for i, s in enumerate(x.shape)])]
-                    * bool(before) + [x] +
-                    [fill.expand(*[after if i == axis else s for i, s in enumerate(x.shape)])]
-                    * bool(after), axis)
+            fill = x.narrow(axis, 0, 1)._zeros() + (value or 0)
+            block = [fill.expand(*[n if i == axis else s for i, s in enumerate(x.shape)])
+                     for n in (before, after) if n]          # no empty block for a 0 side
+            x = cat(block[:1] * bool(before) + [x] + block[bool(before):], axis)
         return x
     first = min(a for a, _, _ in pairs)
     widths = {a: (b, e) for a, b, e in pairs}
@@ -388,12 +386,37 @@ def _windows(x: Tensor, kernel, stride, padding, dilation, ceil_mode, fill):
     if ho < 1 or wo < 1:
         raise ShapeError(f"pool: kernel {(kh, kw)} does not fit input {(h, w)} with padding "
                          f"{(ph, pw)}")
-    extra_h = max(0, (ho - 1) * sh + dh * (kh - 1) + 1 - (h + 2 * ph))
-    extra_w = max(0, (wo - 1) * sw + dw * (kw - 1) + 1 - (w + 2 * pw))
-    if ph or pw or extra_h or extra_w:
-        x = pad(x, (pw, pw + extra_w, ph, ph + extra_h), value=fill)
-    return [x[..., i * dh: i * dh + sh * (ho - 1) + 1: sh, j * dw: j * dw + sw * (wo - 1) + 1: sw]
-            for i in range(kh) for j in range(kw)], (ho, wo), (sh, sw)
+    rows = [_span(i * dh - ph, sh, h, ho) for i in range(kh)]
+    cols = [_span(j * dw - pw, sw, w, wo) for j in range(kw)]
+    views = [_view(x, r, c, (sh, sw), (ho, wo), fill) for r in rows for c in cols]
+    views = [v for v in views if v is not None]
+    if not views:
+        raise ShapeError(f"pool: with padding {(ph, pw)} and dilation {(dh, dw)} every window "
+                         f"of kernel {(kh, kw)} lies in the padding of input {(h, w)}")
+    return views, (ho, wo), (sh, sw)
+
+
+def _span(start: int, s: int, n: int, n_out: int):
+    """The outputs o whose input index start + s*o lies in [0, n): (first o, how many, the
+    first index)."""
+    first = min(n_out, -(start // s)) if start < 0 else 0
+    last = min(n_out - 1, (n - 1 - start) // s)
+    return first, last - first + 1, start + s * first
+
+
+def _view(x: Tensor, rows, cols, stride, out, fill):
+    """One kernel tap's view [N, C, Ho, Wo]: the input's strided slice, then `fill` padded
+    around it (None when the tap sees only padding, which never changes a max or a sum). The
+    padding is added after the slice, not sliced out of a padded input: on M1/M2 a slice with
+    a width offset multiplies by 16 on the way (docs/numerics.md), which would turn a -65504
+    fill into -inf and report a hazard for a value the op made itself."""
+    (fh, nh, r0), (fw, nw, c0), (sh, sw), (ho, wo) = rows, cols, stride, out
+    if nh < 1 or nw < 1:
+        return None
+    v = x[..., r0: r0 + sh * (nh - 1) + 1: sh, c0: c0 + sw * (nw - 1) + 1: sw]
+    if (nh, nw) != (ho, wo):
+        v = pad(v, (fw, wo - fw - nw, fh, ho - fh - nh), value=fill)
+    return v
 
 
 def _batched(input: Tensor, rank: int, name: str):

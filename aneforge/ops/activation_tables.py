@@ -15,6 +15,9 @@ publishes the figures, not the knots; these tables are a reconstruction consiste
 
 Coefficients are float32 here: rounding the intercepts to fp16 puts one-ulp steps at some knots
 that would make sigmoid non-monotone; the result is rounded to fp16 once, as every op's.
+
+`Table` evaluates the knots (the definition); `Lookup` holds its values at every fp16 input and
+reads them by the input's bits, which is how the simulator runs the tables (M1's default).
 """
 from __future__ import annotations
 
@@ -73,12 +76,39 @@ class Table:
     above: Callable
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """The table at x (float32): one searchsorted and a gather, no per-element Python."""
+        """The table at x (float32): one searchsorted and a gather, no per-element Python.
+        The definition; `Lookup` reads the same values from the input's bits."""
         i = np.clip(np.searchsorted(self.knots, x, side="right") - 1, 0, 2 * HALF - 1)
-        y = self.slope[i] * x + self.intercept[i]
+        with np.errstate(invalid="ignore", over="ignore"):    # past the ends the clamps decide
+            y = self.slope[i] * x + self.intercept[i]
         y = np.where(x > self.knots[-1], self.above(x), y)
         y = np.where(x < self.knots[0], self.below(x), y)
         return np.where(np.isnan(x), x, y).astype(np.float32)
+
+
+# An fp16 value held in a float32 has its low 13 fraction bits zero (10 fraction bits, and a
+# subnormal's at most 10 significant bits once normalised), so `bits >> 13` indexes it exactly.
+SHIFT = np.uint32(13)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """A table evaluated once at every float32 whose low 13 bits are zero (2**19 of them: every
+    fp16 value, inf and NaN included): evaluating it is a shift and a gather, bit-identical to
+    `Table` for fp16-valued inputs."""
+    table: Table
+    values: np.ndarray       # float32 [2**19]
+
+    def __call__(self, x: np.ndarray, fp16: bool = True) -> np.ndarray:
+        if not fp16:                     # an fp32 activation: values off the fp16 grid
+            return self.table(x)
+        x = np.ascontiguousarray(x, np.float32)
+        return self.values[x.view(np.uint32) >> SHIFT]
+
+
+def lookup(table: Table) -> Lookup:
+    keys = np.arange(2 ** 19, dtype=np.uint32) << SHIFT
+    return Lookup(table, table(keys.view(np.float32)))
 
 
 def build(spec: TableSpec) -> Table:
@@ -90,6 +120,7 @@ def build(spec: TableSpec) -> Table:
 
 
 def tabled(spec: TableSpec):
-    """A kernel `f(x)` evaluating spec's table, built on first use (not at import)."""
-    table = functools.cache(lambda: build(spec))
-    return lambda x: table()(x)
+    """A kernel `f(x, fp16=True)` evaluating spec's table, built on first use (not at import):
+    fp16-valued inputs through the bit-indexed `Lookup`, others through the `Table`."""
+    table = functools.cache(lambda: lookup(build(spec)))
+    return lambda x, fp16=True: table()(x, fp16)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import AneforgeError
 from ._common import FLOATS, elementwise, norm_axis, require_dtype
 from ._grad import attach, where, zeros
@@ -86,13 +87,15 @@ TABLES = {
 
 
 def _activation(fn, table=None):
-    """The op's kernel: fn in fp32 (activations="exact"), or its table (activations="tables")."""
+    """The op's kernel: fn in fp32 (activations="exact"), or its table (activations="tables";
+    fp16 inputs read it by their bits, fp32 ones through the knots)."""
     exact = elementwise(fn)
-    lookup = table and elementwise(lambda x, _f=tabled(table), **attrs: _f(x))
+    lookup = table and tabled(table)
 
     def simulate(ctx, x, **attrs):
-        use = lookup if lookup and ctx.numerics.activations == "tables" else exact
-        return use(ctx, x, **attrs)
+        if lookup and ctx.numerics.activations == "tables":
+            return lookup(x, ctx.out_dtypes[0] == dtypes.float16)
+        return exact(ctx, x, **attrs)
     return simulate
 
 
