@@ -3,10 +3,12 @@ executed by one compiled call (numba; imported only when numba is installed and 
 
 Each op is a row of `code` (int64):
 
-    opcode, store, R, C, out, a, a_rs, a_cs, b, b_rs, b_cs
+    opcode, store, R, C, out, a, a_rs, a_cs, b, b_rs, b_cs, local
 
 The op's output is the contiguous R x C block at arena offset `out`; operand a's element
-(r, c) is `arena[a + r * a_rs + c * a_cs]` (a stride of 0 broadcasts), likewise b. `store` is
+(r, c) is `arena[a + r * a_rs + c * a_cs]` (a stride of 0 broadcasts), likewise b. In a
+blocked run (`run`'s block > 0), bits 0, 1, 2 of `local` mark the output, a and b as values
+that exist one block at a time: their place holds the current block only. `store` is
 the fp16 rounding mode of the result (`kernels.mode`), or -1 to keep the float32 value (an
 fp32 op). Every op computes in IEEE float32 and rounds once, exactly as the op's numpy kernel
 followed by the executor's store (aneforge/runtime/sim.py): the results are bit-identical to
@@ -22,9 +24,9 @@ from .compiled import _from_half_bits, r16, r16_ieee
 
 # opcodes, named by the ops they run (runtime/plan.py maps MIL ops to them)
 OPCODES = ("add", "sub", "mul", "div", "div_engine", "maximum", "minimum", "abs", "sqrt",
-           "sqrt_engine", "copy")
+           "sqrt_engine", "relu", "copy")
 OP = {name: i for i, name in enumerate(OPCODES)}
-WIDTH = 11          # int64 fields per op
+WIDTH = 12          # int64 fields per op
 _ZERO = np.float32(0.0)
 _INF = np.float32(np.inf)
 
@@ -51,6 +53,8 @@ def _apply(op, x, y):
         return np.sqrt(x)
     if op == 9:
         return np.sqrt(x) + _ZERO            # the engine's sqrt(-0) = +0
+    if op == 10:
+        return x if (x > _ZERO or x != x) else _ZERO     # np.maximum(x, 0)
     return x
 
 
@@ -124,8 +128,10 @@ def _op(out, x, y, op, store):
         _line(out, x, y, 8)
     elif op == 9:
         _line(out, x, y, 9)
-    else:
+    elif op == 10:
         _line(out, x, y, 10)
+    else:
+        _line(out, x, y, 11)
     _store(out, store)
 
 
@@ -144,10 +150,15 @@ def run(arena, code, sx, sy, block):
         for c0 in range(0, n, block):
             m = min(block, n - c0)
             for k in range(code.shape[0]):
-                o, a, acs, b, bcs = code[k, 4], code[k, 5], code[k, 7], code[k, 8], code[k, 10]
-                x = arena[a + c0:a + c0 + m] if acs == 1 else _operand(arena, a, 0, m, sx, False)
-                y = arena[b + c0:b + c0 + m] if bcs == 1 else _operand(arena, b, 0, m, sy, False)
-                _op(arena[o + c0:o + c0 + m], x, y, code[k, 0], code[k, 1])
+                o, a, acs, b, bcs, local = (code[k, 4], code[k, 5], code[k, 7], code[k, 8],
+                                            code[k, 10], code[k, 11])
+                # a block-local value lives in a place of one block: no offset
+                o += 0 if local & 1 else c0
+                a += 0 if local & 2 or acs == 0 else c0
+                b += 0 if local & 4 or bcs == 0 else c0
+                x = arena[a:a + m] if acs == 1 else _operand(arena, a, 0, m, sx, False)
+                y = arena[b:b + m] if bcs == 1 else _operand(arena, b, 0, m, sy, False)
+                _op(arena[o:o + m], x, y, code[k, 0], code[k, 1])
         return
     for k in range(code.shape[0]):
         op, store, rows, cols = code[k, 0], code[k, 1], code[k, 2], code[k, 3]

@@ -24,12 +24,13 @@ import numpy as np
 from .. import dtypes
 
 # MIL op -> (opcode under IEEE specials, opcode under the engine's specials): the ops whose
-# numpy kernel is one IEEE float32 operation per element (aneforge/ops/elementwise.py).
+# numpy kernel is one IEEE float32 operation per element (aneforge/ops/elementwise.py,
+# relu in activations.py).
 FUSED = {
     "add": ("add", "add"), "sub": ("sub", "sub"), "mul": ("mul", "mul"),
     "real_div": ("div", "div_engine"), "maximum": ("maximum", "maximum"),
     "minimum": ("minimum", "minimum"), "abs": ("abs", "abs"),
-    "sqrt": ("sqrt", "sqrt_engine"),
+    "sqrt": ("sqrt", "sqrt_engine"), "relu": ("relu", "relu"),
     # data movement and float casts: a copy, rounded when the result is fp16
     "reshape": ("copy", "copy"), "expand_dims": ("copy", "copy"), "squeeze": ("copy", "copy"),
     "identity": ("copy", "copy"), "cast": ("copy", "copy"),
@@ -117,9 +118,11 @@ class Plan:
         self.exe, self._compiled, self._fused = exe, compiled, fused
         self.lock = threading.Lock()     # one run at a time uses the arena
         shapes = [self._loops(k, op) for k, op in enumerate(exe.ops)]
-        self.place, size = self._places(shapes)
+        self.segment = _segments(shapes)
+        self.local = self._locals()
+        self.place, size = self._places()
         self.views = {s: self.arena[o:o + size(s)].reshape(exe.info[s][0])
-                      for s, o in self.place.items()}
+                      for s, o in self.place.items() if s not in self.local}
         self.start = list(exe.blank)       # each run's environment before its inputs
         for s, value in exe.constants:
             if s in self.views:
@@ -156,10 +159,30 @@ class Plan:
         loops = _collapse(shape, strides)
         return None if loops is None else loops + (ins,)
 
-    def _places(self, shapes):
-        """Arena places by lifetime. A value that dies inside a run of fusable ops keeps its
-        place until the run ends (a blocked run reads every value block by block)."""
-        exe, arena, place = self.exe, Arena(), {}
+    def _locals(self) -> set:
+        """Values made and used only inside one blocked segment: they never exist whole, just
+        one block at a time (a place of BLOCK elements)."""
+        exe, seg = self.exe, self.segment
+        readers: dict = {}
+        for k, step in enumerate(exe.steps):
+            for p in step[2]:
+                for s in (() if p is None else p if isinstance(p, tuple) else (p,)):
+                    readers.setdefault(s, set()).add(k)
+        keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
+        local = set()
+        for k, step in enumerate(exe.steps):
+            if seg[k] is None or not seg[k][1]:
+                continue
+            for s in step[4]:
+                if s not in keep and readers.get(s) and all(seg[r] == seg[k] for r in readers[s]):
+                    local.add(s)
+        return local
+
+    def _places(self):
+        """Arena places by lifetime. Inside a blocked segment, values that die keep their
+        place until the segment ends (its blocks read every value block by block), and its
+        local values share BLOCK-element places for the segment's duration."""
+        exe, arena, place, seg = self.exe, Arena(), {}, self.segment
 
         def size(s):
             return math.prod(exe.info[s][0])
@@ -167,16 +190,22 @@ class Plan:
             if self._floating(s) and s not in place:
                 place[s] = arena.take(size(s))
         keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
-        pending = []
+        pending, local = [], []
         for k, (step, frees) in enumerate(zip(exe.steps, exe.frees)):
             for s in step[4]:
-                if self._floating(s) and s not in place:
+                if s in self.local:
+                    place[s] = arena.take(BLOCK)
+                    local.append(s)
+                elif self._floating(s) and s not in place:
                     place[s] = arena.take(size(s))
-            pending += [s for s in frees if s in place and s not in keep]
-            if shapes[k] is None or k + 1 == len(shapes) or shapes[k + 1] is None:
+            pending += [s for s in frees if s in place and s not in keep and s not in self.local]
+            blocked = seg[k] is not None and seg[k][1]
+            if not blocked or k + 1 == len(seg) or seg[k + 1] != seg[k]:
                 for s in pending:
                     arena.give(place[s], size(s))
-                pending = []
+                for s in local:
+                    arena.give(place[s], BLOCK)
+                pending, local = [], []
         self.arena = np.zeros(max(arena.size, 1), np.float32)
         return place, size
 
@@ -191,35 +220,26 @@ class Plan:
         # exact ops (data movement) store their values as they are, as the executor does
         fp16 = exe.info[outs[0]][1] == dtypes.float16
         rnd = exe.numerics.store_mode if fp16 and store is not None else -1
+        local = [s in self.local for s in (outs[0], ins[0], ins[1])]
+        flags = local[0] | local[1] << 1 | local[2] << 2
         return [opcode, rnd, rows, cols, p[outs[0]], p[ins[0]], st[0][0], st[0][1],
-                p[ins[1]], st[1][0], st[1][1]]
+                p[ins[1]], st[1][0], st[1][1], flags]
 
     def _group(self, shapes):
         """The entries a run executes: (step, frees, None) for an op run by its kernel, and
-        (None, code, block) for a run of fused ops; consecutive ops over the same long flat
-        range run blocked."""
+        (None, code, block) for each segment of fused ops (blocked or not)."""
         exe, entries, code = self.exe, [], []
-
-        def key(row):      # the flat length when the op can run blocked, else None
-            flat = row[2] == 1 and row[7] in (0, 1) and row[10] in (0, 1)
-            return row[3] if flat and row[3] >= 2 * BLOCK else None
-
-        def flush():
-            start = 0
-            for k in range(1, len(code) + 1):
-                if k == len(code) or key(code[k]) != key(code[start]):
-                    block = BLOCK if key(code[start]) is not None else 0
-                    entries.append((None, np.array(code[start:k], np.int64), block))
-                    start = k
-            code.clear()
         for k, loops in enumerate(shapes):
-            if loops is not None:
-                code.append(self._row(k, loops))
+            if loops is None:
+                entries.append((exe.steps[k], exe.frees[k], None))
                 continue
-            flush()
-            entries.append((exe.steps[k], exe.frees[k], None))
-        flush()
+            code.append(self._row(k, loops))
+            if k + 1 == len(shapes) or self.segment[k + 1] != self.segment[k]:
+                block = BLOCK if self.segment[k][1] else 0
+                entries.append((None, np.array(code, np.int64), block))
+                code = []
         return entries
+
 
     # -- running -----------------------------------------------------------------------------
     def run(self, inputs):
@@ -253,3 +273,24 @@ class Plan:
                     if s not in views:
                         env[s] = None
         return env
+
+
+def _segments(shapes) -> list:
+    """For each step: None (runs its own kernel), or (segment number, blocked). A segment is
+    a maximal run of consecutive fusable steps; it is blocked when every op in it is one flat
+    range of the same length (operands contiguous or one value) of at least 2 BLOCK."""
+    def key(loops):
+        rows, cols, st, _ = loops
+        flat = rows == 1 and all(cs in (0, 1) for _, cs in st)
+        return cols if flat and cols >= 2 * BLOCK else None
+    out, number = [], 0
+    for k, loops in enumerate(shapes):
+        if loops is None:
+            out.append(None)
+            continue
+        blocked = key(loops) is not None
+        prev = shapes[k - 1] if k else None
+        if not (prev is not None and key(prev) == key(loops)):
+            number += 1
+        out.append((number, blocked))
+    return out
