@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -28,6 +29,8 @@ _ONE = np.float32(1.0)
 ROWS = 4          # rows of x sharing each loaded row of y
 SKIP_ROWS = 16     # from this many rows of x on, zeros of x skip work
 PARALLEL_MACS = 1 << 20     # smaller matmuls run on the calling thread (a hand-off costs more)
+THIN = 16          # tile matmul outputs narrower than this vectorize across rows, not columns
+THIN_ROWS = 32     # rows per task in that case
 
 
 @intrinsic
@@ -211,28 +214,33 @@ def _matmul_task(t, x, y, bx, by, finite, out, mode, rnd):
 
 
 @njit(cache=True, nogil=True)
-def matmul_tasks(x, y, bx, by, finite, out, mode, first, last, rnd):
+def matmul_tasks(x, y, bx, by, finite, out, mode, rnd, first, last):
     for t in range(first, last):
         _matmul_task(t, x, y, bx, by, finite, out, mode, rnd)
 
 
 def matmul(x, y, bx, by, out, mode):
-    """out[b] = x[bx[b]] @ y[by[b]] for C-contiguous float32 x [Bx, M, K], y [By, K, N].
-    Large ones are split over `threads()` threads (the kernel releases the GIL); not numba's
-    parallel=True, whose OpenMP layer spins between calls and slowed the rest of a training
-    step 3x."""
+    """out[b] = x[bx[b]] @ y[by[b]] for C-contiguous float32 x [Bx, M, K], y [By, K, N]
+    (split over threads by `run`)."""
     tasks = _tasks(out)
     rnd = rounder(mode)
     # which rows of y are finite (a zero of x may skip them); not worth a pass for few rows
     finite = np.isfinite(y).all(axis=2) if out.shape[1] >= SKIP_ROWS else \
         np.zeros(y.shape[:2], np.bool_)
-    macs = out.shape[1] * out.shape[2] * x.shape[2] * len(bx)
-    n = min(threads(), tasks) if macs >= PARALLEL_MACS else 1
+    run(matmul_tasks, tasks, out.size * x.shape[2], x, y, bx, by, finite, out, mode, rnd)
+
+
+def run(kernel, tasks, macs, *args):
+    """kernel(*args, first, last) over tasks [0, tasks): on the calling thread when
+    the matmul is small (a hand-off costs more), else split over `threads()` threads (the
+    kernels release the GIL); not numba's parallel=True, whose OpenMP layer spins between
+    calls and slowed the rest of a training step 3x."""
+    n = 1 if macs < PARALLEL_MACS else min(threads(), tasks)
     if n <= 1:
-        matmul_tasks(x, y, bx, by, finite, out, mode, 0, tasks, rnd)
+        kernel(*args, 0, tasks)
         return
     cuts = [tasks * i // n for i in range(n + 1)]
-    jobs = [_pool().submit(matmul_tasks, x, y, bx, by, finite, out, mode, a, b, rnd)
+    jobs = [_pool().submit(kernel, *args, a, b)
             for a, b in zip(cuts[:-1], cuts[1:])]
     for job in jobs:
         job.result()
@@ -265,6 +273,21 @@ def _narrow_sum(terms, out, mode):
 def narrow_sum(terms, out, mode):
     """Sum over axis 0 of a 2-D array, acc = r16(acc + term) in order (reference.narrow_sum)."""
     _narrow_sum(terms, out, mode)
+
+
+@njit(cache=True)
+def port(acc, overflow, flush):
+    """The matmul output port over float32 acc (1-D), in place, in one pass: |v| >= overflow
+    -> +-inf (counted; a NaN overflow never matches), then |v| < 2**-14 -> +0 if `flush`.
+    Returns the count (reference.port)."""
+    big = 0
+    for i in range(acc.size):
+        v = acc[i]
+        if abs(v) >= overflow:
+            big += 1
+            v = np.float32(np.copysign(_INF, v))
+        acc[i] = _ZERO if flush and abs(v) < _TINY else v
+    return big
 
 
 # ---- the tile-of-4 accumulator (reference.tile_matmul is the definition) ---------------------
@@ -361,78 +384,131 @@ def _tile(p0, p1, p2, p3, add, cut, carry, result):
 
 
 @njit(cache=True)
-def _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, add, cut, carry, result):
-    """ROWS rows of one batch entry, tile by tile (K is a multiple of 4): the tile's four
-    products summed by `_tile`, added to the fp32 accumulator, which saturates to +-inf once
-    |acc| >= limit. The j loop is innermost, as in _matmul_task."""
-    _, m, n = out.shape
-    k = x.shape[2]
-    rb = (m + ROWS - 1) // ROWS
-    b, i0 = t // rb, (t % rb) * ROWS
-    i1 = min(i0 + ROWS, m)
-    xb, yb, ob, fin = x[bx[b]], y[by[b]], out[b], finite[by[b]]
-    for i in range(i0, i1):
-        for j in range(n):
-            ob[i, j] = _ZERO
-    for k0 in range(0, k, 4):
-        y0, y1, y2, y3 = yb[k0], yb[k0 + 1], yb[k0 + 2], yb[k0 + 3]
-        skip = fin[k0] and fin[k0 + 1] and fin[k0 + 2] and fin[k0 + 3]
-        for i in range(i0, i1):
-            a0, a1, a2, a3 = xb[i, k0], xb[i, k0 + 1], xb[i, k0 + 2], xb[i, k0 + 3]
-            if skip and a0 == _ZERO and a1 == _ZERO and a2 == _ZERO and a3 == _ZERO:
-                continue
-            o = ob[i]
-            for j in range(n):
-                s = o[j] + _tile(rnd(a0 * y0[j], mode), rnd(a1 * y1[j], mode),
-                                 rnd(a2 * y2[j], mode), rnd(a3 * y3[j], mode), add, cut, carry,
-                                 result)
-                o[j] = _saturate(s, limit)
-
-
-@njit(cache=True)
 def _saturate(s, limit):
     return s if abs(s) < limit else s * _INF
 
 
-@njit(cache=True, nogil=True)
-def tile_tasks(x, y, bx, by, finite, out, mode, limit, first, last, rnd, add, cut, carry, result):
-    for t in range(first, last):
-        _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, add, cut, carry, result)
-
-
-# The default datapath (tmode 0) with direct calls: function arguments cost numba a type lookup
-# per call (~25 us for six, as much as a small matmul), and functions passed as values inside a
-# jitted function cannot be cached.
 @njit(cache=True)
-def _default_tile(p0, p1, p2, p3):
-    return _add12_toward_zero(_add12_toward_zero(_add12_toward_zero(
-        p0, p1, _trunc, _trunc), p2, _trunc, _trunc), p3, _trunc, _trunc)
+def _lane(row, kk, k):
+    """row[kk], or 0 past K: the missing lanes of the last tile (their products are +0, as
+    the reference's zero padding gives)."""
+    return row[kk] if kk < k else _ZERO
+
+
+@njit(cache=True)
+def _finite_lanes(yb, k0, k):
+    """Whether rows k0 .. k0 + 3 of y (those below K) are all finite (v - v is NaN for inf
+    and NaN; an OR over the row, so the loop vectorizes)."""
+    bad = False
+    for kk in range(k0, min(k0 + 4, k)):
+        row = yb[kk]
+        for j in range(row.size):
+            d = row[j] - row[j]
+            bad |= d != d
+    return not bad
+
+
+@njit(cache=True)
+def _block(xb, yb, ob, i0, i1, zero, mode, limit, rnd, add, cut, carry, result):
+    """Rows i0 .. i1 of ob = xb @ yb, tile by tile: the tile's four products summed by `_tile`,
+    added to the fp32 accumulator, which saturates to +-inf once |acc| >= limit. The j loop
+    is innermost: it vectorizes across independent accumulators while each (i, j) still sums
+    its tiles in order. A tile whose four x lanes are 0 in a row is skipped when y's four rows
+    are finite (checked once per tile, only when needed): its products are +-0, and adding
+    +-0 leaves the accumulator unchanged (it starts at +0, and a round-to-nearest sum is never
+    -0). One-hot and relu'd operands skip most of their work."""
+    n, k = ob.shape[1], xb.shape[1]
+    for i in range(i0, i1):
+        for j in range(n):
+            ob[i, j] = _ZERO
+    for k0 in range(0, k, 4):
+        y0 = yb[k0]
+        y1 = yb[k0 + 1] if k0 + 1 < k else zero
+        y2 = yb[k0 + 2] if k0 + 2 < k else zero
+        y3 = yb[k0 + 3] if k0 + 3 < k else zero
+        finite = -1
+        for i in range(i0, i1):
+            xr = xb[i]
+            a0, a1, a2, a3 = xr[k0], _lane(xr, k0 + 1, k), _lane(xr, k0 + 2, k), _lane(xr, k0 + 3, k)
+            if a0 == _ZERO and a1 == _ZERO and a2 == _ZERO and a3 == _ZERO:
+                if finite < 0:
+                    finite = 1 if _finite_lanes(yb, k0, k) else 0
+                if finite:
+                    continue
+            o = ob[i]
+            for j in range(n):
+                t = _tile(rnd(a0 * y0[j], mode), rnd(a1 * y1[j], mode), rnd(a2 * y2[j], mode),
+                          rnd(a3 * y3[j], mode), add, cut, carry, result)
+                o[j] = _saturate(o[j] + t, limit)
+
+
+@njit(cache=True)
+def _thin(xb, yb, ob, i0, i1, xt, mode, limit, rnd, add, cut, carry, result):
+    """Rows i0 .. i1 of ob = xb @ yb for few columns (n == 1 is x @ a column of ones, the wide
+    reductions), where a j loop would be too short to vectorize: the rows are copied
+    transposed into the scratch xt [K rounded up to 4, THIN_ROWS], each column of y into yc
+    (entries past K stay 0 in both: the last tile's missing lanes, products +0), then each
+    column is summed with the loop over rows innermost, across independent accumulators."""
+    k, n, r = xb.shape[1], ob.shape[1], i1 - i0
+    for i in range(r):
+        xr = xb[i0 + i]
+        for kk in range(k):
+            xt[kk, i] = xr[kk]
+    acc, yc = np.empty(r, np.float32), np.zeros(xt.shape[0], np.float32)
+    for j in range(n):
+        acc[:] = _ZERO
+        for kk in range(k):
+            yc[kk] = yb[kk, j]
+        for k0 in range(0, k, 4):
+            v0, v1, v2, v3 = yc[k0], yc[k0 + 1], yc[k0 + 2], yc[k0 + 3]
+            x0, x1, x2, x3 = xt[k0], xt[k0 + 1], xt[k0 + 2], xt[k0 + 3]
+            for i in range(r):
+                t = _tile(rnd(x0[i] * v0, mode), rnd(x1[i] * v1, mode), rnd(x2[i] * v2, mode),
+                          rnd(x3[i] * v3, mode), add, cut, carry, result)
+                acc[i] = _saturate(acc[i] + t, limit)
+        for i in range(r):
+            ob[i0 + i, j] = acc[i]
+
+
+@njit(cache=True)
+def rows_per_task(m, n):
+    """Rows of x per task: THIN_ROWS for outputs narrower than THIN columns (and at least as
+    tall: `_thin`), else ROWS (`_block`)."""
+    return THIN_ROWS if n < THIN and n <= m else ROWS
 
 
 @njit(cache=True, nogil=True)
-def _default_tasks(x, y, bx, by, finite, out, mode, limit, first, last):
-    """tile_tasks for the default datapath."""
+def tile_tasks(x, y, bx, by, out, mode, limit, first, last, rnd, add, cut, carry, result):
+    """Tasks [first, last) of out[b] = x[bx[b]] @ y[by[b]]: task t is `rows_per_task` rows of
+    one batch entry; any K (the last tile's missing lanes are zeros)."""
     _, m, n = out.shape
-    k = x.shape[2]
-    rb = (m + ROWS - 1) // ROWS
+    rows = rows_per_task(m, n)
+    rb = (m + rows - 1) // rows
+    zero = np.zeros(n, np.float32)
+    xt = np.zeros(((x.shape[2] + 3) // 4 * 4, rows if rows == THIN_ROWS else 0), np.float32)
     for t in range(first, last):
-        b, i0 = t // rb, (t % rb) * ROWS
-        i1 = min(i0 + ROWS, m)
-        xb, yb, ob, fin = x[bx[b]], y[by[b]], out[b], finite[by[b]]
-        for i in range(i0, i1):
-            for j in range(n):
-                ob[i, j] = _ZERO
-        for k0 in range(0, k, 4):
-            y0, y1, y2, y3 = yb[k0], yb[k0 + 1], yb[k0 + 2], yb[k0 + 3]
-            skip = fin[k0] and fin[k0 + 1] and fin[k0 + 2] and fin[k0 + 3]
-            for i in range(i0, i1):
-                a0, a1, a2, a3 = xb[i, k0], xb[i, k0 + 1], xb[i, k0 + 2], xb[i, k0 + 3]
-                if skip and a0 == _ZERO and a1 == _ZERO and a2 == _ZERO and a3 == _ZERO:
-                    continue
-                o = ob[i]
-                for j in range(n):
-                    o[j] = _saturate(o[j] + _default_tile(a0 * y0[j], a1 * y1[j], a2 * y2[j],
-                                                          a3 * y3[j]), limit)
+        b, i0 = t // rb, (t % rb) * rows
+        i1 = min(i0 + rows, m)
+        if rows == THIN_ROWS:
+            _thin(x[bx[b]], y[by[b]], out[b], i0, i1, xt, mode, limit, rnd, add, cut, carry,
+                  result)
+        else:
+            _block(x[bx[b]], y[by[b]], out[b], i0, i1, zero, mode, limit, rnd, add, cut, carry,
+                   result)
+
+
+# The default datapath (tmode 0) is tile_tasks with its functions fixed at compile time:
+# functions passed from Python cost numba a type lookup per call (~25 us for five, as much as a
+# small matmul); passed inside compiled code they cost nothing. They are named as attributes
+# of this module: numba will not cache a function that passes a global dispatcher by its bare
+# name ("uses dynamic globals"), but resolves a module attribute to a constant.
+_self = sys.modules[__name__]
+
+
+@njit(cache=True, nogil=True)
+def _default_tasks(x, y, bx, by, out, mode, limit, first, last):
+    tile_tasks(x, y, bx, by, out, mode, limit, first, last,
+               _self._exact, _self._add12_toward_zero, _self._trunc, _self._trunc, _self._keep12)
 
 
 def _runner(tmode, mode):
@@ -449,19 +525,10 @@ def _runner(tmode, mode):
 
 
 def tile_matmul(x, y, bx, by, out, mode, tmode, limit):
-    """out[b] = x[bx[b]] @ y[by[b]] through the tile-of-4 datapath (reference.tile_matmul),
-    K a multiple of 4; split over threads as `matmul`."""
-    finite = np.isfinite(y).all(axis=2)
-    run = _runner(tmode, mode)
-    limit = np.float32(limit)
-    tasks = _tasks(out)
-    macs = out.shape[1] * out.shape[2] * x.shape[2] * len(bx)
-    n = min(threads(), tasks) if macs >= PARALLEL_MACS else 1
-    if n <= 1:
-        run(x, y, bx, by, finite, out, mode, limit, 0, tasks)
-        return
-    cuts = [tasks * i // n for i in range(n + 1)]
-    jobs = [_pool().submit(run, x, y, bx, by, finite, out, mode, limit, a, b)
-            for a, b in zip(cuts[:-1], cuts[1:])]
-    for job in jobs:
-        job.result()
+    """out[b] = x[bx[b]] @ y[by[b]] through the tile-of-4 datapath (reference.tile_matmul) for
+    C-contiguous float32 x [Bx, M, K], y [By, K, N] and any K (split over threads by `run`)."""
+    _, m, n = out.shape
+    rows = rows_per_task(m, n)
+    tasks = len(bx) * ((m + rows - 1) // rows)
+    run(_runner(tmode, mode), tasks, out.size * x.shape[2], x, y, bx, by, out, mode,
+        np.float32(limit))
