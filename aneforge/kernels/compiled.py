@@ -297,6 +297,7 @@ _M = np.uint32(0x7FFFFFFF)
 _EXP = np.uint32(0x7F800000)
 _SCALE = np.uint32(265 << 23)   # (127 + 11 - e + 127) << 23 = _SCALE - (biased e << 23)
 _Q = np.uint32(11 << 23)
+_MIN_EXP = np.uint32(12 << 23)
 _LOW12 = np.uint32(0xFFFFF000)
 _CARRY = np.float32(4096.0)
 
@@ -333,9 +334,10 @@ def _rint(v):
 
 @njit(cache=True)
 def _scales(x, y):
-    """(2**(11 - e), 2**(e - 11)) for e = floor(log2(max(|x|, |y|))), from the exponent bits
-    (both 0 when x = y = 0, so 0 + 0 = 0)."""
-    m = max(_bits(x) & _EXP, _bits(y) & _EXP)
+    """(2**(11 - e), 2**(e - 11)) for e = floor(log2(max(|x|, |y|))), from the exponent bits,
+    e at least -115 (as the reference: below it q = 2**(e - 11) is no longer a normal float32,
+    and the unclamped bits wrapped around for sums under 2**-115)."""
+    m = max(_bits(x) & _EXP, _bits(y) & _EXP, _MIN_EXP)
     return _float(np.uint32(_SCALE - m)), _float(np.uint32(m - _Q))
 
 
