@@ -18,6 +18,13 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+# Kernels taking a function (the rounding, the tile's sum) are called through small wrappers
+# that fix it at compile time: a function passed from Python costs numba a type lookup per call,
+# and its specializations are compiled again in every process (~3 s each); passed inside
+# compiled code it costs nothing and is cached on disk. The wrappers name it as an attribute of
+# this module: numba will not cache a function that passes a global dispatcher by its bare name
+# ("uses dynamic globals"), but resolves a module attribute to a constant.
+_self = sys.modules[__name__]
 _TINY = np.float32(2.0 ** -14)
 _MAX = np.float32(65504.0)
 _INF = np.float32(np.inf)
@@ -136,13 +143,6 @@ def r16(v, mode):
     return r
 
 
-def rounder(mode: int):
-    """The scalar rounding for `mode`, passed to the matmul kernel (numba compiles one version
-    per function): the IEEE conversion for the default mode vectorizes, the general one does
-    not."""
-    return r16_ieee if mode & 3 == 0 else r16
-
-
 # round16 and narrow_sum run once per op output: they call their rounding directly (a
 # function passed from Python costs a type lookup, and an allocation numba keeps, per call);
 # round16 has a version per rounding because the default one vectorizes.
@@ -219,15 +219,27 @@ def matmul_tasks(x, y, bx, by, finite, out, mode, rnd, first, last):
         _matmul_task(t, x, y, bx, by, finite, out, mode, rnd)
 
 
+# matmul_tasks with its rounding fixed (see _self): the IEEE conversion for the default mode
+# vectorizes, the general one does not.
+@njit(cache=True, nogil=True)
+def _matmul_ieee_tasks(x, y, bx, by, finite, out, mode, first, last):
+    matmul_tasks(x, y, bx, by, finite, out, mode, _self.r16_ieee, first, last)
+
+
+@njit(cache=True, nogil=True)
+def _matmul_any_tasks(x, y, bx, by, finite, out, mode, first, last):
+    matmul_tasks(x, y, bx, by, finite, out, mode, _self.r16, first, last)
+
+
 def matmul(x, y, bx, by, out, mode):
     """out[b] = x[bx[b]] @ y[by[b]] for C-contiguous float32 x [Bx, M, K], y [By, K, N]
     (split over threads by `run`)."""
     tasks = _tasks(out)
-    rnd = rounder(mode)
     # which rows of y are finite (a zero of x may skip them); not worth a pass for few rows
     finite = np.isfinite(y).all(axis=2) if out.shape[1] >= SKIP_ROWS else \
         np.zeros(y.shape[:2], np.bool_)
-    run(matmul_tasks, tasks, out.size * x.shape[2], x, y, bx, by, finite, out, mode, rnd)
+    kernel = _matmul_ieee_tasks if mode & 3 == 0 else _matmul_any_tasks
+    run(kernel, tasks, out.size * x.shape[2], x, y, bx, by, finite, out, mode)
 
 
 def run(kernel, tasks, macs, *args):
@@ -318,18 +330,15 @@ _llvm_trunc, _llvm_floor, _llvm_rint = map(_llvm_unary, ("llvm.trunc", "llvm.flo
 
 
 @njit(cache=True)
-def _trunc(v):
-    return _llvm_trunc(v)
+def _cut(v, tmode):
+    """The adder's cut: toward -inf (tmode bit 0) or toward zero."""
+    return _llvm_floor(v) if tmode & 1 else _llvm_trunc(v)
 
 
 @njit(cache=True)
-def _floor(v):
-    return _llvm_floor(v)
-
-
-@njit(cache=True)
-def _rint(v):
-    return _llvm_rint(v)
+def _carry(v, tmode):
+    """The cut after a carry: nearest-even (tmode bit 1), or the adder's cut."""
+    return _llvm_rint(v) if tmode & 2 else _cut(v, tmode)
 
 
 @njit(cache=True)
@@ -342,17 +351,17 @@ def _scales(x, y):
 
 
 @njit(cache=True)
-def _add12(x, y, cut, carry):
+def _add12(x, y, tmode):
     """x + y in the 12-bit truncating adder: both cut to 2**(e - 11), e the exponent of the
     larger; a carry past 2**(e + 1) renormalises (cut again at 2**(e - 10))."""
     scale, q = _scales(x, y)
-    s = cut(x * scale) + cut(y * scale)
-    s = carry(s * _HALF) * np.float32(2.0) if abs(s) >= _CARRY else s
+    s = _cut(x * scale, tmode) + _cut(y * scale, tmode)
+    s = _carry(s * _HALF, tmode) * np.float32(2.0) if abs(s) >= _CARRY else s
     return s * q
 
 
 @njit(cache=True)
-def _add12_toward_zero(x, y, cut, carry):
+def _add12_toward_zero(x, y):
     """_add12 with both cuts toward zero (the default): the carry's cut is then clearing the
     low 12 bits of the float32 sum, a no-op when there is no carry (the sum is already a
     multiple of 2**(e - 11))."""
@@ -361,28 +370,30 @@ def _add12_toward_zero(x, y, cut, carry):
 
 
 @njit(cache=True)
-def _keep12(v, cut):
-    return v
-
-
-@njit(cache=True)
-def _cut16(v, cut):
+def _cut16(v, tmode):
     """v cut to the fp16 grid (11 significant bits; spacing 2**-24 below 2**-14)."""
     m = max((_bits(v) & _M) >> np.uint32(23), np.uint32(113))
     scale = _float(np.uint32(np.uint32(264) - m) << np.uint32(23))
-    return cut(v * scale) * _float(np.uint32(m - np.uint32(10)) << np.uint32(23))
+    return _cut(v * scale, tmode) * _float(np.uint32(m - np.uint32(10)) << np.uint32(23))
+
+
+# One tile's sum, from its four exact products. An inf or NaN product makes it inf or NaN, as
+# the plain sum would be (the scale from an inf exponent turns the finite operands into 0).
+@njit(cache=True)
+def _default_tile(p0, p1, p2, p3, mode, tmode):
+    """The default datapath (tmode 0): exact products, cuts toward zero, a 12-bit result."""
+    return _add12_toward_zero(_add12_toward_zero(_add12_toward_zero(p0, p1), p2), p3)
 
 
 @njit(cache=True)
-def _exact(v, mode):
-    return v
-
-
-@njit(cache=True)
-def _tile(p0, p1, p2, p3, add, cut, carry, result):
-    """One tile's sum. An inf or NaN product makes it inf or NaN, as the plain sum would be
-    (the scale from an inf exponent turns the finite operands into 0)."""
-    return result(add(add(add(p0, p1, cut, carry), p2, cut, carry), p3, cut, carry), cut)
+def _any_tile(p0, p1, p2, p3, mode, tmode):
+    """Any datapath: products rounded to fp16 under `mode` (tmode bit 3), the adder's cuts
+    (bits 0, 1), the result cut to fp16 (bit 2). The bits are tested per tile: one compiled,
+    cached function for every datapath (the default one has its own, vectorized)."""
+    if tmode & 8:
+        p0, p1, p2, p3 = r16(p0, mode), r16(p1, mode), r16(p2, mode), r16(p3, mode)
+    t = _add12(_add12(_add12(p0, p1, tmode), p2, tmode), p3, tmode)
+    return _cut16(t, tmode) if tmode & 4 else t
 
 
 @njit(cache=True)
@@ -411,8 +422,8 @@ def _finite_lanes(yb, k0, k):
 
 
 @njit(cache=True)
-def _block(xb, yb, ob, i0, i1, zero, mode, limit, rnd, add, cut, carry, result):
-    """Rows i0 .. i1 of ob = xb @ yb, tile by tile: the tile's four products summed by `_tile`,
+def _block(xb, yb, ob, i0, i1, zero, mode, tmode, limit, tile):
+    """Rows i0 .. i1 of ob = xb @ yb, tile by tile: the tile's four products summed by `tile`,
     added to the fp32 accumulator, which saturates to +-inf once |acc| >= limit. The j loop
     is innermost: it vectorizes across independent accumulators while each (i, j) still sums
     its tiles in order. A tile whose four x lanes are 0 in a row is skipped when y's four rows
@@ -431,7 +442,8 @@ def _block(xb, yb, ob, i0, i1, zero, mode, limit, rnd, add, cut, carry, result):
         finite = -1
         for i in range(i0, i1):
             xr = xb[i]
-            a0, a1, a2, a3 = xr[k0], _lane(xr, k0 + 1, k), _lane(xr, k0 + 2, k), _lane(xr, k0 + 3, k)
+            a0, a1 = xr[k0], _lane(xr, k0 + 1, k)
+            a2, a3 = _lane(xr, k0 + 2, k), _lane(xr, k0 + 3, k)
             if a0 == _ZERO and a1 == _ZERO and a2 == _ZERO and a3 == _ZERO:
                 if finite < 0:
                     finite = 1 if _finite_lanes(yb, k0, k) else 0
@@ -439,13 +451,12 @@ def _block(xb, yb, ob, i0, i1, zero, mode, limit, rnd, add, cut, carry, result):
                     continue
             o = ob[i]
             for j in range(n):
-                t = _tile(rnd(a0 * y0[j], mode), rnd(a1 * y1[j], mode), rnd(a2 * y2[j], mode),
-                          rnd(a3 * y3[j], mode), add, cut, carry, result)
+                t = tile(a0 * y0[j], a1 * y1[j], a2 * y2[j], a3 * y3[j], mode, tmode)
                 o[j] = _saturate(o[j] + t, limit)
 
 
 @njit(cache=True)
-def _thin(xb, yb, ob, i0, i1, xt, mode, limit, rnd, add, cut, carry, result):
+def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile):
     """Rows i0 .. i1 of ob = xb @ yb for few columns (n == 1 is x @ a column of ones, the wide
     reductions), where a j loop would be too short to vectorize: the rows are copied
     transposed into the scratch xt [K rounded up to 4, THIN_ROWS], each column of y into yc
@@ -465,8 +476,7 @@ def _thin(xb, yb, ob, i0, i1, xt, mode, limit, rnd, add, cut, carry, result):
             v0, v1, v2, v3 = yc[k0], yc[k0 + 1], yc[k0 + 2], yc[k0 + 3]
             x0, x1, x2, x3 = xt[k0], xt[k0 + 1], xt[k0 + 2], xt[k0 + 3]
             for i in range(r):
-                t = _tile(rnd(x0[i] * v0, mode), rnd(x1[i] * v1, mode), rnd(x2[i] * v2, mode),
-                          rnd(x3[i] * v3, mode), add, cut, carry, result)
+                t = tile(x0[i] * v0, x1[i] * v1, x2[i] * v2, x3[i] * v3, mode, tmode)
                 acc[i] = _saturate(acc[i] + t, limit)
         for i in range(r):
             ob[i0 + i, j] = acc[i]
@@ -480,7 +490,7 @@ def rows_per_task(m, n):
 
 
 @njit(cache=True, nogil=True)
-def tile_tasks(x, y, bx, by, out, mode, limit, first, last, rnd, add, cut, carry, result):
+def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile):
     """Tasks [first, last) of out[b] = x[bx[b]] @ y[by[b]]: task t is `rows_per_task` rows of
     one batch entry; any K (the last tile's missing lanes are zeros)."""
     _, m, n = out.shape
@@ -492,38 +502,20 @@ def tile_tasks(x, y, bx, by, out, mode, limit, first, last, rnd, add, cut, carry
         b, i0 = t // rb, (t % rb) * rows
         i1 = min(i0 + rows, m)
         if rows == THIN_ROWS:
-            _thin(x[bx[b]], y[by[b]], out[b], i0, i1, xt, mode, limit, rnd, add, cut, carry,
-                  result)
+            _thin(x[bx[b]], y[by[b]], out[b], i0, i1, xt, mode, tmode, limit, tile)
         else:
-            _block(x[bx[b]], y[by[b]], out[b], i0, i1, zero, mode, limit, rnd, add, cut, carry,
-                   result)
+            _block(x[bx[b]], y[by[b]], out[b], i0, i1, zero, mode, tmode, limit, tile)
 
 
-# The default datapath (tmode 0) is tile_tasks with its functions fixed at compile time:
-# functions passed from Python cost numba a type lookup per call (~25 us for five, as much as a
-# small matmul); passed inside compiled code they cost nothing. They are named as attributes
-# of this module: numba will not cache a function that passes a global dispatcher by its bare
-# name ("uses dynamic globals"), but resolves a module attribute to a constant.
-_self = sys.modules[__name__]
+# tile_tasks with its tile function fixed at compile time, one per datapath (see _self).
+@njit(cache=True, nogil=True)
+def _default_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
+    tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._default_tile)
 
 
 @njit(cache=True, nogil=True)
-def _default_tasks(x, y, bx, by, out, mode, limit, first, last):
-    tile_tasks(x, y, bx, by, out, mode, limit, first, last,
-               _self._exact, _self._add12_toward_zero, _self._trunc, _self._trunc, _self._keep12)
-
-
-def _runner(tmode, mode):
-    """A function running tasks [first, last) of the datapath `tmode`."""
-    if tmode == 0:
-        return _default_tasks
-    cut = _floor if tmode & 1 else _trunc
-    carry = _rint if tmode & 2 else cut
-    result = _cut16 if tmode & 4 else _keep12
-    rnd = rounder(mode) if tmode & 8 else _exact
-    add = _add12_toward_zero if tmode & 3 == 0 else _add12
-    fns = (rnd, add, cut, carry, result)
-    return lambda *a: tile_tasks(*a, *fns)
+def _any_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
+    tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._any_tile)
 
 
 def tile_matmul(x, y, bx, by, out, mode, tmode, limit):
@@ -532,5 +524,5 @@ def tile_matmul(x, y, bx, by, out, mode, tmode, limit):
     _, m, n = out.shape
     rows = rows_per_task(m, n)
     tasks = len(bx) * ((m + rows - 1) // rows)
-    run(_runner(tmode, mode), tasks, out.size * x.shape[2], x, y, bx, by, out, mode,
-        np.float32(limit))
+    run(_default_tasks if tmode == 0 else _any_tasks, tasks, out.size * x.shape[2], x, y, bx, by,
+        out, mode, tmode, np.float32(limit))
