@@ -422,28 +422,26 @@ def _finite_lanes(yb, k0, k):
 
 
 @njit(cache=True)
-def _block(xb, yb, ob, i0, i1, zero, mode, tmode, limit, tile):
+def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile):
     """Rows i0 .. i1 of ob = xb @ yb, tile by tile: the tile's four products summed by `tile`,
     added to the fp32 accumulator, which saturates to +-inf once |acc| >= limit. The j loop
     is innermost: it vectorizes across independent accumulators while each (i, j) still sums
     its tiles in order. A tile whose four x lanes are 0 in a row is skipped when y's four rows
     are finite (checked once per tile, only when needed): its products are +-0, and adding
     +-0 leaves the accumulator unchanged (it starts at +0, and a round-to-nearest sum is never
-    -0). One-hot and relu'd operands skip most of their work."""
+    -0). One-hot and relu'd operands skip most of their work. The last tile, when K % 4 != 0,
+    is `_block_tail` (y's rows chosen by a condition here, or passed to a helper, stop the j
+    loop from vectorizing well: 1.4x slower)."""
     n, k = ob.shape[1], xb.shape[1]
     for i in range(i0, i1):
         for j in range(n):
             ob[i, j] = _ZERO
-    for k0 in range(0, k, 4):
-        y0 = yb[k0]
-        y1 = yb[k0 + 1] if k0 + 1 < k else zero
-        y2 = yb[k0 + 2] if k0 + 2 < k else zero
-        y3 = yb[k0 + 3] if k0 + 3 < k else zero
+    for k0 in range(0, k - 3, 4):
+        y0, y1, y2, y3 = yb[k0], yb[k0 + 1], yb[k0 + 2], yb[k0 + 3]
         finite = -1
         for i in range(i0, i1):
             xr = xb[i]
-            a0, a1 = xr[k0], _lane(xr, k0 + 1, k)
-            a2, a3 = _lane(xr, k0 + 2, k), _lane(xr, k0 + 3, k)
+            a0, a1, a2, a3 = xr[k0], xr[k0 + 1], xr[k0 + 2], xr[k0 + 3]
             if a0 == _ZERO and a1 == _ZERO and a2 == _ZERO and a3 == _ZERO:
                 if finite < 0:
                     finite = 1 if _finite_lanes(yb, k0, k) else 0
@@ -453,6 +451,24 @@ def _block(xb, yb, ob, i0, i1, zero, mode, tmode, limit, tile):
             for j in range(n):
                 t = tile(a0 * y0[j], a1 * y1[j], a2 * y2[j], a3 * y3[j], mode, tmode)
                 o[j] = _saturate(o[j] + t, limit)
+    if k % 4:
+        _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile)
+
+
+@njit(cache=True)
+def _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile):
+    """The last tile of rows i0 .. i1 when K % 4 != 0: its missing lanes are zeros (products
+    +0, as the reference's zero padding gives)."""
+    n, k = ob.shape[1], xb.shape[1]
+    k0 = k - k % 4
+    for i in range(i0, i1):
+        xr, o = xb[i], ob[i]
+        a0, a1, a2 = xr[k0], _lane(xr, k0 + 1, k), _lane(xr, k0 + 2, k)
+        for j in range(n):
+            p1 = a1 * yb[k0 + 1, j] if k0 + 1 < k else _ZERO
+            p2 = a2 * yb[k0 + 2, j] if k0 + 2 < k else _ZERO
+            t = tile(a0 * yb[k0, j], p1, p2, _ZERO, mode, tmode)
+            o[j] = _saturate(o[j] + t, limit)
 
 
 @njit(cache=True)
@@ -496,7 +512,6 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile):
     _, m, n = out.shape
     rows = rows_per_task(m, n)
     rb = (m + rows - 1) // rows
-    zero = np.zeros(n, np.float32)
     xt = np.zeros(((x.shape[2] + 3) // 4 * 4, rows if rows == THIN_ROWS else 0), np.float32)
     for t in range(first, last):
         b, i0 = t // rb, (t % rb) * rows
@@ -504,7 +519,7 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile):
         if rows == THIN_ROWS:
             _thin(x[bx[b]], y[by[b]], out[b], i0, i1, xt, mode, tmode, limit, tile)
         else:
-            _block(x[bx[b]], y[by[b]], out[b], i0, i1, zero, mode, tmode, limit, tile)
+            _block(x[bx[b]], y[by[b]], out[b], i0, i1, mode, tmode, limit, tile)
 
 
 # tile_tasks with its tile function fixed at compile time, one per datapath (see _self).
