@@ -475,7 +475,7 @@ def _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile):
 def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile):
     """Rows i0 .. i1 of ob = xb @ yb for few columns (n == 1 is x @ a column of ones, the wide
     reductions), where a j loop would be too short to vectorize: the rows are copied
-    transposed into the scratch xt [K rounded up to 4, THIN_ROWS], each column of y into yc
+    transposed into the scratch xt [K rounded up to 4, <= THIN_ROWS], each column of y into yc
     (entries past K stay 0 in both: the last tile's missing lanes, products +0), then each
     column is summed with the loop over rows innermost, across independent accumulators."""
     k, n, r = xb.shape[1], ob.shape[1], i1 - i0
@@ -512,7 +512,8 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile):
     _, m, n = out.shape
     rows = rows_per_task(m, n)
     rb = (m + rows - 1) // rows
-    xt = np.zeros(((x.shape[2] + 3) // 4 * 4, rows if rows == THIN_ROWS else 0), np.float32)
+    xt = np.zeros(((x.shape[2] + 3) // 4 * 4, min(m, rows) if rows == THIN_ROWS else 0),
+                  np.float32)
     for t in range(first, last):
         b, i0 = t // rb, (t % rb) * rows
         i1 = min(i0 + rows, m)
