@@ -1,5 +1,5 @@
-"""The simulator's hot kernels — fp16 rounding, the fp16-product matmul, the narrow fp16 sum —
-(and the float16 casts at a program's
+"""The simulator's hot kernels — fp16 rounding, the tile-datapath and fp16-product matmuls and
+the matmul output port, the narrow fp16 sum — (and the float16 casts at a program's
 boundary) in two implementations with one meaning: `reference` (numpy, always available, the
 definition) and `compiled` (numba, used when installed: `pip install -e ".[fast]"` in a clone).
 Both give bit-identical results (aneforge_tests/test_kernels.py).
