@@ -118,8 +118,9 @@ def definition16(x, mode):
 @pytest.mark.parametrize("mode", MODES.values(), ids=MODES.keys())
 def test_round16_numpy_every_float32(mode):
     """Every float32 bit pattern through the numpy reference, against the compiled kernel
-    (itself checked against the definition by the next test), or the definition in numpy
-    without numba (2-7 minutes per mode on 2 cores, depending on load: `pytest -m slow`)."""
+    (itself checked against the definition by test_round16_compiled_every_float32), or the
+    definition in numpy without numba (2-7 minutes per mode on 2 cores, depending on load:
+    `pytest -m slow`)."""
     step = 1 << 24
     for start in range(0, 1 << 32, step):
         x = np.arange(start, start + step, dtype=np.uint32).view(np.float32)
@@ -131,17 +132,51 @@ def test_round16_numpy_every_float32(mode):
         same(reference.round16(x, mode), want)
 
 
-@pytest.mark.slow
+SWEEP_MODES = dict(MODES, **{"nearest_even+nan_to_zero": 4})    # and the engine's stores
+
+
 @needs_numba
-@pytest.mark.parametrize("mode", MODES.values(), ids=MODES.keys())
+@pytest.mark.parametrize("mode", SWEEP_MODES.values(), ids=SWEEP_MODES.keys())
 def test_round16_compiled_every_float32(mode):
     """Every float32 bit pattern through the compiled rounding every compiled kernel uses,
-    against `definition16` compiled (0.5-2 minutes per mode on 2 cores, depending on load)."""
+    against the definition compiled (exhaustive16.py: a branch-free loop compiled per mode that
+    vectorizes; 3-4 s per mode on 2 cores, 2**32 patterns)."""
     from exhaustive16 import count_mismatches
-    with kernels.using("numba"):
-        kernels.round16(np.float32(1.0), mode)      # compile (or load) the kernel first
     first, count = count_mismatches(mode)
     assert count == 0, f"{count} float32 patterns differ, the first {first:#010x}"
+
+
+@needs_numba
+@pytest.mark.parametrize("mode", SWEEP_MODES.values(), ids=SWEEP_MODES.keys())
+def test_exhaustive_definition_is_the_definition(mode):
+    """The sweep's compiled definition against definition16 (numpy, float64) on every fp16
+    value, its neighbours and ties, the special values and random patterns."""
+    from exhaustive16 import definitions
+    high = (np.arange(512, dtype=np.uint32)[:, None] << 23) | (np.arange(1024, dtype=np.uint32) << 13)
+    low = np.array([0, 1, 0xFFF, 0x1000, 0x1001, 0x1FFF], np.uint32)
+    noise = np.random.default_rng(mode).integers(0, 2 ** 32, 1 << 16, dtype=np.uint64)
+    x = np.concatenate([(high.reshape(-1, 1) | low).reshape(-1).view(np.float32), SPECIALS,
+                        NAN_PAYLOADS, noise.astype(np.uint32).view(np.float32)])
+    got, nan = definitions(x, mode), np.isnan(x)
+    same(got[~nan], definition16(x[~nan], mode & 3))
+    assert (got[nan] == 0).all() if mode & 4 else np.isnan(got[nan]).all()
+
+
+@needs_numba
+def test_exhaustive_sweep_finds_a_wrong_rounding():
+    """The sweep is not vacuous: rounding toward zero (11 significant bits kept by a mask) differs
+    first at 1 + 2**-11 + 2**-23, the first pattern past the tie above 1.0; in the 8 fp16 steps
+    above 1.0 at the 0xFFF patterns past each tie, and at the 4 ties to an odd neighbour."""
+    from numba import njit
+    from exhaustive16 import count_mismatches
+    from aneforge.kernels.compiled import _bits, _float
+
+    @njit
+    def toward_zero(v, mode):
+        return _float(_bits(v) & np.uint32(0xFFFFE000))
+
+    first, count = count_mismatches(0, toward_zero, 0x3F800000, 0x3F800000 + (1 << 16))
+    assert first == 0x3F801001 and count == 8 * 0xFFF + 4
 
 
 # ---- matmul ---------------------------------------------------------------------------------
@@ -311,3 +346,114 @@ def test_float16_casts_equal_numpy():
         same(narrow.astype(np.float32), x.astype(np.float16).astype(np.float32))
     assert both(kernels.astype, np.float32(2049.0), np.float16) == 2048.0
     assert both(kernels.astype, np.arange(3), np.float32).dtype == np.float32
+
+
+# ---- the tile-of-4 matmul and the output port -------------------------------------------------
+TMODES = [0, 1, 2, 4, 8, 15]      # the default datapath, and each open point of the model
+
+
+def tile(x, y, mode=0, tmode=0, limit=32760.0):
+    return both(kernels.tile_matmul, x, y, mode, tmode, limit)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(st.data())
+def test_tile_matmul_compiled_equals_reference(data):
+    """Every path of the compiled tile kernel against the reference: K % 4 = 1, 2, 3 (the last
+    tile's missing lanes are zeros, no padding copy), thin outputs (n < 16, vectorized across
+    rows; n == 1) and wide ones, rows around the task sizes (4 and 32), 2-D, equal and broadcast
+    batches, zero rows of x (skipped work) against inf and NaN in y, saturation, subnormals."""
+    bx = data.draw(st.sampled_from([(), (3,), (2, 1), (1,)]))
+    by = data.draw(st.sampled_from([(), (3,), (1, 3), (2, 3)]))
+    m = data.draw(st.sampled_from([1, 3, 4, 5, 33]))
+    n = data.draw(st.sampled_from([1, 2, 5, 16, 17]))
+    k = data.draw(st.sampled_from([0, 1, 2, 3, 4, 5, 6, 7, 9, 14]))
+    mode = data.draw(st.sampled_from(list(MODES.values())))
+    tmode = data.draw(st.sampled_from(TMODES))
+    limit = data.draw(st.sampled_from([32760.0, np.inf]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
+    values = np.concatenate([SPECIALS, fp16(64, rng, 2.0 ** data.draw(st.integers(-12, 9)))])
+    x = rng.choice(values, bx + (m, k)).astype(np.float32)
+    y = rng.choice(values, by + (k, n)).astype(np.float32)
+    x[..., rng.random(m) < 0.5, :] = 0.0
+    r = tile(x, y, mode, tmode, limit)
+    assert r.shape == np.broadcast_shapes(bx, by) + (m, n)
+
+
+@pytest.mark.parametrize("tmode", TMODES)
+@pytest.mark.parametrize("k", [5, 6, 7, 8])
+@pytest.mark.parametrize("n", [1, 3, 20])
+def test_tile_matmul_tail_lanes_are_zeros(tmode, k, n):
+    """K % 4 = 1, 2, 3: the kernel's missing lanes give what explicit zero padding gives."""
+    rng = np.random.default_rng(k * n)
+    x, y = fp16((37, k), rng, 30.0), fp16((k, n), rng, 30.0)
+    pad = -k % 4
+    xp, yp = np.pad(x, ((0, 0), (0, pad))), np.pad(y, ((0, pad), (0, 0)))
+    same(tile(x, y, 0, tmode), reference.tile_matmul(xp, yp, 0, tmode, 32760.0))
+
+
+@pytest.mark.parametrize("n", [1, 4, 24])
+def test_tile_matmul_zeros_of_x_against_inf_and_nan_in_y(n):
+    """A tile whose x lanes are all 0 is skipped only where y's four rows are finite (0 * inf
+    is NaN); -0 lanes must leave +0 sums."""
+    rng = np.random.default_rng(n)
+    x = np.zeros((40, 16), np.float32)
+    x[np.arange(40), rng.integers(0, 16, 40)] = 1.0          # one-hot rows
+    x[5:9] = -0.0
+    y = fp16((16, n), rng)
+    y[3, 0], y[9, n - 1] = np.inf, np.nan
+    r = tile(x, y)
+    assert np.isnan(r[x[:, 3] == 0, 0]).all() and np.isnan(r[x[:, 9] == 0, n - 1]).all()
+    assert (r[5:9, 1:n - 1] == 0).all() and not np.signbit(r[5:9, 1:n - 1]).any()
+
+
+@needs_numba
+@pytest.mark.parametrize("shape", [((300, 70), (70, 1)), ((2, 90, 64), (64, 40))])
+def test_tile_matmul_split_over_threads(monkeypatch, shape):
+    from aneforge.kernels import compiled
+    monkeypatch.setattr(compiled, "PARALLEL_MACS", 0)
+    monkeypatch.setenv("ANEFORGE_THREADS", "2")
+    rng = np.random.default_rng(4)
+    tile(fp16(shape[0], rng), fp16(shape[1], rng))
+
+
+def test_tile_matmul_saturates_and_leaves_subnormals():
+    """The accumulator becomes +-inf once |acc| >= limit and stays there; sums below 2**-14
+    come out as they are (the port flushes them, not the kernel)."""
+    x = np.float32([[200.0] * 8, [2.0 ** -12] * 8, [-200.0] * 4 + [200.0] * 4])
+    y = np.full((8, 2), 100.0, np.float32)
+    y[:, 1] = 2.0 ** -6
+    r = tile(x, y)
+    assert r[0, 0] == np.inf and r[2, 0] == -np.inf         # -80000 saturated: +80000 can't undo it
+    assert r[1, 1] == 8 * 2.0 ** -18 and r[0, 1] == 25.0
+
+
+PORT_VALUES = np.float32([0.0, -0.0, 1.0, -2.0, 2.0 ** -15, -(2.0 ** -20), 2.0 ** -14, 32759.0,
+                          32760.0, -32760.0, 1e9, np.inf, -np.inf, np.nan, 2.0 ** -24, 6e4])
+
+
+@pytest.mark.parametrize("overflow", [32760.0, 32758.8, None])
+@pytest.mark.parametrize("flush", [True, False])
+def test_port_compiled_equals_reference(overflow, flush):
+    acc = np.tile(PORT_VALUES, (3, 1))
+    counts = {}
+    for name in ("numpy", "numba") if kernels.available() else ("numpy",):
+        with kernels.using(name):
+            counts[name] = (a := acc.copy(), kernels.port(a, overflow, flush))
+    want, count = counts["numpy"]
+    for got, n in counts.values():
+        same(got, want)
+        assert n == count
+    # 32760, -32760, 1e9, +-inf, 6e4; and 32759 past 32758.8
+    assert count == (0 if overflow is None else 3 * (6 + (overflow <= 32759)))
+    assert np.isposinf(want[:, 8]).all() == (overflow is not None)
+    assert (want[:, [0, 1, 4, 5, 14]] == 0).all() == flush
+    assert np.signbit(want[:, 1]).any() != flush          # -0 flushed to +0
+    assert np.isnan(want[:, 13]).all() and (want[:, 6] == 2.0 ** -14).all()
+
+
+def test_port_works_in_place_on_views():
+    acc = np.tile(PORT_VALUES, (2, 1))
+    view = acc[:, ::2]
+    assert kernels.port(view, 32760.0, True) == 2 * 3
+    assert np.isposinf(acc[:, 8]).all() and acc[0, 9] == -32760.0    # only the view changed

@@ -1,5 +1,5 @@
-"""The simulator's hot kernels — fp16 rounding, the fp16-product matmul, the narrow fp16 sum —
-(and the float16 casts at a program's
+"""The simulator's hot kernels — fp16 rounding, the tile-datapath and fp16-product matmuls and
+the matmul output port, the narrow fp16 sum — (and the float16 casts at a program's
 boundary) in two implementations with one meaning: `reference` (numpy, always available, the
 definition) and `compiled` (numba, used when installed: `pip install -e ".[fast]"` in a clone).
 Both give bit-identical results (aneforge_tests/test_kernels.py).
@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import math
 import os
 
 import numpy as np
@@ -117,9 +118,7 @@ def matmul(x, y, mode: int) -> np.ndarray:
     fast = _fast()
     if fast is None:
         return reference.matmul(x, y, mode)
-    batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
-    bx, x3 = _batch_index(x, batch)
-    by, y3 = _batch_index(y, batch)
+    x3, y3, bx, by, batch = _stacks(x, y)
     out = np.empty((len(bx), x.shape[-2], y.shape[-1]), np.float32)
     if out.size:
         fast.matmul(x3, y3, bx, by, out, mode)
@@ -140,27 +139,61 @@ def tile_matmul(x, y, mode: int, tmode: int, limit: float) -> np.ndarray:
     fast = _fast()
     if fast is None:
         return reference.tile_matmul(x, y, mode, tmode, limit)
-    pad = -x.shape[-1] % 4
-    if pad:                 # zero lanes complete the last tile
-        x = np.concatenate([x, np.zeros(x.shape[:-1] + (pad,), np.float32)], -1)
-        y = np.concatenate([y, np.zeros(y.shape[:-2] + (pad, y.shape[-1]), np.float32)], -2)
-    batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
-    bx, x3 = _batch_index(x, batch)
-    by, y3 = _batch_index(y, batch)
+    x3, y3, bx, by, batch = _stacks(x, y)
     out = np.empty((len(bx), x.shape[-2], y.shape[-1]), np.float32)
     if out.size:
         fast.tile_matmul(x3, y3, bx, by, out, mode, tmode, limit)
     return out.reshape(batch + out.shape[1:])
 
 
+def port(acc: np.ndarray, overflow: float | None, flush: bool) -> int:
+    """The output port of matmul/linear/conv, in place on `acc` (a fresh array): |v| >=
+    overflow reads back as +-inf (None: no limit), then |v| < 2**-14 becomes +0 if `flush`.
+    Returns how many values saturated (compiled: one pass, no temporaries)."""
+    fast = _fast()
+    if fast is None or acc.dtype != _F32 or not acc.flags.c_contiguous:
+        return reference.port(acc, overflow, flush)
+    return fast.port(acc.reshape(-1), np.float32(np.nan if overflow is None else overflow),
+                     bool(flush))
+
+
+def _stacks(x: np.ndarray, y: np.ndarray) -> tuple:
+    """x and y as C-contiguous [B, rows, cols] stacks, for each matrix of the broadcast batch
+    the index of its operands in them, and that batch shape. Equal batches (2-D operands, the
+    common case) share one cached index array: no broadcasting work per call."""
+    if x.ndim == 2 and y.ndim == 2:
+        return np.ascontiguousarray(x)[None], np.ascontiguousarray(y)[None], _ONE, _ONE, ()
+    batch = x.shape[:-2]
+    if batch != y.shape[:-2]:
+        batch = np.broadcast_shapes(batch, y.shape[:-2])
+        bx, x3 = _batch_index(x, batch)
+        by, y3 = _batch_index(y, batch)
+        return x3, y3, bx, by, batch
+    count = math.prod(batch)
+    index = _arange(count)
+    return _stack(x, count), _stack(y, count), index, index, batch
+
+
 def _batch_index(a: np.ndarray, batch: tuple) -> tuple[np.ndarray, np.ndarray]:
     """a as a C-contiguous [B_a, rows, cols] stack, and for each entry of the broadcast batch
     the index of its matrix in that stack (broadcasting without copies)."""
     own = a.shape[:-2]
-    count = int(np.prod(own))
+    count = math.prod(own)
     index = np.arange(count, dtype=np.int64).reshape((1,) * (len(batch) - len(own)) + own)
-    return np.ascontiguousarray(np.broadcast_to(index, batch)).reshape(-1), \
-        np.ascontiguousarray(a).reshape((count,) + a.shape[-2:])
+    return np.ascontiguousarray(np.broadcast_to(index, batch)).reshape(-1), _stack(a, count)
+
+
+_ONE = np.zeros(1, np.int64)     # the index of the one matrix of a 2-D operand
+
+
+def _stack(a: np.ndarray, count: int) -> np.ndarray:
+    return np.ascontiguousarray(a).reshape((count,) + a.shape[-2:])
+
+
+@functools.lru_cache(maxsize=64)
+def _arange(count: int) -> np.ndarray:
+    """0 .. count - 1, shared between calls (the kernels only read it)."""
+    return np.arange(count, dtype=np.int64)
 
 
 def narrow_sum(terms: np.ndarray, mode: int) -> np.ndarray:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -17,6 +18,13 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+# Kernels taking a function (the rounding, the tile's sum) are called through small wrappers
+# that fix it at compile time: a function passed from Python costs numba a type lookup per call,
+# and its specializations are compiled again in every process (~3 s each); passed inside
+# compiled code it costs nothing and is cached on disk. The wrappers name it as an attribute of
+# this module: numba will not cache a function that passes a global dispatcher by its bare name
+# ("uses dynamic globals"), but resolves a module attribute to a constant.
+_self = sys.modules[__name__]
 _TINY = np.float32(2.0 ** -14)
 _MAX = np.float32(65504.0)
 _INF = np.float32(np.inf)
@@ -28,6 +36,8 @@ _ONE = np.float32(1.0)
 ROWS = 4          # rows of x sharing each loaded row of y
 SKIP_ROWS = 16     # from this many rows of x on, zeros of x skip work
 PARALLEL_MACS = 1 << 20     # smaller matmuls run on the calling thread (a hand-off costs more)
+THIN = 16          # tile matmul outputs narrower than this vectorize across rows, not columns
+THIN_ROWS = 32     # rows per task in that case
 
 
 @intrinsic
@@ -133,13 +143,6 @@ def r16(v, mode):
     return r
 
 
-def rounder(mode: int):
-    """The scalar rounding for `mode`, passed to the matmul kernel (numba compiles one version
-    per function): the IEEE conversion for the default mode vectorizes, the general one does
-    not."""
-    return r16_ieee if mode & 3 == 0 else r16
-
-
 # round16 and narrow_sum run once per op output: they call their rounding directly (a
 # function passed from Python costs a type lookup, and an allocation numba keeps, per call);
 # round16 has a version per rounding because the default one vectorizes.
@@ -211,28 +214,45 @@ def _matmul_task(t, x, y, bx, by, finite, out, mode, rnd):
 
 
 @njit(cache=True, nogil=True)
-def matmul_tasks(x, y, bx, by, finite, out, mode, first, last, rnd):
+def matmul_tasks(x, y, bx, by, finite, out, mode, rnd, first, last):
     for t in range(first, last):
         _matmul_task(t, x, y, bx, by, finite, out, mode, rnd)
 
 
+# matmul_tasks with its rounding fixed (see _self): the IEEE conversion for the default mode
+# vectorizes, the general one does not.
+@njit(cache=True, nogil=True)
+def _matmul_ieee_tasks(x, y, bx, by, finite, out, mode, first, last):
+    matmul_tasks(x, y, bx, by, finite, out, mode, _self.r16_ieee, first, last)
+
+
+@njit(cache=True, nogil=True)
+def _matmul_any_tasks(x, y, bx, by, finite, out, mode, first, last):
+    matmul_tasks(x, y, bx, by, finite, out, mode, _self.r16, first, last)
+
+
 def matmul(x, y, bx, by, out, mode):
-    """out[b] = x[bx[b]] @ y[by[b]] for C-contiguous float32 x [Bx, M, K], y [By, K, N].
-    Large ones are split over `threads()` threads (the kernel releases the GIL); not numba's
-    parallel=True, whose OpenMP layer spins between calls and slowed the rest of a training
-    step 3x."""
+    """out[b] = x[bx[b]] @ y[by[b]] for C-contiguous float32 x [Bx, M, K], y [By, K, N]
+    (split over threads by `run`)."""
     tasks = _tasks(out)
-    rnd = rounder(mode)
     # which rows of y are finite (a zero of x may skip them); not worth a pass for few rows
     finite = np.isfinite(y).all(axis=2) if out.shape[1] >= SKIP_ROWS else \
         np.zeros(y.shape[:2], np.bool_)
-    macs = out.shape[1] * out.shape[2] * x.shape[2] * len(bx)
-    n = min(threads(), tasks) if macs >= PARALLEL_MACS else 1
+    kernel = _matmul_ieee_tasks if mode & 3 == 0 else _matmul_any_tasks
+    run(kernel, tasks, out.size * x.shape[2], x, y, bx, by, finite, out, mode)
+
+
+def run(kernel, tasks, macs, *args):
+    """kernel(*args, first, last) over tasks [0, tasks): on the calling thread when
+    the matmul is small (a hand-off costs more), else split over `threads()` threads (the
+    kernels release the GIL); not numba's parallel=True, whose OpenMP layer spins between
+    calls and slowed the rest of a training step 3x."""
+    n = 1 if macs < PARALLEL_MACS else min(threads(), tasks)
     if n <= 1:
-        matmul_tasks(x, y, bx, by, finite, out, mode, 0, tasks, rnd)
+        kernel(*args, 0, tasks)
         return
     cuts = [tasks * i // n for i in range(n + 1)]
-    jobs = [_pool().submit(matmul_tasks, x, y, bx, by, finite, out, mode, a, b, rnd)
+    jobs = [_pool().submit(kernel, *args, a, b)
             for a, b in zip(cuts[:-1], cuts[1:])]
     for job in jobs:
         job.result()
@@ -267,6 +287,21 @@ def narrow_sum(terms, out, mode):
     _narrow_sum(terms, out, mode)
 
 
+@njit(cache=True)
+def port(acc, overflow, flush):
+    """The matmul output port over float32 acc (1-D), in place, in one pass: |v| >= overflow
+    -> +-inf (counted; a NaN overflow never matches), then |v| < 2**-14 -> +0 if `flush`.
+    Returns the count (reference.port)."""
+    big = 0
+    for i in range(acc.size):
+        v = acc[i]
+        if abs(v) >= overflow:
+            big += 1
+            v = np.float32(np.copysign(_INF, v))
+        acc[i] = _ZERO if flush and abs(v) < _TINY else v
+    return big
+
+
 # ---- the tile-of-4 accumulator (reference.tile_matmul is the definition) ---------------------
 # add12 works on integers scaled by 2**(11 - e): a power-of-two scale is exact, so every step
 # below is an exact float32 operation and the numba and numpy versions agree bit for bit.
@@ -274,6 +309,7 @@ _M = np.uint32(0x7FFFFFFF)
 _EXP = np.uint32(0x7F800000)
 _SCALE = np.uint32(265 << 23)   # (127 + 11 - e + 127) << 23 = _SCALE - (biased e << 23)
 _Q = np.uint32(11 << 23)
+_MIN_EXP = np.uint32(12 << 23)
 _LOW12 = np.uint32(0xFFFFF000)
 _CARRY = np.float32(4096.0)
 
@@ -294,40 +330,38 @@ _llvm_trunc, _llvm_floor, _llvm_rint = map(_llvm_unary, ("llvm.trunc", "llvm.flo
 
 
 @njit(cache=True)
-def _trunc(v):
-    return _llvm_trunc(v)
+def _cut(v, tmode):
+    """The adder's cut: toward -inf (tmode bit 0) or toward zero."""
+    return _llvm_floor(v) if tmode & 1 else _llvm_trunc(v)
 
 
 @njit(cache=True)
-def _floor(v):
-    return _llvm_floor(v)
-
-
-@njit(cache=True)
-def _rint(v):
-    return _llvm_rint(v)
+def _carry(v, tmode):
+    """The cut after a carry: nearest-even (tmode bit 1), or the adder's cut."""
+    return _llvm_rint(v) if tmode & 2 else _cut(v, tmode)
 
 
 @njit(cache=True)
 def _scales(x, y):
-    """(2**(11 - e), 2**(e - 11)) for e = floor(log2(max(|x|, |y|))), from the exponent bits
-    (both 0 when x = y = 0, so 0 + 0 = 0)."""
-    m = max(_bits(x) & _EXP, _bits(y) & _EXP)
+    """(2**(11 - e), 2**(e - 11)) for e = floor(log2(max(|x|, |y|))), from the exponent bits,
+    e at least -115 (as the reference: below it q = 2**(e - 11) is no longer a normal float32,
+    and the unclamped bits wrapped around for sums under 2**-115)."""
+    m = max(_bits(x) & _EXP, _bits(y) & _EXP, _MIN_EXP)
     return _float(np.uint32(_SCALE - m)), _float(np.uint32(m - _Q))
 
 
 @njit(cache=True)
-def _add12(x, y, cut, carry):
+def _add12(x, y, tmode):
     """x + y in the 12-bit truncating adder: both cut to 2**(e - 11), e the exponent of the
     larger; a carry past 2**(e + 1) renormalises (cut again at 2**(e - 10))."""
     scale, q = _scales(x, y)
-    s = cut(x * scale) + cut(y * scale)
-    s = carry(s * _HALF) * np.float32(2.0) if abs(s) >= _CARRY else s
+    s = _cut(x * scale, tmode) + _cut(y * scale, tmode)
+    s = _carry(s * _HALF, tmode) * np.float32(2.0) if abs(s) >= _CARRY else s
     return s * q
 
 
 @njit(cache=True)
-def _add12_toward_zero(x, y, cut, carry):
+def _add12_toward_zero(x, y):
     """_add12 with both cuts toward zero (the default): the carry's cut is then clearing the
     low 12 bits of the float32 sum, a no-op when there is no carry (the sum is already a
     multiple of 2**(e - 11))."""
@@ -336,57 +370,30 @@ def _add12_toward_zero(x, y, cut, carry):
 
 
 @njit(cache=True)
-def _keep12(v, cut):
-    return v
-
-
-@njit(cache=True)
-def _cut16(v, cut):
+def _cut16(v, tmode):
     """v cut to the fp16 grid (11 significant bits; spacing 2**-24 below 2**-14)."""
     m = max((_bits(v) & _M) >> np.uint32(23), np.uint32(113))
     scale = _float(np.uint32(np.uint32(264) - m) << np.uint32(23))
-    return cut(v * scale) * _float(np.uint32(m - np.uint32(10)) << np.uint32(23))
+    return _cut(v * scale, tmode) * _float(np.uint32(m - np.uint32(10)) << np.uint32(23))
+
+
+# One tile's sum, from its four exact products. An inf or NaN product makes it inf or NaN, as
+# the plain sum would be (the scale from an inf exponent turns the finite operands into 0).
+@njit(cache=True)
+def _default_tile(p0, p1, p2, p3, mode, tmode):
+    """The default datapath (tmode 0): exact products, cuts toward zero, a 12-bit result."""
+    return _add12_toward_zero(_add12_toward_zero(_add12_toward_zero(p0, p1), p2), p3)
 
 
 @njit(cache=True)
-def _exact(v, mode):
-    return v
-
-
-@njit(cache=True)
-def _tile(p0, p1, p2, p3, add, cut, carry, result):
-    """One tile's sum. An inf or NaN product makes it inf or NaN, as the plain sum would be
-    (the scale from an inf exponent turns the finite operands into 0)."""
-    return result(add(add(add(p0, p1, cut, carry), p2, cut, carry), p3, cut, carry), cut)
-
-
-@njit(cache=True)
-def _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, add, cut, carry, result):
-    """ROWS rows of one batch entry, tile by tile (K is a multiple of 4): the tile's four
-    products summed by `_tile`, added to the fp32 accumulator, which saturates to +-inf once
-    |acc| >= limit. The j loop is innermost, as in _matmul_task."""
-    _, m, n = out.shape
-    k = x.shape[2]
-    rb = (m + ROWS - 1) // ROWS
-    b, i0 = t // rb, (t % rb) * ROWS
-    i1 = min(i0 + ROWS, m)
-    xb, yb, ob, fin = x[bx[b]], y[by[b]], out[b], finite[by[b]]
-    for i in range(i0, i1):
-        for j in range(n):
-            ob[i, j] = _ZERO
-    for k0 in range(0, k, 4):
-        y0, y1, y2, y3 = yb[k0], yb[k0 + 1], yb[k0 + 2], yb[k0 + 3]
-        skip = fin[k0] and fin[k0 + 1] and fin[k0 + 2] and fin[k0 + 3]
-        for i in range(i0, i1):
-            a0, a1, a2, a3 = xb[i, k0], xb[i, k0 + 1], xb[i, k0 + 2], xb[i, k0 + 3]
-            if skip and a0 == _ZERO and a1 == _ZERO and a2 == _ZERO and a3 == _ZERO:
-                continue
-            o = ob[i]
-            for j in range(n):
-                s = o[j] + _tile(rnd(a0 * y0[j], mode), rnd(a1 * y1[j], mode),
-                                 rnd(a2 * y2[j], mode), rnd(a3 * y3[j], mode), add, cut, carry,
-                                 result)
-                o[j] = _saturate(s, limit)
+def _any_tile(p0, p1, p2, p3, mode, tmode):
+    """Any datapath: products rounded to fp16 under `mode` (tmode bit 3), the adder's cuts
+    (bits 0, 1), the result cut to fp16 (bit 2). The bits are tested per tile: one compiled,
+    cached function for every datapath (the default one has its own, vectorized)."""
+    if tmode & 8:
+        p0, p1, p2, p3 = r16(p0, mode), r16(p1, mode), r16(p2, mode), r16(p3, mode)
+    t = _add12(_add12(_add12(p0, p1, tmode), p2, tmode), p3, tmode)
+    return _cut16(t, tmode) if tmode & 4 else t
 
 
 @njit(cache=True)
@@ -394,74 +401,144 @@ def _saturate(s, limit):
     return s if abs(s) < limit else s * _INF
 
 
-@njit(cache=True, nogil=True)
-def tile_tasks(x, y, bx, by, finite, out, mode, limit, first, last, rnd, add, cut, carry, result):
-    for t in range(first, last):
-        _tile_task(t, x, y, bx, by, finite, out, mode, limit, rnd, add, cut, carry, result)
-
-
-# The default datapath (tmode 0) with direct calls: function arguments cost numba a type lookup
-# per call (~25 us for six, as much as a small matmul), and functions passed as values inside a
-# jitted function cannot be cached.
 @njit(cache=True)
-def _default_tile(p0, p1, p2, p3):
-    return _add12_toward_zero(_add12_toward_zero(_add12_toward_zero(
-        p0, p1, _trunc, _trunc), p2, _trunc, _trunc), p3, _trunc, _trunc)
+def _lane(row, kk, k):
+    """row[kk], or 0 past K: the missing lanes of the last tile (their products are +0, as
+    the reference's zero padding gives)."""
+    return row[kk] if kk < k else _ZERO
+
+
+@njit(cache=True)
+def _finite_lanes(yb, k0, k):
+    """Whether rows k0 .. k0 + 3 of y (those below K) are all finite (v - v is NaN for inf
+    and NaN; an OR over the row, so the loop vectorizes)."""
+    bad = False
+    for kk in range(k0, min(k0 + 4, k)):
+        row = yb[kk]
+        for j in range(row.size):
+            d = row[j] - row[j]
+            bad |= d != d
+    return not bad
+
+
+@njit(cache=True)
+def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile):
+    """Rows i0 .. i1 of ob = xb @ yb, tile by tile: the tile's four products summed by `tile`,
+    added to the fp32 accumulator, which saturates to +-inf once |acc| >= limit. The j loop
+    is innermost: it vectorizes across independent accumulators while each (i, j) still sums
+    its tiles in order. A tile whose four x lanes are 0 in a row is skipped when y's four rows
+    are finite (checked once per tile, only when needed): its products are +-0, and adding
+    +-0 leaves the accumulator unchanged (it starts at +0, and a round-to-nearest sum is never
+    -0). One-hot and relu'd operands skip most of their work. The last tile, when K % 4 != 0,
+    is `_block_tail` (y's rows chosen by a condition here, or passed to a helper, stop the j
+    loop from vectorizing well: 1.4x slower)."""
+    n, k = ob.shape[1], xb.shape[1]
+    for i in range(i0, i1):
+        for j in range(n):
+            ob[i, j] = _ZERO
+    for k0 in range(0, k - 3, 4):
+        y0, y1, y2, y3 = yb[k0], yb[k0 + 1], yb[k0 + 2], yb[k0 + 3]
+        finite = -1
+        for i in range(i0, i1):
+            xr = xb[i]
+            a0, a1, a2, a3 = xr[k0], xr[k0 + 1], xr[k0 + 2], xr[k0 + 3]
+            if a0 == _ZERO and a1 == _ZERO and a2 == _ZERO and a3 == _ZERO:
+                if finite < 0:
+                    finite = 1 if _finite_lanes(yb, k0, k) else 0
+                if finite:
+                    continue
+            o = ob[i]
+            for j in range(n):
+                t = tile(a0 * y0[j], a1 * y1[j], a2 * y2[j], a3 * y3[j], mode, tmode)
+                o[j] = _saturate(o[j] + t, limit)
+    if k % 4:
+        _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile)
+
+
+@njit(cache=True)
+def _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile):
+    """The last tile of rows i0 .. i1 when K % 4 != 0: its missing lanes are zeros (products
+    +0, as the reference's zero padding gives)."""
+    n, k = ob.shape[1], xb.shape[1]
+    k0 = k - k % 4
+    for i in range(i0, i1):
+        xr, o = xb[i], ob[i]
+        a0, a1, a2 = xr[k0], _lane(xr, k0 + 1, k), _lane(xr, k0 + 2, k)
+        for j in range(n):
+            p1 = a1 * yb[k0 + 1, j] if k0 + 1 < k else _ZERO
+            p2 = a2 * yb[k0 + 2, j] if k0 + 2 < k else _ZERO
+            t = tile(a0 * yb[k0, j], p1, p2, _ZERO, mode, tmode)
+            o[j] = _saturate(o[j] + t, limit)
+
+
+@njit(cache=True)
+def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile):
+    """Rows i0 .. i1 of ob = xb @ yb for few columns (n == 1 is x @ a column of ones, the wide
+    reductions), where a j loop would be too short to vectorize: the rows are copied
+    transposed into the scratch xt [K rounded up to 4, <= THIN_ROWS], each column of y into yc
+    (entries past K stay 0 in both: the last tile's missing lanes, products +0), then each
+    column is summed with the loop over rows innermost, across independent accumulators."""
+    k, n, r = xb.shape[1], ob.shape[1], i1 - i0
+    for i in range(r):
+        xr = xb[i0 + i]
+        for kk in range(k):
+            xt[kk, i] = xr[kk]
+    acc, yc = np.empty(r, np.float32), np.zeros(xt.shape[0], np.float32)
+    for j in range(n):
+        acc[:] = _ZERO
+        for kk in range(k):
+            yc[kk] = yb[kk, j]
+        for k0 in range(0, k, 4):
+            v0, v1, v2, v3 = yc[k0], yc[k0 + 1], yc[k0 + 2], yc[k0 + 3]
+            x0, x1, x2, x3 = xt[k0], xt[k0 + 1], xt[k0 + 2], xt[k0 + 3]
+            for i in range(r):
+                t = tile(x0[i] * v0, x1[i] * v1, x2[i] * v2, x3[i] * v3, mode, tmode)
+                acc[i] = _saturate(acc[i] + t, limit)
+        for i in range(r):
+            ob[i0 + i, j] = acc[i]
+
+
+@njit(cache=True)
+def rows_per_task(m, n):
+    """Rows of x per task: THIN_ROWS for outputs narrower than THIN columns (and at least as
+    tall: `_thin`), else ROWS (`_block`)."""
+    return THIN_ROWS if n < THIN and n <= m else ROWS
 
 
 @njit(cache=True, nogil=True)
-def _default_tasks(x, y, bx, by, finite, out, mode, limit, first, last):
-    """tile_tasks for the default datapath."""
+def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile):
+    """Tasks [first, last) of out[b] = x[bx[b]] @ y[by[b]]: task t is `rows_per_task` rows of
+    one batch entry; any K (the last tile's missing lanes are zeros)."""
     _, m, n = out.shape
-    k = x.shape[2]
-    rb = (m + ROWS - 1) // ROWS
+    rows = rows_per_task(m, n)
+    rb = (m + rows - 1) // rows
+    xt = np.zeros(((x.shape[2] + 3) // 4 * 4, min(m, rows) if rows == THIN_ROWS else 0),
+                  np.float32)
     for t in range(first, last):
-        b, i0 = t // rb, (t % rb) * ROWS
-        i1 = min(i0 + ROWS, m)
-        xb, yb, ob, fin = x[bx[b]], y[by[b]], out[b], finite[by[b]]
-        for i in range(i0, i1):
-            for j in range(n):
-                ob[i, j] = _ZERO
-        for k0 in range(0, k, 4):
-            y0, y1, y2, y3 = yb[k0], yb[k0 + 1], yb[k0 + 2], yb[k0 + 3]
-            skip = fin[k0] and fin[k0 + 1] and fin[k0 + 2] and fin[k0 + 3]
-            for i in range(i0, i1):
-                a0, a1, a2, a3 = xb[i, k0], xb[i, k0 + 1], xb[i, k0 + 2], xb[i, k0 + 3]
-                if skip and a0 == _ZERO and a1 == _ZERO and a2 == _ZERO and a3 == _ZERO:
-                    continue
-                o = ob[i]
-                for j in range(n):
-                    o[j] = _saturate(o[j] + _default_tile(a0 * y0[j], a1 * y1[j], a2 * y2[j],
-                                                          a3 * y3[j]), limit)
+        b, i0 = t // rb, (t % rb) * rows
+        i1 = min(i0 + rows, m)
+        if rows == THIN_ROWS:
+            _thin(x[bx[b]], y[by[b]], out[b], i0, i1, xt, mode, tmode, limit, tile)
+        else:
+            _block(x[bx[b]], y[by[b]], out[b], i0, i1, mode, tmode, limit, tile)
 
 
-def _runner(tmode, mode):
-    """A function running tasks [first, last) of the datapath `tmode`."""
-    if tmode == 0:
-        return _default_tasks
-    cut = _floor if tmode & 1 else _trunc
-    carry = _rint if tmode & 2 else cut
-    result = _cut16 if tmode & 4 else _keep12
-    rnd = rounder(mode) if tmode & 8 else _exact
-    add = _add12_toward_zero if tmode & 3 == 0 else _add12
-    fns = (rnd, add, cut, carry, result)
-    return lambda *a: tile_tasks(*a, *fns)
+# tile_tasks with its tile function fixed at compile time, one per datapath (see _self).
+@njit(cache=True, nogil=True)
+def _default_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
+    tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._default_tile)
+
+
+@njit(cache=True, nogil=True)
+def _any_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
+    tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._any_tile)
 
 
 def tile_matmul(x, y, bx, by, out, mode, tmode, limit):
-    """out[b] = x[bx[b]] @ y[by[b]] through the tile-of-4 datapath (reference.tile_matmul),
-    K a multiple of 4; split over threads as `matmul`."""
-    finite = np.isfinite(y).all(axis=2)
-    run = _runner(tmode, mode)
-    limit = np.float32(limit)
-    tasks = _tasks(out)
-    macs = out.shape[1] * out.shape[2] * x.shape[2] * len(bx)
-    n = min(threads(), tasks) if macs >= PARALLEL_MACS else 1
-    if n <= 1:
-        run(x, y, bx, by, finite, out, mode, limit, 0, tasks)
-        return
-    cuts = [tasks * i // n for i in range(n + 1)]
-    jobs = [_pool().submit(run, x, y, bx, by, finite, out, mode, limit, a, b)
-            for a, b in zip(cuts[:-1], cuts[1:])]
-    for job in jobs:
-        job.result()
+    """out[b] = x[bx[b]] @ y[by[b]] through the tile-of-4 datapath (reference.tile_matmul) for
+    C-contiguous float32 x [Bx, M, K], y [By, K, N] and any K (split over threads by `run`)."""
+    _, m, n = out.shape
+    rows = rows_per_task(m, n)
+    tasks = len(bx) * ((m + rows - 1) // rows)
+    run(_default_tasks if tmode == 0 else _any_tasks, tasks, out.size * x.shape[2], x, y, bx, by,
+        out, mode, tmode, np.float32(limit))

@@ -83,6 +83,20 @@ def matmul(x: np.ndarray, y: np.ndarray, mode: int) -> np.ndarray:
     return acc
 
 
+def port(acc: np.ndarray, overflow: float | None, flush: bool) -> int:
+    """The output port of matmul/linear/conv, in place on a float array: |v| >= overflow reads
+    back as +-inf (None: no limit), then |v| < 2**-14 becomes +0 if `flush`. Returns how many
+    values saturated."""
+    count = 0
+    if overflow is not None:
+        big = np.abs(acc) >= overflow
+        count = int(np.count_nonzero(big))
+        acc[big] = np.copysign(np.float32(np.inf), acc[big])
+    if flush:
+        acc[np.abs(acc) < F16_TINY] = 0
+    return count
+
+
 def narrow_sum(terms: np.ndarray, mode: int) -> np.ndarray:
     """Sum over axis 0 with a running fp16 accumulator: acc = round16(acc + term), in order."""
     acc = np.array(terms[0], dtype=np.float32)

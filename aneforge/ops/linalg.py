@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes, hazards, kernels
-from ..numerics import F16_TINY
 from ._common import FLOATS, broadcast, require_dtype, require_same_dtype, same_type
 from ._grad import attach, op
 from .registry import Attr, define, shape_error
@@ -60,19 +59,16 @@ def fp16_matmul(nm, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def port(ctx, acc: np.ndarray) -> np.ndarray:
-    """The output port of matmul/linear/conv: |y| >= matmul_overflow reads back as +-inf (the
-    fp16 store saturates at 2**15: 32752 passes, 32768 is inf, sbryngelson/ane-guide
-    part-1-machine/03-numerics.md), reported as a hazard; results below 2**-14 become +0
-    where the target flushes them (M1). The executor then rounds to fp16."""
+    """The output port of matmul/linear/conv, applied in place to `acc` (a fresh array): |y| >=
+    matmul_overflow reads back as +-inf (the fp16 store saturates at 2**15: 32752 passes,
+    32768 is inf, sbryngelson/ane-guide part-1-machine/03-numerics.md), reported as a hazard;
+    results below 2**-14 become +0 where the target flushes them (M1). The executor then
+    rounds to fp16."""
     nm = ctx.numerics
-    if nm.matmul_overflow is not None:
-        big = np.abs(acc) >= nm.matmul_overflow
-        if big.any():
-            hazards.report(ctx, f"{int(big.sum())} output value(s) rounded to |y| >= 2**15 (32752 is the largest "
-                           f"that passes) and read back as +-inf: the matmul output port saturates")
-            acc = np.where(big, np.copysign(np.float32(np.inf), acc), acc)
-    if nm.matmul_subnormals == "flush":
-        acc = np.where(np.abs(acc) < F16_TINY, np.float32(0.0), acc)
+    big = kernels.port(acc, nm.matmul_overflow, nm.matmul_subnormals == "flush")
+    if big:
+        hazards.report(ctx, f"{big} output value(s) rounded to |y| >= 2**15 (32752 is the largest "
+                       f"that passes) and read back as +-inf: the matmul output port saturates")
     return acc
 
 
@@ -104,10 +100,12 @@ def _linear_infer(t, attrs):
 
 def _linear_sim(ctx, x, weight, bias):
     fp16 = ctx.in_dtypes[0] == dtypes.float16
-    acc = fp16_matmul(ctx.numerics, x, weight.T) if fp16 else x @ weight.T
+    if not fp16:
+        return x @ weight.T if bias is None else x @ weight.T + bias
+    acc = fp16_matmul(ctx.numerics, x, weight.T)
     if bias is not None:
-        acc = acc + bias
-    return port(ctx, acc) if fp16 else acc
+        acc += bias             # in place: acc is the kernel's fresh float32 output
+    return port(ctx, acc)
 
 
 define("linear", ("x", "weight", "bias"), _linear_infer, _linear_sim, optional=frozenset({"bias"}),
