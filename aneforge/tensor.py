@@ -1770,14 +1770,15 @@ def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
     """
     refs, grad = {}, False
     for k, v in inputs.items():          # one pass: references, and whether any needs grad
-        if v is None:
+        if type(v) is Tensor or isinstance(v, Tensor):
+            node = v._node
+            refs[k] = (node, v._idx)
+            grad = grad or node.requires_grad
+        elif v is None:
             refs[k] = None
-        elif type(v) is tuple or type(v) is list:
+        else:                            # a tuple or list of Tensors (variadic)
             refs[k] = [(t._node, t._idx) for t in v]
             grad = grad or any(t._node.requires_grad for t in v)
-        else:
-            refs[k] = (v._node, v._idx)
-            grad = grad or v._node.requires_grad
     node = record(op, refs, attrs, grad and CTX.thread.grad_enabled)
     if len(node.types) == 1:
         return Tensor(node)
@@ -1803,7 +1804,7 @@ def const(value, dtype: DType) -> Tensor:
         key = (type(value), value, dtype)
         made = _CONSTS.get(key)
         if made is not None:                 # checked once: a new node with the same literal
-            return Tensor(Node("const", {}, made[0], made[1], None, False, made[2]))
+            return Tensor(Node("const", {}, made[0], made[1], None, False, made[2], []))
         if len(_CONSTS) >= 4096:
             _CONSTS.clear()
         t = record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})
@@ -1823,13 +1824,14 @@ def tensor_like(value, like: Tensor) -> Tensor:
 
 
 def _scalar_dtype(x: Tensor, value) -> DType:
+    dt = x._node.types[x._idx].dtype
+    if type(value) is float:                                # the common case first
+        return dt if dt.is_float else dtypes.float16
     if isinstance(value, bool):
-        return x.dtype
-    if isinstance(value, numbers.Integral):
-        return x.dtype if x.dtype != dtypes.bool_ else dtypes.int32
-    if x.dtype.is_float:
-        return x.dtype
-    return dtypes.float16
+        return dt
+    if type(value) is int or isinstance(value, numbers.Integral):
+        return dt if dt is not dtypes.bool_ else dtypes.int32
+    return dt if dt.is_float else dtypes.float16
 
 
 def operands(x: Tensor, other, floating: bool = False) -> tuple[Tensor, Tensor]:
@@ -1854,7 +1856,7 @@ def operands(x: Tensor, other, floating: bool = False) -> tuple[Tensor, Tensor]:
         dt = _scalar_dtype(x, other)
         if floating and not dt.is_float:
             dt = dtypes.float16
-        return x.to(dt), const(other, dt)
+        return x if dt is x._node.types[x._idx].dtype else x.to(dt), const(other, dt)
     dt = dtypes.promote(x.dtype, other.dtype)
     if floating and not dt.is_float:
         dt = dtypes.float16

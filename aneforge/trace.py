@@ -24,15 +24,10 @@ class Node:
 
     def __init__(self, op: str | None, srcs: dict[str, Any], attrs: dict[str, Any],
                  types: list[TensorType], data: list | None = None, requires_grad: bool = False,
-                 key: tuple | None = None):
+                 key: tuple | None = None, args: list | None = None):
         self.op, self.srcs, self.attrs, self.types = op, srcs, attrs, types
-        args = []                 # every source (node, index) in argument order, flattened
-        for v in srcs.values():
-            if type(v) is list:
-                args.extend(v)
-            else:
-                args.append(v)
-        self.args = args
+        # every source (node, index) in argument order, variadic flattened (`record` passes it)
+        self.args = _flat_args(srcs) if args is None else args
         self.data, self.requires_grad = data, requires_grad
         self.origin = None        # the Program that computed a realized node
         self.grad = None          # a leaf's accumulated gradient (a Tensor)
@@ -69,29 +64,56 @@ def record(op: str, srcs: dict[str, Any], attrs: dict[str, Any], requires_grad: 
     (whose caps it enforces), so it is remembered (`_APPLIED`): a training loop records the
     same few hundred uses every step.
     """
-    opdef = REGISTRY[op]
-    memo = (op, canonical(attrs), tuple([
-        (k, None if v is None else tuple([n.types[i] for n, i in v]) if type(v) is list
-         else v[0].types[v[1]]) for k, v in srcs.items()]), CTX.target)
+    memo, args, absent = [op, canonical(attrs) if attrs else (), CTX.target], [], False
+    for k, v in srcs.items():              # one pass: the memo's input types, and the args
+        memo.append(k)
+        if type(v) is tuple:
+            memo.append(v[0].types[v[1]])
+            args.append(v)
+        elif v is None:
+            memo.append(None)
+            absent = True
+        else:
+            memo.append(tuple([n.types[i] for n, i in v]))
+            args.extend(v)
+    memo = tuple(memo)
     hit = _APPLIED.get(memo)
     if hit is None:
-        full, types = opdef.apply(srcs, attrs, _type, _is_const)
-        hit = (full, types, op_key(op, full), any(t.dtype.is_float for t in types))
-        if len(_APPLIED) >= _APPLIED_MAX:
-            _APPLIED.clear()
-        _APPLIED[memo] = hit
-    elif opdef.const_inputs:
-        opdef.check_const_inputs(srcs, _is_const)
-    full, types, key, floating = hit
-    if None in srcs.values():
+        hit = _apply(op, srcs, attrs, memo)
+    elif hit[4]:
+        REGISTRY[op].check_const_inputs(srcs, _is_const)
+    full, types, key, floating, _ = hit
+    if absent:
         srcs = {k: v for k, v in srcs.items() if v is not None}
-    return Node(op, srcs, full, types, None, requires_grad and floating, key)   # shared: never mutated
+    return Node(op, srcs, full, types, None, requires_grad and floating, key, args)   # shared: never mutated
 
 
-# (op, canonical attributes, input types, target) -> (full attributes, result types, op key,
-# any float): a pure cache of OpDef.apply's outcome (which depends on nothing else), bounded.
+def _apply(op: str, srcs: dict, attrs: dict, memo: tuple) -> tuple:
+    opdef = REGISTRY[op]
+    full, types = opdef.apply(srcs, attrs, _type, _is_const)
+    hit = (full, types, op_key(op, full), any(t.dtype.is_float for t in types),
+           bool(opdef.const_inputs))
+    if len(_APPLIED) >= _APPLIED_MAX:
+        _APPLIED.clear()
+    _APPLIED[memo] = hit
+    return hit
+
+
+# (op, canonical attributes, target, then each argument's name and input types) -> (full
+# attributes, result types, op key, any float, has const inputs): a pure cache of
+# OpDef.apply's outcome (which depends on nothing else), bounded.
 _APPLIED: dict = {}
 _APPLIED_MAX = 1 << 14
+
+
+def _flat_args(srcs: dict) -> list:
+    args = []
+    for v in srcs.values():
+        if type(v) is list:
+            args.extend(v)
+        elif v is not None:
+            args.append(v)
+    return args
 
 
 def _type(ref) -> TensorType:
