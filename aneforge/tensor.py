@@ -306,7 +306,11 @@ class Tensor:
             if _scalar_dtype(x, other).is_float:     # the engine's fp16 cannot hold it: keep it exact
                 return scalar_consts.apply_split(op, x, other, reverse)
         a, b = operands(self, other, floating)
-        return record_op(op, {"x": b, "y": a} if reverse else {"x": a, "y": b}, {})
+        if reverse:
+            a, b = b, a
+        na, nb = a._node, b._node             # record_op, unrolled: the hottest path
+        return Tensor(record(op, {"x": (na, a._idx), "y": (nb, b._idx)}, {},
+                             (na.requires_grad or nb.requires_grad) and CTX.thread.grad_enabled))
 
     def __add__(self, o):
         return self._binary("add", o)
@@ -1804,16 +1808,16 @@ def const(value, dtype: DType) -> Tensor:
         key = (type(value), value, dtype)
         made = _CONSTS.get(key)
         if made is not None:                 # checked once: a new node with the same literal
-            return Tensor(Node("const", {}, made[0], made[1], None, False, made[2], []))
+            return Tensor(Node("const", {}, made[0], made[1], None, False, made[2], [], made[3]))
         if len(_CONSTS) >= 4096:
             _CONSTS.clear()
         t = record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})
-        _CONSTS[key] = (t._node.attrs, t._node.types, t._node.key)
+        _CONSTS[key] = (t._node.attrs, t._node.types, t._node.key, t._node.plan)
         return t
     return record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})
 
 
-_CONSTS: dict = {}      # a pure cache: a Python number's checked const (attrs, types, key)
+_CONSTS: dict = {}      # a pure cache: a Python number's checked const (attrs, types, key, plan)
 
 
 def tensor_like(value, like: Tensor) -> Tensor:
@@ -1844,23 +1848,30 @@ def operands(x: Tensor, other, floating: bool = False) -> tuple[Tensor, Tensor]:
     >>> [t.dtype for t in operands(af.tensor([1, 2]), 0.5)]
     [aneforge.float16, aneforge.float16]
     """
+    kind = type(other)
+    if kind is float or kind is int:                         # the common cases first
+        return _with_number(x, other, floating)
     if isinstance(other, Tensor):
         a, b = x._node.types[x._idx].dtype, other._node.types[other._idx].dtype
-        if a is b and (a.is_float or not floating):          # the common case: nothing to cast
+        if a is b and (a.is_float or not floating):          # nothing to cast
             return x, other
     elif isinstance(other, np.ndarray):
         other = tensor_like(other, x)
     if not isinstance(other, Tensor):
         if not isinstance(other, numbers.Number):
             raise TypeError(f"unsupported operand type {type(other).__name__} with a Tensor")
-        dt = _scalar_dtype(x, other)
-        if floating and not dt.is_float:
-            dt = dtypes.float16
-        return x if dt is x._node.types[x._idx].dtype else x.to(dt), const(other, dt)
+        return _with_number(x, other, floating)
     dt = dtypes.promote(x.dtype, other.dtype)
     if floating and not dt.is_float:
         dt = dtypes.float16
     return x.to(dt), other.to(dt)
+
+
+def _with_number(x: Tensor, value, floating: bool) -> tuple[Tensor, Tensor]:
+    dt = _scalar_dtype(x, value)
+    if floating and not dt.is_float:
+        dt = dtypes.float16
+    return x if dt is x._node.types[x._idx].dtype else x.to(dt), const(value, dt)
 
 
 def _int_power(x: Tensor, n: int) -> Tensor:

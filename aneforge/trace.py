@@ -20,11 +20,11 @@ SEQ = itertools.count()
 
 class Node:
     __slots__ = ("op", "srcs", "args", "attrs", "types", "data", "requires_grad", "key", "origin",
-                 "grad", "owner", "freed", "overwritten", "seq", "__weakref__")
+                 "grad", "owner", "freed", "overwritten", "seq", "plan", "__weakref__")
 
     def __init__(self, op: str | None, srcs: dict[str, Any], attrs: dict[str, Any],
                  types: list[TensorType], data: list | None = None, requires_grad: bool = False,
-                 key: tuple | None = None, args: list | None = None):
+                 key: tuple | None = None, args: list | None = None, plan: tuple | None = None):
         self.op, self.srcs, self.attrs, self.types = op, srcs, attrs, types
         # every source (node, index) in argument order, variadic flattened (`record` passes it)
         self.args = _flat_args(srcs) if args is None else args
@@ -37,6 +37,7 @@ class Node:
         self.seq = next(SEQ)     # recording order (in-place checks: ops after an overwrite)
         # Everything that identifies this op structurally, computed once at record time.
         self.key = key if key is not None or op is None else op_key(op, attrs)
+        self.plan = plan          # see `_plan`: this node's realization, keyed while recording
 
     @property
     def realized(self) -> bool:
@@ -44,6 +45,8 @@ class Node:
 
     def set_data(self, arrays: list, origin=None) -> None:
         self.data, self.origin = arrays, origin
+        self.plan = None
+        CTX.realized_seq = next(SEQ)          # every older plan may now hold a stale pending node
         if not self.requires_grad:
             self.op, self.srcs, self.args, self.key = None, {}, [], None
 
@@ -85,7 +88,8 @@ def record(op: str, srcs: dict[str, Any], attrs: dict[str, Any], requires_grad: 
     full, types, key, floating, _ = hit
     if absent:
         srcs = {k: v for k, v in srcs.items() if v is not None}
-    return Node(op, srcs, full, types, None, requires_grad and floating, key, args)   # shared: never mutated
+    return Node(op, srcs, full, types, None, requires_grad and floating, key, args,  # shared:
+                _plan(key, srcs))                                                # never mutated
 
 
 def _apply(op: str, srcs: dict, attrs: dict, memo: tuple) -> tuple:
@@ -104,6 +108,81 @@ def _apply(op: str, srcs: dict, attrs: dict, memo: tuple) -> tuple:
 # OpDef.apply's outcome (which depends on nothing else), bounded.
 _APPLIED: dict = {}
 _APPLIED_MAX = 1 << 14
+
+
+# ---- plans: a realization's cache key and inputs, built up while recording ----------------
+# A pending node's plan is (structure id, leaf reads). The structure id numbers the tree of
+# (op key, then per argument its name and, per source, the type of a leaf it reads or the
+# structure id, with the output index if not 0, of a pending source) that the node computes,
+# by interning: two ids are equal exactly when the trees are, so an id plus which leaf reads
+# are of one leaf keys the program (a pending value used twice is one node in the program and
+# two branches of the tree; ops are pure, so both compute the same). The leaf reads are
+# (node, index) pairs in the order the compiler's cut finds them (depth first: a node's
+# sources' reads, then its own; the first of repeats counts), grouped as recorded: () for none, else a tuple of reads and groups ending in its read count
+# (a chain shares its source's group). A realization makes every plan recorded before it
+# stale (its pending nodes may now hold data): `CTX.realized_seq`.
+_SIDS: dict = {}
+_SIDS_MAX = 1 << 16
+_SID = itertools.count()         # never reused, also after _SIDS is cleared
+_PLAN_LEAVES_MAX = 4096          # a plan reads at most this many leaves (with repeats)
+
+
+def _plan(key: tuple, srcs: dict) -> tuple | None:
+    desc, parts, reads, count, stale = [key], [], [], 0, CTX.realized_seq
+    for k, v in srcs.items():
+        desc.append(k)
+        if type(v) is tuple:
+            v = (v,)
+        else:                                    # variadic: marked, with its length
+            desc.append(_MANY)
+            desc.append(len(v))
+        for ref in v:
+            node = ref[0]
+            if node.data is not None:            # a leaf read: its type
+                desc.append(node.types[ref[1]])
+                reads.append(ref)
+                continue
+            plan = node.plan
+            if plan is None or node.seq < stale:
+                return None
+            desc.append(plan[0] if ref[1] == 0 else (plan[0], ref[1]))
+            if plan[1]:
+                parts.append(plan[1])
+                count += plan[1][-1]
+    if reads:                                    # read after the sources' own reads
+        parts += reads
+        count += len(reads)
+    if count > _PLAN_LEAVES_MAX:
+        return None
+    desc = tuple(desc)
+    sid = _SIDS.get(desc)
+    if sid is None:
+        if len(_SIDS) >= _SIDS_MAX:
+            _SIDS.clear()
+        sid = _SIDS[desc] = next(_SID)
+    if len(parts) == 1 and type(parts[0][0]) is not Node:
+        return sid, parts[0]                     # a chain shares its source's reads
+    return sid, (*parts, count) if parts else ()
+
+
+_MANY = object()                 # in a plan's description: a variadic argument follows
+
+
+def plan_leaves(plan: tuple) -> list:
+    """A plan's leaf reads in order (with repeats), flattened without recursion."""
+    out, stack = [], [iter(plan[1])]
+    while stack:
+        for part in stack[-1]:
+            if type(part) is int:                # a group's count
+                continue
+            if type(part[0]) is Node:
+                out.append(part)
+            else:
+                stack.append(iter(part))
+                break
+        else:
+            stack.pop()
+    return out
 
 
 def _flat_args(srcs: dict) -> list:
