@@ -343,8 +343,7 @@ def _planned(pending: list) -> Planned | None:
     """All outputs of one pending node whose plan is current: its leaves and key, no walk."""
     node = pending[0][0]
     plan = node.plan
-    if plan is None or node.seq < CTX.realized_seq or len(pending) != len(node.types) \
-            or any(n is not node for n, _ in pending):
+    if plan is None or node.seq < CTX.realized_seq or any(n is not node for n, _ in pending):
         return None
     reads = plan_leaves(plan)
     first = dict.fromkeys(reads)              # a leaf read twice is one program input

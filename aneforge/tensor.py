@@ -1805,7 +1805,8 @@ def _select(cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
 def const(value, dtype: DType) -> Tensor:
     """A literal baked into the program (Python numbers in expressions: part of the structure)."""
     if type(value) in (int, float, bool) and value == value:     # a Python number (not NaN)
-        key = (type(value), value, dtype)
+        # -0.0 == 0.0 (and hashes alike): a zero is keyed by its spelling, keeping its sign
+        key = (type(value), value if value else repr(value), dtype)
         made = _CONSTS.get(key)
         if made is not None:                 # checked once: a new node with the same literal
             return Tensor(Node("const", {}, made[0], made[1], None, False, made[2], [], made[3]))
