@@ -148,7 +148,9 @@ class Tensor:
             if capture is not None:
                 capture.host_write()
             array = np.asarray(source)
-            type = TensorType(array.shape, self.dtype)
+            type = self.tensor_type                 # kept when the shape is (a replayed step)
+            if type.shape != array.shape:
+                type = TensorType(array.shape, type.dtype)
         old = self._node
         self._node, self._idx = leaf(array, type, old.requires_grad), 0
         self._node.grad = old.grad
@@ -299,13 +301,15 @@ class Tensor:
 
     # ---- arithmetic ------------------------------------------------------------------
     def _binary(self, op: str, other, reverse: bool = False, floating: bool = False):
-        if (type(other) is float or type(other) is int) \
-                and not (_F16_LO <= abs(other) <= 65504.0 or other == 0) \
-                and scalar_consts.needs_split(op, other):
-            x = self._floating() if floating else self
-            if _scalar_dtype(x, other).is_float:     # the engine's fp16 cannot hold it: keep it exact
-                return scalar_consts.apply_split(op, x, other, reverse)
-        a, b = operands(self, other, floating)
+        if type(other) is float or type(other) is int:      # a Python number: a const
+            if not (_F16_LO <= abs(other) <= 65504.0 or other == 0) \
+                    and scalar_consts.needs_split(op, other):
+                x = self._floating() if floating else self
+                if _scalar_dtype(x, other).is_float:  # the engine's fp16 cannot hold it: keep it exact
+                    return scalar_consts.apply_split(op, x, other, reverse)
+            a, b = _with_number(self, other, floating)
+        else:
+            a, b = operands(self, other, floating)
         if reverse:
             a, b = b, a
         na, nb = a._node, b._node             # record_op, unrolled: the hottest path

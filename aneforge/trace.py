@@ -56,7 +56,7 @@ class Node:
 
 
 def leaf(array, type: TensorType, requires_grad: bool = False) -> Node:
-    return Node(None, {}, {}, [type], [array], requires_grad)
+    return Node(None, {}, {}, [type], [array], requires_grad, None, [])
 
 
 def record(op: str, srcs: dict[str, Any], attrs: dict[str, Any], requires_grad: bool) -> Node:
@@ -89,7 +89,7 @@ def record(op: str, srcs: dict[str, Any], attrs: dict[str, Any], requires_grad: 
     if absent:
         srcs = {k: v for k, v in srcs.items() if v is not None}
     return Node(op, srcs, full, types, None, requires_grad and floating, key, args,  # shared:
-                _plan(key, srcs))                                                # never mutated
+                _plan(memo, args))                                               # never mutated
 
 
 def _apply(op: str, srcs: dict, attrs: dict, memo: tuple) -> tuple:
@@ -111,50 +111,46 @@ _APPLIED_MAX = 1 << 14
 
 
 # ---- plans: a realization's cache key and inputs, built up while recording ----------------
-# A pending node's plan is (structure id, leaf reads). The structure id numbers the tree of
-# (op key, then per argument its name and, per source, the type of a leaf it reads or the
-# structure id, with the output index if not 0, of a pending source) that the node computes,
-# by interning: two ids are equal exactly when the trees are, so an id plus which leaf reads
-# are of one leaf keys the program (a pending value used twice is one node in the program and
-# two branches of the tree; ops are pure, so both compute the same). The leaf reads are
-# (node, index) pairs in the order the compiler's cut finds them (depth first: a node's
-# sources' reads, then its own; the first of repeats counts), grouped as recorded: () for none, else a tuple of reads and groups ending in its read count
-# (a chain shares its source's group). A realization makes every plan recorded before it
-# stale (its pending nodes may now hold data): `CTX.realized_seq`.
+# A pending node's plan is (structure id, leaf reads). The structure id numbers, by interning,
+# the tree the node computes: its recording memo (op, attributes, target, argument names and
+# input types: what fixes the op) and, per source, None for a leaf or the structure id (with
+# the output index if not 0) of a pending source. Two ids are equal exactly when the trees
+# are, so an id plus which leaf reads are of one leaf keys the program (a pending value used
+# twice is one node in the program and two branches of the tree; ops are pure, so both
+# compute the same). The leaf reads are (node, index) pairs in the order the compiler's cut
+# finds them (depth first: a node's sources' reads, then its own; the first of repeats
+# counts), grouped as recorded: () for none, else a tuple of reads and groups ending in its
+# read count (a chain shares its source's group). A realization makes every plan recorded
+# before it stale (its pending nodes may now hold data): `CTX.realized_seq`.
 _SIDS: dict = {}
 _SIDS_MAX = 1 << 16
 _SID = itertools.count()         # never reused, also after _SIDS is cleared
 _PLAN_LEAVES_MAX = 4096          # a plan reads at most this many leaves (with repeats)
 
 
-def _plan(key: tuple, srcs: dict) -> tuple | None:
-    desc, parts, reads, count, stale = [key], [], [], 0, CTX.realized_seq
-    for k, v in srcs.items():
-        desc.append(k)
-        if type(v) is tuple:
-            v = (v,)
-        else:                                    # variadic: marked, with its length
-            desc.append(_MANY)
-            desc.append(len(v))
-        for ref in v:
-            node = ref[0]
-            if node.data is not None:            # a leaf read: its type
-                desc.append(node.types[ref[1]])
-                reads.append(ref)
-                continue
-            plan = node.plan
-            if plan is None or node.seq < stale:
-                return None
-            desc.append(plan[0] if ref[1] == 0 else (plan[0], ref[1]))
-            if plan[1]:
-                parts.append(plan[1])
-                count += plan[1][-1]
+def _plan(memo: tuple, args: list) -> tuple | None:
+    """The plan of a node recorded as `memo` (op, attributes, target, argument names and input
+    types: what fixes its op key) reading `args`: None if a pending source has no current one."""
+    wires, parts, reads, count, stale = [], [], [], 0, CTX.realized_seq
+    for ref in args:
+        node = ref[0]
+        if node.data is not None:                # a leaf read: the memo holds its type
+            wires.append(None)
+            reads.append(ref)
+            continue
+        plan = node.plan
+        if plan is None or node.seq < stale:
+            return None
+        wires.append(plan[0] if ref[1] == 0 else (plan[0], ref[1]))
+        if plan[1]:
+            parts.append(plan[1])
+            count += plan[1][-1]
     if reads:                                    # read after the sources' own reads
         parts += reads
         count += len(reads)
     if count > _PLAN_LEAVES_MAX:
         return None
-    desc = tuple(desc)
+    desc = (memo, tuple(wires))
     sid = _SIDS.get(desc)
     if sid is None:
         if len(_SIDS) >= _SIDS_MAX:
@@ -163,9 +159,6 @@ def _plan(key: tuple, srcs: dict) -> tuple | None:
     if len(parts) == 1 and type(parts[0][0]) is not Node:
         return sid, parts[0]                     # a chain shares its source's reads
     return sid, (*parts, count) if parts else ()
-
-
-_MANY = object()                 # in a plan's description: a variadic argument follows
 
 
 def plan_leaves(plan: tuple) -> list:
