@@ -342,17 +342,16 @@ class Planned(NamedTuple):
 def _planned(pending: list) -> Planned | None:
     """All outputs of one pending node whose plan is current: its leaves and key, no walk."""
     node = pending[0][0]
-    plan = node.plan
-    if plan is None or node.seq < CTX.realized_seq or any(n is not node for n, _ in pending):
+    if node.sid is None or node.seq < CTX.realized_seq or any(n is not node for n, _ in pending):
         return None
-    reads = plan_leaves(plan)
+    reads = plan_leaves(node.reads)
     first = dict.fromkeys(reads)              # a leaf read twice is one program input
     leaves = list(first)
     same = None
     if len(leaves) != len(reads):             # the key says which reads are of one leaf
         first.update(zip(leaves, range(len(leaves))))
         same = tuple([first[r] for r in reads])
-    return Planned(leaves, [(node, i) for i in range(len(node.types))], ("plan", plan[0], same))
+    return Planned(leaves, [(node, i) for i in range(len(node.types))], ("plan", node.sid, same))
 
 
 def program_for(refs: list[tuple]) -> Program:

@@ -1813,11 +1813,11 @@ def const(value, dtype: DType) -> Tensor:
         key = (type(value), value if value else repr(value), dtype)
         made = _CONSTS.get(key)
         if made is not None:                 # checked once: a new node with the same literal
-            return Tensor(Node("const", {}, made[0], made[1], None, False, made[2], [], made[3]))
+            return Tensor(Node("const", {}, made[0], made[1], None, False, made[2], (), made[3]))
         if len(_CONSTS) >= 4096:
             _CONSTS.clear()
         t = record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})
-        _CONSTS[key] = (t._node.attrs, t._node.types, t._node.key, t._node.plan)
+        _CONSTS[key] = (t._node.attrs, t._node.types, t._node.key, (t._node.sid, ()))
         return t
     return record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})
 

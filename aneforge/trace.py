@@ -20,7 +20,7 @@ SEQ = itertools.count()
 
 class Node:
     __slots__ = ("op", "srcs", "args", "attrs", "types", "data", "requires_grad", "key", "origin",
-                 "grad", "owner", "freed", "overwritten", "seq", "plan", "__weakref__")
+                 "grad", "owner", "freed", "overwritten", "seq", "sid", "reads", "__weakref__")
 
     def __init__(self, op: str | None, srcs: dict[str, Any], attrs: dict[str, Any],
                  types: list[TensorType], data: list | None = None, requires_grad: bool = False,
@@ -37,7 +37,8 @@ class Node:
         self.seq = next(SEQ)     # recording order (in-place checks: ops after an overwrite)
         # Everything that identifies this op structurally, computed once at record time.
         self.key = key if key is not None or op is None else op_key(op, attrs)
-        self.plan = plan          # see `_plan`: this node's realization, keyed while recording
+        # see `_plan`: this node's realization, keyed while recording (sid None: no plan)
+        self.sid, self.reads = (None, ()) if plan is None else plan
 
     @property
     def realized(self) -> bool:
@@ -45,10 +46,10 @@ class Node:
 
     def set_data(self, arrays: list, origin=None) -> None:
         self.data, self.origin = arrays, origin
-        self.plan = None
+        self.sid = None
         CTX.realized_seq = next(SEQ)          # every older plan may now hold a stale pending node
         if not self.requires_grad:
-            self.op, self.srcs, self.args, self.key = None, {}, [], None
+            self.op, self.srcs, self.args, self.key = None, {}, (), None
 
     def refs(self):
         """(node, output index) of every source, in argument order (variadic flattened)."""
@@ -56,7 +57,7 @@ class Node:
 
 
 def leaf(array, type: TensorType, requires_grad: bool = False) -> Node:
-    return Node(None, {}, {}, [type], [array], requires_grad, None, [])
+    return Node(None, {}, {}, [type], [array], requires_grad, None, ())
 
 
 def record(op: str, srcs: dict[str, Any], attrs: dict[str, Any], requires_grad: bool) -> Node:
@@ -138,13 +139,13 @@ def _plan(memo: tuple, args: list) -> tuple | None:
             wires.append(None)
             reads.append(ref)
             continue
-        plan = node.plan
-        if plan is None or node.seq < stale:
+        sid = node.sid
+        if sid is None or node.seq < stale:
             return None
-        wires.append(plan[0] if ref[1] == 0 else (plan[0], ref[1]))
-        if plan[1]:
-            parts.append(plan[1])
-            count += plan[1][-1]
+        wires.append(sid if ref[1] == 0 else (sid, ref[1]))
+        if node.reads:
+            parts.append(node.reads)
+            count += node.reads[-1]
     if reads:                                    # read after the sources' own reads
         parts += reads
         count += len(reads)
@@ -161,9 +162,9 @@ def _plan(memo: tuple, args: list) -> tuple | None:
     return sid, (*parts, count) if parts else ()
 
 
-def plan_leaves(plan: tuple) -> list:
+def plan_leaves(reads: tuple) -> list:
     """A plan's leaf reads in order (with repeats), flattened without recursion."""
-    out, stack = [], [iter(plan[1])]
+    out, stack = [], [iter(reads)]
     while stack:
         for part in stack[-1]:
             if type(part) is int:                # a group's count

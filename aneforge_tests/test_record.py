@@ -74,7 +74,7 @@ def test_a_plan_reads_the_leaves_the_walk_finds_in_the_same_order(graph):
 def test_a_planned_realization_equals_the_walked_one(graph):
     a = build(*graph, seed=10)
     b = build(*graph, seed=10)
-    b.ref[0].plan = None                      # this one walks the trace
+    b.ref[0].sid = None                       # this one walks the trace
     assert planned(a) is not None and planned(b) is None
     np.testing.assert_array_equal(a.numpy(), b.numpy())
 
