@@ -46,7 +46,7 @@ class Node:
 
     def set_data(self, arrays: list, origin=None) -> None:
         self.data, self.origin = arrays, origin
-        self.sid = None
+        self.sid, self.reads = None, ()       # (the reads would keep its inputs alive)
         CTX.realized_seq = next(SEQ)          # every older plan may now hold a stale pending node
         if not self.requires_grad:
             self.op, self.srcs, self.args, self.key = None, {}, (), None

@@ -225,3 +225,15 @@ def test_a_realization_stamps_the_trace():
     before = CTX.realized_seq
     (af.ones(2) + 1.0).numpy()
     assert CTX.realized_seq > before
+
+
+def test_a_realized_value_keeps_neither_its_sources_nor_their_leaves():
+    import gc
+    import weakref
+    x = af.tensor(fresh((64, 64), 7))
+    y = ((x * 2.0) + 1.0).sum()
+    held = weakref.ref(x.ref[0])
+    y.numpy()
+    del x
+    gc.collect()
+    assert held() is None                     # y's node no longer reaches the input's array
