@@ -305,7 +305,7 @@ class Tensor:
             if not (_F16_LO <= abs(other) <= 65504.0 or other == 0) \
                     and scalar_consts.needs_split(op, other):
                 x = self._floating() if floating else self
-                if _scalar_dtype(x, other).is_float:  # the engine's fp16 cannot hold it: keep it exact
+                if _scalar_dtype(x, other).is_float:  # fp16 cannot hold it: keep it exact
                     return scalar_consts.apply_split(op, x, other, reverse)
             a, b = _with_number(self, other, floating)
         else:

@@ -34,9 +34,10 @@ def structure(inputs: Iterable, ops: Iterable, outputs: Iterable) -> tuple:
 
     `inputs` are (value, TensorType) pairs read from outside; each op is (op key, arguments,
     result values), its arguments (name, value) pairs in a fixed order, where a tuple holds
-    the values of a variadic argument; `outputs` are values. A value is any hashable handle: the key numbers values in order of definition,
-    so neither names nor data enter it. Result types are left out: every route that builds
-    an op infers them from its key and input types (`OpDef.apply`).
+    the values of a variadic argument; `outputs` are values. A value is any hashable handle:
+    the key numbers values in order of definition, so neither names nor data enter it. Result
+    types are left out: every route that builds an op infers them from its key and input types
+    (`OpDef.apply`).
     """
     number: dict = {}
     ins = []
