@@ -126,7 +126,7 @@ _APPLIED_MAX = 1 << 14
 _SIDS: dict = {}
 _SIDS_MAX = 1 << 16
 _SID = itertools.count()         # never reused, also after _SIDS is cleared
-_PLAN_LEAVES_MAX = 4096          # a plan reads at most this many leaves (with repeats)
+_PLAN_LEAVES_MAX = 256           # reads (with repeats) past which walking the cut is cheaper
 
 
 def _plan(memo: tuple, args: list) -> tuple | None:
