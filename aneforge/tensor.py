@@ -27,7 +27,7 @@ from .context import CTX
 from .dtypes import DType
 from .errors import AneforgeError, DTypeError, ShapeError
 from .ir.types import TensorType
-from .trace import SEQ, Node, leaf, record
+from .trace import SEQ, Node, leaf, record, record_binary
 
 minmax = namedtuple("minmax", ["values", "indices"])
 # torch's legacy type strings (Tensor.type()); int64/double name the int32/fp32 we compute in.
@@ -307,14 +307,16 @@ class Tensor:
                 x = self._floating() if floating else self
                 if _scalar_dtype(x, other).is_float:  # fp16 cannot hold it: keep it exact
                     return scalar_consts.apply_split(op, x, other, reverse)
-            a, b = _with_number(self, other, floating)
+            dt = _number_dtype(self, other, floating)
+            a = self if dt is self._node.types[self._idx].dtype else self.to(dt)
+            a, b = (a._node, a._idx), (_number_node(other, dt), 0)
         else:
             a, b = operands(self, other, floating)
+            a, b = (a._node, a._idx), (b._node, b._idx)
         if reverse:
             a, b = b, a
-        na, nb = a._node, b._node             # record_op, unrolled: the hottest path
-        return Tensor(record(op, {"x": (na, a._idx), "y": (nb, b._idx)}, {},
-                             (na.requires_grad or nb.requires_grad) and CTX.thread.grad_enabled))
+        return Tensor(record_binary(op, a, b, (a[0].requires_grad or b[0].requires_grad)
+                                    and CTX.thread.grad_enabled))   # record_op, unrolled
 
     def __add__(self, o):
         return self._binary("add", o)
@@ -1809,17 +1811,23 @@ def _select(cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
 def const(value, dtype: DType) -> Tensor:
     """A literal baked into the program (Python numbers in expressions: part of the structure)."""
     if type(value) in (int, float, bool) and value == value:     # a Python number (not NaN)
-        # -0.0 == 0.0 (and hashes alike): a zero is keyed by its spelling, keeping its sign
-        key = (type(value), value if value else repr(value), dtype)
-        made = _CONSTS.get(key)
-        if made is not None:                 # checked once: a new node with the same literal
-            return Tensor(Node("const", {}, made[0], made[1], None, False, made[2], (), made[3]))
-        if len(_CONSTS) >= 4096:
-            _CONSTS.clear()
-        t = record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})
-        _CONSTS[key] = (t._node.attrs, t._node.types, t._node.key, (t._node.sid, ()))
-        return t
+        return Tensor(_number_node(value, dtype))
     return record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})
+
+
+def _number_node(value, dtype: DType) -> Node:
+    """The const node of a Python number, checked once per (number, dtype): then a new node
+    with the same literal (every use is its own node, as recorded)."""
+    # -0.0 == 0.0 (and hashes alike): a zero is keyed by its spelling, keeping its sign
+    key = (type(value), value if value else repr(value), dtype)
+    made = _CONSTS.get(key)
+    if made is not None:
+        return Node("const", {}, made[0], made[1], None, False, made[2], (), made[3])
+    if len(_CONSTS) >= 4096:
+        _CONSTS.clear()
+    node = record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})._node
+    _CONSTS[key] = (node.attrs, node.types, node.key, (node.sid, ()))
+    return node
 
 
 _CONSTS: dict = {}      # a pure cache: a Python number's checked const (attrs, types, key, plan)
@@ -1873,10 +1881,14 @@ def operands(x: Tensor, other, floating: bool = False) -> tuple[Tensor, Tensor]:
 
 
 def _with_number(x: Tensor, value, floating: bool) -> tuple[Tensor, Tensor]:
-    dt = _scalar_dtype(x, value)
-    if floating and not dt.is_float:
-        dt = dtypes.float16
+    dt = _number_dtype(x, value, floating)
     return x if dt is x._node.types[x._idx].dtype else x.to(dt), const(value, dt)
+
+
+def _number_dtype(x: Tensor, value, floating: bool) -> DType:
+    """The dtype x and a Python number meet in (torch's promotion; `floating`: at least fp16)."""
+    dt = _scalar_dtype(x, value)
+    return dtypes.float16 if floating and not dt.is_float else dt
 
 
 def _int_power(x: Tensor, n: int) -> Tensor:

@@ -80,16 +80,28 @@ def record(op: str, srcs: dict[str, Any], attrs: dict[str, Any], requires_grad: 
         else:
             memo.append(tuple([n.types[i] for n, i in v]))
             args.extend(v)
-    memo = tuple(memo)
+    kept = {k: v for k, v in srcs.items() if v is not None} if absent else srcs
+    return _node(op, srcs, attrs, requires_grad, tuple(memo), args, kept)
+
+
+def record_binary(op: str, x: tuple, y: tuple, requires_grad: bool) -> Node:
+    """`record(op, {"x": x, "y": y}, {}, requires_grad)`, unrolled for the arithmetic operators
+    (the same memo, so the same checks and plans)."""
+    srcs = {"x": x, "y": y}
+    memo = (op, (), CTX.target, "x", x[0].types[x[1]], "y", y[0].types[y[1]])
+    return _node(op, srcs, {}, requires_grad, memo, [x, y], srcs)
+
+
+def _node(op: str, srcs: dict, attrs: dict, requires_grad: bool, memo: tuple, args: list,
+          kept: dict) -> Node:
+    """The recorded node: `memo` keys the check, `kept` are the sources given (not None)."""
     hit = _APPLIED.get(memo)
     if hit is None:
         hit = _apply(op, srcs, attrs, memo)
     elif hit[4]:
         REGISTRY[op].check_const_inputs(srcs, _is_const)
     full, types, key, floating, _ = hit
-    if absent:
-        srcs = {k: v for k, v in srcs.items() if v is not None}
-    return Node(op, srcs, full, types, None, requires_grad and floating, key, args,  # shared:
+    return Node(op, kept, full, types, None, requires_grad and floating, key, args,  # shared:
                 _plan(memo, args))                                               # never mutated
 
 
