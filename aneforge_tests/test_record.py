@@ -237,3 +237,25 @@ def test_a_realized_value_keeps_neither_its_sources_nor_their_leaves():
     del x
     gc.collect()
     assert held() is None                     # y's node no longer reaches the input's array
+
+
+def test_operators_record_as_record_op_does():
+    from aneforge.tensor import record_op
+    x, y = af.tensor(fresh((2, 3), 8)), af.tensor(fresh((2, 3), 9))
+    a, b = x * y, record_op("mul", {"x": x, "y": y}, {})
+    assert (a.ref[0].key, a.ref[0].sid, a.ref[0].types) == (b.ref[0].key, b.ref[0].sid,
+                                                            b.ref[0].types)
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_several_targets_walk_into_one_program():
+    x = af.tensor(fresh((2, 3), 10))
+    a, b = x * 2.0, (x + 1.0).exp()
+    assert compiler._planned([a.ref, b.ref]) is None        # two target nodes: the walk
+    af.clear_cache()
+    compiler.realize([a.ref, b.ref])
+    assert af.cache_info().misses == 1
+    import torch
+    t = torch.from_numpy(x.numpy().astype(np.float32))
+    np.testing.assert_allclose(a.numpy(), (t * 2).numpy(), rtol=1e-3)
+    np.testing.assert_allclose(b.numpy(), (t + 1).exp().numpy(), rtol=2e-3)
