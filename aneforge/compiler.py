@@ -24,10 +24,10 @@ from .context import CTX
 from .errors import AneforgeError, DTypeError
 from . import passes
 from .ir import Block, Function, Operation, Program, TensorType, Var
-from .ir.dag import fresh_name, topological
-from .ir.signature import structure
+from .ir.dag import fresh_name
 from .numerics import get_numerics
 from .targets import get_target
+from .trace import plan_leaves
 from .runtime import get_backend
 
 
@@ -120,25 +120,23 @@ def clear_cache() -> None:
     CTX.cache.clear()
 
 
-def _pending_sources(node) -> list:
-    return [src for src, _ in node.args if src.data is None]
-
-
 class Cut:
-    """The pending subgraph that produces some target values, in topological order."""
+    """The pending subgraph that produces some target values, in topological order, and its
+    structural key, found in one walk (a cache hit does nothing else before running).
+
+    The key numbers leaf j as -(j + 1) and a node's output i as (its first number) + i, nodes
+    numbered in topological order; each op contributes its key (name, attributes) and its
+    arguments (name, number or tuple of numbers): neither data nor names enter it.
+    """
 
     def __init__(self, targets: list[tuple]):
         self.outputs: list[tuple] = list(dict.fromkeys(   # a multi-output node gives all
             [(node, i) for node, _ in targets for i in range(len(node.types))]))
-        self.nodes: list = topological(   # op nodes, topologically ordered
-            [n for n, _ in self.outputs if n.data is None], _pending_sources)
-        self.leaves: list[tuple] = list(dict.fromkeys(   # (node, index) read as inputs, in order
-            [ref for node in self.nodes for ref in node.args if ref[0].data is not None]))
+        self.nodes: list = _pending_order([n for n, _ in self.outputs if n.data is None])
+        self.leaves, self.structure = _wiring(self.nodes, self.outputs)
 
     def key(self, numerics, backend_name: str) -> tuple:
-        ops = ((n.key, n.srcs.items(), [(n, i) for i in range(len(n.types))]) for n in self.nodes)
-        leaves = [(ref, ref[0].types[ref[1]]) for ref in self.leaves]
-        return backend_name, numerics, structure(leaves, ops, self.outputs, many=list)
+        return backend_name, numerics, self.structure
 
     def program(self) -> Program:
         """The MIL Program: leaves become inputs (cast in from their transport dtype), target
@@ -169,6 +167,59 @@ class Cut:
             v = _reshape_to(vars[(id(node), i)], boundary_shape(node.types[i].shape), ops, fresh)
             outputs.append(_cast_to(v, dtypes.transport(v.dtype), ops, fresh))
         return Program({"main": Function(Block(inputs, ops, outputs))})
+
+
+_MARK = object()      # on the walk's stack: the node below it has all its sources placed
+
+
+def _pending_order(roots: list) -> list:
+    """Every pending node `roots` depend on through pending sources, each after its sources:
+    depth first, sources in argument order (`ir.dag.topological`, unrolled: it runs on every
+    realization)."""
+    order, seen, stack = [], set(), roots[::-1]
+    push, pop = stack.append, stack.pop
+    while stack:
+        node = pop()
+        if node is _MARK:
+            order.append(pop())
+        elif node not in seen:
+            seen.add(node)
+            push(node)
+            push(_MARK)
+            args = node.args
+            for j in range(len(args) - 1, -1, -1):
+                src = args[j][0]
+                if src.data is None and src not in seen:
+                    push(src)
+    return order
+
+
+def _wiring(nodes: list, outputs: list) -> tuple[list, tuple]:
+    """(leaves read, in order of first use; the structural key) of ordered pending nodes."""
+    base: dict = {}           # node -> number of its first output
+    leaves: dict = {}         # (node, index) -> leaf number
+    body, count = [], 0
+
+    def number(ref):
+        node = ref[0]
+        if node.data is None:
+            return base[node] + ref[1]
+        j = leaves.get(ref)
+        if j is None:
+            j = leaves[ref] = len(leaves)
+        return -1 - j
+
+    for node in nodes:
+        entry = [node.key]
+        for k, v in node.srcs.items():
+            entry.append(k)
+            entry.append(number(v) if type(v) is tuple else tuple([number(u) for u in v]))
+        body.append(tuple(entry))
+        base[node] = count
+        count += len(node.types)
+    outs = tuple([number(ref) for ref in outputs])
+    types = tuple([(n.types[i].shape, n.types[i].dtype.name) for n, i in leaves])
+    return list(leaves), (types, tuple(body), outs)
 
 
 def boundary_shape(shape: tuple) -> tuple:
@@ -229,12 +280,14 @@ def run(refs: list[tuple]) -> None:
     if not pending:
         return
     cache = CTX.cache
-    cut = Cut(pending)
     numerics, backend, pipeline = get_numerics(), get_backend(), passes.get_pipeline()
+    cut = _planned(pending) or Cut(pending)
     key = cut.key(numerics, backend.name) + (pipeline, get_target().name)
     entry = cache.entries.get(key)
     if entry is None:
         start = time.perf_counter()
+        if type(cut) is Planned:
+            cut = cut.full(pending)
         program = cut.program()
         report = passes.run(program, pipeline, numerics)
         entry = Entry(program, backend.compile(program, numerics), report)
@@ -255,7 +308,7 @@ def run(refs: list[tuple]) -> None:
     if CTX.thread.capture is not None:
         CTX.thread.capture.ran(cut, entry)
     if CTX.recorders:
-        run = Run(program, inputs, cut.program())
+        run = Run(program, inputs, Cut(pending).program())
         for log in CTX.recorders:
             log.append(run)
     results = exe.run(inputs)
@@ -265,6 +318,40 @@ def run(refs: list[tuple]) -> None:
             node.types[i].shape)
     for node, outs in by_node.items():
         node.set_data([outs[i] for i in range(len(node.types))], program)
+
+
+class Planned(NamedTuple):
+    """A cut known from the target's plan (`trace._plan`), without walking the trace: the
+    leaves it reads, the outputs it writes, and its key."""
+    leaves: list
+    outputs: list
+    structure: tuple
+
+    def key(self, numerics, backend_name: str) -> tuple:
+        return backend_name, numerics, self.structure
+
+    def full(self, pending: list) -> Cut:
+        """The walked cut, which must read the same leaves in the same order (checked)."""
+        cut = Cut(pending)
+        if cut.leaves != self.leaves:
+            raise AneforgeError(f"internal error: a plan's {len(self.leaves)} leaves differ "
+                                f"from the cut's {len(cut.leaves)}")
+        return cut
+
+
+def _planned(pending: list) -> Planned | None:
+    """All outputs of one pending node whose plan is current: its leaves and key, no walk."""
+    node = pending[0][0]
+    if node.sid is None or node.seq < CTX.realized_seq or any(n is not node for n, _ in pending):
+        return None
+    reads = plan_leaves(node.reads)
+    first = dict.fromkeys(reads)              # a leaf read twice is one program input
+    leaves = list(first)
+    same = None
+    if len(leaves) != len(reads):             # the key says which reads are of one leaf
+        first.update(zip(leaves, range(len(leaves))))
+        same = tuple([first[r] for r in reads])
+    return Planned(leaves, [(node, i) for i in range(len(node.types))], ("plan", node.sid, same))
 
 
 def program_for(refs: list[tuple]) -> Program:

@@ -62,6 +62,7 @@ class Context:
     # into the same program). Held weakly: dropping an optimizer drops its participation.
     participants: weakref.WeakSet = field(default_factory=weakref.WeakSet)
     thread: ThreadState = field(default_factory=ThreadState)
+    realized_seq: int = -1        # trace.SEQ at the latest realization (older plans are stale)
 
 
 CTX = Context()

@@ -14,7 +14,7 @@ import numpy as np
 from .errors import DTypeError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)     # one object per dtype: == and hash by identity (fast)
 class DType:
     name: str            # the MIL spelling: fp16, fp32, int32, bool, ...
     torch_name: str      # the torch spelling: float16, float32, int32, bool, ...
@@ -28,6 +28,9 @@ class DType:
 
     def __repr__(self) -> str:
         return f"aneforge.{self.torch_name}"
+
+    def __reduce__(self):                 # copies and pickles stay the one object per dtype
+        return as_dtype, (self.name,)
 
 
 float16 = DType("fp16", "float16", "float16", True, 5)

@@ -185,7 +185,8 @@ class Capture:
 
 
 class _Run:
-    __slots__ = ("entry", "leaves", "outputs", "sources", "in_types", "out_types", "in_plan")
+    __slots__ = ("entry", "leaves", "outputs", "sources", "in_types", "out_types", "in_plan",
+                 "out_plan")
 
     def __init__(self, entry, leaves, outputs):
         self.entry, self.leaves, self.outputs, self.sources = entry, leaves, outputs, []
@@ -200,47 +201,70 @@ class _Run:
         # the right shape straight through (host cost per step: a few hundred microseconds)
         self.in_plan = [(t.dtype, compiler.boundary_shape(t.shape),
                          dtypes.transport(t.dtype) is not t.dtype) for t in self.in_types]
+        self.out_plan = [(t.dtype.np, t.shape) for t in self.out_types]
 
 
 class Replay:
-    """A captured call, ready to run again on new arguments."""
+    """A captured call, ready to run again on new arguments. Every source is turned into a
+    reader once (`_READERS`), so a replay only calls them: no dispatch per value."""
 
     def __init__(self, actions, guards, returns, rebuild):
         self.actions, self.guards, self.returns, self.rebuild = actions, guards, returns, rebuild
+        self.steps = [_STEPS[kind](what) for kind, what in actions]
+        self.readers = [(_reader(s), t) for s, t in returns]
 
     def valid(self) -> bool:
         return all(fn() == value for fn, value in self.guards)
 
     def __call__(self, args: list):
         outs: list = []
-        value = functools.partial(_value, args, outs)
-        for kind, what in self.actions:
-            if kind == "run":
-                outs.append(_run(what, [value(s) for s in what.sources]))
-            elif kind == "effect":
-                fn, srcs = what
-                fn(*[value(s) for s in srcs])
-            else:
-                _set_grad(what, value)
-        return self.rebuild([Tensor(leaf(value(s), t)) for s, t in self.returns])
+        for act, what, readers in self.steps:
+            act(what, [read(args, outs) for read in readers], outs)
+        return self.rebuild([Tensor(leaf(read(args, outs), t)) for read, t in self.readers])
 
 
-def _value(args, outs, src):
-    kind = src[0]
-    if kind == "out":
-        return outs[src[1]][src[2]]
-    if kind == "owner":
-        node, i = src[1]().ref
-        return node.data[i]
-    if kind == "fixed":
-        return src[1]
-    if kind == "targ":
-        return args[src[1]].ref[0].data[src[2]]
-    if kind == "arg":
-        return src[2](args[src[1]])
-    if kind == "provide":
-        return np.asarray(src[1](), dtype=src[2].np).reshape(())
-    return src[1]()                                   # "remake": a fresh draw
+# source kind -> (its fields -> reader(args, outs) -> the array at replay)
+_READERS = {
+    "out": lambda j, k: lambda args, outs: outs[j][k],
+    "owner": lambda handle: lambda args, outs: _held(handle()),
+    "fixed": lambda array: lambda args, outs: array,
+    "targ": lambda k, i: lambda args, outs: args[k]._node.data[i],
+    "arg": lambda k, remake: lambda args, outs: remake(args[k]),
+    "provide": lambda fn, dtype: lambda args, outs: np.asarray(fn(), dtype=dtype.np).reshape(()),
+    "remake": lambda fn: lambda args, outs: fn(),             # a fresh draw
+}
+
+
+def _held(tensor: Tensor):
+    return tensor._node.data[tensor._idx]
+
+
+def _reader(src):
+    return _READERS[src[0]](*src[1:])
+
+
+def _run_step(run, arrays, outs) -> None:
+    outs.append(_run(run, arrays))
+
+
+def _effect_step(fn, arrays, outs) -> None:
+    fn(*arrays)
+
+
+def _grad_step(what, arrays, outs) -> None:
+    node, type = what
+    owner = node.owner
+    target = owner()._node if owner is not None else node
+    target.grad = Tensor(leaf(arrays[0], type)) if arrays else None
+
+
+# action kind -> its captured form -> (act(what, arrays, outs), what, readers of the arrays)
+_STEPS = {
+    "run": lambda run: (_run_step, run, [_reader(s) for s in run.sources]),
+    "effect": lambda what: (_effect_step, what[0], [_reader(s) for s in what[1]]),
+    "grad": lambda what: (_grad_step, (what[0], what[2]),
+                          [] if what[1] is None else [_reader(what[1])]),
+}
 
 
 def _run(run: _Run, arrays: list) -> list:
@@ -249,20 +273,17 @@ def _run(run: _Run, arrays: list) -> list:
               for a, (dtype, shape, convert) in zip(arrays, run.in_plan)]
     results = run.entry.executable.run(inputs)
     CTX.cache.hits += 1
-    return [compiler.from_transport(r, t.dtype).reshape(t.shape)
-            for r, t in zip(results, run.out_types)]
+    outs = []
+    for r, (np_dtype, shape) in zip(results, run.out_plan):
+        if r.dtype != np_dtype:
+            r = r.astype(np_dtype)
+        outs.append(r if r.shape == shape else r.reshape(shape))
+    return outs
 
 
 def _no_grad_now(node) -> bool:
     owner = node.owner
     return (owner().ref[0] if owner is not None else node).grad is None
-
-
-def _set_grad(what, value) -> None:
-    node, src, type = what
-    owner = node.owner
-    target = owner().ref[0] if owner is not None else node
-    target.grad = None if src is None else Tensor(leaf(value(src), type))
 
 
 def _flatten(obj):

@@ -27,7 +27,7 @@ from .context import CTX
 from .dtypes import DType
 from .errors import AneforgeError, DTypeError, ShapeError
 from .ir.types import TensorType
-from .trace import SEQ, Node, leaf, record
+from .trace import SEQ, Node, leaf, record, record_binary
 
 minmax = namedtuple("minmax", ["values", "indices"])
 # torch's legacy type strings (Tensor.type()); int64/double name the int32/fp32 we compute in.
@@ -148,7 +148,9 @@ class Tensor:
             if capture is not None:
                 capture.host_write()
             array = np.asarray(source)
-            type = TensorType(array.shape, self.dtype)
+            type = self.tensor_type                 # kept when the shape is (a replayed step)
+            if type.shape != array.shape:
+                type = TensorType(array.shape, type.dtype)
         old = self._node
         self._node, self._idx = leaf(array, type, old.requires_grad), 0
         self._node.grad = old.grad
@@ -299,14 +301,22 @@ class Tensor:
 
     # ---- arithmetic ------------------------------------------------------------------
     def _binary(self, op: str, other, reverse: bool = False, floating: bool = False):
-        if (type(other) is float or type(other) is int) \
-                and not (_F16_LO <= abs(other) <= 65504.0 or other == 0) \
-                and scalar_consts.needs_split(op, other):
-            x = self._floating() if floating else self
-            if _scalar_dtype(x, other).is_float:     # the engine's fp16 cannot hold it: keep it exact
-                return scalar_consts.apply_split(op, x, other, reverse)
-        a, b = operands(self, other, floating)
-        return record_op(op, {"x": b, "y": a} if reverse else {"x": a, "y": b}, {})
+        if type(other) is float or type(other) is int:      # a Python number: a const
+            if not (_F16_LO <= abs(other) <= 65504.0 or other == 0) \
+                    and scalar_consts.needs_split(op, other):
+                x = self._floating() if floating else self
+                if _scalar_dtype(x, other).is_float:  # fp16 cannot hold it: keep it exact
+                    return scalar_consts.apply_split(op, x, other, reverse)
+            dt = _number_dtype(self, other, floating)
+            a = self if dt is self._node.types[self._idx].dtype else self.to(dt)
+            a, b = (a._node, a._idx), (_number_node(other, dt), 0)
+        else:
+            a, b = operands(self, other, floating)
+            a, b = (a._node, a._idx), (b._node, b._idx)
+        if reverse:
+            a, b = b, a
+        return Tensor(record_binary(op, a, b, (a[0].requires_grad or b[0].requires_grad)
+                                    and CTX.thread.grad_enabled))   # record_op, unrolled
 
     def __add__(self, o):
         return self._binary("add", o)
@@ -1774,14 +1784,15 @@ def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
     """
     refs, grad = {}, False
     for k, v in inputs.items():          # one pass: references, and whether any needs grad
-        if v is None:
+        if type(v) is Tensor or isinstance(v, Tensor):
+            node = v._node
+            refs[k] = (node, v._idx)
+            grad = grad or node.requires_grad
+        elif v is None:
             refs[k] = None
-        elif type(v) is tuple or type(v) is list:
+        else:                            # a tuple or list of Tensors (variadic)
             refs[k] = [(t._node, t._idx) for t in v]
             grad = grad or any(t._node.requires_grad for t in v)
-        else:
-            refs[k] = (v._node, v._idx)
-            grad = grad or v._node.requires_grad
     node = record(op, refs, attrs, grad and CTX.thread.grad_enabled)
     if len(node.types) == 1:
         return Tensor(node)
@@ -1804,19 +1815,26 @@ def _select(cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
 def const(value, dtype: DType) -> Tensor:
     """A literal baked into the program (Python numbers in expressions: part of the structure)."""
     if type(value) in (int, float, bool) and value == value:     # a Python number (not NaN)
-        key = (type(value), value, dtype)
-        made = _CONSTS.get(key)
-        if made is not None:                 # checked once: a new node with the same literal
-            return Tensor(Node("const", {}, made[0], made[1], None, False, made[2]))
-        if len(_CONSTS) >= 4096:
-            _CONSTS.clear()
-        t = record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})
-        _CONSTS[key] = (t._node.attrs, t._node.types, t._node.key)
-        return t
+        return Tensor(_number_node(value, dtype))
     return record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})
 
 
-_CONSTS: dict = {}      # a pure cache: a Python number's checked const (attrs, types, key)
+def _number_node(value, dtype: DType) -> Node:
+    """The const node of a Python number, checked once per (number, dtype): then a new node
+    with the same literal (every use is its own node, as recorded)."""
+    # -0.0 == 0.0 (and hashes alike): a zero is keyed by its spelling, keeping its sign
+    key = (type(value), value if value else repr(value), dtype)
+    made = _CONSTS.get(key)
+    if made is not None:
+        return Node("const", {}, made[0], made[1], None, False, made[2], (), made[3])
+    if len(_CONSTS) >= 4096:
+        _CONSTS.clear()
+    node = record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})._node
+    _CONSTS[key] = (node.attrs, node.types, node.key, (node.sid, ()))
+    return node
+
+
+_CONSTS: dict = {}      # a pure cache: a Python number's checked const (attrs, types, key, plan)
 
 
 def tensor_like(value, like: Tensor) -> Tensor:
@@ -1827,13 +1845,14 @@ def tensor_like(value, like: Tensor) -> Tensor:
 
 
 def _scalar_dtype(x: Tensor, value) -> DType:
+    dt = x._node.types[x._idx].dtype
+    if type(value) is float:                                # the common case first
+        return dt if dt.is_float else dtypes.float16
     if isinstance(value, bool):
-        return x.dtype
-    if isinstance(value, numbers.Integral):
-        return x.dtype if x.dtype != dtypes.bool_ else dtypes.int32
-    if x.dtype.is_float:
-        return x.dtype
-    return dtypes.float16
+        return dt
+    if type(value) is int or isinstance(value, numbers.Integral):
+        return dt if dt is not dtypes.bool_ else dtypes.int32
+    return dt if dt.is_float else dtypes.float16
 
 
 def operands(x: Tensor, other, floating: bool = False) -> tuple[Tensor, Tensor]:
@@ -1846,23 +1865,34 @@ def operands(x: Tensor, other, floating: bool = False) -> tuple[Tensor, Tensor]:
     >>> [t.dtype for t in operands(af.tensor([1, 2]), 0.5)]
     [aneforge.float16, aneforge.float16]
     """
+    kind = type(other)
+    if kind is float or kind is int:                         # the common cases first
+        return _with_number(x, other, floating)
     if isinstance(other, Tensor):
         a, b = x._node.types[x._idx].dtype, other._node.types[other._idx].dtype
-        if a is b and (a.is_float or not floating):          # the common case: nothing to cast
+        if a is b and (a.is_float or not floating):          # nothing to cast
             return x, other
     elif isinstance(other, np.ndarray):
         other = tensor_like(other, x)
     if not isinstance(other, Tensor):
         if not isinstance(other, numbers.Number):
             raise TypeError(f"unsupported operand type {type(other).__name__} with a Tensor")
-        dt = _scalar_dtype(x, other)
-        if floating and not dt.is_float:
-            dt = dtypes.float16
-        return x.to(dt), const(other, dt)
+        return _with_number(x, other, floating)
     dt = dtypes.promote(x.dtype, other.dtype)
     if floating and not dt.is_float:
         dt = dtypes.float16
     return x.to(dt), other.to(dt)
+
+
+def _with_number(x: Tensor, value, floating: bool) -> tuple[Tensor, Tensor]:
+    dt = _number_dtype(x, value, floating)
+    return x if dt is x._node.types[x._idx].dtype else x.to(dt), const(value, dt)
+
+
+def _number_dtype(x: Tensor, value, floating: bool) -> DType:
+    """The dtype x and a Python number meet in (torch's promotion; `floating`: at least fp16)."""
+    dt = _scalar_dtype(x, value)
+    return dtypes.float16 if floating and not dt.is_float else dt
 
 
 def _int_power(x: Tensor, n: int) -> Tensor:

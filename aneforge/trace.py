@@ -20,19 +20,14 @@ SEQ = itertools.count()
 
 class Node:
     __slots__ = ("op", "srcs", "args", "attrs", "types", "data", "requires_grad", "key", "origin",
-                 "grad", "owner", "freed", "overwritten", "seq", "__weakref__")
+                 "grad", "owner", "freed", "overwritten", "seq", "sid", "reads", "__weakref__")
 
     def __init__(self, op: str | None, srcs: dict[str, Any], attrs: dict[str, Any],
                  types: list[TensorType], data: list | None = None, requires_grad: bool = False,
-                 key: tuple | None = None):
+                 key: tuple | None = None, args: list | None = None, plan: tuple | None = None):
         self.op, self.srcs, self.attrs, self.types = op, srcs, attrs, types
-        args = []                 # every source (node, index) in argument order, flattened
-        for v in srcs.values():
-            if type(v) is list:
-                args.extend(v)
-            else:
-                args.append(v)
-        self.args = args
+        # every source (node, index) in argument order, variadic flattened (`record` passes it)
+        self.args = _flat_args(srcs) if args is None else args
         self.data, self.requires_grad = data, requires_grad
         self.origin = None        # the Program that computed a realized node
         self.grad = None          # a leaf's accumulated gradient (a Tensor)
@@ -42,6 +37,8 @@ class Node:
         self.seq = next(SEQ)     # recording order (in-place checks: ops after an overwrite)
         # Everything that identifies this op structurally, computed once at record time.
         self.key = key if key is not None or op is None else op_key(op, attrs)
+        # see `_plan`: this node's realization, keyed while recording (sid None: no plan)
+        self.sid, self.reads = (None, ()) if plan is None else plan
 
     @property
     def realized(self) -> bool:
@@ -49,8 +46,10 @@ class Node:
 
     def set_data(self, arrays: list, origin=None) -> None:
         self.data, self.origin = arrays, origin
+        self.sid, self.reads = None, ()       # (the reads would keep its inputs alive)
+        CTX.realized_seq = next(SEQ)          # every older plan may now hold a stale pending node
         if not self.requires_grad:
-            self.op, self.srcs, self.args, self.key = None, {}, [], None
+            self.op, self.srcs, self.args, self.key = None, {}, (), None
 
     def refs(self):
         """(node, output index) of every source, in argument order (variadic flattened)."""
@@ -58,7 +57,7 @@ class Node:
 
 
 def leaf(array, type: TensorType, requires_grad: bool = False) -> Node:
-    return Node(None, {}, {}, [type], [array], requires_grad)
+    return Node(None, {}, {}, [type], [array], requires_grad, None, ())
 
 
 def record(op: str, srcs: dict[str, Any], attrs: dict[str, Any], requires_grad: bool) -> Node:
@@ -69,29 +68,137 @@ def record(op: str, srcs: dict[str, Any], attrs: dict[str, Any], requires_grad: 
     (whose caps it enforces), so it is remembered (`_APPLIED`): a training loop records the
     same few hundred uses every step.
     """
-    opdef = REGISTRY[op]
-    memo = (op, canonical(attrs), tuple([
-        (k, None if v is None else tuple([n.types[i] for n, i in v]) if type(v) is list
-         else v[0].types[v[1]]) for k, v in srcs.items()]), CTX.target)
+    memo, args, absent = [op, canonical(attrs) if attrs else (), CTX.target], [], False
+    for k, v in srcs.items():              # one pass: the memo's input types, and the args
+        memo.append(k)
+        if type(v) is tuple:
+            memo.append(v[0].types[v[1]])
+            args.append(v)
+        elif v is None:
+            memo.append(None)
+            absent = True
+        else:
+            memo.append(tuple([n.types[i] for n, i in v]))
+            args.extend(v)
+    kept = {k: v for k, v in srcs.items() if v is not None} if absent else srcs
+    return _node(op, srcs, attrs, requires_grad, tuple(memo), args, kept)
+
+
+def record_binary(op: str, x: tuple, y: tuple, requires_grad: bool) -> Node:
+    """`record(op, {"x": x, "y": y}, {}, requires_grad)`, unrolled for the arithmetic operators
+    (the same memo, so the same checks and plans)."""
+    srcs = {"x": x, "y": y}
+    memo = (op, (), CTX.target, "x", x[0].types[x[1]], "y", y[0].types[y[1]])
+    return _node(op, srcs, {}, requires_grad, memo, [x, y], srcs)
+
+
+def _node(op: str, srcs: dict, attrs: dict, requires_grad: bool, memo: tuple, args: list,
+          kept: dict) -> Node:
+    """The recorded node: `memo` keys the check, `kept` are the sources given (not None)."""
     hit = _APPLIED.get(memo)
     if hit is None:
-        full, types = opdef.apply(srcs, attrs, _type, _is_const)
-        hit = (full, types, op_key(op, full), any(t.dtype.is_float for t in types))
-        if len(_APPLIED) >= _APPLIED_MAX:
-            _APPLIED.clear()
-        _APPLIED[memo] = hit
-    elif opdef.const_inputs:
-        opdef.check_const_inputs(srcs, _is_const)
-    full, types, key, floating = hit
-    if None in srcs.values():
-        srcs = {k: v for k, v in srcs.items() if v is not None}
-    return Node(op, srcs, full, types, None, requires_grad and floating, key)   # shared: never mutated
+        hit = _apply(op, srcs, attrs, memo)
+    elif hit[4]:
+        REGISTRY[op].check_const_inputs(srcs, _is_const)
+    full, types, key, floating, _ = hit
+    return Node(op, kept, full, types, None, requires_grad and floating, key, args,  # shared:
+                _plan(memo, args))                                               # never mutated
 
 
-# (op, canonical attributes, input types, target) -> (full attributes, result types, op key,
-# any float): a pure cache of OpDef.apply's outcome (which depends on nothing else), bounded.
+def _apply(op: str, srcs: dict, attrs: dict, memo: tuple) -> tuple:
+    opdef = REGISTRY[op]
+    full, types = opdef.apply(srcs, attrs, _type, _is_const)
+    hit = (full, types, op_key(op, full), any(t.dtype.is_float for t in types),
+           bool(opdef.const_inputs))
+    if len(_APPLIED) >= _APPLIED_MAX:
+        _APPLIED.clear()
+    _APPLIED[memo] = hit
+    return hit
+
+
+# (op, canonical attributes, target, then each argument's name and input types) -> (full
+# attributes, result types, op key, any float, has const inputs): a pure cache of
+# OpDef.apply's outcome (which depends on nothing else), bounded.
 _APPLIED: dict = {}
 _APPLIED_MAX = 1 << 14
+
+
+# ---- plans: a realization's cache key and inputs, built up while recording ----------------
+# A pending node's plan is (structure id, leaf reads). The structure id numbers, by interning,
+# the tree the node computes: its recording memo (op, attributes, target, argument names and
+# input types: what fixes the op) and, per source, None for a leaf or the structure id (with
+# the output index if not 0) of a pending source. Two ids are equal exactly when the trees
+# are, so an id plus which leaf reads are of one leaf keys the program (a pending value used
+# twice is one node in the program and two branches of the tree; ops are pure, so both
+# compute the same). The leaf reads are (node, index) pairs in the order the compiler's cut
+# finds them (depth first: a node's sources' reads, then its own; the first of repeats
+# counts), grouped as recorded: () for none, else a tuple of reads and groups ending in its
+# read count (a chain shares its source's group). A realization makes every plan recorded
+# before it stale (its pending nodes may now hold data): `CTX.realized_seq`.
+_SIDS: dict = {}
+_SIDS_MAX = 1 << 16
+_SID = itertools.count()         # never reused, also after _SIDS is cleared
+_PLAN_LEAVES_MAX = 256           # reads (with repeats) past which walking the cut is cheaper
+
+
+def _plan(memo: tuple, args: list) -> tuple | None:
+    """The plan of a node recorded as `memo` (op, attributes, target, argument names and input
+    types: what fixes its op key) reading `args`: None if a pending source has no current one."""
+    wires, parts, reads, count, stale = [], [], [], 0, CTX.realized_seq
+    for ref in args:
+        node = ref[0]
+        if node.data is not None:                # a leaf read: the memo holds its type
+            wires.append(None)
+            reads.append(ref)
+            continue
+        sid = node.sid
+        if sid is None or node.seq < stale:
+            return None
+        wires.append(sid if ref[1] == 0 else (sid, ref[1]))
+        if node.reads:
+            parts.append(node.reads)
+            count += node.reads[-1]
+    if reads:                                    # read after the sources' own reads
+        parts += reads
+        count += len(reads)
+    if count > _PLAN_LEAVES_MAX:
+        return None
+    desc = (memo, tuple(wires))
+    sid = _SIDS.get(desc)
+    if sid is None:
+        if len(_SIDS) >= _SIDS_MAX:
+            _SIDS.clear()
+        sid = _SIDS[desc] = next(_SID)
+    if len(parts) == 1 and type(parts[0][0]) is not Node:
+        return sid, parts[0]                     # a chain shares its source's reads
+    return sid, (*parts, count) if parts else ()
+
+
+def plan_leaves(reads: tuple) -> list:
+    """A plan's leaf reads in order (with repeats), flattened without recursion."""
+    out, stack = [], [iter(reads)]
+    while stack:
+        for part in stack[-1]:
+            if type(part) is int:                # a group's count
+                continue
+            if type(part[0]) is Node:
+                out.append(part)
+            else:
+                stack.append(iter(part))
+                break
+        else:
+            stack.pop()
+    return out
+
+
+def _flat_args(srcs: dict) -> list:
+    args = []
+    for v in srcs.values():
+        if type(v) is list:
+            args.extend(v)
+        elif v is not None:
+            args.append(v)
+    return args
 
 
 def _type(ref) -> TensorType:

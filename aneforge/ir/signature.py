@@ -1,8 +1,7 @@
-"""The structural key: ops, attributes, shapes, dtypes and wiring — never names or input data.
-
-One function, `structure`, keys both a Program (`signature`) and the compiler's cut of the
-trace (the compile cache's key), so two programs that differ only in SSA names, or two steps
-that differ only in host data, share a key.
+"""The structural key of a Program: ops, attributes, shapes, dtypes and wiring — never names or
+input data, so two programs that differ only in SSA names share a key (`Program.signature`).
+The compile cache keys the trace the same way, from the Nodes (`aneforge.compiler`), with the
+op keys and canonical attributes defined here.
 """
 from __future__ import annotations
 
@@ -30,15 +29,15 @@ def op_key(type: str, attrs: dict) -> tuple:
     return type, canonical(attrs)
 
 
-def structure(inputs: Iterable, ops: Iterable, outputs: Iterable, many: type = tuple) -> tuple:
+def structure(inputs: Iterable, ops: Iterable, outputs: Iterable) -> tuple:
     """The structural key of a DAG whose ops come in topological order.
 
     `inputs` are (value, TensorType) pairs read from outside; each op is (op key, arguments,
-    result values), its arguments (name, value) pairs in a fixed order, where a `many`
-    (a tuple, or the trace's list) holds the values of a variadic argument; `outputs` are
-    values. A value is any hashable handle: the key numbers values in order of definition,
-    so neither names nor data enter it. Result types are left out: every route that builds
-    an op infers them from its key and input types (`OpDef.apply`).
+    result values), its arguments (name, value) pairs in a fixed order, where a tuple holds
+    the values of a variadic argument; `outputs` are values. A value is any hashable handle:
+    the key numbers values in order of definition, so neither names nor data enter it. Result
+    types are left out: every route that builds an op infers them from its key and input types
+    (`OpDef.apply`).
     """
     number: dict = {}
     ins = []
@@ -47,7 +46,7 @@ def structure(inputs: Iterable, ops: Iterable, outputs: Iterable, many: type = t
         ins.append((t.shape, t.dtype.name))
     body = []
     for key, args, results in ops:
-        body.append((key, tuple([(k, tuple([number[u] for u in v]) if type(v) is many
+        body.append((key, tuple([(k, tuple([number[u] for u in v]) if type(v) is tuple
                                   else number[v]) for k, v in args])))
         for v in results:
             number[v] = len(number)
