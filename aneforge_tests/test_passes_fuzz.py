@@ -19,6 +19,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import aneforge as af
 import aneforge.passes as P
 from aneforge import dtypes
 from aneforge.numerics import Numerics, get_numerics
@@ -158,16 +159,20 @@ def test_random_programs_keep_their_values(program, seed):
     rng = np.random.default_rng(seed)
     inputs = [rng.uniform(-3, 3, v.shape).astype(np.float16) for v in program.main.inputs]
     want = run(program, inputs)
-    exact = copy.deepcopy(program)
+    original, exact = copy.deepcopy(program), copy.deepcopy(program)
     P.run(exact, "exact")
     for a, b in zip(run(validate(exact), inputs), want):
         np.testing.assert_array_equal(a, b)
     report = P.run(program, "default")
     assert report.ops_after <= report.ops_before
     # atol: a fused gelu is accurate in its tail, where the written-out 1 + erf(x / sqrt2)
-    # cancels to about 0.5 |x| ulp(1) = 2**-12 |x| absolute (|x| <= ~10 here)
-    unrounded = run(program, inputs, Unrounded())
-    within_pass_tolerance(run(validate(program), inputs), want, unrounded, atol=2.0 ** -8)
+    # cancels to about 0.5 |x| ulp(1) = 2**-12 |x| absolute (|x| <= ~10 here). Compared with
+    # computed activations: where M1 reads a fused gelu/silu from its table the engine computes
+    # a different function (within the published table error, test_datapath.py), not the pass
+    with af.numerics(activations="exact"):
+        want = run(original, inputs)
+        unrounded = run(original, inputs, Unrounded())
+        within_pass_tolerance(run(validate(program), inputs), want, unrounded, atol=2.0 ** -8)
     signature = program.signature()
     assert sum(s.rewrites for s in P.run(program, "default").stats) == 0
     assert program.signature() == signature
