@@ -11,6 +11,14 @@ def test_every_section_runs_quick(capsys, monkeypatch):
     out = capsys.readouterr().out
     for name in bench.SECTIONS:
         assert f"[{name}]" in out
+    # the speed section is one table: training steps eager and replayed against torch with
+    # the same threads, the BLAS-matmul step, the matmul, and aneforge's host overheads
+    table = out.split("[speed]")[1]
+    for row in ("MLP 64-128-10 step, batch 64", "af.compile replay", "accumulator='blas'",
+                "matmul 64x64x64", "host overhead per recorded op", "cache-hit realization",
+                "host time outside the executor"):
+        assert row in table, row
+    assert "thread(s)" in out.splitlines()[0]          # the machine line: cores, numba, threads
     rows = {name.strip(): value for name, value, _ in bench.SECTIONS["training"]()}
     assert rows["compiles over 12 steps"] == 1
     assert rows["ratio aneforge / torch, batch 64"] > 0

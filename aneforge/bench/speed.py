@@ -33,9 +33,10 @@ def machine() -> str:
     return f"{cpus} cores usable, {kind}, aneforge and torch both on {threads()} thread(s)"
 
 
-def _train(make_model, make_batch, loss_fn, lib, compiled=False):
+def _train(make_model, make_batch, loss_fn, lib, compiled=False, numerics=None):
     """A step function: forward, loss, backward, AdamW update, loss read back; `compiled`:
-    aneforge's step under af.compile (captured once, then replayed; torch stays eager)."""
+    aneforge's step under af.compile (captured once, then replayed; torch stays eager);
+    `numerics`: switches of aneforge's numerics model for the step."""
     if lib == "torch":
         import torch
         torch.manual_seed(0)
@@ -60,6 +61,11 @@ def _train(make_model, make_batch, loss_fn, lib, compiled=False):
         return value
     if compiled and lib != "torch":
         train_step = af.compile(train_step)
+    if numerics and lib != "torch":
+        def run():
+            with af.numerics(**numerics):
+                return train_step(*batch).item()
+        return run
     return lambda: train_step(*batch).item()
 
 
@@ -117,6 +123,9 @@ def workloads():
     out = [(name, lambda lib, w=w: _train(*w, lib)) for name, w in rows]
     out += [(f"{name}, af.compile replay", lambda lib, w=w: _train(*w, lib, compiled=True))
             for name, w in rows]
+    out.append((f"{rows[0][0]}, af.compile replay, fp32 BLAS matmuls (accumulator='blas')",
+                lambda lib: _train(*rows[0][1], lib, compiled=True,
+                                   numerics={"accumulator": "blas"})))
     out.append((f"matmul {n}x{n}x{n} fp16 (aneforge: ANE tile datapath)", _matmul(n)))
     return out
 
@@ -128,8 +137,19 @@ def _time(fn, number):
     return (time.perf_counter() - start) / number
 
 
+def overheads() -> list[tuple[str, float, None, str]]:
+    """aneforge's host costs (no torch counterpart): recording, a cache hit, a replay."""
+    from .core import cache_hit, record_overhead, replay_host_time
+    return [("host overhead per recorded op", record_overhead(), None, "us"),
+            ("cache-hit realization of a 50-op program (cut, key, lookup, run)", cache_hit()[0],
+             None, "us"),
+            ("af.compile replay of the MLP b64 step: host time outside the executor",
+             replay_host_time()[0], None, "ms")]
+
+
 def measure(rounds: int | None = None, number: int = 3):
-    """[(workload, aneforge s, torch s or None)]: medians over interleaved rounds."""
+    """[(workload, aneforge s, torch s or None, unit)]: medians over interleaved rounds, then
+    aneforge's host overheads."""
     rounds = rounds or (3 if settings.steps < 100 else 9)
     try:
         import torch
@@ -151,20 +171,24 @@ def measure(rounds: int | None = None, number: int = 3):
                 af_t.append(_time(af_fn, number))
                 if t_fn is not None:
                     t_t.append(_time(t_fn, number))
-        return [(name, statistics.median(a), statistics.median(t) if t else None)
-                for name, _, _, a, t in pairs]
+        return [(name, statistics.median(a), statistics.median(t) if t else None, "ms")
+                for name, _, _, a, t in pairs] + overheads()
     finally:
         if torch is not None:
             torch.set_num_threads(before)
 
 
+SCALE = {"ms": 1e3, "us": 1e6}
+
+
 def table(results) -> str:
     width = max(len(r[0]) for r in results)
-    lines = [f"  {'workload':<{width}}  {'aneforge ms':>12}  {'torch ms':>10}  {'ratio':>8}"]
-    for name, a, t in results:
-        tt = f"{t * 1e3:10.3f}" if t is not None else f"{'-':>10}"
+    lines = [f"  {'workload':<{width}}  {'aneforge':>12}  {'torch eager':>12}  {'ratio':>8}"]
+    for name, a, t, unit in results:
+        k = SCALE[unit]
+        tt = f"{t * k:9.3f} {unit}" if t is not None else f"{'-':>12}"
         ratio = f"{a / t:7.1f}x" if t else f"{'-':>8}"
-        lines.append(f"  {name:<{width}}  {a * 1e3:12.3f}  {tt}  {ratio}")
+        lines.append(f"  {name:<{width}}  {a * k:9.3f} {unit}  {tt}  {ratio}")
     return "\n".join(lines)
 
 
@@ -172,9 +196,9 @@ def table(results) -> str:
 def speed() -> list[tuple[str, float, str]]:
     """The table as report rows (printed by `python -m aneforge.bench speed`)."""
     rows = [(f"machine: {machine()}", 0.0, "")]
-    for name, a, t in measure():
-        rows.append((f"{name}: aneforge", a * 1e3, "ms"))
+    for name, a, t, unit in measure():
+        rows.append((f"{name}: aneforge", a * SCALE[unit], unit))
         if t is not None:
-            rows += [(f"{name}: torch eager fp32", t * 1e3, "ms"),
+            rows += [(f"{name}: torch eager fp32", t * SCALE[unit], unit),
                      (f"{name}: ratio aneforge / torch", a / t, "x")]
     return rows
