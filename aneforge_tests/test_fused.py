@@ -33,6 +33,18 @@ def both(monkeypatch, fn):
     return out
 
 
+def _executables(monkeypatch) -> list:
+    """The SimExecutables made from now on (in the order they are made)."""
+    made = []
+    original = SimExecutable.__init__
+
+    def spy(self, program, numerics):
+        original(self, program, numerics)
+        made.append(self)
+    monkeypatch.setattr(SimExecutable, "__init__", spy)
+    return made
+
+
 def same_bits(a, b):
     a, b = np.asarray(a), np.asarray(b)
     assert a.shape == b.shape and a.dtype == b.dtype
@@ -118,13 +130,7 @@ def test_a_long_flat_chain_runs_blocked_and_identical(monkeypatch):
         return (v * 0.5 + w).numpy()
     same_bits(*both(monkeypatch, run))
     monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
-    made = []
-    original = SimExecutable.__init__
-
-    def spy(self, program, numerics):
-        original(self, program, numerics)
-        made.append(self)
-    monkeypatch.setattr(SimExecutable, "__init__", spy)
+    made = _executables(monkeypatch)
     clear_cache()
     run()
     blocks = [block for e in made for step, _, block in e.plan.entries if step is None]
@@ -177,13 +183,7 @@ def test_auto_plans_from_the_second_run(monkeypatch):
 def _step_executable(monkeypatch):
     """A training step's executable after it has run enough to be planned."""
     monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
-    made = []
-    original = SimExecutable.__init__
-
-    def spy(self, program, numerics):
-        original(self, program, numerics)
-        made.append(self)
-    monkeypatch.setattr(SimExecutable, "__init__", spy)
+    made = _executables(monkeypatch)
     clear_cache()
     _train(3, width=160)            # a 160 x 16 weight: its AdamW update runs blocked
     return max(made, key=lambda e: len(e.steps))
@@ -247,17 +247,12 @@ def test_steady_state_memory_is_flat(monkeypatch):
     opt = af.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
     x = rng.random((64, 64)).astype(np.float32)
     y = rng.integers(0, 10, 64)
-    made, runs = [], {}
-    original_init, original_run = SimExecutable.__init__, SimExecutable.run
-
-    def spy_init(self, program, numerics):
-        original_init(self, program, numerics)
-        made.append(self)
+    made, runs = _executables(monkeypatch), {}
+    original_run = SimExecutable.run
 
     def spy_run(self, inputs):
         runs[id(self)] = list(inputs)
         return original_run(self, inputs)
-    monkeypatch.setattr(SimExecutable, "__init__", spy_init)
     monkeypatch.setattr(SimExecutable, "run", spy_run)
     clear_cache()
 
@@ -361,13 +356,7 @@ def test_arena_first_fit_reuses_and_coalesces():
 def test_the_arena_holds_a_few_values_of_a_long_chain(monkeypatch):
     """36 intermediate (128, 128) values, a handful alive at once: the arena is that handful."""
     monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
-    made = []
-    original = SimExecutable.__init__
-
-    def spy(self, program, numerics):
-        original(self, program, numerics)
-        made.append(self)
-    monkeypatch.setattr(SimExecutable, "__init__", spy)
+    made = _executables(monkeypatch)
     x = af.tensor(np.random.default_rng(0).random((128, 128)).astype(np.float32) + 0.25)
     y = x
     for _ in range(12):
