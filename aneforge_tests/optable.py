@@ -453,6 +453,11 @@ CASES: list[OpCase] = [
     C("pad_reflect", ((2, 3, 5),), lambda m, x: _pad(m, x, (2, 1, 1, 3), "reflect"), EXACT),
     C("pad_replicate", ((2, 3, 5),), lambda m, x: _pad(m, x, (3, 0, 0, 2), "replicate"), EXACT),
     C("prelu_op", ((2, 3, 2, 4),), lambda m, x: _prelu_op(m, x)),
+    # MIL softplus / softsign (F.softplus and F.softsign are compositions of other ops)
+    C("softplus_op", ((4, 6),), lambda m, x: _fused(
+        m, "softplus", {"x": x}, lambda: torch.nn.functional.softplus(x)), T3, gen="wide"),
+    C("softsign_op", ((4, 6),), lambda m, x: _fused(
+        m, "softsign", {"x": x}, lambda: torch.nn.functional.softsign(x)), T3, gen="wide"),
     C("batch_norm_op", ((2, 3, 2, 2),), lambda m, x: _batch_norm_op(m, x), T3),
     C("pixel_shuffle_op", ((2, 8, 3, 2),), lambda m, x: _fused(
         m, "pixel_shuffle", {"x": x}, lambda: torch.nn.functional.pixel_shuffle(x, 2),

@@ -223,6 +223,45 @@ def test_ieee_specials_switch():
         assert np.isnan(af.tensor([-1.0]).sqrt().item())
 
 
+def mil_unary(op, x):
+    """The MIL op `op` alone (softplus, softsign: F.softplus / F.softsign are compositions)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", af.ANEHazardWarning)
+        return record_op(op, {"x": af.tensor(np.float16(x))}, {}).numpy()
+
+
+# softplus(+inf) and softsign(+inf) -> +0: the engine's tables collapse (NaN reads as +inf)
+SOFT_SPECIALS = {"softplus": ([INF, NAN, -INF, 0.0], [0.0, 0.0, 0.0, 0.693359375],
+                              [INF, NAN, 0.0, 0.693359375]),
+                 "softsign": ([INF, NAN, -INF, -3.0], [0.0, 0.0, -1.0, -0.75],
+                              [1.0, NAN, -1.0, -0.75])}
+
+
+@pytest.mark.parametrize("op", sorted(SOFT_SPECIALS))
+def test_softplus_and_softsign_of_inf_collapse_to_zero_on_m1(op):
+    x, engine, ieee = SOFT_SPECIALS[op]
+    with af.target("M1"):
+        got = mil_unary(op, x)
+        np.testing.assert_array_equal(got, engine)
+        assert not np.signbit(got[:2]).any()                 # +0, not -0
+        with af.numerics(specials="ieee"):                   # the function's own values
+            np.testing.assert_array_equal(mil_unary(op, x), ieee)
+
+
+def test_torch_level_softplus_and_softsign_keep_their_compositions_at_inf():
+    # F.softplus / F.softsign are built from exp, log, abs and division, so torch's answers
+    # hold: softplus(+inf) = +inf; softsign(+inf) = inf / inf, NaN in torch and IEEE, the
+    # indeterminate +0 on the engine
+    x = torch.tensor([INF, 1.0])
+    sp, ss = torch.nn.functional.softplus(x).tolist(), torch.nn.functional.softsign(x).tolist()
+    with af.target("M1"):
+        assert F.softplus(af.tensor([INF, 1.0])).tolist() == [sp[0], np.float16(sp[1])]
+        assert F.softsign(af.tensor([INF, 1.0])).tolist() == [0.0, ss[1]]
+        with af.numerics(specials="ieee"):
+            got = F.softsign(af.tensor([INF, 1.0])).tolist()
+    assert np.isnan(ss[0]) and np.isnan(got[0]) and got[1] == ss[1]
+
+
 # ---- D4 (the part modelled): softmax subtracts the max; exp overflows past ln(65504) -----------
 def test_softmax_subtracts_the_max():
     assert af.tensor([[1000.0, 1.0, 2.0, 3.0]]).softmax(-1).tolist() == [[1.0, 0.0, 0.0, 0.0]]

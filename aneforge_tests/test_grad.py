@@ -132,6 +132,32 @@ def test_linear_rule():
     np.testing.assert_allclose(gx.numpy(), np.ones((3, 5)) @ w.astype(np.float32), rtol=2e-3)
 
 
+MIL_ONLY = {"softplus": torch.nn.functional.softplus, "softsign": torch.nn.functional.softsign}
+
+
+@pytest.mark.parametrize("op", sorted(MIL_ONLY))
+def test_softplus_and_softsign_rules(op):
+    """The MIL softplus and softsign ops (F.softplus / F.softsign are compositions) against torch:
+    values and gradients, over both tails and past F.softplus's threshold 20."""
+    from aneforge.tensor import record_op
+    rng = np.random.default_rng(1)
+    x = np.concatenate([rng.normal(0, 4, 60), [-30.0, -12.0, 0.0, 12.0, 25.0, 300.0]])
+    x = x.astype(np.float16).reshape(6, 11)
+    c = rng.standard_normal(x.shape).astype(np.float16)
+    tx = torch.tensor(x.astype(np.float32), requires_grad=True)
+    ty = MIL_ONLY[op](tx)
+    (tg,) = torch.autograd.grad((ty * torch.tensor(c.astype(np.float32))).sum(), tx)
+    ax = af.tensor(x, requires_grad=True)
+    ay = record_op(op, {"x": ax}, {})
+    (ag,) = af.grad((ay * af.tensor(c)).sum(), ax)
+    want = ty.detach().numpy().astype(np.float64)
+    np.testing.assert_allclose(ay.numpy(), want, rtol=2.0 ** -10, atol=2.0 ** -24)
+    want_g = tg.numpy().astype(np.float64)   # softplus' rule reads M1's sigmoid table: 0.0034
+    atol = 0.0034 * np.abs(c) if op == "softplus" else 2.0 ** -24
+    err = np.abs(ag.numpy() - want_g)
+    assert (err <= RTOL * (np.abs(want_g) + np.abs(want_g).max()) + atol).all(), err.max()
+
+
 def test_broadcast_gradients_sum_back():
     x = af.tensor(np.ones((4, 1, 3)), requires_grad=True)
     b = af.tensor(np.ones(3), requires_grad=True)

@@ -69,11 +69,14 @@ TABLE_ATOL = {"gelu": 0.0059, "sigmoid": 0.0034}
      lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))),
     ('tensor<fp16, [1, 4]> y = sigmoid(x = x)[name = string("y")];',
      lambda x: 1 / (1 + np.exp(-x))),
+    ('tensor<fp16, [1, 4]> y = softplus(x = x)[name = string("y")];',
+     lambda x: np.log1p(np.exp(x))),
+    ('tensor<fp16, [1, 4]> y = softsign(x = x)[name = string("y")];', lambda x: x / (1 + x)),
     ('tensor<fp16, [1, 4]> y = sqrt(x = x)[name = string("y")];', np.sqrt),
     ('tensor<fp16, [1, 4]> y = exp(x = x)[name = string("y")];', np.exp),
     ('tensor<fp16, [1, 4]> y = log(x = x, epsilon = const(fp16(0)))[name = string("y")];', np.log),
     ('tensor<fp16, [1, 4]> y = abs(x = x)[name = string("y")];', np.abs),
-], ids=["gelu", "gelu_tanh", "sigmoid", "sqrt", "exp", "log", "abs"])
+], ids=["gelu", "gelu_tanh", "sigmoid", "softplus", "softsign", "sqrt", "exp", "log", "abs"])
 def test_primer_unary(request, line, ref):
     x = f16(1, 4, lo=0.25, hi=3.0)
     atol = TABLE_ATOL.get(request.node.callspec.id, 2.0 ** -20)

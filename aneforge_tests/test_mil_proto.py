@@ -181,7 +181,8 @@ def p_activations_ir():
     eps = 2.0 ** -10    # fp16-representable: see test_scalar_attributes_hold_the_inputs_dtype
     return b.program(*(b("gelu", x=x, mode=m) for m in ("EXACT", "TANH_APPROXIMATION",
                                                          "SIGMOID_APPROXIMATION")),
-                     b("silu", x=x), b("clip", x=x, alpha=-0.5, beta=1.25),
+                     b("silu", x=x), b("softplus", x=x), b("softsign", x=x),
+                     b("clip", x=x, alpha=-0.5, beta=1.25),
                      b("log", x=x, epsilon=eps), b("rsqrt", x=x, epsilon=eps), b("softmax", x=x))
 
 

@@ -1,5 +1,5 @@
 """Activations (MIL iOS15 activation.py / elementwise_unary clip): relu, sigmoid, tanh, gelu,
-silu, clip, softmax. The ANE evaluates most of these from lookup tables (ANEForge
+silu, softplus, softsign, clip, softmax. The ANE evaluates most of these from lookup tables (ANEForge
 `docs/op-catalog.md`); under `Numerics.activations="exact"` the simulator computes them in fp32
 and rounds once (the torch-faithful reading), under `"tables"` it evaluates reconstructed
 tables (activation_tables.py)."""
@@ -86,10 +86,11 @@ TABLES = {
 }
 
 
-def _activation(fn, table=None):
+def _activation(fn, table=None, engine=None):
     """The op's kernel: fn in fp32 (activations="exact"), or its table (activations="tables";
-    fp16 inputs read it by their bits, fp32 ones through the knots)."""
-    exact = elementwise(fn)
+    fp16 inputs read it by their bits, fp32 ones through the knots); `engine` is fn with the
+    engine's special values (`elementwise`)."""
+    exact = elementwise(fn, engine)
     lookup = table and tabled(table)
 
     def simulate(ctx, x, **attrs):
@@ -108,6 +109,29 @@ ACTIVATIONS = {
 }
 for _name, _fn in ACTIVATIONS.items():
     define(_name, ("x",), _float_unary(_name), _activation(_fn, TABLES.get(_name)))
+
+
+def _softplus(x):
+    return np.logaddexp(np.float32(0.0), x)      # log(1 + e^x) without overflow or cancellation
+
+
+def _softsign(x):
+    # x / (1 + |x|), and its limit +-1 at +-inf (the quotient would be inf / inf)
+    return np.where(np.isinf(x), np.sign(x), x / (np.float32(1.0) + np.abs(x)))
+
+
+def _collapse_at_inf(fn):
+    """fn with +inf -> +0: the engine's softplus and softsign tables collapse there, measured
+    on M1 (sbryngelson/ane-guide part-1-machine/03-numerics.md)."""
+    return lambda x: np.where(x == np.inf, np.float32(0.0), fn(x))
+
+
+# MIL iOS15 softplus and softsign (no attributes). Their engine tables are not published, so
+# both are computed in fp32 and rounded once under either `activations`; only the special
+# value +inf takes the engine's answer under `specials="engine"`.
+SPECIAL_ACTIVATIONS = {"softplus": _softplus, "softsign": _softsign}
+for _name, _fn in SPECIAL_ACTIVATIONS.items():
+    define(_name, ("x",), _float_unary(_name), _activation(_fn, engine=_collapse_at_inf(_fn)))
 
 
 _GELU = {"table": _activation(lambda x, mode: GELU_MODES[mode](x), TABLES["gelu"]),
@@ -192,6 +216,11 @@ def _clip_vjp(g, ins, attrs, out):
     return {"x": where(inside, g, zeros(g))}
 
 
+def _softsign_vjp(g, ins, attrs, out):
+    d = 1.0 / (ins["x"].abs() + 1.0)            # d softsign = 1 / (1 + |x|)^2
+    return {"x": g * d * d}
+
+
 def _softmax_vjp(g, ins, attrs, out):
     return {"x": out * (g - (g * out).sum(attrs["axis"], keepdim=True))}
 
@@ -202,6 +231,8 @@ GRADIENTS = {
     "tanh": lambda g, ins, a, out: {"x": g * (1.0 - out * out)},
     "erf": lambda g, ins, a, out: {"x": g * (ins["x"] * ins["x"] * -1.0).exp() * 1.1283791670955126},
     "silu": _silu_vjp,
+    "softplus": lambda g, ins, a, out: {"x": g * ins["x"].sigmoid()},
+    "softsign": _softsign_vjp,
     "gelu": _gelu_vjp,
     "clip": _clip_vjp,
     "softmax": _softmax_vjp,
