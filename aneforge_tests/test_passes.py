@@ -315,6 +315,15 @@ def test_reduce_transposes_sinks_transposes_until_they_cancel():
     assert "transpose" not in counts(p)
 
 
+def test_reduce_transposes_moves_through_the_mil_softplus_and_softsign():
+    from aneforge.tensor import record_op
+    x = data(3, 4)
+    y = record_op("softsign", {"x": record_op("softplus", {"x": x.t()}, {})}, {})
+    p = af.program(y.t() * 2.0)
+    apply(p, "reduce_transposes", "merge_consecutive_transposes", "dead_code_elimination")
+    assert "transpose" not in counts(p)
+
+
 def test_reduce_transposes_leaves_shared_transposes_and_other_ops():
     x = data(2, 3, 4)
     t = x.permute(2, 0, 1)

@@ -6,8 +6,8 @@ from .registry import register
 
 # Ops that act on each element alone: a permutation of the axes commutes with them.
 UNARY = frozenset({"relu", "exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "sigmoid", "tanh",
-                   "erf", "silu", "gelu", "clip", "leaky_relu", "cast", "identity",
-                   "logical_not"})
+                   "erf", "silu", "gelu", "softplus", "softsign", "clip", "leaky_relu", "cast",
+                   "identity", "logical_not"})
 BINARY = frozenset({"add", "sub", "mul", "real_div", "pow", "maximum", "minimum", "less",
                     "less_equal", "greater", "greater_equal", "equal", "not_equal"})
 
