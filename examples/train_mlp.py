@@ -4,8 +4,10 @@ in PyTorch fp32, and compare.
 
     python examples/train_mlp.py [--epochs 20] [--batch-size 64] [--out examples/out]
 
-Prints a side-by-side table (final loss, test accuracy, wall time, compiles) and saves the two
-loss curves to OUT/train_mlp_loss.png.
+Prints a side-by-side table (final loss, test accuracy, wall time, compiles), the steady-state
+step times (the first step captures and compiles the step, and on a fresh install numba compiles
+the simulator's kernels once, about 10 s, cached for later runs), and saves the two loss curves
+to OUT/train_mlp_loss.png.
 """
 from __future__ import annotations
 
@@ -16,8 +18,8 @@ import aneforge as af
 import aneforge.nn as nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # _common.py, also when imported
-from _common import (arguments, load_data, load_into_torch, plot, table,  # noqa: E402,F401
-                     train_aneforge, train_torch)
+from _common import (arguments, load_data, load_into_torch, plot,  # noqa: E402,F401
+                     steady_state, table, train_aneforge, train_torch)
 
 
 def make_model(hidden: int = 128) -> nn.Module:
@@ -48,6 +50,7 @@ def main(argv=None) -> dict:
     print(f"\nMLP 64-{args.hidden}-10 on digits, {a['steps']} steps of batch {args.batch_size}, "
           f"AdamW lr={args.lr}\n")
     print(table(a, t, window=len(train[0]) // args.batch_size))
+    print(steady_state(a, t))
     path = args.out / "train_mlp_loss.png"
     plot(a, t, path, "MLP on digits: same init, same batches")
     print(f"\nloss curves: {path}")
