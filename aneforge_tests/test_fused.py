@@ -64,7 +64,8 @@ BINARY = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x,
 UNARY = {"abs": lambda x: x.abs(), "sqrt": lambda x: x.sqrt(), "neg": lambda x: -x,
          "relu": lambda x: x.relu(),
          "reshape": lambda x: x.reshape(-1) * 1.0, "unsqueeze": lambda x: x.unsqueeze(0) + 0.0,
-         "to32": lambda x: x.to(af.float32) * 3.0, "to16": lambda x: (x.to(af.float32) * 3.0).to(af.float16)}
+         "to32": lambda x: x.to(af.float32) * 3.0,
+         "to16": lambda x: (x.to(af.float32) * 3.0).to(af.float16)}
 MODELS = {"default": {}, "ieee": {"specials": "ieee"}, "half_away": {"rounding": "half_away"},
           "flush": {"subnormals": "flush"}}
 

@@ -141,9 +141,9 @@ def run(arena, code, sx, sy, block):
     float32 scratch rows at least as long as the longest row C (and as `block`).
 
     `block` > 0: every op is one row of the same length C whose operands are contiguous or one
-    value (the plan checks it), and the ops run block by block — all of them over elements
-    [0, block), then [block, 2 block), ... — so the values stay in the first-level cache. Each element
-    then still sees the ops in order; the plan keeps the places of values that die inside
+    value (the plan checks it), and the ops run block by block: all of them over elements
+    [0, block), then [block, 2 block), ..., so the values stay in the level-1 cache. Each
+    element still sees the ops in order; the plan keeps the places of values that die inside
     the run reserved until its end, so no block overwrites what a later block reads."""
     if block > 0:
         n = code[0, 3]

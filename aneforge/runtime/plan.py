@@ -37,7 +37,7 @@ FUSED = {
 }
 _FLOAT = (dtypes.float16, dtypes.float32)
 _ALIGN = 16                 # elements (64 bytes): each value starts on a cache line
-BLOCK = 1024                # elements per block of a blocked run: a few values fit in the first-level cache
+BLOCK = 1024                # elements per block of a blocked run (a few fit in the level-1 cache)
 MODES = ("auto", "always", "never")
 
 
