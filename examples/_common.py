@@ -171,6 +171,15 @@ def table(a: dict, t: dict, window: int) -> str:
     return "\n".join(lines)
 
 
+def report(a: dict, t: dict, heading: str, window: int, path: Path, title: str) -> None:
+    """Print the comparison (heading, table, steady-state step times) and save the loss plot."""
+    print(f"\n{heading}\n")
+    print(table(a, t, window=window))
+    print(steady_state(a, t))
+    plot(a, t, path, title)
+    print(f"\nloss curves: {path}")
+
+
 def plot(a: dict, t: dict, path: Path | None, title: str):
     """The two loss curves and their absolute difference, saved to `path` when given; the
     figure is returned (a notebook shows it inline)."""

@@ -42,8 +42,8 @@ import aneforge.nn as nn
 import aneforge.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # _common.py, also when imported
-from _common import (arguments, load_data as load_flat, load_into_torch, plot,  # noqa: E402
-                     steady_state, table, train_aneforge, train_torch)
+from _common import (arguments, load_data as load_flat, load_into_torch,  # noqa: E402
+                     report, train_aneforge, train_torch)
 
 
 def define_cnn(nn, F):
@@ -194,13 +194,10 @@ def main(argv=None) -> dict:
     a = train_aneforge(model, train, test, *hp)
     t = with_threads(args.torch_threads, train_torch, twin, train, test, *hp)
     c1, c2 = args.channels
-    print(f"\nCNN conv(1->{c1})-pool-conv({c1}->{c2})-pool-linear({4 * c2}->10) on digits, "
-          f"{a['steps']} steps of batch {args.batch_size}, AdamW lr={args.lr}\n")
-    print(table(a, t, window=len(train[0]) // args.batch_size))
-    print(steady_state(a, t))
-    path = args.out / "train_cnn_loss.png"
-    plot(a, t, path, "CNN on digits: same init, same batches")
-    print(f"\nloss curves: {path}")
+    report(a, t, f"CNN conv(1->{c1})-pool-conv({c1}->{c2})-pool-linear({4 * c2}->10) on digits, "
+                 f"{a['steps']} steps of batch {args.batch_size}, AdamW lr={args.lr}",
+           len(train[0]) // args.batch_size, args.out / "train_cnn_loss.png",
+           "CNN on digits: same init, same batches")
     result = {"aneforge": a, "torch": t}
     if args.profile:
         result["profile"] = profile(c1, c2, args.batch_size)

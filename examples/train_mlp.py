@@ -18,8 +18,8 @@ import aneforge as af
 import aneforge.nn as nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # _common.py, also when imported
-from _common import (arguments, load_data, load_into_torch, plot,  # noqa: E402,F401
-                     steady_state, table, train_aneforge, train_torch)
+from _common import (arguments, load_data, load_into_torch, report,  # noqa: E402
+                     train_aneforge, train_torch)
 
 
 def make_model(hidden: int = 128) -> nn.Module:
@@ -47,13 +47,9 @@ def main(argv=None) -> dict:
     hp = (args.epochs, args.batch_size, args.lr, args.weight_decay, not args.no_progress)
     a = train_aneforge(model, train, test, *hp)
     t = train_torch(twin, train, test, *hp)
-    print(f"\nMLP 64-{args.hidden}-10 on digits, {a['steps']} steps of batch {args.batch_size}, "
-          f"AdamW lr={args.lr}\n")
-    print(table(a, t, window=len(train[0]) // args.batch_size))
-    print(steady_state(a, t))
-    path = args.out / "train_mlp_loss.png"
-    plot(a, t, path, "MLP on digits: same init, same batches")
-    print(f"\nloss curves: {path}")
+    report(a, t, f"MLP 64-{args.hidden}-10 on digits, {a['steps']} steps of batch "
+                 f"{args.batch_size}, AdamW lr={args.lr}", len(train[0]) // args.batch_size,
+           args.out / "train_mlp_loss.png", "MLP on digits: same init, same batches")
     return {"aneforge": a, "torch": t}
 
 

@@ -22,6 +22,7 @@ import threading
 import numpy as np
 
 from .. import dtypes
+from .sim import gather, nan_hazard
 
 # MIL op -> (opcode under IEEE specials, opcode under the engine's specials): the ops whose
 # numpy kernel is one IEEE float32 operation per element (aneforge/ops/elementwise.py,
@@ -118,11 +119,14 @@ class Plan:
         self.exe, self._compiled, self._fused = exe, compiled, fused
         self.lock = threading.Lock()     # one run at a time uses the arena
         shapes = [self._loops(k, op) for k, op in enumerate(exe.ops)]
+        # outputs and constants keep their places (a constant is written once, here)
+        self.keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
         self.segment = _segments(shapes)
         self.local = self._locals()
         self.place, size = self._places()
         self.views = {s: self.arena[o:o + size(s)].reshape(exe.info[s][0])
                       for s, o in self.place.items() if s not in self.local}
+        self.fp16 = {s for s in self.views if exe.info[s][1] == dtypes.float16}
         self.start = list(exe.blank)       # each run's environment before its inputs
         for s, value in exe.constants:
             if s in self.views:
@@ -162,19 +166,14 @@ class Plan:
     def _locals(self) -> set:
         """Values made and used only inside one blocked segment: they never exist whole, just
         one block at a time (a place of BLOCK elements)."""
-        exe, seg = self.exe, self.segment
-        readers: dict = {}
-        for k, step in enumerate(exe.steps):
-            for p in step[2]:
-                for s in (() if p is None else p if isinstance(p, tuple) else (p,)):
-                    readers.setdefault(s, set()).add(k)
-        keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
+        exe, seg, readers = self.exe, self.segment, self.exe.readers
         local = set()
         for k, step in enumerate(exe.steps):
             if seg[k] is None or not seg[k][1]:
                 continue
             for s in step[4]:
-                if s not in keep and readers.get(s) and all(seg[r] == seg[k] for r in readers[s]):
+                inside = readers.get(s) and all(seg[r] == seg[k] for r in readers[s])
+                if inside and s not in self.keep:
                     local.add(s)
         return local
 
@@ -189,7 +188,6 @@ class Plan:
         for s, _ in exe.constants + exe.inputs:
             if self._floating(s) and s not in place:
                 place[s] = arena.take(size(s))
-        keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
         pending, local = [], []
         for k, (step, frees) in enumerate(zip(exe.steps, exe.frees)):
             for s in step[4]:
@@ -198,7 +196,8 @@ class Plan:
                     local.append(s)
                 elif self._floating(s) and s not in place:
                     place[s] = arena.take(size(s))
-            pending += [s for s in frees if s in place and s not in keep and s not in self.local]
+            pending += [s for s in frees if s in place and s not in self.keep
+                        and s not in self.local]
             blocked = seg[k] is not None and seg[k][1]
             if not blocked or k + 1 == len(seg) or seg[k + 1] != seg[k]:
                 for s in pending:
@@ -242,10 +241,28 @@ class Plan:
 
 
     # -- running -----------------------------------------------------------------------------
+    def _load(self, env, inputs) -> None:
+        """The program's inputs into their arena places: an fp16 input of the planned shape in
+        one compiled pass (cast, NaN check and coercion), others as the interpreter carries
+        them."""
+        exe = self.exe
+        coerce = exe.numerics.specials == "engine"
+        for (s, carrier), a, name in zip(exe.inputs, inputs, exe.input_names):
+            view = self.views.get(s)
+            if view is None:
+                env[s] = exe.carried(a, carrier, name)
+            elif a.dtype == np.float16 and a.shape == view.shape:
+                bits = np.ascontiguousarray(a).reshape(-1).view(np.uint16)
+                nan = self._fused.load16(bits, view.reshape(-1), coerce)
+                if nan and coerce:
+                    nan_hazard(name, nan)
+            else:
+                np.copyto(view, exe.carried(a, carrier, name), casting="unsafe")
+
     def run(self, inputs):
         exe, views = self.exe, self.views
         env = list(self.start)
-        exe.load_inputs(env, inputs, views)
+        self._load(env, inputs)
         round16 = self._compiled.round16
         mode = exe.numerics.store_mode
         with np.errstate(all="ignore"):
@@ -254,15 +271,13 @@ class Plan:
                     self._fused.run(self.arena, frees, self.sx, self.sy, block)
                     continue
                 fn, ctx, plan, attrs, outs, store = step
-                args = [None if p is None else tuple(env[i] for i in p) if isinstance(p, tuple)
-                        else env[p] for p in plan]
-                res = fn(ctx, *args, **attrs)
+                res = fn(ctx, *gather(env, plan), **attrs)
                 res = (res,) if len(outs) == 1 else res
                 for i, (s, r) in enumerate(zip(outs, res)):
                     view = views.get(s)
                     if view is None:
                         env[s] = r if store is None else store[i](r)
-                    elif store is not None and exe.info[s][1] == dtypes.float16:
+                    elif store is not None and s in self.fp16:
                         src = np.ascontiguousarray(r, dtype=np.float32)
                         if src.size != view.size:
                             src = np.ascontiguousarray(np.broadcast_to(src, view.shape))

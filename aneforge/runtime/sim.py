@@ -84,11 +84,13 @@ class SimExecutable:
         """The memory plan: each value is dropped right after the last step that reads it
         (program outputs stay), so a run's peak memory is the largest set of values alive at
         once, not the sum of all of them (ExecuTorch's memory planning, by lifetime)."""
-        last: dict = {}
+        self.readers: dict = {}            # slot -> the steps reading it, in order
         for k, step in enumerate(self.steps):
             for p in step[2]:
                 for s in (() if p is None else p if isinstance(p, tuple) else (p,)):
-                    last[s] = k
+                    self.readers.setdefault(s, []).append(k)
+        last = {s: ks[-1] for s, ks in self.readers.items()}
+        for k, step in enumerate(self.steps):
             for s in step[4]:
                 last.setdefault(s, k)          # written but never read: dropped at once
         keep = {s for s, _ in self.outputs} | {s for s, _, _ in self.narrowed}
@@ -117,29 +119,13 @@ class SimExecutable:
         self._check_narrowed(env)
         return [kernels.astype(env[s], dtype) for s, dtype in self.outputs]
 
-    def load_inputs(self, env, inputs, views=None) -> None:
-        """The program's inputs in their carried form (float32 for fp16), NaN coerced; into
-        the plan's arena places when given `views`."""
+    def load_inputs(self, env, inputs) -> None:
         for (s, carrier), a, name in zip(self.inputs, inputs, self.input_names):
-            view = None if views is None else views.get(s)
-            if view is not None and a.dtype == np.float16 and a.shape == view.shape:
-                self._load16(a, view, name)
-                continue
-            value = _coerce_nan(self.numerics, kernels.astype(a, carrier), name)
-            if view is not None:
-                np.copyto(view, value, casting="unsafe")
-            else:
-                env[s] = value
+            env[s] = self.carried(a, carrier, name)
 
-    def _load16(self, a, view, name) -> None:
-        """An fp16 input straight into its arena place in one compiled pass (cast, NaN
-        check and coercion), reported as _coerce_nan does."""
-        from ..kernels import fused
-        coerce = self.numerics.specials == "engine"
-        bits = np.ascontiguousarray(a).reshape(-1).view(np.uint16)
-        nan = fused.load16(bits, view.reshape(-1), coerce)
-        if nan and coerce:
-            _nan_hazard(name, nan)
+    def carried(self, a, carrier, name) -> np.ndarray:
+        """Input `a` in its carried form (float32 for fp16), NaN coerced (engine specials)."""
+        return _coerce_nan(self.numerics, kernels.astype(a, carrier), name)
 
     def _planned(self):
         """The run plan (runtime/plan.py), built on the second run (or the first, under
@@ -155,9 +141,7 @@ class SimExecutable:
 
     def _steps(self, env) -> None:
         for (fn, ctx, plan, attrs, outs, store), frees in zip(self.steps, self.frees):
-            args = [None if p is None else tuple(env[i] for i in p) if isinstance(p, tuple) else env[p]
-                    for p in plan]
-            res = fn(ctx, *args, **attrs)
+            res = fn(ctx, *gather(env, plan), **attrs)
             res = (res,) if len(outs) == 1 else res
             for i, (s, r) in enumerate(zip(outs, res)):
                 env[s] = r if store is None else store[i](r)
@@ -189,7 +173,14 @@ class _Boundary:
         self.op_name = name
 
 
-def _nan_hazard(name: str, count: int) -> None:
+def gather(env, plan) -> list:
+    """A step's arguments from the environment by its argument plan (a slot, a tuple of slots
+    for a variadic input, or None for an absent optional one)."""
+    return [None if p is None else tuple(env[i] for i in p) if isinstance(p, tuple) else env[p]
+            for p in plan]
+
+
+def nan_hazard(name: str, count: int) -> None:
     hazards.report(_Boundary(name), f"{count} NaN value(s) coerced to +inf at the engine's "
                    f"input (no NaN enters or leaves the ANE)")
 
@@ -200,7 +191,7 @@ def _coerce_nan(numerics, a: np.ndarray, name: str) -> np.ndarray:
     if numerics.specials != "engine" or a.dtype.kind != "f" or not kernels.has_nan(a):
         return a
     nan = np.isnan(a)
-    _nan_hazard(name, int(nan.sum()))
+    nan_hazard(name, int(nan.sum()))
     return np.where(nan, np.float32(np.inf), a).astype(a.dtype, copy=False)
 
 
