@@ -22,7 +22,7 @@ import threading
 import numpy as np
 
 from .. import dtypes
-from .sim import gather, nan_hazard
+from .steps import gather, nan_hazard
 
 # MIL op -> (opcode under IEEE specials, opcode under the engine's specials): the ops whose
 # numpy kernel is one IEEE float32 operation per element (aneforge/ops/elementwise.py,

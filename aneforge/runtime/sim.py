@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes, hazards, kernels
+from .. import dtypes, kernels
 from ..errors import DTypeError
 from ..numerics import Numerics
 from ..ops import REGISTRY
 from . import memory
+from .steps import gather, nan_hazard
 from .base import Backend
 
 
@@ -163,26 +164,6 @@ def _fresh(view, dtype) -> np.ndarray:
     """A program output read from the arena: a new array (the arena is rewritten next run);
     fp16 through the compiled cast (numpy's float16 cast takes ~10 ns per element)."""
     return kernels.astype(view, dtype) if dtype == np.float16 else np.array(view, dtype)
-
-
-class _Boundary:
-    """The hazard report's op for a value entering the engine (a program input or constant)."""
-    op_type = "input"
-
-    def __init__(self, name):
-        self.op_name = name
-
-
-def gather(env, plan) -> list:
-    """A step's arguments from the environment by its argument plan (a slot, a tuple of slots
-    for a variadic input, or None for an absent optional one)."""
-    return [None if p is None else tuple(env[i] for i in p) if isinstance(p, tuple) else env[p]
-            for p in plan]
-
-
-def nan_hazard(name: str, count: int) -> None:
-    hazards.report(_Boundary(name), f"{count} NaN value(s) coerced to +inf at the engine's "
-                   f"input (no NaN enters or leaves the ANE)")
 
 
 def _coerce_nan(numerics, a: np.ndarray, name: str) -> np.ndarray:
