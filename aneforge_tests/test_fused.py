@@ -11,6 +11,7 @@ import pytest
 import aneforge as af
 from aneforge import kernels
 from aneforge.compiler import clear_cache
+from aneforge.numerics import FAMILY
 from aneforge.runtime import plan as plan_mod
 from aneforge.runtime.sim import SimExecutable
 
@@ -375,3 +376,71 @@ def test_planned_inputs_coerce_nan_and_warn(monkeypatch):
         with pytest.warns(af.ANEHazardWarning, match="2 NaN value"):
             got = (af.tensor(d) * 2.0).numpy()
         assert got.tolist() == [2.0, np.inf, -4.0, np.inf]
+
+
+# ---- pointwise ops as lookups --------------------------------------------------------------
+# attributes to run each pointwise op with (every registered pointwise op must be listed)
+POINTWISE_ATTRS = {
+    "log": [{}, {"epsilon": 1e-3}], "rsqrt": [{}, {"epsilon": 1e-4}],
+    "gelu": [{"mode": m} for m in ("EXACT", "TANH_APPROXIMATION", "SIGMOID_APPROXIMATION")],
+    "clip": [{"alpha": -1.0, "beta": 2.5}], "leaky_relu": [{"alpha": 0.1}],
+}
+EVERY_FP16 = np.random.default_rng(5).permutation(
+    np.arange(1 << 16, dtype=np.uint16)).view(np.float16).reshape(256, 256)
+LOOKUP_MODELS = dict(MODELS, exact={"activations": "exact"}, m5=dict(FAMILY["A16"]),
+                     per_product={"model": "per_product"})
+
+
+def _pointwise_ops():
+    from aneforge.ops import REGISTRY
+    return sorted(name for name, d in REGISTRY.items() if d.pointwise)
+
+
+def test_every_pointwise_op_has_lookup_cases():
+    assert {"exp", "erf", "gelu", "tanh", "sigmoid", "log"} <= set(_pointwise_ops())
+    for name in _pointwise_ops():
+        assert name in POINTWISE_ATTRS or not __import__("aneforge").ops.REGISTRY[name].attrs
+
+
+@pytest.mark.parametrize("model", LOOKUP_MODELS)
+@pytest.mark.parametrize("name", _pointwise_ops())
+def test_pointwise_lookup_every_fp16_value(monkeypatch, model, name):
+    """A pointwise op from fp16 to fp16 runs in the plan as a lookup in a table of its own
+    results: over all 65536 fp16 inputs (in a shuffled order, and read transposed) its bits
+    equal the interpreter's, under every numerics model."""
+    made = _executables(monkeypatch)
+
+    def run():
+        out = []
+        with af.numerics(**LOOKUP_MODELS[model]):
+            x = af.tensor(EVERY_FP16)
+            for attrs in POINTWISE_ATTRS.get(name, [{}]):
+                y = (x * 1.0)._unary(name, **attrs)
+                out += [y.numpy(), ((x.t() * 1.0)._unary(name, **attrs) + 0.0).numpy()]
+        return out
+    plain, planned = both(monkeypatch, run)
+    for a, b in zip(plain, planned):
+        same_bits(a, b)
+    lookups = [row for e in made if e.plan for step, code, _ in e.plan.entries
+               if step is None for row in code if row[0] == kernels_fused().LOOKUP]
+    assert lookups or name in plan_mod.FUSED
+
+
+def kernels_fused():
+    from aneforge.kernels import fused
+    return fused
+
+
+def test_a_lookup_table_is_built_once_and_shared(monkeypatch):
+    """Two programs with the same pointwise op, attributes and numerics share one table; other
+    attributes or numerics get their own."""
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
+    plan_mod.TABLES.clear()
+    x = af.tensor(SPECIAL.reshape(4, 5))
+    x.erf().numpy(), (x * 2.0).erf().numpy()
+    assert len(plan_mod.TABLES.offset) == 1
+    x.clamp(-1.0, 2.0).numpy(), x.clamp(-1.0, 3.0).numpy()
+    with af.numerics(rounding="half_away"):
+        x.erf().numpy()
+    assert len(plan_mod.TABLES.offset) == 4
+    assert plan_mod.TABLES.array.size == 4 << 16

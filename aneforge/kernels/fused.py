@@ -8,7 +8,9 @@ Each op is a row of `code` (int64):
 The op's output is the contiguous R x C block at arena offset `out`; operand a's element
 (r, c) is `arena[a + r * a_rs + c * a_cs]` (a stride of 0 broadcasts), likewise b. In a
 blocked run (`run`'s block > 0), bits 0, 1, 2 of `local` mark the output, a and b as values
-that exist one block at a time: their place holds the current block only. `store` is
+that exist one block at a time: their place holds the current block only. A `lookup` op reads
+its result from the table of TABLE values at offset `b` of `tables`, indexed by the fp16 bits
+of a (the plan fills it with the op's own stored result for every fp16 value). `store` is
 the fp16 rounding mode of the result (`kernels.mode`), or -1 to keep the float32 value (an
 fp32 op). Every op computes in IEEE float32 and rounds once, exactly as the op's numpy kernel
 followed by the executor's store (aneforge/runtime/sim.py): the results are bit-identical to
@@ -20,12 +22,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .compiled import _from_half_bits, r16, r16_ieee
+from .compiled import _from_half_bits, _to_half_bits, r16, r16_ieee
 
 # opcodes, named by the ops they run (runtime/plan.py maps MIL ops to them)
 OPCODES = ("add", "sub", "mul", "div", "div_engine", "maximum", "minimum", "abs", "sqrt",
-           "sqrt_engine", "relu", "copy")
+           "sqrt_engine", "relu", "copy", "lookup")
 OP = {name: i for i, name in enumerate(OPCODES)}
+LOOKUP = OP["lookup"]
+TABLE = 1 << 16     # a lookup's table: the op's stored result for each fp16 bit pattern
 WIDTH = 12          # int64 fields per op
 _ZERO = np.float32(0.0)
 _INF = np.float32(np.inf)
@@ -63,6 +67,13 @@ def _line(out, x, y, op):
     """out[c] = op(x[c], y[c]) over one row (contiguous 1-D views: the loop vectorizes)."""
     for c in range(out.size):
         out[c] = _apply(op, x[c], y[c])
+
+
+@njit(cache=True)
+def _lookup_line(out, x, table):
+    """out[c] = table[the fp16 bits of x[c]] (x holds fp16 values: the conversion is exact)."""
+    for c in range(out.size):
+        out[c] = table[_to_half_bits(x[c])]
 
 
 @njit(cache=True)
@@ -130,15 +141,18 @@ def _op(out, x, y, op, store):
         _line(out, x, y, 9)
     elif op == 10:
         _line(out, x, y, 10)
+    elif op == LOOKUP:
+        _lookup_line(out, x, y)
     else:
         _line(out, x, y, 11)
     _store(out, store)
 
 
 @njit(cache=True)
-def run(arena, code, sx, sy, block):
+def run(arena, code, sx, sy, block, tables):
     """Run every op of `code` (rows as in the module docstring) in order over `arena`; sx, sy:
-    float32 scratch rows at least as long as the longest row C (and as `block`).
+    float32 scratch rows at least as long as the longest row C (and as `block`); `tables`: the
+    lookup tables.
 
     `block` > 0: every op is one row of the same length C whose operands are contiguous or one
     value (the plan checks it), and the ops run block by block: all of them over elements
@@ -157,7 +171,10 @@ def run(arena, code, sx, sy, block):
                 a += 0 if local & 2 or acs == 0 else c0
                 b += 0 if local & 4 or bcs == 0 else c0
                 x = arena[a:a + m] if acs == 1 else _operand(arena, a, 0, m, sx, False)
-                y = arena[b:b + m] if bcs == 1 else _operand(arena, b, 0, m, sy, False)
+                if code[k, 0] == LOOKUP:
+                    y = tables[b:b + TABLE]
+                else:
+                    y = arena[b:b + m] if bcs == 1 else _operand(arena, b, 0, m, sy, False)
                 _op(arena[o:o + m], x, y, code[k, 0], code[k, 1])
         return
     for k in range(code.shape[0]):
@@ -167,7 +184,10 @@ def run(arena, code, sx, sy, block):
         for r in range(rows):
             # a value broadcast over the whole op is filled into its scratch row once
             x = _operand(arena, a + r * ars, acs, cols, sx, r > 0 and ars == 0)
-            y = _operand(arena, b + r * brs, bcs, cols, sy, r > 0 and brs == 0)
+            if op == LOOKUP:
+                y = tables[b:b + TABLE]
+            else:
+                y = _operand(arena, b + r * brs, bcs, cols, sy, r > 0 and brs == 0)
             _op(arena[o + r * cols:o + (r + 1) * cols], x, y, op, store)
 
 

@@ -108,7 +108,8 @@ ACTIVATIONS = {
     "silu": _silu,
 }
 for _name, _fn in ACTIVATIONS.items():
-    define(_name, ("x",), _float_unary(_name), _activation(_fn, TABLES.get(_name)))
+    define(_name, ("x",), _float_unary(_name), _activation(_fn, TABLES.get(_name)),
+           pointwise=True)
 
 
 def _softplus(x):
@@ -131,7 +132,8 @@ def _collapse_at_inf(fn):
 # value +inf takes the engine's answer under `specials="engine"`.
 SPECIAL_ACTIVATIONS = {"softplus": _softplus, "softsign": _softsign}
 for _name, _fn in SPECIAL_ACTIVATIONS.items():
-    define(_name, ("x",), _float_unary(_name), _activation(_fn, engine=_collapse_at_inf(_fn)))
+    define(_name, ("x",), _float_unary(_name), _activation(_fn, engine=_collapse_at_inf(_fn)),
+           pointwise=True)
 
 
 _GELU = {"table": _activation(lambda x, mode: GELU_MODES[mode](x), TABLES["gelu"]),
@@ -143,7 +145,8 @@ def _gelu(ctx, x, mode):
     return _GELU["table" if mode == "EXACT" else "computed"](ctx, x, mode=mode)
 
 
-define("gelu", ("x",), _gelu_infer, _gelu, attrs={"mode": Attr("str", "EXACT")})
+define("gelu", ("x",), _gelu_infer, _gelu, attrs={"mode": Attr("str", "EXACT")},
+       pointwise=True)
 
 
 def _clip_infer(t, attrs):
@@ -156,7 +159,7 @@ def _clip_infer(t, attrs):
 
 define("clip", ("x",), _clip_infer,
        elementwise(lambda x, alpha, beta: np.clip(x, np.float32(alpha), np.float32(beta))),
-       attrs={"alpha": Attr("scalar"), "beta": Attr("scalar")})
+       attrs={"alpha": Attr("scalar"), "beta": Attr("scalar")}, pointwise=True)
 
 
 def _softmax_infer(t, attrs):
@@ -249,7 +252,7 @@ def _leaky_relu_infer(t, attrs):
 
 define("leaky_relu", ("x",), _leaky_relu_infer,
        elementwise(lambda x, alpha: np.where(x >= 0, x, x * np.float32(alpha))),
-       attrs={"alpha": Attr("scalar")})
+       attrs={"alpha": Attr("scalar")}, pointwise=True)
 attach("leaky_relu", lambda g, ins, a, out: {"x": where(ins["x"] > 0, g, g * a["alpha"])})
 
 

@@ -84,7 +84,8 @@ UNARY = {
     "cos": (np.cos, FLOATS, {}, None),
 }
 for _name, (_fn, _allowed, _attrs, _engine) in UNARY.items():
-    define(_name, ("x",), _unary_infer(_name, _allowed), elementwise(_fn, _engine), attrs=_attrs)
+    define(_name, ("x",), _unary_infer(_name, _allowed), elementwise(_fn, _engine), attrs=_attrs,
+           pointwise=True)
 
 
 # ---- gradient rules: vjp(g, ins, attrs, out) -> {input name: cotangent} ------------------

@@ -41,6 +41,9 @@ class OpDef:
     variadic: frozenset = frozenset()
     const_inputs: frozenset = frozenset()   # tensor inputs MIL requires to be const
     exact: bool = False                     # its result needs no rounding (moves/selects values)
+    # each result element depends on its own input element and the attributes only (a unary
+    # elementwise op): the run plan may evaluate it once per fp16 value and look results up
+    pointwise: bool = False
     vjp: Callable | None = None
 
     def full_attrs(self, attrs: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import threading
 import numpy as np
 
 from .. import dtypes
+from ..ops import REGISTRY
 from .steps import gather, nan_hazard
 
 # MIL op -> (opcode under IEEE specials, opcode under the engine's specials): the ops whose
@@ -40,6 +41,30 @@ _FLOAT = (dtypes.float16, dtypes.float32)
 _ALIGN = 16                 # elements (64 bytes): each value starts on a cache line
 BLOCK = 1024                # elements per block of a blocked run (a few fit in the level-1 cache)
 MODES = ("auto", "always", "never")
+_TABLE = 1 << 16            # entries of a lookup table: one per fp16 bit pattern
+
+
+class _Tables:
+    """Every lookup table this process has built, end to end in one array (a plan keeps the
+    array it was built with: tables are only appended, so its offsets stay valid), each built
+    once per (op, attributes, numerics) and shared by every plan."""
+
+    def __init__(self):
+        self.array, self.offset, self.lock = np.empty(0, np.float32), {}, threading.Lock()
+
+    def find(self, key, build) -> int:
+        with self.lock:
+            if key not in self.offset:
+                self.offset[key] = self.array.size
+                self.array = np.concatenate([self.array, build()])
+            return self.offset[key]
+
+    def clear(self) -> None:
+        with self.lock:
+            self.array, self.offset = np.empty(0, np.float32), {}
+
+
+TABLES = _Tables()
 
 
 def mode() -> str:
@@ -118,6 +143,7 @@ class Plan:
         from ..kernels import compiled, fused
         self.exe, self._compiled, self._fused = exe, compiled, fused
         self.lock = threading.Lock()     # one run at a time uses the arena
+        self.tables = {}                 # step -> its lookup table's offset (`_lookup`)
         shapes = [self._loops(k, op) for k, op in enumerate(exe.ops)]
         # outputs and constants keep their places (a constant is written once, here)
         self.keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
@@ -136,6 +162,7 @@ class Plan:
         for s, v in self.views.items():
             self.start[s] = v
         self.entries = self._group(shapes)
+        self.lookup = TABLES.array         # holds every table this plan's steps read
         longest = max([int(code[:, 3].max()) for step, code, _ in self.entries if step is None]
                       + [BLOCK])
         self.sx, self.sy = np.empty(longest, np.float32), np.empty(longest, np.float32)
@@ -150,18 +177,47 @@ class Plan:
         None."""
         exe = self.exe
         fn, ctx, plan, attrs, outs, store = exe.steps[k]
-        if op.type not in FUSED or len(outs) != 1 or not self._floating(outs[0]):
+        if len(outs) != 1 or not self._floating(outs[0]):
             return None
         ins = [p for p in plan if p is not None]
         if not ins or any(isinstance(p, tuple) or not self._floating(p) for p in ins):
             return None
+        if op.type not in FUSED:
+            if not self._lookup(k, op, ins[0]):
+                return None
         out_shape = exe.info[outs[0]][0]
-        if FUSED[op.type][0] == "copy":         # same elements in the same order
+        if op.type in FUSED and FUSED[op.type][0] == "copy":    # same elements, same order
             shape, strides = (math.prod(out_shape),), [[1]]
         else:
             shape, strides = out_shape, [_strides(exe.info[p][0], out_shape) for p in ins]
         loops = _collapse(shape, strides)
         return None if loops is None else loops + (ins,)
+
+    def _lookup(self, k, op, x) -> bool:
+        """Whether step k runs as a lookup: a pointwise op from fp16 to fp16 whose result is
+        rounded by the store. Its table (the step's own kernel and store over all 65536 fp16
+        values, so the bits are the same by construction) is noted in `self.tables`."""
+        exe = self.exe
+        step = exe.steps[k]
+        if not (REGISTRY[op.type].pointwise and step[5] is not None
+                and exe.info[x][1] == dtypes.float16 == exe.info[step[4][0]][1]):
+            return False
+        fn, ctx, _, attrs, _, _ = step
+        key = (ctx.op_type, repr(sorted(attrs.items())), exe.numerics)
+        self.tables[k] = TABLES.find(key, lambda: self._table(step))
+        return True
+
+    def _table(self, step):
+        """A pointwise step's stored result for every fp16 bit pattern: its kernel, then the
+        rounding a planned step's result gets (`run`)."""
+        fn, ctx, _, attrs, _, _ = step
+        every = np.arange(_TABLE, dtype=np.uint16).view(np.float16).astype(np.float32)
+        with np.errstate(all="ignore"):
+            r = np.ascontiguousarray(fn(ctx, every, **attrs), dtype=np.float32)
+        table = np.empty(_TABLE, np.float32)
+        self._compiled.round16(np.broadcast_to(r, every.shape).copy(), table,
+                               self.exe.numerics.store_mode)
+        return table
 
     def _locals(self) -> set:
         """Values made and used only inside one blocked segment: they never exist whole, just
@@ -215,11 +271,14 @@ class Plan:
         rows, cols, st, ins = loops
         st = st + st[:1] if len(st) == 1 else st
         ins = ins + ins[:1] if len(ins) == 1 else ins
+        local = [s in self.local for s in (outs[0], ins[0], ins[1])]
+        if k in self.tables:            # the table holds stored results: no rounding after
+            return [self._fused.LOOKUP, -1, rows, cols, p[outs[0]], p[ins[0]], st[0][0],
+                    st[0][1], self.tables[k], 0, 0, local[0] | local[1] << 1]
         opcode = self._fused.OP[FUSED[op.type][exe.numerics.specials == "engine"]]
         # exact ops (data movement) store their values as they are, as the executor does
         fp16 = exe.info[outs[0]][1] == dtypes.float16
         rnd = exe.numerics.store_mode if fp16 and store is not None else -1
-        local = [s in self.local for s in (outs[0], ins[0], ins[1])]
         flags = local[0] | local[1] << 1 | local[2] << 2
         return [opcode, rnd, rows, cols, p[outs[0]], p[ins[0]], st[0][0], st[0][1],
                 p[ins[1]], st[1][0], st[1][1], flags]
@@ -268,7 +327,7 @@ class Plan:
         with np.errstate(all="ignore"):
             for step, frees, block in self.entries:
                 if step is None:
-                    self._fused.run(self.arena, frees, self.sx, self.sy, block)
+                    self._fused.run(self.arena, frees, self.sx, self.sy, block, self.lookup)
                     continue
                 fn, ctx, plan, attrs, outs, store = step
                 res = fn(ctx, *gather(env, plan), **attrs)
