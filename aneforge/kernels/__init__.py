@@ -125,6 +125,51 @@ def matmul(x, y, mode: int) -> np.ndarray:
     return out.reshape(batch + out.shape[1:])
 
 
+PARALLEL_MACS = 1 << 20     # smaller matmuls run on one thread (a hand-off costs more)
+
+
+def threads() -> int:
+    """Threads for large matmuls: ANEFORGE_THREADS, else the CPUs this process may use."""
+    env = os.environ.get("ANEFORGE_THREADS")
+    if env:
+        return max(1, int(env))
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@functools.lru_cache(maxsize=1)
+def _blas_libraries() -> tuple:
+    """numpy's BLAS libraries as threadpoolctl controllers (the `fast` extra installs it), or
+    () without threadpoolctl."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return ()
+    return tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
+
+
+def blas_matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """np.matmul (fp32 BLAS: the `accumulator="blas"` model, fp32 programs) on the threads
+    aneforge's own kernels use: one below PARALLEL_MACS multiply-adds, else `threads()`. BLAS
+    left to itself threads even a 64 x 64 x 128 product; with the other core busy that made the
+    digits MLP step 13x slower (8.7 ms instead of 0.67). The library's own setting is put back
+    after the call."""
+    libraries = _blas_libraries()
+    if not libraries:
+        return np.matmul(x, y)
+    macs = x.size * (y.shape[-1] if y.ndim > 1 else 1)
+    want = 1 if macs < PARALLEL_MACS else threads()
+    before = [lib.get_num_threads() for lib in libraries]
+    for lib, n in zip(libraries, before):
+        if n != want:
+            lib.set_num_threads(want)
+    try:
+        return np.matmul(x, y)
+    finally:
+        for lib, n in zip(libraries, before):
+            if n != want:
+                lib.set_num_threads(n)
+
+
 def tile_mode(truncation: str, carry: str, result: str, products: str) -> int:
     """The tile datapath's open points as the kernels' small int (see reference.py)."""
     return ((truncation == "toward_neg_inf") | (carry == "nearest_even") << 1

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, kernels
 from ._common import FLOATS, broadcast, require_dtype, require_same_dtype, same_type
 from ._grad import attach, where
 from .activations import _softmax
@@ -51,7 +51,7 @@ def _sdpa_sim(ctx, query, key, value, attn_mask):
     store = ctx.numerics.round16 if fp16 else (lambda a: np.asarray(a, np.float32))
 
     def matmul(a, b):
-        return port(ctx, fp16_matmul(ctx.numerics, a, b)) if fp16 else np.matmul(a, b)
+        return port(ctx, fp16_matmul(ctx.numerics, a, b)) if fp16 else kernels.blas_matmul(a, b)
 
     with np.errstate(all="ignore"):
         s = store(matmul(query, np.swapaxes(key, -1, -2)))

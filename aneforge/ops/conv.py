@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .. import dtypes, limits
+from .. import dtypes, kernels, limits
 from ._common import FLOATS, require_dtype, require_same_dtype, same_type
 from ._grad import attach, const, op
 from .linalg import fp16_matmul, port
@@ -108,7 +108,7 @@ def _conv_sim(ctx, x, weight, bias, strides, pad_type, pad, dilations, groups):
     cols, out_hw = im2col(xp, (kh, kw), strides, dilations, groups)
     wm = weight.reshape(groups, co // groups, cg * kh * kw)[None]
     fp16 = ctx.in_dtypes[0] == dtypes.float16
-    acc = fp16_matmul(ctx.numerics, wm, cols) if fp16 else np.matmul(wm, cols)
+    acc = fp16_matmul(ctx.numerics, wm, cols) if fp16 else kernels.blas_matmul(wm, cols)
     acc = acc.reshape(n, co, *out_hw)
     if bias is not None:
         acc += bias.reshape(1, co, 1, 1)        # in place: acc is the matmul's fresh output

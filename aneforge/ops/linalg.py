@@ -45,7 +45,7 @@ def fp16_matmul(nm, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     has the model). `"per_product"`: each product rounded to fp16, an fp32 sum in order over K (the
     simulator's earlier model); `"blas"`: fp32 BLAS."""
     if nm.accumulator == "blas":
-        return np.matmul(x, y)
+        return kernels.blas_matmul(x, y)
     vx, vy = x.ndim == 1, y.ndim == 1
     x = x[None, :] if vx else x
     y = y[:, None] if vy else y
@@ -76,7 +76,7 @@ def _matmul_sim(ctx, x, y, transpose_x, transpose_y):
     x = np.swapaxes(x, -1, -2) if transpose_x and x.ndim > 1 else x
     y = np.swapaxes(y, -1, -2) if transpose_y and y.ndim > 1 else y
     if ctx.in_dtypes[0] != dtypes.float16:
-        return np.matmul(x, y)
+        return kernels.blas_matmul(x, y)
     return port(ctx, fp16_matmul(ctx.numerics, x, y))
 
 
@@ -101,7 +101,8 @@ def _linear_infer(t, attrs):
 def _linear_sim(ctx, x, weight, bias):
     fp16 = ctx.in_dtypes[0] == dtypes.float16
     if not fp16:
-        return x @ weight.T if bias is None else x @ weight.T + bias
+        acc = kernels.blas_matmul(x, weight.T)
+        return acc if bias is None else acc + bias
     acc = fp16_matmul(ctx.numerics, x, weight.T)
     if bias is not None:
         acc += bias             # in place: acc is the kernel's fresh float32 output

@@ -1,0 +1,74 @@
+"""fp32 BLAS matmuls (`accumulator="blas"`, fp32 programs) run on aneforge's thread count, and
+leave numpy's BLAS setting as they found it."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import aneforge as af
+from aneforge import kernels
+
+
+class FakeLibrary:
+    """A threadpoolctl controller that records the thread counts it is given."""
+
+    def __init__(self, n):
+        self.n, self.seen = n, []
+
+    def get_num_threads(self):
+        return self.n
+
+    def set_num_threads(self, n):
+        self.n = n
+        self.seen.append(n)
+
+
+def _spy(monkeypatch, n=8):
+    lib = FakeLibrary(n)
+    monkeypatch.setattr(kernels, "_blas_libraries", lambda: (lib,))
+    calls = []
+    matmul = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda x, y: calls.append(lib.n) or matmul(x, y))
+    return lib, calls
+
+
+def test_a_small_matmul_runs_on_one_blas_thread_and_restores(monkeypatch):
+    lib, calls = _spy(monkeypatch)
+    x, y = np.ones((64, 64), np.float32), np.ones((64, 128), np.float32)
+    np.testing.assert_array_equal(kernels.blas_matmul(x, y), np.full((64, 128), 64.0))
+    assert calls == [1] and lib.seen == [1, 8] and lib.n == 8
+
+
+@pytest.mark.parametrize("env, want", [("3", 3), ("1", 1)])
+def test_a_large_matmul_runs_on_aneforge_threads(monkeypatch, env, want):
+    monkeypatch.setenv("ANEFORGE_THREADS", env)
+    lib, calls = _spy(monkeypatch, n=1)
+    x, y = np.ones((256, 256), np.float32), np.ones((256, 256), np.float32)
+    kernels.blas_matmul(x, y)
+    assert calls == [want] and lib.n == 1
+    assert lib.seen == ([] if want == 1 else [want, 1])
+
+
+def test_the_setting_is_restored_when_the_matmul_fails(monkeypatch):
+    lib, _ = _spy(monkeypatch)
+    with pytest.raises(ValueError):
+        kernels.blas_matmul(np.ones((2, 3), np.float32), np.ones((4, 5), np.float32))
+    assert lib.n == 8
+
+
+def test_blas_steps_of_a_program_go_through_it(monkeypatch):
+    """The BLAS accumulator's matmul and linear use blas_matmul."""
+    lib, calls = _spy(monkeypatch)
+    x = af.tensor(np.ones((4, 8), np.float16))
+    with af.numerics(accumulator="blas"):
+        np.testing.assert_array_equal((x @ x.t()).numpy(), np.full((4, 4), 8.0, np.float16))
+        af.nn.functional.linear(x, x, af.ones(4, dtype=af.float16)).numpy()
+    assert len(calls) == 2 and set(calls) == {1} and lib.n == 8
+
+
+def test_real_blas_setting_unchanged():
+    pytest.importorskip("threadpoolctl")
+    libraries = kernels._blas_libraries()
+    before = [lib.get_num_threads() for lib in libraries]
+    kernels.blas_matmul(np.ones((300, 300), np.float32), np.ones((300, 300), np.float32))
+    assert [lib.get_num_threads() for lib in libraries] == before
