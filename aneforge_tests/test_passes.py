@@ -515,13 +515,33 @@ def test_concat_zeros_to_pad_turns_conv_padding_into_one_pad():
     assert "sub" not in counts(p)
 
 
-def test_concat_zeros_to_pad_shrinks_slice_gradients():
-    x = af.tensor(np.random.default_rng(0).standard_normal((4, 6)), requires_grad=True)
-    (g,) = af.grad((x[1:3, 2:5] * 2.0).sum(), [x])
-    p = af.program(g)
+def test_concat_zeros_to_pad_shrinks_zero_concats():
+    """Zeros made from the input (x - x, as conv padding records them) concatenated on two
+    axes become one pad."""
+    x = data(4, 6)
+    edge = x.narrow(1, 0, 1)
+    z = (edge - edge).expand(4, 2)
+    y = af.cat([z, x, z], 1)
+    edge = y.narrow(0, 0, 1)
+    z = (edge - edge).expand(1, 10)
+    p = af.program(af.cat([z, y, z], 0) * 2.0)
     report = apply(p, "concat_zeros_to_pad", "merge_consecutive_paddings", "noop_elimination",
                    "dead_code_elimination")
     assert report.ops_after < report.ops_before / 2 and counts(p)["pad"] == 1
+
+
+def test_slice_gradients_record_pads_that_merge():
+    """A slice's gradient is recorded as one zero pad per sliced axis (no zero-concat), and
+    the two merge into one."""
+    x = af.tensor(np.random.default_rng(0).standard_normal((4, 6)), requires_grad=True)
+    (g,) = af.grad((x[1:3, 2:5] * 2.0).sum(), [x])
+    p = af.program(g)
+    assert counts(p)["pad"] == 2 and "concat" not in counts(p)
+    apply(p, "merge_consecutive_paddings", "dead_code_elimination")
+    assert counts(p)["pad"] == 1
+    want = np.zeros((4, 6), np.float32)
+    want[1:3, 2:5] = 2.0
+    np.testing.assert_array_equal(g.numpy(), want)
 
 
 def test_concat_zeros_to_pad_leaves_non_zero_neighbours():

@@ -3,7 +3,7 @@
 The ANE's native conv needs a constant weight (ANEForge `docs/op-catalog.md`); a trainable
 conv instead gathers the kh*kw shifted views of the padded input with slices, stacks them
 (rank 5 at most: [N, C, kh*kw, Ho, Wo]) and contracts them with the weight in one matmul per
-group. Zero padding is built from the input itself (x - x), never from mul-by-zero. On
+group. Zero padding is one constant `pad` op (never a multiply by zero). On
 pre-A16 engines a width-offset slice saturates |v| > 4094 (ANEForge `docs/numeric-cliffs.md`): keep activations in range.
 """
 from __future__ import annotations
@@ -16,20 +16,12 @@ def _pair(v) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
-def _zeros_along(x, axis: int, n: int):
-    edge = x.narrow(axis, 0, 1)
-    z = edge - edge
-    return z.expand(*[n if i == axis % x.ndim else s for i, s in enumerate(z.shape)])
-
-
 def _pad(x, ph: int, pw: int):
-    if ph:
-        z = _zeros_along(x, 2, ph)
-        x = cat([z, x, z], 2)
-    if pw:
-        z = _zeros_along(x, 3, pw)
-        x = cat([z, x, z], 3)
-    return x
+    """Zeros around the last two axes: one constant pad (MIL pad, an exact data movement)."""
+    if not (ph or pw):
+        return x
+    return x._record("pad", {"x": x}, {"pad": (ph, ph, pw, pw), "mode": "constant",
+                                        "constant_val": 0.0})
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):

@@ -256,21 +256,19 @@ def _tile_vjp(g, ins, attrs, out):
 
 
 def _scatter_axis(g, axis: int, begin: int, stride: int, size: int):
-    """Place g's entries at begin, begin + stride, ... of an axis of `size`, zeros elsewhere."""
-    def zeros_of(n):
-        edge = g.narrow(axis, 0, 1)
-        return (edge - edge).expand(*[n if i == axis else s for i, s in enumerate(g.shape)])
+    """Place g's entries at begin, begin + stride, ... of an axis of `size`, zeros elsewhere:
+    interleaved zero slabs for a stride, then one constant pad (what the graph passes make of
+    a concat with zeros anyway, recorded as one op instead of five)."""
     m = g.shape[axis]
     if stride > 1:     # interleave s-1 zero slabs after every entry: no extra rank needed
         z = g - g
         g = op("concat", {"values": (g,) + (z,) * (stride - 1)}, axis=axis, interleave=True)
         g = g.narrow(axis, 0, (m - 1) * stride + 1)
-    parts = [zeros_of(begin)] if begin else []
-    parts.append(g)
     tail = size - begin - g.shape[axis]
-    if tail:
-        parts.append(zeros_of(tail))
-    return op("concat", {"values": tuple(parts)}, axis=axis) if len(parts) > 1 else g
+    if not (begin or tail):
+        return g
+    widths = (begin, tail) + (0, 0) * (g.ndim - 1 - axis)
+    return op("pad", {"x": g}, pad=widths, mode="constant", constant_val=0.0)
 
 
 def _slice_vjp(g, ins, attrs, out):
