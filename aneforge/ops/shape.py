@@ -96,8 +96,9 @@ def _concat_infer(t, attrs):
 def _concat_sim(nm, values, axis, interleave):
     if interleave:
         axis %= values[0].ndim                 # stack after the axis (a negative one too)
-        return np.stack(values, axis=axis + 1).reshape(
-            np.concatenate(values, axis=axis).shape)
+        shape = list(values[0].shape)
+        shape[axis] = sum(v.shape[axis] for v in values)
+        return np.stack(values, axis=axis + 1).reshape(shape)
     return np.concatenate(values, axis=axis)
 
 
