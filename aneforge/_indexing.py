@@ -122,6 +122,24 @@ def _advanced(x, index: tuple):
     return out.reshape(out.shape[:pos] + shape + out.shape[pos + 1:])
 
 
+def _slice(x, begin, end, stride, squeeze):
+    from .tensor import record_op
+    unmasked = (False,) * len(begin)
+    return record_op("slice_by_index", {"x": x}, {
+        "begin": tuple(begin), "end": tuple(end), "stride": tuple(stride),
+        "begin_mask": unmasked, "end_mask": unmasked, "squeeze_mask": tuple(squeeze)})
+
+
+def narrow(x, axis: int, start: int, stop: int):
+    """x[..., start:stop, ...] on one axis (bounds checked by the caller): one slice_by_index
+    recorded without parsing an index."""
+    if start == 0 and stop == x.shape[axis]:
+        return x
+    begin, end = [0] * x.ndim, list(x.shape)
+    begin[axis], end[axis] = start, stop
+    return _slice(x, begin, end, (1,) * x.ndim, (False,) * x.ndim)
+
+
 def getitem(x, index):
     from .tensor import record_op
     index = index if isinstance(index, tuple) else (index,)
@@ -153,10 +171,7 @@ def getitem(x, index):
             out_pos += 1
         axis += 1
     if any(squeeze) or any((b, e, s) != (0, n, 1) for b, e, s, n in zip(begin, end, stride, x.shape)):
-        x = record_op("slice_by_index", {"x": x}, {
-            "begin": tuple(begin), "end": tuple(end), "stride": tuple(stride),
-            "begin_mask": (False,) * len(begin), "end_mask": (False,) * len(begin),
-            "squeeze_mask": tuple(squeeze)})
+        x = _slice(x, begin, end, stride, squeeze)
     if new_axes:
         x = record_op("expand_dims", {"x": x}, {"axes": tuple(new_axes)})
     return x

@@ -25,7 +25,7 @@ import numpy as np
 from . import compiler, dtypes, scalar_consts
 from .context import CTX
 from .dtypes import DType
-from .errors import AneforgeError, DTypeError, ShapeError
+from .errors import AneforgeError, DTypeError, LimitError, ShapeError
 from .ir.types import TensorType
 from .trace import SEQ, Node, leaf, record, record_binary
 
@@ -801,9 +801,10 @@ class Tensor:
             raise RuntimeError("narrow(): length must be non-negative.")
         if start + length > n:
             raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
-        index = [slice(None)] * self.ndim
-        index[dim] = slice(start, start + length)
-        return self[tuple(index)]
+        if length == 0:
+            raise LimitError("narrow(): length 0 selects nothing; the ANE has no empty tensors")
+        from ._indexing import narrow
+        return narrow(self, dim, start, start + length)
 
     def select(self, dim: int, index: int) -> "Tensor":
         """The slice at `index` along `dim`, with that axis removed (``x.select(1, 0)`` is

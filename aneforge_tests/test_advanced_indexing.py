@@ -21,6 +21,9 @@ CASES = {
     "mask_leading": lambda z, L: z[L([True, False])],
     "mask_2d_then_slice": lambda z, L: z[L([[True, False, True], [False, True, True]]), 1:3],
     "index_select": lambda z, L: z.index_select(2, L([3, 0, 0])),
+    "narrow_last": lambda z, L: z.narrow(2, 1, 2),
+    "narrow_negative_start": lambda z, L: z.narrow(1, -2, 2),
+    "narrow_whole_axis": lambda z, L: z.narrow(0, 0, 2),
 }
 
 
@@ -67,6 +70,9 @@ def test_a_computed_index_runs_in_the_program():
     (lambda a: a.index_select(0, af.tensor([2])), IndexError, "out of range"),
     (lambda a: a.index_select(0, af.tensor([[0]])), IndexError, "supposed to be a vector"),
     (lambda a: a.index_select(3, af.tensor([0])), IndexError, "Dimension out of range"),
+    (lambda a: a.narrow(1, 1, 0), af.LimitError, "selects nothing"),
+    (lambda a: a.narrow(1, 2, 2), RuntimeError, "exceeds dimension size"),
+    (lambda a: a.narrow(1, 4, 1), IndexError, "start out of range"),
 ])
 def test_bad_indices_raise_as_in_torch(call, error, match):
     with pytest.raises(error, match=match):

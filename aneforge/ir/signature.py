@@ -11,8 +11,14 @@ from typing import Any, Iterable
 import numpy as np
 
 
+_PLAIN = frozenset({int, float, bool, str, type(None)})
+
+
 def canonical(value: Any) -> Any:
     """A hashable, order-stable form of an attribute value."""
+    kind = type(value)
+    if kind in _PLAIN or (kind is tuple and all(type(v) in _PLAIN for v in value)):
+        return value                    # already canonical (the common case: a fast exit)
     if isinstance(value, np.ndarray):
         return ("array", value.dtype.str, value.shape, value.tobytes())
     if isinstance(value, (list, tuple)):
