@@ -444,3 +444,33 @@ def test_a_lookup_table_is_built_once_and_shared(monkeypatch):
         x.erf().numpy()
     assert len(plan_mod.TABLES.offset) == 4
     assert plan_mod.TABLES.array.size == 4 << 16
+
+
+# ---- exact ops writing into their places -----------------------------------------------------
+INTO_CASES = {
+    "concat": lambda x, y: af.cat([x * 1.0, y * 2.0, x - 1.0], 1),
+    "concat_negative_axis": lambda x, y: af.cat([x * 1.0, y * 2.0], -1),
+    "stack": lambda x, y: af.stack([x * 1.0, y + 1.0, x * y], 0),
+    "pad_constant": lambda x, y: af.nn.functional.pad(x * 1.0, (1, 2, 0, 3), value=-2.5),
+    "pad_reflect": lambda x, y: af.nn.functional.pad((x * 1.0)[None], (2, 1, 1, 0), "reflect"),
+    "pad_replicate": lambda x, y: af.nn.functional.pad((x * 1.0)[None], (0, 3, 2, 2),
+                                                       "replicate"),
+    # a strided slice's gradient: an interleaving concat with zeros, then a zero pad
+    "slice_grad": lambda x, y: af.grad(((x * 1.0)[1:, 1::3] * y[1:, 1::3]).sum(), [x])[0],
+}
+
+
+@pytest.mark.parametrize("name", INTO_CASES)
+def test_exact_ops_written_into_their_places_are_identical(monkeypatch, name):
+    made = _executables(monkeypatch)
+    rng = np.random.default_rng(7)
+    a = np.concatenate([SPECIAL, rng.standard_normal(28).astype(np.float16)]).reshape(6, 8)
+    b = (rng.standard_normal((6, 8)) * 9).astype(np.float16)
+
+    def run():
+        x, y = af.tensor(a, requires_grad=name == "slice_grad"), af.tensor(b)
+        return INTO_CASES[name](x, y).numpy()
+    same_bits(*both(monkeypatch, run))
+    direct = [step for e in made if e.plan for step, _, _ in e.plan.entries
+              if step is not None and step[5] is plan_mod._INTO]
+    assert direct, "no step wrote into its place"

@@ -44,6 +44,10 @@ class OpDef:
     # each result element depends on its own input element and the attributes only (a unary
     # elementwise op): the run plan may evaluate it once per fp16 value and look results up
     pointwise: bool = False
+    # `simulate` writing its one result into `out` (an array of the result's shape and dtype)
+    # instead of returning it: the run plan gives an exact op's result its arena place this
+    # way, saving a copy (concat, pad)
+    into: Callable | None = None
     vjp: Callable | None = None
 
     def full_attrs(self, attrs: dict[str, Any]) -> dict[str, Any]:

@@ -102,8 +102,18 @@ def _concat_sim(nm, values, axis, interleave):
     return np.concatenate(values, axis=axis)
 
 
+def _concat_into(nm, out, values, axis, interleave):
+    if interleave:
+        axis %= values[0].ndim
+        shape = out.shape[:axis] + (values[0].shape[axis], len(values)) + out.shape[axis + 1:]
+        np.stack(values, axis=axis + 1, out=out.reshape(shape))
+    else:
+        np.concatenate(values, axis=axis, out=out)
+
+
 define("concat", ("values",), _concat_infer, _concat_sim, variadic=frozenset({"values"}),
-       attrs={"axis": Attr("int"), "interleave": Attr("bool", False)}, exact=True)
+       attrs={"axis": Attr("int"), "interleave": Attr("bool", False)}, exact=True,
+       into=_concat_into)
 
 
 def _split_sizes(t, attrs):

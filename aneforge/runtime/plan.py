@@ -42,6 +42,7 @@ _ALIGN = 16                 # elements (64 bytes): each value starts on a cache 
 BLOCK = 1024                # elements per block of a blocked run (a few fit in the level-1 cache)
 MODES = ("auto", "always", "never")
 _TABLE = 1 << 16            # entries of a lookup table: one per fp16 bit pattern
+_INTO = object()            # a step's store: its kernel writes into the result's place
 
 
 class _Tables:
@@ -289,7 +290,7 @@ class Plan:
         exe, entries, code = self.exe, [], []
         for k, loops in enumerate(shapes):
             if loops is None:
-                entries.append((exe.steps[k], exe.frees[k], None))
+                entries.append((self._direct(k), exe.frees[k], None))
                 continue
             code.append(self._row(k, loops))
             if k + 1 == len(shapes) or self.segment[k + 1] != self.segment[k]:
@@ -298,6 +299,15 @@ class Plan:
                 code = []
         return entries
 
+
+    def _direct(self, k):
+        """Step k as the run executes it: an exact op that can write its one result straight
+        into the result's arena place (`OpDef.into`) does; others return it."""
+        fn, ctx, plan, attrs, outs, store = step = self.exe.steps[k]
+        into = REGISTRY[ctx.op_type].into
+        if into is None or store is not None or len(outs) != 1 or outs[0] not in self.views:
+            return step
+        return into, ctx, plan, attrs, outs, _INTO
 
     # -- running -----------------------------------------------------------------------------
     def _load(self, env, inputs) -> None:
@@ -330,8 +340,12 @@ class Plan:
                     self._fused.run(self.arena, frees, self.sx, self.sy, block, self.lookup)
                     continue
                 fn, ctx, plan, attrs, outs, store = step
-                res = fn(ctx, *gather(env, plan), **attrs)
-                res = (res,) if len(outs) == 1 else res
+                if store is _INTO:
+                    fn(ctx, views[outs[0]], *gather(env, plan), **attrs)
+                    res = ()
+                else:
+                    res = fn(ctx, *gather(env, plan), **attrs)
+                    res = (res,) if len(outs) == 1 else res
                 for i, (s, r) in enumerate(zip(outs, res)):
                     view = views.get(s)
                     if view is None:
