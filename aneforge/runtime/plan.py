@@ -21,7 +21,7 @@ import threading
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, kernels
 from ..ops import REGISTRY
 from .steps import gather, nan_hazard
 
@@ -43,6 +43,7 @@ BLOCK = 1024                # elements per block of a blocked run (a few fit in 
 MODES = ("auto", "always", "never")
 _TABLE = 1 << 16            # entries of a lookup table: one per fp16 bit pattern
 _INTO = object()            # a step's store: its kernel writes into the result's place
+_F16 = np.dtype(np.float16)
 
 
 class _Tables:
@@ -164,6 +165,12 @@ class Plan:
             self.start[s] = v
         self.entries = self._group(shapes)
         self.lookup = TABLES.array         # holds every table this plan's steps read
+        self.ins = [(s, carrier, name, self.views.get(s),
+                     self.views[s].reshape(-1) if s in self.views else None)
+                    for (s, carrier), name in zip(exe.inputs, exe.input_names)]
+        # the program's outputs: (slot, its arena place flat and its shape, or None; dtype)
+        self.outs = [(s, self.views[s].reshape(-1) if s in self.views else None,
+                      exe.info[s][0], dtype) for s, dtype in exe.outputs]
         longest = max([int(code[:, 3].max()) for step, code, _ in self.entries if step is None]
                       + [BLOCK])
         self.sx, self.sy = np.empty(longest, np.float32), np.empty(longest, np.float32)
@@ -314,19 +321,32 @@ class Plan:
         """The program's inputs into their arena places: an fp16 input of the planned shape in
         one compiled pass (cast, NaN check and coercion), others as the interpreter carries
         them."""
-        exe = self.exe
+        exe, load16 = self.exe, self._fused.load16
         coerce = exe.numerics.specials == "engine"
-        for (s, carrier), a, name in zip(exe.inputs, inputs, exe.input_names):
-            view = self.views.get(s)
+        for (s, carrier, name, view, flat), a in zip(self.ins, inputs):
             if view is None:
                 env[s] = exe.carried(a, carrier, name)
-            elif a.dtype == np.float16 and a.shape == view.shape:
-                bits = np.ascontiguousarray(a).reshape(-1).view(np.uint16)
-                nan = self._fused.load16(bits, view.reshape(-1), coerce)
+            elif a.dtype == _F16 and a.shape == view.shape:
+                nan = load16(a.reshape(-1).view(np.uint16), flat, coerce)
                 if nan and coerce:
                     nan_hazard(name, nan)
             else:
                 np.copyto(view, exe.carried(a, carrier, name), casting="unsafe")
+
+    def outputs(self, env) -> list:
+        """The program's outputs after a run: new arrays (the arena is rewritten next run), an
+        fp16 one read from its place by the compiled cast (numpy's takes ~10 ns an element)."""
+        out, to16 = [], self._compiled.to_float16
+        for s, flat, shape, dtype in self.outs:
+            if flat is None:
+                out.append(kernels.astype(env[s], dtype))
+            elif dtype == np.float16:
+                bits = np.empty(flat.size, np.uint16)
+                to16(flat, bits)
+                out.append(bits.view(np.float16).reshape(shape))
+            else:
+                out.append(np.array(flat, dtype).reshape(shape))
+        return out
 
     def run(self, inputs):
         exe, views = self.exe, self.views

@@ -107,8 +107,7 @@ class SimExecutable:
             try:                            # the arena: one run at a time; others interpret
                 env = plan.run(inputs)
                 self._check_narrowed(env)
-                return [_fresh(env[s], dtype) if s in plan.views else kernels.astype(env[s], dtype)
-                        for s, dtype in self.outputs]
+                return plan.outputs(env)
             finally:
                 plan.lock.release()
         env: list = [None] * self.n_slots
@@ -158,12 +157,6 @@ class SimExecutable:
                                  f"do not fit {dtype} at the program boundary (the ANE has no "
                                  f"int32 I/O). Compute in floating point, or keep results within "
                                  f"[{info.min}, {info.max}].")
-
-
-def _fresh(view, dtype) -> np.ndarray:
-    """A program output read from the arena: a new array (the arena is rewritten next run);
-    fp16 through the compiled cast (numpy's float16 cast takes ~10 ns per element)."""
-    return kernels.astype(view, dtype) if dtype == np.float16 else np.array(view, dtype)
 
 
 def _coerce_nan(numerics, a: np.ndarray, name: str) -> np.ndarray:
