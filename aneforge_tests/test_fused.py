@@ -474,3 +474,27 @@ def test_exact_ops_written_into_their_places_are_identical(monkeypatch, name):
     direct = [step for e in made if e.plan for step, _, _ in e.plan.entries
               if step is not None and step[5] is plan_mod._INTO]
     assert direct, "no step wrote into its place"
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_tall_narrow_ops_run_by_columns_identically(monkeypatch, model):
+    """Ops over [rows, few columns] (a batch of class scores) run column by column: every
+    broadcast shape, special values, a lookup among them."""
+    rng = np.random.default_rng(3)
+    tall = np.concatenate([np.tile(SPECIAL, 4), rng.standard_normal(40).astype(np.float16)])
+    tall = tall.reshape(60, 2)[:, :1] * np.float16(1) + rng.standard_normal((60, 5)).astype(
+        np.float16)
+    col = np.concatenate([SPECIAL, SPECIAL * np.float16(-3), SPECIAL[::-1]]).reshape(60, 1)
+    row = SPECIAL[:5].reshape(1, 5)
+
+    def run():
+        with af.numerics(**MODELS[model]):
+            t, c, r = af.tensor(tall), af.tensor(col), af.tensor(row)
+            y = (t - c) * r + t / c
+            return [y.numpy(), (y.exp() + c).numpy(), af.maximum(t, r).numpy()]
+    made = _executables(monkeypatch)
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+    narrow = [row for e in made if e.plan for step, code, _ in e.plan.entries if step is None
+              for row in code if row[3] < kernels_fused().NARROW and row[2] >= 4 * row[3]]
+    assert narrow

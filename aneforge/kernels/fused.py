@@ -31,6 +31,7 @@ OP = {name: i for i, name in enumerate(OPCODES)}
 LOOKUP = OP["lookup"]
 TABLE = 1 << 16     # a lookup's table: the op's stored result for each fp16 bit pattern
 WIDTH = 12          # int64 fields per op
+NARROW = 16         # an op over rows shorter than this (and 4x as many rows) runs by columns
 _ZERO = np.float32(0.0)
 _INF = np.float32(np.inf)
 
@@ -151,8 +152,8 @@ def _op(out, x, y, op, store):
 @njit(cache=True)
 def run(arena, code, sx, sy, block, tables):
     """Run every op of `code` (rows as in the module docstring) in order over `arena`; sx, sy:
-    float32 scratch rows at least as long as the longest row C (and as `block`); `tables`: the
-    lookup tables.
+    float32 scratch rows at least as long as the longest row C, as `block`, and as R where
+    C < NARROW; `tables`: the lookup tables.
 
     `block` > 0: every op is one row of the same length C whose operands are contiguous or one
     value (the plan checks it), and the ops run block by block: all of them over elements
@@ -181,6 +182,9 @@ def run(arena, code, sx, sy, block, tables):
         op, store, rows, cols = code[k, 0], code[k, 1], code[k, 2], code[k, 3]
         o, a, ars, acs, b, brs, bcs = (code[k, 4], code[k, 5], code[k, 6], code[k, 7],
                                        code[k, 8], code[k, 9], code[k, 10])
+        if cols < NARROW and rows >= 4 * cols:
+            _columns(arena, k, code, sx, sy, tables)
+            continue
         for r in range(rows):
             # a value broadcast over the whole op is filled into its scratch row once
             x = _operand(arena, a + r * ars, acs, cols, sx, r > 0 and ars == 0)
@@ -189,6 +193,28 @@ def run(arena, code, sx, sy, block, tables):
             else:
                 y = _operand(arena, b + r * brs, bcs, cols, sy, r > 0 and brs == 0)
             _op(arena[o + r * cols:o + (r + 1) * cols], x, y, op, store)
+
+
+@njit(cache=True)
+def _columns(arena, k, code, sx, sy, tables):
+    """Op k of `code` over a tall, narrow block (rows >> cols, as a [batch, classes] value):
+    column by column, each gathered into the scratch rows, computed and scattered back, so the
+    loops run over the long axis (row by row, a row of 10 costs more in calls than in work)."""
+    op, store, rows, cols = code[k, 0], code[k, 1], code[k, 2], code[k, 3]
+    o, a, ars, acs, b, brs, bcs = (code[k, 4], code[k, 5], code[k, 6], code[k, 7],
+                                   code[k, 8], code[k, 9], code[k, 10])
+    x, y = sx[:rows], sy[:rows]
+    for c in range(cols):
+        for r in range(rows):
+            x[r] = arena[a + c * acs + r * ars]
+        if op == LOOKUP:
+            _op(x, x, tables[b:b + TABLE], op, store)
+        else:
+            for r in range(rows):
+                y[r] = arena[b + c * bcs + r * brs]
+            _op(x, x, y, op, store)
+        for r in range(rows):
+            arena[o + r * cols + c] = x[r]
 
 
 @njit(cache=True)

@@ -171,8 +171,8 @@ class Plan:
         # the program's outputs: (slot, its arena place flat and its shape, or None; dtype)
         self.outs = [(s, self.views[s].reshape(-1) if s in self.views else None,
                       exe.info[s][0], dtype) for s, dtype in exe.outputs]
-        longest = max([int(code[:, 3].max()) for step, code, _ in self.entries if step is None]
-                      + [BLOCK])
+        longest = max([int(code[:, 2:4].max()) for step, code, _ in self.entries
+                       if step is None] + [BLOCK])
         self.sx, self.sy = np.empty(longest, np.float32), np.empty(longest, np.float32)
 
     # -- building ----------------------------------------------------------------------------
