@@ -436,6 +436,7 @@ def test_a_lookup_table_is_built_once_and_shared(monkeypatch):
     attributes or numerics get their own."""
     monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
     plan_mod.TABLES.clear()
+    clear_cache()                       # no executable planned before the tables were cleared
     x = af.tensor(SPECIAL.reshape(4, 5))
     x.erf().numpy(), (x * 2.0).erf().numpy()
     assert len(plan_mod.TABLES.offset) == 1
@@ -498,3 +499,22 @@ def test_tall_narrow_ops_run_by_columns_identically(monkeypatch, model):
     narrow = [row for e in made if e.plan for step, code, _ in e.plan.entries if step is None
               for row in code if row[3] < kernels_fused().NARROW and row[2] >= 4 * row[3]]
     assert narrow
+
+
+def test_past_the_table_limit_pointwise_ops_are_computed(monkeypatch):
+    """The tables are bounded: once LIMIT exist, a new kind of pointwise op runs its kernel,
+    with the same bits."""
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
+    plan_mod.TABLES.clear()
+    clear_cache()
+    monkeypatch.setattr(plan_mod._Tables, "LIMIT", 2)
+    made = _executables(monkeypatch)
+    x = af.tensor(SPECIAL.reshape(4, 5))
+    got = [x.clamp(-1.0, b).numpy() for b in (2.0, 3.0, 4.0)]
+    assert len(plan_mod.TABLES.offset) == 2
+    lookups = [sum(row[0] == kernels_fused().LOOKUP for step, code, _ in e.plan.entries
+                   if step is None for row in code) for e in made]
+    assert lookups == [1, 1, 0]
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "never")
+    for b, planned in zip((2.0, 3.0, 4.0), got):
+        same_bits(x.clamp(-1.0, b).numpy(), planned)

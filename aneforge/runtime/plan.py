@@ -54,9 +54,14 @@ class _Tables:
     def __init__(self):
         self.array, self.offset, self.lock = np.empty(0, np.float32), {}, threading.Lock()
 
-    def find(self, key, build) -> int:
+    LIMIT = 128     # tables (32 MB): past it, pointwise ops of new kinds are computed
+
+    def find(self, key, build) -> int | None:
+        """The offset of key's table, built now if new; None once LIMIT tables exist."""
         with self.lock:
             if key not in self.offset:
+                if len(self.offset) >= self.LIMIT:
+                    return None
                 self.offset[key] = self.array.size
                 self.array = np.concatenate([self.array, build()])
             return self.offset[key]
@@ -212,7 +217,10 @@ class Plan:
             return False
         fn, ctx, _, attrs, _, _ = step
         key = (ctx.op_type, repr(sorted(attrs.items())), exe.numerics)
-        self.tables[k] = TABLES.find(key, lambda: self._table(step))
+        at = TABLES.find(key, lambda: self._table(step))
+        if at is None:
+            return False
+        self.tables[k] = at
         return True
 
     def _table(self, step):
