@@ -2,7 +2,9 @@
 every float value gets a fixed place in one float32 arena, assigned by lifetime (a place is
 reused once its value is dead, as ExecuTorch's memory planning does), and each run of
 consecutive elementwise ops becomes one compiled call over that arena
-(aneforge/kernels/fused.py) instead of one numpy call and one rounding call per op.
+(aneforge/kernels/fused.py) instead of one numpy call and one rounding call per op. A pointwise
+op from fp16 to fp16 (exp, erf, gelu, ...) joins such a run as a lookup in a table of its own
+stored results for all 65536 fp16 inputs; concat and pad write straight into their places.
 
 The plan changes no value: each fused op computes in IEEE float32 and rounds once, as its
 numpy kernel and the executor's store do (aneforge_tests/test_fused.py runs programs both
@@ -51,10 +53,10 @@ class _Tables:
     array it was built with: tables are only appended, so its offsets stay valid), each built
     once per (op, attributes, numerics) and shared by every plan."""
 
+    LIMIT = 128     # tables (32 MB): past it, pointwise ops of new kinds are computed
+
     def __init__(self):
         self.array, self.offset, self.lock = np.empty(0, np.float32), {}, threading.Lock()
-
-    LIMIT = 128     # tables (32 MB): past it, pointwise ops of new kinds are computed
 
     def find(self, key, build) -> int | None:
         """The offset of key's table, built now if new; None once LIMIT tables exist."""
@@ -313,7 +315,6 @@ class Plan:
                 entries.append((None, np.array(code, np.int64), block))
                 code = []
         return entries
-
 
     def _direct(self, k):
         """Step k as the run executes it: an exact op that can write its one result straight
