@@ -989,3 +989,46 @@ def test_decompose_masked_attention_leaves_unmasked_sdpa():
     p = af.program(_sdpa(data(2, 4, 8), data(2, 5, 8), data(2, 5, 6)))
     apply(p, "decompose_masked_attention")
     assert ops(p) == ["scaled_dot_product_attention"]
+
+
+def test_ops_added_after_a_removal_are_walked():
+    """A removed op's id is never taken for a later op's: the graph keeps removed ops
+    referenced (CPython reuses a freed object's address at once, and walk() skipped new ops
+    that got one, which made the pipeline miss rewrites now and then)."""
+    from aneforge.passes.graph import Graph
+    b = Builder()
+    x = b.input(2, 3)
+    g = Graph(b.program(b("sqrt", x=x)), get_numerics())
+    for _ in range(100):
+        g.remove(g.add("exp", {"x": x}).op)
+        v = g.add("abs", {"x": x})
+        assert any(op is v.op for op in g.walk())
+        assert g.uses(v) == []
+        g.remove(v.op)
+        del v
+
+
+def test_the_pipeline_reaches_its_fixed_point_in_one_run():
+    """Two identical chains and a repeated constant product: one run of the default pipeline
+    leaves nothing for a second run to rewrite, however objects are laid out in memory."""
+    def program():
+        b = Builder()
+        x, y = b.input(2, 3, 4), b.input(2, 3, 4)
+
+        def chain():
+            both = b("concat", values=(b("expand_dims", x=y, axes=(2,)),
+                                       b("expand_dims", x=b("relu", x=y), axes=(2,))), axis=2)
+            return b("slice_by_index", x=b("reshape", x=both, shape=(2, 3, 8)),
+                     begin=(0, 0, 2), end=(2, 3, 6), stride=(1, 1, 1),
+                     begin_mask=(True, True, False), end_mask=(True, True, False),
+                     squeeze_mask=(False, False, False))
+        c = chain()
+        k = b("mul", x=b.const(1.5), y=b.const(2.0))
+        return b.program(b("sub", x=b("sub", x=c, y=c), y=b("add", x=c, y=k)), chain(),
+                         b("add", x=x, y=b("mul", x=b.const(1.5), y=b.const(2.0))))
+    keep = []
+    for i in range(60):
+        keep.append([object() for _ in range(i % 7)])       # vary the memory layout
+        p = program()
+        P.run(p, "default")
+        assert sum(s.rewrites for s in P.run(p, "default").stats) == 0

@@ -25,7 +25,10 @@ class Graph:
         self.program, self.numerics, self.options = program, numerics, options
         self.block = program.main.block
         self._names = {v.name for v in self.block.vars()} | {op.name for op in self.ops}
-        self._removed: set[int] = set()
+        # removed ops by id, kept referenced: a freed op's id could go to an op made later,
+        # which walk() and sweep() would then take for removed (and its values' use lists
+        # for another's)
+        self._removed: dict[int, Operation] = {}
         self._index_uses()
 
     # ---- reading ----------------------------------------------------------------------
@@ -141,14 +144,14 @@ class Graph:
 
     def remove(self, op: Operation) -> None:
         self.ops.remove(op)
-        self._removed.add(id(op))
+        self._removed[id(op)] = op
         for v in set(op.input_vars()):
             self._uses[id(v)] = [u for u in self.uses(v) if u is not op]
 
     def set_operations(self, ops: list[Operation]) -> None:
         """Replace the op list wholesale (DCE, reordering) and rebuild the use map."""
         kept = {id(op) for op in ops}
-        self._removed.update(id(op) for op in self.ops if id(op) not in kept)
+        self._removed.update((id(op), op) for op in self.ops if id(op) not in kept)
         self.block.operations = ops
         self._index_uses()
 
