@@ -246,17 +246,17 @@ def matmul(x, y, bx, by, out, mode):
 def run(kernel, tasks, macs, *args):
     """kernel(*args, first, last) over tasks [0, tasks): on the calling thread when
     the matmul is small (a hand-off costs more), else split over `threads()` threads (the
-    kernels release the GIL); not numba's parallel=True, whose OpenMP layer spins between
-    calls and slowed the rest of a training step 3x."""
+    kernels release the GIL): the calling thread runs the first share itself while the pool
+    runs the others (a hand-off and a wake-up fewer); not numba's parallel=True, whose OpenMP
+    layer spins between calls and slowed the rest of a training step 3x."""
     n = 1 if macs < PARALLEL_MACS else min(threads(), tasks)
-    if n <= 1:
-        kernel(*args, 0, tasks)
-        return
     cuts = [tasks * i // n for i in range(n + 1)]
-    jobs = [_pool().submit(kernel, *args, a, b)
-            for a, b in zip(cuts[:-1], cuts[1:])]
-    for job in jobs:
-        job.result()
+    jobs = [_pool().submit(kernel, *args, a, b) for a, b in zip(cuts[1:-1], cuts[2:])]
+    try:
+        kernel(*args, 0, cuts[1])
+    finally:                     # the pool's shares write into the output: never leave early
+        for job in jobs:
+            job.result()
 
 
 def threads() -> int:
@@ -269,7 +269,7 @@ def threads() -> int:
 
 @functools.lru_cache(maxsize=None)
 def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max(1, threads()), thread_name_prefix="aneforge-kernel")
+    return ThreadPoolExecutor(max(1, threads() - 1), thread_name_prefix="aneforge-kernel")
 
 
 @njit(cache=True)
@@ -619,8 +619,8 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain):
     rows, k = rows_per_task(m, n), x.shape[2]
     rb = (m + rows - 1) // rows
     xt = np.zeros(((k + 3) // 4 * 4, min(m, rows) if rows == THIN_ROWS else 0), np.float32)
-    ymax = np.empty(k, np.float32)
     check, ysmall, seen = tmode == 0 and m >= PLAIN_ROWS, _ZERO, -1
+    ymax = np.empty(k if check else 0, np.float32)
     for t in range(first, last):
         b, i0 = t // rb, (t % rb) * rows
         i1 = min(i0 + rows, m)
