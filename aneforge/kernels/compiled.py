@@ -38,7 +38,7 @@ SKIP_ROWS = 16     # from this many rows of x on, zeros of x skip work
 PARALLEL_MACS = 1 << 20     # smaller matmuls run on the calling thread (a hand-off costs more)
 THIN = 16          # tile matmul outputs narrower than this vectorize across rows, not columns
 THIN_ROWS = 32     # rows per task in that case
-PLAIN_ROWS = 16    # from this many rows of x on, tile matmuls try the plain tile
+PLAIN_ROWS, PLAIN_COLUMNS = 16, 8    # from this size of output on, tile matmuls try the plain tile
 
 
 @intrinsic
@@ -250,6 +250,9 @@ def run(kernel, tasks, macs, *args):
     runs the others (a hand-off and a wake-up fewer); not numba's parallel=True, whose OpenMP
     layer spins between calls and slowed the rest of a training step 3x."""
     n = 1 if macs < PARALLEL_MACS else min(threads(), tasks)
+    if n <= 1:
+        kernel(*args, 0, tasks)
+        return
     cuts = [tasks * i // n for i in range(n + 1)]
     jobs = [_pool().submit(kernel, *args, a, b) for a, b in zip(cuts[1:-1], cuts[2:])]
     try:
@@ -612,14 +615,15 @@ def _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat):
 @njit(cache=True, nogil=True)
 def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain):
     """Tasks [first, last) of out[b] = x[bx[b]] @ y[by[b]]: task t is `rows_per_task` rows of
-    one batch entry; any K (the last tile's missing lanes are zeros). Under tmode 0 and from
-    PLAIN_ROWS rows of x on (the check reads all of y once per thread and matrix), the row
-    blocks `_plain_rows` clears run the tile `plain` with no saturation check."""
+    one batch entry; any K (the last tile's missing lanes are zeros). Under tmode 0, the row
+    blocks `_plain_rows` clears run the tile `plain` with no saturation check, for outputs of
+    at least PLAIN_ROWS x PLAIN_COLUMNS: the check reads all of y once per thread and matrix,
+    and each x once, and saves ~15% of the work of an output."""
     _, m, n = out.shape
     rows, k = rows_per_task(m, n), x.shape[2]
     rb = (m + rows - 1) // rows
     xt = np.zeros(((k + 3) // 4 * 4, min(m, rows) if rows == THIN_ROWS else 0), np.float32)
-    check, ysmall, seen = tmode == 0 and m >= PLAIN_ROWS, _ZERO, -1
+    check, ysmall, seen = tmode == 0 and m >= PLAIN_ROWS and n >= PLAIN_COLUMNS, _ZERO, -1
     ymax = np.empty(k if check else 0, np.float32)
     for t in range(first, last):
         b, i0 = t // rb, (t % rb) * rows
