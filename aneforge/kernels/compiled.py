@@ -34,6 +34,7 @@ _ZERO = np.float32(0.0)
 _HALF = np.float32(0.5)
 _ONE = np.float32(1.0)
 ROWS = 4          # rows of x sharing each loaded row of y
+TILE_ROWS = 8     # the same in the tile matmul (its tile work amortizes a row's setup)
 SKIP_ROWS = 16     # from this many rows of x on, zeros of x skip work
 PARALLEL_MACS = 1 << 20     # smaller matmuls run on the calling thread (a hand-off costs more)
 THIN = 16          # tile matmul outputs narrower than this vectorize across rows, not columns
@@ -599,8 +600,8 @@ def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat):
 @njit(cache=True)
 def rows_per_task(m, n):
     """Rows of x per task: THIN_ROWS for outputs narrower than THIN columns (and at least as
-    tall: `_thin`), else ROWS (`_block`)."""
-    return THIN_ROWS if n < THIN and n <= m else ROWS
+    tall: `_thin`), else TILE_ROWS (`_block`)."""
+    return THIN_ROWS if n < THIN and n <= m else TILE_ROWS
 
 
 @njit(cache=True)
