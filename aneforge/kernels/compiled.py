@@ -1,7 +1,8 @@
 """numba kernels, bit-identical to `reference.py` (imported only when numba is installed and
 the compiled kernels are on; compiled on first call and cached on disk, `cache=True`).
 
-fastmath stays off: the kernels must add in the documented order with IEEE float32 rounding.
+fastmath stays off: the kernels must add in the documented order with IEEE float32 rounding
+(one exception, `_row_bound`: it only bounds a sum, with slack, and may reassociate to vectorize).
 fp16 rounding under the default model (nearest-even, subnormals kept) is LLVM's float -> half
 -> float conversion (one F16C / fcvt instruction pair, exact IEEE); the other models use the
 same integer formulas as the reference.
