@@ -153,3 +153,20 @@ def test_thread_split_shares_cover_every_task(monkeypatch, threads, shape):
     monkeypatch.setenv("ANEFORGE_THREADS", threads)
     rng = np.random.default_rng(int(threads))
     tile(_fp16(rng, shape[0]), _fp16(rng, shape[1]))
+
+
+def test_shares_the_pool_never_starts_run_on_the_calling_thread(monkeypatch):
+    """A pool thread that gets no CPU (a busy machine): the calling thread takes its shares
+    back and the output is whole."""
+    from concurrent.futures import Future
+    from aneforge.kernels import compiled
+
+    class Idle:                       # a pool whose jobs never start (cancel() succeeds)
+        def submit(self, fn, *args):
+            return Future()
+    monkeypatch.setattr(compiled, "PARALLEL_MACS", 0)
+    monkeypatch.setattr(compiled, "_pool", Idle)
+    monkeypatch.setenv("ANEFORGE_THREADS", "3")
+    rng = np.random.default_rng(5)
+    tile(_fp16(rng, (40, 20)), _fp16(rng, (20, 24)))
+    tile(_fp16(rng, (70, 12)), _fp16(rng, (12, 3)))

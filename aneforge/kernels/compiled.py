@@ -38,6 +38,7 @@ ROWS = 4          # rows of x sharing each loaded row of y
 TILE_ROWS = 8     # the same in the tile matmul (its tile work amortizes a row's setup)
 SKIP_ROWS = 16     # from this many rows of x on, zeros of x skip work
 PARALLEL_MACS = 1 << 20     # smaller matmuls run on the calling thread (a hand-off costs more)
+SHARES = 1        # shares per thread of a split matmul (more: finer take-back, more hand-offs)
 THIN = 16          # tile matmul outputs narrower than this vectorize across rows, not columns
 THIN_ROWS = 32     # rows per task in that case
 PLAIN_ROWS, PLAIN_COLUMNS = 16, 8    # from this size of output on, tile matmuls try the plain tile
@@ -247,21 +248,27 @@ def matmul(x, y, bx, by, out, mode):
 
 def run(kernel, tasks, macs, *args):
     """kernel(*args, first, last) over tasks [0, tasks): on the calling thread when
-    the matmul is small (a hand-off costs more), else split over `threads()` threads (the
-    kernels release the GIL): the calling thread runs the first share itself while the pool
-    runs the others (a hand-off and a wake-up fewer); not numba's parallel=True, whose OpenMP
-    layer spins between calls and slowed the rest of a training step 3x."""
+    the matmul is small (a hand-off costs more), else in SHARES shares per thread of
+    `threads()` (the kernels release the GIL): the calling thread runs the first share, then
+    takes back the shares the pool has not started, last first, so a pool thread that gets no
+    CPU in time (a busy machine) costs a hand-off, not a wait. Not numba's parallel=True, whose
+    OpenMP layer spins between calls and slowed the rest of a training step 3x."""
     n = 1 if macs < PARALLEL_MACS else min(threads(), tasks)
     if n <= 1:
         kernel(*args, 0, tasks)
         return
-    cuts = [tasks * i // n for i in range(n + 1)]
-    jobs = [_pool().submit(kernel, *args, a, b) for a, b in zip(cuts[1:-1], cuts[2:])]
+    shares = min(tasks, SHARES * n)
+    cuts = [tasks * i // shares for i in range(shares + 1)]
+    jobs = [(_pool().submit(kernel, *args, a, b), a, b) for a, b in zip(cuts[1:-1], cuts[2:])]
     try:
         kernel(*args, 0, cuts[1])
+        for job, a, b in reversed(jobs):
+            if job.cancel():
+                kernel(*args, a, b)
     finally:                     # the pool's shares write into the output: never leave early
-        for job in jobs:
-            job.result()
+        for job, _, _ in jobs:
+            if not job.cancelled():
+                job.result()
 
 
 def threads() -> int:
