@@ -430,6 +430,12 @@ def _default_tile(p0, p1, p2, p3, mode, tmode):
 
 
 @njit(cache=True)
+def _plain_tile(p0, p1, p2, p3, mode, tmode):
+    """`_default_tile` by `_sum_plain`, for the row blocks `_plain_rows` clears."""
+    return _carry_cut(_sum_plain(_sum_plain(_sum_plain(p0, p1), p2), p3))
+
+
+@njit(cache=True)
 def _any_tile(p0, p1, p2, p3, mode, tmode):
     """Any datapath: products rounded to fp16 under `mode` (tmode bit 3), the adder's cuts
     (bits 0, 1), the result cut to fp16 (bit 2). The bits are tested per tile: one compiled,
@@ -476,7 +482,7 @@ def _y_bounds(yb, ymax):
     return _INF if low == _TOP else _float(np.uint32(low + np.uint32(1)))
 
 
-# reassociated (the one kernel that may be): it bounds, with slack, and only vectorizes so
+# fastmath's one use: a bound with slack, whose sum vectorizes only when it may reassociate
 @njit(cache=True, fastmath={"reassoc"})
 def _row_bound(xr, ymax):
     """(sum_k |xr[k]| * ymax[k] in float32, the smallest nonzero |xr[k]|, inf if none)."""
@@ -496,8 +502,8 @@ def _plain_rows(xb, i0, i1, ymax, ysmall, limit):
     0): each nonzero product is at least 2**-104 (smallest nonzero |x| times smallest nonzero
     |y|), and no partial reaches `limit`: |acc| <= (1 + 2**-24)**(tiles + 1) * sum_k |x[i, k]|
     * ymax[k], as add12 never grows a magnitude and the products and the accumulator round to
-    nearest; the slack covers that factor and the float32 sum of the bound (in any order). An inf or NaN
-    operand fails the bound (unless the limit is inf: nothing saturates then)."""
+    nearest; the slack covers that factor and the float32 sum of the bound (in any order). An
+    inf or NaN operand fails the bound (unless the limit is inf: nothing saturates then)."""
     slack = 1.0 + (xb.shape[1] + 64) * 2.0 ** -21
     for i in range(i0, i1):
         bound, small = _row_bound(xb[i], ymax)
@@ -646,12 +652,6 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain):
             _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, _self._saturate)
 
 
-@njit(cache=True)
-def _plain_tile(p0, p1, p2, p3, mode, tmode):
-    """`_default_tile` by `_sum_plain`, for the row blocks `_plain_rows` clears."""
-    return _carry_cut(_sum_plain(_sum_plain(_sum_plain(p0, p1), p2), p3))
-
-
 # tile_tasks with its tile functions fixed at compile time, one per datapath (see _self).
 @njit(cache=True, nogil=True)
 def _default_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
@@ -662,7 +662,7 @@ def _default_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
 @njit(cache=True, nogil=True)
 def _any_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
     tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._any_tile,
-               _self._any_tile)
+               _self._any_tile)       # no plain tile: tile_tasks takes it under tmode 0 only
 
 
 def tile_matmul(x, y, bx, by, out, mode, tmode, limit):
