@@ -1,7 +1,8 @@
 """numba kernels, bit-identical to `reference.py` (imported only when numba is installed and
 the compiled kernels are on; compiled on first call and cached on disk, `cache=True`).
 
-fastmath stays off: the kernels must add in the documented order with IEEE float32 rounding.
+fastmath stays off: the kernels must add in the documented order with IEEE float32 rounding
+(one exception, `_row_bound`: it only bounds a sum, with slack, and may reassociate to vectorize).
 fp16 rounding under the default model (nearest-even, subnormals kept) is LLVM's float -> half
 -> float conversion (one F16C / fcvt instruction pair, exact IEEE); the other models use the
 same integer formulas as the reference.
@@ -34,10 +35,13 @@ _ZERO = np.float32(0.0)
 _HALF = np.float32(0.5)
 _ONE = np.float32(1.0)
 ROWS = 4          # rows of x sharing each loaded row of y
+TILE_ROWS = 8     # the same in the tile matmul (its tile work amortizes a row's setup)
 SKIP_ROWS = 16     # from this many rows of x on, zeros of x skip work
 PARALLEL_MACS = 1 << 20     # smaller matmuls run on the calling thread (a hand-off costs more)
+SHARES = 1        # shares per thread of a split matmul (more: finer take-back, more hand-offs)
 THIN = 16          # tile matmul outputs narrower than this vectorize across rows, not columns
 THIN_ROWS = 32     # rows per task in that case
+PLAIN_ROWS, PLAIN_COLUMNS = 16, 8    # from this size of output on, tile matmuls try the plain tile
 
 
 @intrinsic
@@ -244,18 +248,27 @@ def matmul(x, y, bx, by, out, mode):
 
 def run(kernel, tasks, macs, *args):
     """kernel(*args, first, last) over tasks [0, tasks): on the calling thread when
-    the matmul is small (a hand-off costs more), else split over `threads()` threads (the
-    kernels release the GIL); not numba's parallel=True, whose OpenMP layer spins between
-    calls and slowed the rest of a training step 3x."""
+    the matmul is small (a hand-off costs more), else in SHARES shares per thread of
+    `threads()` (the kernels release the GIL): the calling thread runs the first share, then
+    takes back the shares the pool has not started, last first, so a pool thread that gets no
+    CPU in time (a busy machine) costs a hand-off, not a wait. Not numba's parallel=True, whose
+    OpenMP layer spins between calls and slowed the rest of a training step 3x."""
     n = 1 if macs < PARALLEL_MACS else min(threads(), tasks)
     if n <= 1:
         kernel(*args, 0, tasks)
         return
-    cuts = [tasks * i // n for i in range(n + 1)]
-    jobs = [_pool().submit(kernel, *args, a, b)
-            for a, b in zip(cuts[:-1], cuts[1:])]
-    for job in jobs:
-        job.result()
+    shares = min(tasks, SHARES * n)
+    cuts = [tasks * i // shares for i in range(shares + 1)]
+    jobs = [(_pool().submit(kernel, *args, a, b), a, b) for a, b in zip(cuts[1:-1], cuts[2:])]
+    try:
+        kernel(*args, 0, cuts[1])
+        for job, a, b in reversed(jobs):
+            if job.cancel():
+                kernel(*args, a, b)
+    finally:                     # the pool's shares write into the output: never leave early
+        for job, _, _ in jobs:
+            if not job.cancelled():
+                job.result()
 
 
 def threads() -> int:
@@ -268,7 +281,7 @@ def threads() -> int:
 
 @functools.lru_cache(maxsize=None)
 def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max(1, threads()), thread_name_prefix="aneforge-kernel")
+    return ThreadPoolExecutor(max(1, threads() - 1), thread_name_prefix="aneforge-kernel")
 
 
 @njit(cache=True)
@@ -342,11 +355,16 @@ def _carry(v, tmode):
 
 
 @njit(cache=True)
+def _exp(v):
+    return _bits(v) & _EXP
+
+
+@njit(cache=True)
 def _scales(x, y):
     """(2**(11 - e), 2**(e - 11)) for e = floor(log2(max(|x|, |y|))), from the exponent bits,
     e at least -115 (as the reference: below it q = 2**(e - 11) is no longer a normal float32,
     and the unclamped bits wrapped around for sums under 2**-115)."""
-    m = max(_bits(x) & _EXP, _bits(y) & _EXP, _MIN_EXP)
+    m = max(_exp(x), _exp(y), _MIN_EXP)
     return _float(np.uint32(_SCALE - m)), _float(np.uint32(m - _Q))
 
 
@@ -361,12 +379,38 @@ def _add12(x, y, tmode):
 
 
 @njit(cache=True)
-def _add12_toward_zero(x, y):
-    """_add12 with both cuts toward zero (the default): the carry's cut is then clearing the
-    low 12 bits of the float32 sum, a no-op when there is no carry (the sum is already a
-    multiple of 2**(e - 11))."""
-    scale, q = _scales(x, y)
-    return _float(_bits((_llvm_trunc(x * scale) + _llvm_trunc(y * scale)) * q) & _LOW12)
+def _cut_sum(x, y, m):
+    """cut(x) + cut(y) toward zero at q = 2**(e - 11), m the exponent field of 2**e (exact).
+    A carry (|sum| >= 2**(e + 1)) leaves one bit too many: `_carry_cut` clears it. In a chain
+    only the last sum needs it: the next add cuts a partial at a q at least twice as coarse
+    after a carry (the exponent field is the cleared value's), and nested cuts toward zero on
+    power-of-two grids compose."""
+    scale, q = _float(np.uint32(_SCALE - m)), _float(np.uint32(m - _Q))
+    return (_llvm_trunc(x * scale) + _llvm_trunc(y * scale)) * q
+
+
+@njit(cache=True)
+def _carry_cut(s):
+    """The carry's cut toward zero of a `_cut_sum`: its low 12 significand bits cleared (a
+    no-op without a carry: the sum is then already a multiple of q)."""
+    return _float(_bits(s) & _LOW12)
+
+
+@njit(cache=True)
+def _sum_floored(x, y):
+    """`_cut_sum` for the default adder: e at least -115 (`_scales`)."""
+    return _cut_sum(x, y, max(_exp(x), _exp(y), _MIN_EXP))
+
+
+@njit(cache=True)
+def _sum_plain(x, y):
+    """`_sum_floored` without the exponent's floor, one instruction less. Equal to it in a
+    tile whose nonzero products are at least 2**-104 (`_plain_rows` checks): every nonzero
+    partial sum is then a multiple of q >= 2**-115, so the floor only acts on two zeros, which
+    here give a zero of either sign (the exponent field 0 makes a negative scale). The
+    accumulator cannot tell: a round-to-nearest sum is -0 only from -0 + -0, and it starts at
+    +0."""
+    return _cut_sum(x, y, max(_exp(x), _exp(y)))
 
 
 @njit(cache=True)
@@ -382,7 +426,13 @@ def _cut16(v, tmode):
 @njit(cache=True)
 def _default_tile(p0, p1, p2, p3, mode, tmode):
     """The default datapath (tmode 0): exact products, cuts toward zero, a 12-bit result."""
-    return _add12_toward_zero(_add12_toward_zero(_add12_toward_zero(p0, p1), p2), p3)
+    return _carry_cut(_sum_floored(_sum_floored(_sum_floored(p0, p1), p2), p3))
+
+
+@njit(cache=True)
+def _plain_tile(p0, p1, p2, p3, mode, tmode):
+    """`_default_tile` by `_sum_plain`, for the row blocks `_plain_rows` clears."""
+    return _carry_cut(_sum_plain(_sum_plain(_sum_plain(p0, p1), p2), p3))
 
 
 @njit(cache=True)
@@ -399,6 +449,69 @@ def _any_tile(p0, p1, p2, p3, mode, tmode):
 @njit(cache=True)
 def _saturate(s, limit):
     return s if abs(s) < limit else s * _INF
+
+
+@njit(cache=True)
+def _unlimited(s, limit):
+    """The accumulator where `_plain_rows` shows that no partial reaches the limit (an inf or
+    NaN passes `_saturate` unchanged too)."""
+    return s
+
+
+_TOP = np.uint32(0xFFFFFFFF)
+
+
+@njit(cache=True)
+def _magnitude(v):
+    """|v|'s bits less one, as an unsigned int: a zero wraps to the top, so a minimum finds
+    the smallest nonzero magnitude (and a NaN's bits are above inf's)."""
+    return np.uint32((_bits(v) & _M) - np.uint32(1))
+
+
+@njit(cache=True)
+def _y_bounds(yb, ymax):
+    """For `_plain_rows`: ymax[k] = max |y[k, :]| (inf where the row holds an inf or NaN), and
+    returns the smallest nonzero |y| (inf if none), as unsigned max and min of the bits."""
+    low = _TOP
+    for kk in range(yb.shape[0]):
+        row, high = yb[kk], np.uint32(0)
+        for j in range(row.size):
+            high = max(high, _bits(row[j]) & _M)
+            low = min(low, _magnitude(row[j]))
+        ymax[kk] = _INF if high >= _EXP else _float(high)
+    return _INF if low == _TOP else _float(np.uint32(low + np.uint32(1)))
+
+
+# fastmath's one use: a bound with slack, whose sum vectorizes only when it may reassociate
+@njit(cache=True, fastmath={"reassoc"})
+def _row_bound(xr, ymax):
+    """(sum_k |xr[k]| * ymax[k] in float32, the smallest nonzero |xr[k]|, inf if none)."""
+    bound, low = _ZERO, _TOP
+    for kk in range(xr.size):
+        bound += abs(xr[kk]) * ymax[kk]
+        low = min(low, _magnitude(xr[kk]))
+    return bound, _INF if low == _TOP else _float(np.uint32(low + np.uint32(1)))
+
+
+_PLAIN_TINY = 2.0 ** -104      # nonzero products at least this large: `_sum_plain` is exact
+
+
+@njit(cache=True)
+def _plain_rows(xb, i0, i1, ymax, ysmall, limit):
+    """Whether rows i0 .. i1 of xb @ yb may run the plain tile with no saturation check (tmode
+    0): each nonzero product is at least 2**-104 (smallest nonzero |x| times smallest nonzero
+    |y|), and no partial reaches `limit`: |acc| <= (1 + 2**-24)**(tiles + 1) * sum_k |x[i, k]|
+    * ymax[k], as add12 never grows a magnitude and the products and the accumulator round to
+    nearest; the slack covers that factor and the float32 sum of the bound (in any order). An
+    inf or NaN operand fails the bound (unless the limit is inf: nothing saturates then)."""
+    slack = 1.0 + (xb.shape[1] + 64) * 2.0 ** -21
+    for i in range(i0, i1):
+        bound, small = _row_bound(xb[i], ymax)
+        if not np.float64(small) * np.float64(ysmall) >= _PLAIN_TINY:
+            return False
+        if limit != _INF and not np.float64(bound) * slack < limit:
+            return False
+    return True
 
 
 @njit(cache=True)
@@ -422,16 +535,16 @@ def _finite_lanes(yb, k0, k):
 
 
 @njit(cache=True)
-def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile):
+def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat):
     """Rows i0 .. i1 of ob = xb @ yb, tile by tile: the tile's four products summed by `tile`,
-    added to the fp32 accumulator, which saturates to +-inf once |acc| >= limit. The j loop
-    is innermost: it vectorizes across independent accumulators while each (i, j) still sums
-    its tiles in order. A tile whose four x lanes are 0 in a row is skipped when y's four rows
-    are finite (checked once per tile, only when needed): its products are +-0, and adding
-    +-0 leaves the accumulator unchanged (it starts at +0, and a round-to-nearest sum is never
-    -0). One-hot and relu'd operands skip most of their work. The last tile, when K % 4 != 0,
-    is `_block_tail` (y's rows chosen by a condition here, or passed to a helper, stop the j
-    loop from vectorizing well: 1.4x slower)."""
+    added to the fp32 accumulator, then `sat` (`_saturate`: +-inf once |acc| >= limit). The j
+    loop is innermost: it vectorizes across independent accumulators while each (i, j) still
+    sums its tiles in order. A tile whose four x lanes are 0 in a row is skipped when y's four
+    rows are finite (checked once per tile, only when needed): its products are +-0, and
+    adding +-0 leaves the accumulator unchanged (it starts at +0, and a round-to-nearest sum
+    is never -0). One-hot and relu'd operands skip most of their work. The last tile, when
+    K % 4 != 0, is `_block_tail` (y's rows chosen by a condition here, or passed to a helper,
+    stop the j loop from vectorizing well: 1.4x slower)."""
     n, k = ob.shape[1], xb.shape[1]
     for i in range(i0, i1):
         for j in range(n):
@@ -450,13 +563,13 @@ def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile):
             o = ob[i]
             for j in range(n):
                 t = tile(a0 * y0[j], a1 * y1[j], a2 * y2[j], a3 * y3[j], mode, tmode)
-                o[j] = _saturate(o[j] + t, limit)
+                o[j] = sat(o[j] + t, limit)
     if k % 4:
-        _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile)
+        _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat)
 
 
 @njit(cache=True)
-def _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile):
+def _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat):
     """The last tile of rows i0 .. i1 when K % 4 != 0: its missing lanes are zeros (products
     +0, as the reference's zero padding gives)."""
     n, k = ob.shape[1], xb.shape[1]
@@ -468,11 +581,11 @@ def _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile):
             p1 = a1 * yb[k0 + 1, j] if k0 + 1 < k else _ZERO
             p2 = a2 * yb[k0 + 2, j] if k0 + 2 < k else _ZERO
             t = tile(a0 * yb[k0, j], p1, p2, _ZERO, mode, tmode)
-            o[j] = _saturate(o[j] + t, limit)
+            o[j] = sat(o[j] + t, limit)
 
 
 @njit(cache=True)
-def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile):
+def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat):
     """Rows i0 .. i1 of ob = xb @ yb for few columns (n == 1 is x @ a column of ones, the wide
     reductions), where a j loop would be too short to vectorize: the rows are copied
     transposed into the scratch xt [K rounded up to 4, <= THIN_ROWS], each column of y into yc
@@ -493,7 +606,7 @@ def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile):
             x0, x1, x2, x3 = xt[k0], xt[k0 + 1], xt[k0 + 2], xt[k0 + 3]
             for i in range(r):
                 t = tile(x0[i] * v0, x1[i] * v1, x2[i] * v2, x3[i] * v3, mode, tmode)
-                acc[i] = _saturate(acc[i] + t, limit)
+                acc[i] = sat(acc[i] + t, limit)
         for i in range(r):
             ob[i0 + i, j] = acc[i]
 
@@ -501,37 +614,55 @@ def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile):
 @njit(cache=True)
 def rows_per_task(m, n):
     """Rows of x per task: THIN_ROWS for outputs narrower than THIN columns (and at least as
-    tall: `_thin`), else ROWS (`_block`)."""
-    return THIN_ROWS if n < THIN and n <= m else ROWS
+    tall: `_thin`), else TILE_ROWS (`_block`)."""
+    return THIN_ROWS if n < THIN and n <= m else TILE_ROWS
+
+
+@njit(cache=True)
+def _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat):
+    """Rows i0 .. i1 by `_thin` (when there is a transposed scratch) or `_block`."""
+    if xt.shape[1]:
+        _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat)
+    else:
+        _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat)
 
 
 @njit(cache=True, nogil=True)
-def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile):
+def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain):
     """Tasks [first, last) of out[b] = x[bx[b]] @ y[by[b]]: task t is `rows_per_task` rows of
-    one batch entry; any K (the last tile's missing lanes are zeros)."""
+    one batch entry; any K (the last tile's missing lanes are zeros). Under tmode 0, the row
+    blocks `_plain_rows` clears run the tile `plain` with no saturation check, for outputs of
+    at least PLAIN_ROWS x PLAIN_COLUMNS: the check reads all of y once per thread and matrix,
+    and each x once, and saves ~15% of the work of an output."""
     _, m, n = out.shape
-    rows = rows_per_task(m, n)
+    rows, k = rows_per_task(m, n), x.shape[2]
     rb = (m + rows - 1) // rows
-    xt = np.zeros(((x.shape[2] + 3) // 4 * 4, min(m, rows) if rows == THIN_ROWS else 0),
-                  np.float32)
+    xt = np.zeros(((k + 3) // 4 * 4, min(m, rows) if rows == THIN_ROWS else 0), np.float32)
+    check, ysmall, seen = tmode == 0 and m >= PLAIN_ROWS and n >= PLAIN_COLUMNS, _ZERO, -1
+    ymax = np.empty(k if check else 0, np.float32)
     for t in range(first, last):
         b, i0 = t // rb, (t % rb) * rows
         i1 = min(i0 + rows, m)
-        if rows == THIN_ROWS:
-            _thin(x[bx[b]], y[by[b]], out[b], i0, i1, xt, mode, tmode, limit, tile)
+        xb, yb, ob = x[bx[b]], y[by[b]], out[b]
+        if check and by[b] != seen:
+            ysmall, seen = _y_bounds(yb, ymax), by[b]
+        if check and _plain_rows(xb, i0, i1, ymax, ysmall, limit):
+            _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, plain, _self._unlimited)
         else:
-            _block(x[bx[b]], y[by[b]], out[b], i0, i1, mode, tmode, limit, tile)
+            _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, _self._saturate)
 
 
-# tile_tasks with its tile function fixed at compile time, one per datapath (see _self).
+# tile_tasks with its tile functions fixed at compile time, one per datapath (see _self).
 @njit(cache=True, nogil=True)
 def _default_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
-    tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._default_tile)
+    tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._default_tile,
+               _self._plain_tile)
 
 
 @njit(cache=True, nogil=True)
 def _any_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
-    tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._any_tile)
+    tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._any_tile,
+               _self._any_tile)       # no plain tile: tile_tasks takes it under tmode 0 only
 
 
 def tile_matmul(x, y, bx, by, out, mode, tmode, limit):

@@ -1,0 +1,172 @@
+"""The compiled tile kernel's fast paths, each bit-equal to the numpy reference
+(`reference.tile_matmul`, the definition) on the values that could tell them apart:
+
+- the plain tile (no exponent floor, no saturation check), taken by row blocks of outputs of at
+  least PLAIN_ROWS x PLAIN_COLUMNS that `_plain_rows` clears: tiny products (where the floor
+  acts), partial sums that cross the limit and come back, inf, NaN and signed zeros;
+- one carry cut per tile instead of one per add (the chain's next add cuts at least as coarse);
+- the thread split, whose calling thread runs the first share.
+
+"Bit-equal" means equal float32 bits, except that a NaN only has to be a NaN."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aneforge import kernels
+from aneforge.kernels import reference
+
+pytestmark = pytest.mark.skipif(not kernels.available(),
+                                reason="numba is not installed: no compiled kernels to compare")
+
+SPECIALS = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0 ** -24, 65504.0])
+
+
+def same(a, b):
+    nan = np.isnan(a)
+    np.testing.assert_array_equal(nan, np.isnan(b))
+    np.testing.assert_array_equal(a.view(np.uint32)[~nan], b.view(np.uint32)[~nan])
+
+
+def tile(x, y, limit=32760.0):
+    """The compiled tile matmul (tmode 0), checked against the reference; returns it."""
+    with np.errstate(all="ignore"):
+        want = reference.tile_matmul(x, y, 0, 0, limit)
+        with kernels.using("numba"):
+            got = kernels.tile_matmul(x, y, 0, 0, limit)
+    same(got, want)
+    return got
+
+
+def signs(rng, shape):
+    return rng.choice(np.float32([-1.0, 1.0]), shape)
+
+
+# value families, each aimed at one hazard of the fast paths
+def _fp16(rng, shape):                 # ordinary data: the plain tile runs
+    return (rng.standard_normal(shape)).astype(np.float16).astype(np.float32)
+
+
+def _carries(rng, shape):              # mantissas near all-ones: sums carry past 2**(e + 1)
+    mant = 2.0 - rng.integers(0, 4, shape) * 2.0 ** -10
+    return (mant * 2.0 ** rng.integers(-3, 4, shape) * signs(rng, shape)).astype(np.float32)
+
+
+def _tiny(rng, shape):                 # products across 2**-104, 2**-115, 2**-126, subnormal
+    mant = 1.0 + rng.integers(0, 1024, shape) / 1024.0
+    return (mant * 2.0 ** rng.integers(-75, -44, shape) * signs(rng, shape)).astype(np.float32)
+
+
+def _big(rng, shape):                  # products ~2**14: partial sums cross 32760 and come back
+    return (rng.integers(100, 200, shape) * signs(rng, shape)).astype(np.float32)
+
+
+FAMILIES = {"fp16": _fp16, "carries": _carries, "tiny": _tiny, "big": _big}
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, database=None)
+@given(st.data())
+def test_fast_paths_equal_reference(data):
+    """Outputs large enough for the plain tile (m >= 16, n >= 8; n < 16 is the thin path),
+    any K % 4, batches, operands from the hazard families above, specials sprinkled in, zero
+    rows and zero tiles of x (skipped work), and limits the partials reach or never can."""
+    bx, by = data.draw(st.sampled_from([((), ()), ((2,), ()), ((), (2,)), ((2,), (2,)),
+                                        ((2, 1), (1, 3))]))
+    m = data.draw(st.sampled_from([16, 19, 36]))
+    n = data.draw(st.sampled_from([8, 13, 16, 21, 40]))
+    k = data.draw(st.sampled_from([1, 2, 3, 4, 5, 7, 8, 13, 30]))
+    limit = data.draw(st.sampled_from([32760.0, np.inf, 500.0]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 10 ** 6)))
+    x = FAMILIES[data.draw(st.sampled_from(sorted(FAMILIES)))](rng, bx + (m, k))
+    y = FAMILIES[data.draw(st.sampled_from(sorted(FAMILIES)))](rng, by + (k, n))
+    for a in (x, y):
+        spots = rng.random(a.shape) < data.draw(st.sampled_from([0.0, 0.0, 0.02]))
+        a[spots] = rng.choice(SPECIALS, spots.sum())
+    x[..., rng.random(m) < 0.25, :] = 0.0
+    x[..., rng.random(m) < 0.5, : 4 * (k // 8)] = 0.0                # whole zero tiles in rows
+    tile(x, y, limit)
+
+
+def test_ordinary_data_takes_the_plain_tile():
+    """The fast path is not dead code: fp16 data clears the check; each hazard fails it."""
+    from aneforge.kernels import compiled
+    rng = np.random.default_rng(0)
+    x, y = _fp16(rng, (16, 64)), _fp16(rng, (64, 32))
+
+    def plain(x, y, limit=32760.0):
+        ymax = np.empty(y.shape[0], np.float32)
+        ysmall = compiled._y_bounds(y, ymax)
+        return compiled._plain_rows(x, 0, x.shape[0], ymax, ysmall, np.float32(limit))
+    assert plain(x, y) and plain(_big(rng, (16, 8)), _big(rng, (8, 32)), np.inf)
+    assert not plain(_big(rng, (16, 8)), _big(rng, (8, 32)))          # may reach the limit
+    tiny = x.copy()
+    tiny[3, 5] = 2.0 ** -100                            # times the smallest |y|: below 2**-104
+    assert not plain(tiny, y)
+    for special in (np.inf, np.nan):
+        bad = y.copy()
+        bad[7, 3] = special
+        assert not plain(x, bad) and plain(x, bad, np.inf)
+
+
+def test_tiny_products_need_the_exponent_floor():
+    """Where the plain tile and the floored one differ (a partial below 2**-115 after a
+    cancellation), the matmul gives the floored result (the check sends the block there)."""
+    from aneforge.kernels import compiled
+    lanes = np.float32([1.5 * 2.0 ** -115, -(2.0 ** -115), 2.0 ** -125, 0.0])
+    floored = compiled._default_tile(*lanes, 0, 0)
+    assert floored != compiled._plain_tile(*lanes, 0, 0)
+    assert floored == reference.tile_sum([np.float32([v]) for v in lanes], 0)[0]
+    x = np.tile(lanes, (16, 2))                                       # [16, 8]: two tiles
+    assert (tile(x, np.ones((8, 8), np.float32)) == floored * 2).all()
+
+
+def test_partials_crossing_the_limit_saturate():
+    """A row whose partial passes the limit and comes back reads inf (the saturation sticks),
+    in outputs large enough for the plain tile; rows that stay under it are not saturated."""
+    x = np.zeros((16, 16), np.float32)
+    x[:8] = [20000, 20000, 0, 0, -20000, -20000, 0, 0] * 2               # 40000, then 0
+    x[8:] = [16000, 16000, 0, 0, -16000, -16000, 0, 0] * 2               # 32000, then 0
+    r = tile(x, np.ones((16, 8), np.float32))
+    assert np.isposinf(r[:8]).all() and (r[8:] == 0).all()
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, database=None)
+@given(st.integers(0, 10 ** 6), st.sampled_from([8, 15, 16]))
+def test_each_tile_sum_with_carries(seed, m):
+    """x @ ones: each output is its row's tile sums added up, so rows of carry-prone products
+    test the tile's adder directly, in the plain tile (16 rows; no limit, so no bound keeps it
+    out) and the floored one (fewer)."""
+    rng = np.random.default_rng(seed)
+    x = _carries(rng, (m, 12))
+    x[:, rng.random(12) < 0.3] *= 4096.0                 # lanes far apart: most bits cut away
+    for limit in (np.inf, 32760.0):
+        tile(x, np.ones((12, 9), np.float32), limit)
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+@pytest.mark.parametrize("shape", [((40, 20), (20, 24)), ((2, 64, 9), (9, 5)), ((3, 8), (8, 16))])
+def test_thread_split_shares_cover_every_task(monkeypatch, threads, shape):
+    """Every share of the split is run, the calling thread's first one too: more threads
+    than tasks, uneven shares, thin and block tasks."""
+    from aneforge.kernels import compiled
+    monkeypatch.setattr(compiled, "PARALLEL_MACS", 0)
+    monkeypatch.setenv("ANEFORGE_THREADS", threads)
+    rng = np.random.default_rng(int(threads))
+    tile(_fp16(rng, shape[0]), _fp16(rng, shape[1]))
+
+
+def test_shares_the_pool_never_starts_run_on_the_calling_thread(monkeypatch):
+    """A pool thread that gets no CPU (a busy machine): the calling thread takes its shares
+    back and the output is whole."""
+    from concurrent.futures import Future
+    from aneforge.kernels import compiled
+
+    class Idle:                       # a pool whose jobs never start (cancel() succeeds)
+        def submit(self, fn, *args):
+            return Future()
+    monkeypatch.setattr(compiled, "PARALLEL_MACS", 0)
+    monkeypatch.setattr(compiled, "_pool", Idle)
+    monkeypatch.setenv("ANEFORGE_THREADS", "3")
+    rng = np.random.default_rng(5)
+    tile(_fp16(rng, (40, 20)), _fp16(rng, (20, 24)))
+    tile(_fp16(rng, (70, 12)), _fp16(rng, (12, 3)))
