@@ -10,7 +10,6 @@ same integer formulas as the reference.
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -18,6 +17,8 @@ import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
+
+from . import PARALLEL_MACS, threads     # the thread policy, shared with the BLAS matmuls
 
 # Kernels taking a function (the rounding, the tile's sum) are called through small wrappers
 # that fix it at compile time: a function passed from Python costs numba a type lookup per call,
@@ -37,7 +38,6 @@ _ONE = np.float32(1.0)
 ROWS = 4          # rows of x sharing each loaded row of y
 TILE_ROWS = 8     # the same in the tile matmul (its tile work amortizes a row's setup)
 SKIP_ROWS = 16     # from this many rows of x on, zeros of x skip work
-PARALLEL_MACS = 1 << 20     # smaller matmuls run on the calling thread (a hand-off costs more)
 SHARES = 1        # shares per thread of a split matmul (more: finer take-back, more hand-offs)
 THIN = 16          # tile matmul outputs narrower than this vectorize across rows, not columns
 THIN_ROWS = 32     # rows per task in that case
@@ -269,14 +269,6 @@ def run(kernel, tasks, macs, *args):
         for job, _, _ in jobs:
             if not job.cancelled():
                 job.result()
-
-
-def threads() -> int:
-    """Threads for large matmuls: ANEFORGE_THREADS, else the CPUs this process may use."""
-    env = os.environ.get("ANEFORGE_THREADS")
-    if env:
-        return max(1, int(env))
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 @functools.lru_cache(maxsize=None)
