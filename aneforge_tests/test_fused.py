@@ -520,3 +520,22 @@ def test_past_the_table_limit_pointwise_ops_are_computed(monkeypatch):
     monkeypatch.setenv("ANEFORGE_SIM_PLAN", "never")
     for b, planned in zip((2.0, 3.0, 4.0), got):
         same_bits(x.clamp(-1.0, b).numpy(), planned)
+
+
+def test_tiles_of_size_one_axes_run_as_broadcast_copies(monkeypatch):
+    """expand / repeat along size-1 axes (a tile that only broadcasts) joins the fused runs;
+    a tile repeating a longer axis does not; both give the interpreter's bits."""
+    made = _executables(monkeypatch)
+    col = np.concatenate([SPECIAL, SPECIAL[:4]]).reshape(24, 1)
+    one = SPECIAL[2:3]
+
+    def run():
+        c, o = af.tensor(col), af.tensor(one)
+        return [(c * 1.5).expand(24, 10).numpy(), (o + 0.5).expand(7).numpy(),
+                ((c * 1.5).repeat(2, 3) + 1.0).numpy()]
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+    kinds = [[(step[1].op_type if step is not None else "fused") for step, _, _ in e.plan.entries]
+             for e in made if e.plan]
+    tiles = [k for ks in kinds for k in ks if k == "tile"]
+    assert len(tiles) == 1                      # the repeat of a 24-long axis only

@@ -197,7 +197,10 @@ class Plan:
         ins = [p for p in plan if p is not None]
         if not ins or any(isinstance(p, tuple) or not self._floating(p) for p in ins):
             return None
-        if op.type not in FUSED:
+        if op.type == "tile":           # a tile of size-1 axes only is a broadcast copy
+            if any(r != 1 and n != 1 for n, r in zip(exe.info[ins[0]][0], attrs["reps"])):
+                return None
+        elif op.type not in FUSED:
             if not self._lookup(k, op, ins[0]):
                 return None
         out_shape = exe.info[outs[0]][0]
@@ -293,7 +296,8 @@ class Plan:
         if k in self.tables:            # the table holds stored results: no rounding after
             return [self._fused.LOOKUP, -1, rows, cols, p[outs[0]], p[ins[0]], st[0][0],
                     st[0][1], self.tables[k], 0, 0, local[0] | local[1] << 1]
-        opcode = self._fused.OP[FUSED[op.type][exe.numerics.specials == "engine"]]
+        name = "copy" if op.type == "tile" else FUSED[op.type][exe.numerics.specials == "engine"]
+        opcode = self._fused.OP[name]
         # exact ops (data movement) store their values as they are, as the executor does
         fp16 = exe.info[outs[0]][1] == dtypes.float16
         rnd = exe.numerics.store_mode if fp16 and store is not None else -1
