@@ -46,6 +46,7 @@ MODES = ("auto", "always", "never")
 _TABLE = 1 << 16            # entries of a lookup table: one per fp16 bit pattern
 _INTO = object()            # a step's store: its kernel writes into the result's place
 _F16 = np.dtype(np.float16)
+_ENV, _STORE, _ROUND, _COPY = range(4)     # where a step's result goes (`Plan._stores`)
 
 
 class _Tables:
@@ -306,12 +307,15 @@ class Plan:
                 p[ins[1]], st[1][0], st[1][1], flags]
 
     def _group(self, shapes):
-        """The entries a run executes: (step, frees, None) for an op run by its kernel, and
-        (None, code, block) for each segment of fused ops (blocked or not)."""
+        """The entries a run executes: (step, the values it frees off the arena, `_stores`) for
+        an op run by its kernel, and (None, code, block) for each segment of fused ops (blocked
+        or not)."""
         exe, entries, code = self.exe, [], []
         for k, loops in enumerate(shapes):
             if loops is None:
-                entries.append((self._direct(k), exe.frees[k], None))
+                step = self._direct(k)
+                entries.append((step, [s for s in exe.frees[k] if s not in self.views],
+                                self._stores(step)))
                 continue
             code.append(self._row(k, loops))
             if k + 1 == len(shapes) or self.segment[k + 1] != self.segment[k]:
@@ -319,6 +323,22 @@ class Plan:
                 entries.append((None, np.array(code, np.int64), block))
                 code = []
         return entries
+
+    def _stores(self, step) -> list:
+        """How a step's results reach their places: (slot, kind, view, flat view, store fn)
+        each, kind _ENV (kept as is, off the arena), _STORE (its store, off the arena),
+        _ROUND (rounded to fp16 into its place) or _COPY (copied into its place)."""
+        _, _, _, _, outs, store = step
+        out = []
+        for i, s in enumerate(outs):
+            view = self.views.get(s)
+            if view is None:
+                kind = _ENV if store is None or store is _INTO else _STORE
+            else:
+                kind = _ROUND if store is not None and s in self.fp16 else _COPY
+            put = store[i] if kind == _STORE else None
+            out.append((s, kind, view, None if view is None else view.reshape(-1), put))
+        return out
 
     def _direct(self, k):
         """Step k as the run executes it: an exact op that can write its one result straight
@@ -362,37 +382,33 @@ class Plan:
         return out
 
     def run(self, inputs):
-        exe, views = self.exe, self.views
         env = list(self.start)
         self._load(env, inputs)
-        round16 = self._compiled.round16
-        mode = exe.numerics.store_mode
+        compiled, mode = self._compiled, self.exe.numerics.store_mode
+        round16 = compiled._round16_ieee if mode & 3 == 0 else compiled._round16_any
         with np.errstate(all="ignore"):
-            for step, frees, block in self.entries:
-                if step is None:
-                    self._fused.run(self.arena, frees, self.sx, self.sy, block, self.lookup)
+            for step, frees, stores in self.entries:
+                if step is None:              # a fused segment: `frees` holds its code
+                    self._fused.run(self.arena, frees, self.sx, self.sy, stores, self.lookup)
                     continue
                 fn, ctx, plan, attrs, outs, store = step
                 if store is _INTO:
-                    fn(ctx, views[outs[0]], *gather(env, plan), **attrs)
-                    res = ()
+                    fn(ctx, stores[0][2], *gather(env, plan), **attrs)
                 else:
                     res = fn(ctx, *gather(env, plan), **attrs)
-                    res = (res,) if len(outs) == 1 else res
-                for i, (s, r) in enumerate(zip(outs, res)):
-                    view = views.get(s)
-                    if view is None:
-                        env[s] = r if store is None else store[i](r)
-                    elif store is not None and s in self.fp16:
-                        src = np.ascontiguousarray(r, dtype=np.float32)
-                        if src.size != view.size:
-                            src = np.ascontiguousarray(np.broadcast_to(src, view.shape))
-                        round16(src.reshape(-1), view.reshape(-1), mode)
-                    else:
-                        np.copyto(view, r, casting="unsafe")
+                    for (s, kind, view, flat, put), r in zip(stores, (res,) if len(outs) == 1
+                                                             else res):
+                        if kind == _ROUND:
+                            src = np.ascontiguousarray(r, dtype=np.float32)
+                            if src.size != flat.size:
+                                src = np.ascontiguousarray(np.broadcast_to(src, view.shape))
+                            round16(src.reshape(-1), flat, mode)
+                        elif kind == _COPY:
+                            np.copyto(view, r, casting="unsafe")
+                        else:
+                            env[s] = r if kind == _ENV else put(r)
                 for s in frees:
-                    if s not in views:
-                        env[s] = None
+                    env[s] = None
         return env
 
 
