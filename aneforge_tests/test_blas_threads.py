@@ -72,3 +72,29 @@ def test_real_blas_setting_unchanged():
     before = [lib.get_num_threads() for lib in libraries]
     kernels.blas_matmul(np.ones((300, 300), np.float32), np.ones((300, 300), np.float32))
     assert [lib.get_num_threads() for lib in libraries] == before
+
+
+def test_threads_calling_blas_at_once_get_the_right_products_and_setting():
+    """Concurrent BLAS matmuls (each changing the library's thread count) stay correct and
+    leave the setting as it was."""
+    import threading
+    pytest.importorskip("threadpoolctl")
+    libraries = kernels._blas_libraries()
+    before = [lib.get_num_threads() for lib in libraries]
+    rng = np.random.default_rng(0)
+    pairs = [(rng.standard_normal((s, 40)).astype(np.float32),
+              rng.standard_normal((40, s)).astype(np.float32)) for s in (8, 64, 300)]
+    errors = []
+
+    def work():
+        for _ in range(30):
+            for x, y in pairs:
+                if not np.allclose(kernels.blas_matmul(x, y), x @ y, rtol=1e-5, atol=1e-4):
+                    errors.append((x.shape, y.shape))
+    runners = [threading.Thread(target=work) for _ in range(4)]
+    for t in runners:
+        t.start()
+    for t in runners:
+        t.join()
+    assert not errors
+    assert [lib.get_num_threads() for lib in libraries] == before

@@ -23,6 +23,7 @@ import functools
 import importlib.util
 import math
 import os
+import threading
 
 import numpy as np
 
@@ -152,22 +153,27 @@ def blas_matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     aneforge's own kernels use: one below PARALLEL_MACS multiply-adds, else `threads()`. BLAS
     left to itself threads even a 64 x 64 x 128 product; with the other core busy that made the
     digits MLP step 13x slower (8.7 ms instead of 0.67). The library's own setting is put back
-    after the call."""
+    after the call; calls that change it take turns (a BLAS library's thread count is one
+    global, not to be changed under another thread's call)."""
     libraries = _blas_libraries()
     if not libraries:
         return np.matmul(x, y)
     macs = x.size * (y.shape[-1] if y.ndim > 1 else 1)
     want = 1 if macs < PARALLEL_MACS else threads()
-    before = [lib.get_num_threads() for lib in libraries]
-    for lib, n in zip(libraries, before):
-        if n != want:
-            lib.set_num_threads(want)
-    try:
-        return np.matmul(x, y)
-    finally:
+    with _BLAS_LOCK:
+        before = [lib.get_num_threads() for lib in libraries]
         for lib, n in zip(libraries, before):
             if n != want:
-                lib.set_num_threads(n)
+                lib.set_num_threads(want)
+        try:
+            return np.matmul(x, y)
+        finally:
+            for lib, n in zip(libraries, before):
+                if n != want:
+                    lib.set_num_threads(n)
+
+
+_BLAS_LOCK = threading.Lock()
 
 
 def tile_mode(truncation: str, carry: str, result: str, products: str) -> int:
