@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, kernels
 from .context import CTX
 from .errors import AneforgeError, DTypeError
 from . import passes
@@ -251,7 +251,7 @@ def to_transport(array: np.ndarray, dtype) -> np.ndarray:
         if array.min() < info.min or array.max() > info.max:
             raise DTypeError(f"{dtype.torch_name} values must lie in [{info.min}, {info.max}] to "
                              f"cross the program boundary as {t.name} (the ANE has no int32 I/O)")
-    return array.astype(t.np)
+    return kernels.astype(array, t.np)          # float32 -> fp16 by the compiled cast
 
 
 def from_transport(array: np.ndarray, dtype) -> np.ndarray:
