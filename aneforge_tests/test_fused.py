@@ -273,7 +273,9 @@ def test_steady_state_memory_is_flat(monkeypatch):
         step(x, y).item()
     second, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert second - first < 300 * 1024, f"grew by {second - first} bytes over 300 steps"
+    # one leaked activation a step would be 300 x 32 KB; CPython's and numpy's caches of small
+    # objects grow about 0.6-1 KB a step here until they are full (after ~2000 steps)
+    assert second - first < 300 * 4096, f"grew by {second - first} bytes over 300 steps"
 
     exe = max(made, key=lambda e: len(e.steps))
     arena = exe.plan.arena
@@ -446,7 +448,10 @@ def test_a_lookup_table_is_built_once_and_shared(monkeypatch):
     with af.numerics(rounding="half_away"):
         x.erf().numpy()
     assert len(plan_mod.TABLES.offset) == 4
-    assert plan_mod.TABLES.array.size == 4 << 16
+    assert sorted(plan_mod.TABLES.offset.values()) == [0, 1 << 16, 2 << 16, 3 << 16]
+    before = plan_mod.TABLES.array
+    x.exp().numpy()
+    assert plan_mod.TABLES.array is before         # a new table never moves the others
 
 
 # ---- exact ops writing into their places -----------------------------------------------------

@@ -50,30 +50,36 @@ _ENV, _STORE, _ROUND, _COPY = range(4)     # where a step's result goes (`Plan._
 
 
 class _Tables:
-    """Every lookup table this process has built, end to end in one array (a plan keeps the
-    array it was built with: tables are only appended, so its offsets stay valid), each built
-    once per (op, attributes, numerics) and shared by every plan."""
+    """Every lookup table this process has built, each once per (op, attributes, numerics) and
+    shared by every plan, in one array reserved for LIMIT tables at the first (its pages are
+    only backed as tables are written): the array never moves, so every plan reads the same
+    one and offsets stay valid."""
 
     LIMIT = 128     # tables (32 MB): past it, pointwise ops of new kinds are computed
 
     def __init__(self):
-        self.array, self.offset, self.lock = np.empty(0, np.float32), {}, threading.Lock()
+        self.array, self.offset, self.lock = _NO_TABLES, {}, threading.Lock()
 
     def find(self, key, build) -> int | None:
         """The offset of key's table, built now if new; None once LIMIT tables exist."""
         with self.lock:
             if key not in self.offset:
-                if len(self.offset) >= self.LIMIT:
+                if self.array is _NO_TABLES:
+                    self.array = np.empty(self.LIMIT * _TABLE, np.float32)
+                at = len(self.offset) * _TABLE
+                if at >= self.array.size:
                     return None
-                self.offset[key] = self.array.size
-                self.array = np.concatenate([self.array, build()])
+                self.array[at:at + _TABLE] = build()
+                self.offset[key] = at
             return self.offset[key]
 
     def clear(self) -> None:
+        """Forget every table (plans built before keep reading the array they hold)."""
         with self.lock:
-            self.array, self.offset = np.empty(0, np.float32), {}
+            self.array, self.offset = _NO_TABLES, {}
 
 
+_NO_TABLES = np.zeros(1, np.float32)
 TABLES = _Tables()
 
 
