@@ -17,8 +17,7 @@ def threads() -> int:
     elementwise loops are single-threaded; the fp16-product matmul does not use BLAS)."""
     from .. import kernels
     if kernels.active() == "numba":
-        from ..kernels.compiled import threads as pool
-        return pool()
+        return kernels.threads()
     return 1
 
 

@@ -40,25 +40,26 @@ def _pad_sim(ctx, x, pad, mode, constant_val):
     w = widths(x.ndim, pad)
     if mode != "constant":
         return np.pad(x, w, mode=MODES[mode])
-    # the constant mode by hand: a filled array and the input copied in (np.pad's Python
-    # takes twice as long on a conv's activations)
-    out = np.full([n + b + e for n, (b, e) in zip(x.shape, w)], np.float32(constant_val),
-                  dtype=x.dtype if x.dtype.kind == "f" else np.float32)
-    out[tuple(slice(b, b + n) for n, (b, _) in zip(x.shape, w))] = x
+    out = np.empty([n + b + e for n, (b, e) in zip(x.shape, w)],
+                   dtype=x.dtype if x.dtype.kind == "f" else np.float32)
+    _pad_into(ctx, out, x, pad, mode, constant_val)
     return out
 
 
 def _pad_into(ctx, out, x, pad, mode, constant_val):
+    """The constant mode by hand (np.pad's Python takes twice as long on a conv's
+    activations): the borders, slab by slab, then the input into the middle."""
     if mode != "constant":
         np.copyto(out, _pad_sim(ctx, x, pad, mode, constant_val))
         return
     w = widths(x.ndim, pad)
-    for axis, (b, e) in enumerate(w):          # the borders, slab by slab, then the middle
+    fill = np.float32(constant_val)
+    for axis, (b, e) in enumerate(w):
         lead = (slice(None),) * axis
         if b:
-            out[lead + (slice(0, b),)] = constant_val
+            out[lead + (slice(0, b),)] = fill
         if e:
-            out[lead + (slice(out.shape[axis] - e, None),)] = constant_val
+            out[lead + (slice(out.shape[axis] - e, None),)] = fill
     out[tuple(slice(b, b + n) for n, (b, _) in zip(x.shape, w))] = x
 
 

@@ -94,16 +94,15 @@ def _concat_infer(t, attrs):
 
 
 def _concat_sim(nm, values, axis, interleave):
-    if interleave:
-        axis %= values[0].ndim                 # stack after the axis (a negative one too)
-        shape = list(values[0].shape)
-        shape[axis] = sum(v.shape[axis] for v in values)
-        return np.stack(values, axis=axis + 1).reshape(shape)
-    return np.concatenate(values, axis=axis)
+    shape = list(values[0].shape)
+    shape[axis] = sum(v.shape[axis] for v in values)
+    out = np.empty(shape, np.result_type(*values))
+    _concat_into(nm, out, values, axis, interleave)
+    return out
 
 
 def _concat_into(nm, out, values, axis, interleave):
-    if interleave:
+    if interleave:              # stacked after the axis (a negative one too), then merged
         axis %= values[0].ndim
         shape = out.shape[:axis] + (values[0].shape[axis], len(values)) + out.shape[axis + 1:]
         np.stack(values, axis=axis + 1, out=out.reshape(shape))
