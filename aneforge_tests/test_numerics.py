@@ -142,3 +142,20 @@ def test_compile_wall_mul_reduce_zero():
     assert run(ok).tolist() == [3.0] * 4
     assert run(x.sum(1) * 2.0).shape == (4,)               # reduce * nonzero compiles
     assert run(x * 0.0).tolist() == [[0.0] * 8] * 4        # mul-by-zero without a reduce compiles
+
+
+def test_the_same_changes_give_the_same_model_object():
+    """`with af.numerics(...)` around each step reuses one model per (model, changes)."""
+    with af.numerics(accumulator="blas", rounding="half_away") as first:
+        pass
+    with af.numerics(rounding="half_away", accumulator="blas") as second:
+        pass
+    assert first is second and first.accumulator == "blas" and first.rounding == "half_away"
+    with af.numerics(accumulator="per_product") as other:
+        assert other is not first and other.accumulator == "per_product"
+
+
+@pytest.mark.parametrize("value", ["bogus", ["tile4"]])
+def test_a_bad_switch_value_still_says_which_values_are_allowed(value):
+    with pytest.raises(ValueError, match="accumulator must be one of"):
+        af.set_numerics(accumulator=value)

@@ -153,13 +153,25 @@ def blas_matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     aneforge's own kernels use: one below PARALLEL_MACS multiply-adds, else `threads()`. BLAS
     left to itself threads even a 64 x 64 x 128 product; with the other core busy that made the
     digits MLP step 13x slower (8.7 ms instead of 0.67). The library's own setting is put back
-    after the call; calls that change it take turns (a BLAS library's thread count is one
-    global, not to be changed under another thread's call)."""
+    after the call, or at the end of the enclosing `blas_calls()`; calls that change it take
+    turns (a BLAS library's thread count is one global, not to be changed under another
+    thread's call)."""
     libraries = _blas_libraries()
     if not libraries:
         return np.matmul(x, y)
     macs = x.size * (y.shape[-1] if y.ndim > 1 else 1)
     want = 1 if macs < PARALLEL_MACS else threads()
+    calls = _CALLS
+    if calls.depth:
+        if calls.saved is None:
+            _BLAS_LOCK.acquire()                # held to the end of the blas_calls() block
+            calls.saved = [lib.get_num_threads() for lib in libraries]
+            calls.now = list(calls.saved)
+        for i, lib in enumerate(libraries):
+            if calls.now[i] != want:
+                lib.set_num_threads(want)
+                calls.now[i] = want
+        return np.matmul(x, y)
     with _BLAS_LOCK:
         before = [lib.get_num_threads() for lib in libraries]
         for lib, n in zip(libraries, before):
@@ -174,6 +186,46 @@ def blas_matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 _BLAS_LOCK = threading.Lock()
+
+
+class _Calls(threading.local):
+    """This thread's `blas_calls()` state: nesting depth, the BLAS libraries' thread counts
+    before the block's first change (None: none yet), and the counts set now."""
+    depth, saved, now = 0, None, None
+
+
+_CALLS = _Calls()
+
+
+class blas_calls:
+    """A block of `blas_matmul` calls (one program run) that restores the BLAS libraries'
+    thread counts once, at its end, instead of after each call: a run of a small training step
+    makes a dozen BLAS calls, and each get/set/restore through threadpoolctl costs ~5 us. From
+    the block's first BLAS call to its end the block holds the turn other threads' calls wait
+    for.
+
+    >>> with blas_calls():
+    ...     out = blas_matmul(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))
+    >>> out.shape
+    (2, 4)
+    """
+
+    def __enter__(self):
+        _CALLS.depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        calls = _CALLS
+        calls.depth -= 1
+        if calls.depth == 0 and calls.saved is not None:
+            try:
+                for lib, n, now in zip(_blas_libraries(), calls.saved, calls.now):
+                    if n != now:
+                        lib.set_num_threads(n)
+            finally:
+                calls.saved = calls.now = None
+                _BLAS_LOCK.release()
+        return False
 
 
 def tile_mode(truncation: str, carry: str, result: str, products: str) -> int:

@@ -105,7 +105,8 @@ class SimExecutable:
         plan = self._planned()
         if plan is not None and kernels._fast() is not None and plan.lock.acquire(blocking=False):
             try:                            # the arena: one run at a time; others interpret
-                env = plan.run(inputs)
+                with kernels.blas_calls():
+                    env = plan.run(inputs)
                 self._check_narrowed(env)
                 return plan.outputs(env)
             finally:
@@ -114,8 +115,9 @@ class SimExecutable:
         self.load_inputs(env, inputs)
         for s, value in self.constants:
             env[s] = value
-        with np.errstate(all="ignore"):     # once per run: the engine raises nothing (special
-            self._steps(env)                # values are the numerics model's, hazards warn)
+        with np.errstate(all="ignore"), kernels.blas_calls():   # once per run: the engine
+            self._steps(env)            # raises nothing (special values are the numerics
+                                        # model's, hazards warn)
         self._check_narrowed(env)
         return [kernels.astype(env[s], dtype) for s, dtype in self.outputs]
 
