@@ -6,7 +6,7 @@ import numbers
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, kernels
 from .context import CTX
 from .ir.types import TensorType
 from .tensor import Tensor, _sizes
@@ -54,7 +54,7 @@ def _host_array(data) -> np.ndarray:
         data = data.numpy()
     if hasattr(data, "detach") and hasattr(data, "cpu"):      # a torch tensor, without importing torch
         data = data.detach().cpu().numpy()
-    return np.array(data)
+    return np.asarray(data)            # `_stored` copies
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -77,8 +77,12 @@ def _leaf(arr: np.ndarray, dt, requires_grad: bool = False, source=None, remake=
 
 
 def _stored(arr: np.ndarray, dt) -> np.ndarray:
+    """A new array (never `arr` itself: a tensor holds a copy) of `arr`'s values stored as
+    `dt`: floating values rounded to fp16 at the boundary, by the compiled cast from float32
+    (numpy's takes ~3 ns an element: 12 us for a 64 x 64 batch, every step)."""
     if dt.is_float:
-        return arr.astype(np.float16).astype(dt.np)         # fp16 storage at the boundary
+        half = kernels.astype(arr, np.float16)
+        return half.astype(dt.np, copy=half is arr)
     return arr.astype(dt.np)
 
 

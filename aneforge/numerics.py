@@ -113,6 +113,7 @@ def for_target(target) -> Numerics:
 
 
 _BY_FAMILY: dict = {}
+_BY_TARGET: dict = {}          # CTX.target (None: the default target) -> its default model
 ANE = Numerics(**FAMILY["A13"])        # M1's model
 
 
@@ -121,8 +122,11 @@ def get_numerics() -> Numerics:
     `set_numerics`/`numerics`, else the current target's default (`for_target`)."""
     if CTX.numerics is not None:
         return CTX.numerics
-    from .targets import get_target
-    return for_target(get_target())
+    model = _BY_TARGET.get(CTX.target)         # each call of a replayed step asks
+    if model is None:
+        from .targets import get_target
+        model = _BY_TARGET[CTX.target] = for_target(get_target())
+    return model
 
 
 def set_numerics(numerics: Numerics | str | None = None, **changes) -> Numerics:

@@ -36,6 +36,7 @@ import numpy as np
 from . import compiler, dtypes
 from .context import CTX
 from .errors import AneforgeError
+from .ir.types import TensorType
 from .numerics import get_numerics
 from .passes import get_pipeline
 from .tensor import Tensor
@@ -210,7 +211,7 @@ class Replay:
 
     def __init__(self, actions, guards, returns, rebuild):
         self.actions, self.guards, self.returns, self.rebuild = actions, guards, returns, rebuild
-        self.steps = [_STEPS[kind](what) for kind, what in actions]
+        self.steps = _merge_sets([_STEPS[kind](what) for kind, what in actions])
         self.readers = [(_reader(s), t) for s, t in returns]
 
     def valid(self) -> bool:
@@ -225,7 +226,7 @@ class Replay:
 
 # source kind -> (its fields -> reader(args, outs) -> the array at replay)
 _READERS = {
-    "out": lambda j, k: lambda args, outs: outs[j][k],
+    "out": lambda j, k: _out_reader(j, k),
     "owner": lambda handle: lambda args, outs: _held(handle()),
     "fixed": lambda array: lambda args, outs: array,
     "targ": lambda k, i: lambda args, outs: args[k]._node.data[i],
@@ -233,6 +234,13 @@ _READERS = {
     "provide": lambda fn, dtype: lambda args, outs: np.asarray(fn(), dtype=dtype.np).reshape(()),
     "remake": lambda fn: lambda args, outs: fn(),             # a fresh draw
 }
+
+
+def _out_reader(j: int, k: int):
+    def read(args, outs):
+        return outs[j][k]
+    read.out = (j, k)                   # for `_merge_sets`
+    return read
 
 
 def _held(tensor: Tensor):
@@ -249,6 +257,35 @@ def _run_step(run, arrays, outs) -> None:
 
 def _effect_step(fn, arrays, outs) -> None:
     fn(*arrays)
+
+
+def _sets_step(sets, arrays, outs) -> None:
+    for tensor, j, k in sets:
+        a = outs[j][k]
+        t = tensor._node.types[tensor._idx]
+        tensor._adopt(a, t if t.shape == a.shape else TensorType(a.shape, t.dtype))
+
+
+def _merge_sets(steps: list) -> list:
+    """Consecutive effects that set a handle to a program output (an optimizer's update of
+    each parameter and state tensor) as one step: a loop over (handle, output) pairs."""
+    out = []
+    for step in steps:
+        act, what, _ = step
+        src = getattr(what, "__func__", None) is Tensor.set_ and _output_source(step)
+        if not src:
+            out.append(step)
+            continue
+        if not out or out[-1][0] is not _sets_step:
+            out.append((_sets_step, [], []))
+        out[-1][1].append((what.__self__,) + src)
+    return out
+
+
+def _output_source(step):
+    """(j, k) when an effect step reads exactly one value, output k of the call's run j."""
+    act, _, readers = step
+    return act is _effect_step and len(readers) == 1 and getattr(readers[0], "out", None)
 
 
 def _grad_step(what, arrays, outs) -> None:
@@ -396,7 +433,10 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, disable: 
 def _arguments(args, kwargs) -> tuple[list, tuple]:
     """The flattened arguments and their signature: tensors and arrays by shape and dtype,
     numbers and strings by value (as torch.compile specializes), other objects by identity."""
-    flat, _ = _flatten([list(args), dict(sorted(kwargs.items()))])
+    if kwargs or any(isinstance(a, (tuple, list, dict)) for a in args):
+        flat, _ = _flatten([list(args), dict(sorted(kwargs.items()))])
+    else:
+        flat = list(args)                   # the common case: nothing nested
     spec = []
     for k, a in enumerate(flat):
         if isinstance(a, Tensor):

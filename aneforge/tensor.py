@@ -14,6 +14,7 @@ new Tensors; nothing runs until a value is needed (`.numpy()`, `.item()`, `.toli
 """
 from __future__ import annotations
 
+import math
 import numbers
 import operator
 import weakref
@@ -76,7 +77,7 @@ class Tensor:
         return self.ndim
 
     def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def requires_grad(self) -> bool:
@@ -151,12 +152,18 @@ class Tensor:
             type = self.tensor_type                 # kept when the shape is (a replayed step)
             if type.shape != array.shape:
                 type = TensorType(array.shape, type.dtype)
+        return self._adopt(array, type)
+
+    def _adopt(self, array: np.ndarray, type: TensorType) -> "Tensor":
+        """`set_` of a host array already of this tensor's dtype, checks done (af.compile's
+        replay sets parameters and optimizer state this way each step)."""
         old = self._node
-        self._node, self._idx = leaf(array, type, old.requires_grad), 0
-        self._node.grad = old.grad
+        node = self._node = leaf(array, type, old.requires_grad)
+        self._idx = 0
+        node.grad = old.grad
         # Both leaves name this handle: a captured program that read the old value reads the
         # handle's current one on replay (aneforge.replay).
-        self._node.owner = owner = weakref.ref(self)
+        node.owner = owner = weakref.ref(self)
         if old.owner is None and old.op is None:
             old.owner = owner
         return self
@@ -197,8 +204,11 @@ class Tensor:
     def value(self) -> np.ndarray:
         """numpy() for the package's own bookkeeping: not a read by user code (af.compile
         replays functions whose only host reads are these)."""
-        self.realize()
-        return self._node.data[self._idx]
+        data = self._node.data
+        if data is None:
+            self.realize()
+            data = self._node.data
+        return data[self._idx]
 
     def __array__(self, dtype=None, copy=None):
         a = self.numpy()

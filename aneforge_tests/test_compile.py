@@ -169,3 +169,23 @@ def test_compile_as_decorator_with_options_and_disable():
         return x * 2
     assert af.compile(double, disable=True) is double
     assert af.compile(fullgraph=True)(double)(af.ones(2)).tolist() == [2.0, 2.0]
+
+
+def test_replayed_updates_leave_parameters_leaves_and_old_values_alone():
+    """A replay sets each parameter and state tensor to its new value as `Tensor.set_` does:
+    the parameter stays a leaf with requires_grad and its .grad; values taken before the step
+    (a detached copy, an op recorded but not yet computed) keep reading the old value."""
+    model, opt = make()
+    step = af.compile(step_fn(model, opt), fullgraph=True)
+    for i in range(2):
+        step(X[i], Y[i])
+    w = model[0].weight
+    old = w.detach()
+    pending = w * 2                                   # recorded, not computed yet
+    before = w.numpy().copy()
+    step(X[2], Y[2])
+    assert w.is_leaf and w.requires_grad and w.grad is not None
+    assert not np.array_equal(w.numpy(), before)
+    np.testing.assert_array_equal(old.numpy(), before)
+    np.testing.assert_array_equal(pending.numpy(), (before * 2).astype(np.float16))
+    assert model[0].weight is w and opt.param_groups[0]["params"][0] is w

@@ -43,3 +43,32 @@ def test_inference_mode_is_no_grad():
     w = af.tensor(X, requires_grad=True)
     with inference_mode():
         assert not (w * 2.0).requires_grad
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int16, np.int64])
+def test_tensor_holds_a_copy_of_its_data(dtype):
+    """af.tensor copies: writing into the source array (or reading the tensor's own array
+    into a new tensor) leaves the tensor as it was, whether or not its dtype needed a cast."""
+    data = np.arange(6, dtype=dtype).reshape(2, 3)
+    t = af.tensor(data)
+    data[0, 0] = 5
+    assert t.numpy()[0, 0] == 0
+    again = af.tensor(t)
+    assert not np.shares_memory(again.numpy(), t.numpy())
+
+
+def test_float32_data_is_rounded_as_numpy_rounds_it_to_float16():
+    """The compiled float32 -> float16 cast af.tensor uses gives numpy's values: ties to
+    even, overflow to inf, subnormals, signed zeros, NaN."""
+    rng = np.random.default_rng(0)
+    bits = rng.integers(0, 2 ** 32, 200_000, dtype=np.uint64).astype(np.uint32)
+    special = np.array([65504, 65519.99, 65520, -65520, 2.0 ** -25, 3 * 2.0 ** -26, 2.0 ** -24,
+                        1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, -0.0, np.nan, np.inf], np.float32)
+    data = np.concatenate([bits.view(np.float32), special]).reshape(-1, 4)   # axes <= 65536
+    with np.errstate(over="ignore"):
+        want = data.astype(np.float16)
+    got = af.tensor(data).numpy()
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got.view(np.uint16)[~np.isnan(want)],
+                                  want.view(np.uint16)[~np.isnan(want)])
+    assert np.isnan(got[np.isnan(want)]).all()
