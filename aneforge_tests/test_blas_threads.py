@@ -74,32 +74,6 @@ def test_real_blas_setting_unchanged():
     assert [lib.get_num_threads() for lib in libraries] == before
 
 
-def test_threads_calling_blas_at_once_get_the_right_products_and_setting():
-    """Concurrent BLAS matmuls (each changing the library's thread count) stay correct and
-    leave the setting as it was."""
-    import threading
-    pytest.importorskip("threadpoolctl")
-    libraries = kernels._blas_libraries()
-    before = [lib.get_num_threads() for lib in libraries]
-    rng = np.random.default_rng(0)
-    pairs = [(rng.standard_normal((s, 40)).astype(np.float32),
-              rng.standard_normal((40, s)).astype(np.float32)) for s in (8, 64, 300)]
-    errors = []
-
-    def work():
-        for _ in range(30):
-            for x, y in pairs:
-                if not np.allclose(kernels.blas_matmul(x, y), x @ y, rtol=1e-5, atol=1e-4):
-                    errors.append((x.shape, y.shape))
-    runners = [threading.Thread(target=work) for _ in range(4)]
-    for t in runners:
-        t.start()
-    for t in runners:
-        t.join()
-    assert not errors
-    assert [lib.get_num_threads() for lib in libraries] == before
-
-
 def test_a_block_of_calls_sets_the_count_once_and_restores_it_at_its_end(monkeypatch):
     """Inside blas_calls() the count changes only when a call needs another one, and is put
     back once, when the (outermost) block ends."""
@@ -149,25 +123,27 @@ def test_a_program_run_restores_the_count_once(monkeypatch):
     assert len(calls) >= 6 and set(calls) == {1}     # two matmuls a run (and the sum's)
 
 
-def test_threads_running_blocks_and_single_calls_at_once():
-    """Blocks of calls on some threads and single calls on others stay correct, and the
-    setting is as it was when all are done."""
+@pytest.mark.parametrize("blocks", [False, True], ids=["single calls", "blocks and calls"])
+def test_threads_calling_blas_at_once_get_the_right_products_and_setting(blocks):
+    """Concurrent BLAS matmuls (each changing the library's thread count), single calls on
+    every thread or `blas_calls()` blocks on every other one, stay correct and leave the
+    setting as it was when all are done."""
     import threading
     pytest.importorskip("threadpoolctl")
     libraries = kernels._blas_libraries()
     before = [lib.get_num_threads() for lib in libraries]
-    rng = np.random.default_rng(1)
+    rng = np.random.default_rng(0)
     pairs = [(rng.standard_normal((s, 40)).astype(np.float32),
-              rng.standard_normal((40, s)).astype(np.float32)) for s in (8, 300)]
+              rng.standard_normal((40, s)).astype(np.float32)) for s in (8, 64, 300)]
     errors = []
 
     def work(block):
-        for _ in range(20):
+        for _ in range(30):
             with kernels.blas_calls() if block else _Nothing():
                 for x, y in pairs:
                     if not np.allclose(kernels.blas_matmul(x, y), x @ y, rtol=1e-5, atol=1e-4):
                         errors.append((x.shape, y.shape))
-    runners = [threading.Thread(target=work, args=(i % 2 == 0,)) for i in range(4)]
+    runners = [threading.Thread(target=work, args=(blocks and i % 2 == 0,)) for i in range(4)]
     for t in runners:
         t.start()
     for t in runners:
