@@ -8,6 +8,7 @@ as torch.X, forwarding to the method, and __all__.
 from __future__ import annotations
 
 import builtins
+import math
 import numbers
 from typing import Sequence
 
@@ -164,7 +165,7 @@ def _contract(ta: str, a: Tensor, tb: str, b: Tensor, keep: set) -> tuple[str, T
     left = [c for c in ta if c not in tb]
     right = [c for c in tb if c not in ta]
     size = {**dict(zip(tb, b.shape)), **dict(zip(ta, a.shape))}
-    n = lambda cs: int(np.prod([size[c] for c in cs], dtype=np.int64))     # noqa: E731
+    n = lambda cs: math.prod([size[c] for c in cs])     # noqa: E731
     a = a.permute([ta.index(c) for c in batch + left + summed]).reshape(n(batch), n(left), n(summed))
     b = b.permute([tb.index(c) for c in batch + summed + right]).reshape(n(batch), n(summed), n(right))
     out = (a @ b).reshape(tuple(size[c] for c in batch + left + right))

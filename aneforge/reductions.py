@@ -57,7 +57,7 @@ def axes_of(x: Tensor, dim, op: str = "sum") -> tuple[int, ...]:
 
 
 def length(x: Tensor, axes: tuple[int, ...]) -> int:
-    return int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    return math.prod([x.shape[a] for a in axes])
 
 
 def is_wide(x: Tensor, axes: tuple[int, ...]) -> bool:
@@ -110,7 +110,7 @@ def _plan(x: Tensor, axes) -> tuple | None:
     k = length(x, axes)
     stages = _stages(k)
     kept = tuple(n for i, n in enumerate(x.shape) if i not in axes)
-    r = int(np.prod(kept, dtype=np.int64))
+    r = math.prod(kept)
     rows = (r,) if r <= limits.axis_bound() else kept
     if stages is None or len(rows) + 2 > limits.MAX_RANK and len(stages) > 1:
         return None

@@ -2017,13 +2017,13 @@ def norm_dim(dim, ndim: int, op: str = "") -> int:
 def _infer_size(shape: Sequence[int], numel: int, old) -> tuple[int, ...]:
     if list(shape).count(-1) > 1:
         raise ShapeError(f"reshape: only one dimension can be -1, got {tuple(shape)}")
-    known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+    known = math.prod([s for s in shape if s != -1])
     if -1 in shape:
         if known == 0 or numel % known:
             raise ShapeError(f"reshape: shape {tuple(shape)} is invalid for input of size {numel} "
                              f"(shape {old})")
         shape = tuple(numel // known if s == -1 else s for s in shape)
-    if int(np.prod(shape, dtype=np.int64)) != numel:
+    if math.prod(shape) != numel:
         raise ShapeError(f"reshape: shape {tuple(shape)} is invalid for input of size {numel} "
                          f"(shape {old})")
     return tuple(shape)

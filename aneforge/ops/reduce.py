@@ -4,6 +4,8 @@ an integer sum is exact only up to 2048 (ANEForge `docs/numeric-cliffs.md`). `Nu
 to an fp32 accumulator."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import dtypes, kernels
@@ -56,7 +58,7 @@ def _sum_sim(ctx, x, axes, keep_dims):
 
 
 def _mean_sim(ctx, x, axes, keep_dims):
-    count = int(np.prod([x.shape[a] for a in _axes(x, axes)]))
+    count = math.prod([x.shape[a] for a in _axes(x, axes)])
     with np.errstate(all="ignore"):
         return _keep(_sum(ctx, x, axes) / np.float32(count), x, axes, keep_dims)
 
@@ -102,7 +104,7 @@ def _sum_vjp(g, ins, attrs, out):
 def _mean_vjp(g, ins, attrs, out):
     x = ins["x"]
     axes = tuple(range(x.ndim)) if attrs["axes"] is None else attrs["axes"]
-    count = int(np.prod([x.shape[a] for a in axes]))
+    count = math.prod([x.shape[a] for a in axes])
     return {"x": expand_reduced(g / float(count), x, attrs["axes"], attrs["keep_dims"])}
 
 

@@ -2,6 +2,8 @@
 expand_dims, squeeze, concat, split, slice_by_index, tile. All exact: no rounding."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import dtypes, hazards
@@ -15,8 +17,8 @@ def _reshape_infer(t, attrs):
     x, shape = t["x"], tuple(attrs["shape"])
     if any(d < 1 for d in shape):
         raise shape_error("reshape", t, f"shape {shape} must be fully specified with sizes >= 1")
-    if int(np.prod(shape)) != int(np.prod(x.shape)):
-        raise shape_error("reshape", t, f"cannot reshape {int(np.prod(x.shape))} elements to {shape}")
+    if math.prod(shape) != math.prod(x.shape):
+        raise shape_error("reshape", t, f"cannot reshape {math.prod(x.shape)} elements to {shape}")
     return same_type(shape, x.dtype)
 
 
