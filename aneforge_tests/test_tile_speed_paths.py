@@ -102,10 +102,11 @@ def test_ordinary_data_takes_the_plain_tile():
     tiny = x.copy()
     tiny[3, 5] = 2.0 ** -100                            # times the smallest |y|: below 2**-104
     assert not plain(tiny, y)
-    for special in (np.inf, np.nan):
+    for special in (np.inf, np.nan):                  # whatever the limit (2**100 bounds all)
         bad = y.copy()
         bad[7, 3] = special
-        assert not plain(x, bad) and plain(x, bad, np.inf)
+        assert not plain(x, bad) and not plain(x, bad, np.inf)
+    assert not plain(x * np.float32(2.0 ** 60), y * np.float32(2.0 ** 40), np.inf)
 
 
 def test_tiny_products_need_the_exponent_floor():

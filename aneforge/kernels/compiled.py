@@ -427,6 +427,116 @@ def _plain_tile(p0, p1, p2, p3, mode, tmode):
     return _carry_cut(_sum_plain(_sum_plain(_sum_plain(p0, p1), p2), p3))
 
 
+# ---- the plain tile 16 lanes at a time, by AVX-512 (x86-64 with AVX-512F and DQ) -------------
+# One add of the tile in 9 vector instructions (`_cut_sum` takes 11, 3 of them multiplies):
+# L and S, the operands of larger and smaller magnitude, come from vrangeps (one instruction
+# each); e is L's exponent, q = 2**(e - 11); M = sign(S) * 1.5 * 2**(e + 12), whose binade's
+# floats are spaced exactly q apart. cut(L) is L's bits with the low 12 cleared; M + cut(L) is
+# exact (a multiple of q inside M's binade, of S's sign), and adding S rounded toward zero (the
+# instruction's own rounding: vaddps {rz-sae}, no mode switch) gives M + cut(L) + cut(S), S cut
+# toward zero at q; subtracting M is exact. Every value stays inside the binade when e is in
+# [-115, 114]: `_plain_rows` clears only such blocks (products at least 2**-104, all bounded by
+# 2**100). A tie |L| == |S| still gives both operands (range's min and max take opposite ones).
+_VEC = ir.VectorType(ir.FloatType(), 16)
+_IVEC = ir.VectorType(ir.IntType(32), 16)
+
+
+def _avx512() -> bool:
+    """Whether numba compiles for a CPU with AVX-512F and DQ (numba's own feature string, so
+    NUMBA_CPU_FEATURES is honoured)."""
+    import llvmlite.binding as ll
+    from numba.core import config
+    features = config.CPU_FEATURES
+    if features is None:
+        features = ll.get_host_cpu_features().flatten()
+    return {"+avx512f", "+avx512dq"} <= set(features.split(","))
+
+
+WIDE = _avx512()     # frozen into the compiled kernels (numba's cache is keyed by the CPU too)
+
+
+def _lanes(value):
+    return ir.Constant(_IVEC, [ir.Constant(ir.IntType(32), value)] * 16)
+
+
+def _x86(builder, name, args):
+    """A call of the x86 intrinsic `name` returning 16 floats."""
+    fn = builder.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(builder.module, ir.FunctionType(_VEC, [a.type for a in args]), name)
+    return builder.call(fn, args)
+
+
+def _range(builder, x, y, imm):
+    """vrangeps: imm 7, the operand of larger magnitude; 6, of smaller (each with its sign)."""
+    i32 = ir.IntType(32)
+    return _x86(builder, "llvm.x86.avx512.mask.range.ps.512",
+                [x, y, ir.Constant(i32, imm), ir.Constant(_VEC, None),
+                 ir.Constant(ir.IntType(16), -1), ir.Constant(i32, 4)])
+
+
+def _add12_16(b, x, y):
+    """One add of the plain tile on 16 lanes (see above); a carry's extra bit is left for the
+    next add's cut, as in `_cut_sum`."""
+    big, small = _range(b, x, y, 7), _range(b, x, y, 6)
+    bits, sign = b.bitcast(big, _IVEC), b.and_(b.bitcast(small, _IVEC), _lanes(-2 ** 31))
+    c = b.add(b.and_(bits, _lanes(0x7F800000)), _lanes((12 << 23) | 0x400000))
+    m = b.bitcast(b.or_(c, sign), _VEC)
+    n = b.fadd(m, b.bitcast(b.and_(bits, _lanes(-4096)), _VEC))          # M + cut(L), exact
+    rz = _x86(b, "llvm.x86.avx512.add.ps.512", [n, small, ir.Constant(ir.IntType(32), 11)])
+    return b.fsub(rz, m)
+
+
+def _splat(builder, v):
+    vec = builder.insert_element(ir.Constant(_VEC, None), v, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(vec, ir.Constant(_VEC, None), _lanes(0))
+
+
+_ROW = types.Array(types.float32, 1, "C")
+
+
+@intrinsic
+def _plain16(typingctx, o, y0, y1, y2, y3, j, a0, a1, a2, a3):
+    """o[j:j+16] += the plain tile of (a_k * y_k[j:j+16]), k = 0 .. 3 (`_plain_tile`, its
+    saturation-free accumulator `_unlimited`); float32 rows, C-contiguous."""
+    if not all(isinstance(t, types.Array) and t.dtype == types.float32 and t.ndim == 1
+               and t.layout == "C" for t in (o, y0, y1, y2, y3)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        if not WIDE:                 # never called then (`_plain_wide`); nothing to emit
+            return context.get_dummy_value()
+        rows = [context.make_array(t)(context, builder, v) for t, v in zip(sig.args[:5], args)]
+        ptrs = [builder.bitcast(builder.gep(r.data, [args[5]]), _VEC.as_pointer()) for r in rows]
+        p = [builder.fmul(_splat(builder, a), builder.load(ptr, align=4))
+             for a, ptr in zip(args[6:], ptrs[1:])]
+        t = _add12_16(builder, _add12_16(builder, _add12_16(builder, p[0], p[1]), p[2]), p[3])
+        t = builder.bitcast(builder.and_(builder.bitcast(t, _IVEC), _lanes(-4096)), _VEC)
+        builder.store(builder.fadd(builder.load(ptrs[0], align=4), t), ptrs[0], align=4)
+        return context.get_dummy_value()
+    return types.none(o, y0, y1, y2, y3, j, a0, a1, a2, a3), codegen
+
+
+@njit(cache=True)
+def _plain_wide(o, y0, y1, y2, y3, a0, a1, a2, a3, ws):
+    """o[j] += the plain tile of (a_k * y_k[j]) for every j, 16 lanes at a time; the last
+    o.size % 16 through the scratch ws [5, 16] (its unused lanes zero: products +0). Returns
+    how many lanes it did: all, or none without AVX-512 (the caller's loop does them)."""
+    if not WIDE:
+        return 0
+    n = o.size
+    n16 = n - n % 16
+    for j in range(0, n16, 16):
+        _plain16(o, y0, y1, y2, y3, j, a0, a1, a2, a3)
+    return n16
+
+
+@njit(cache=True)
+def _no_wide(o, y0, y1, y2, y3, a0, a1, a2, a3, ws):
+    """The tiles without a 16-lane form: the caller's loop does every lane."""
+    return 0
+
+
 @njit(cache=True)
 def _any_tile(p0, p1, p2, p3, mode, tmode):
     """Any datapath: products rounded to fp16 under `mode` (tmode bit 3), the adder's cuts
@@ -486,6 +596,7 @@ def _row_bound(xr, ymax):
 
 
 _PLAIN_TINY = 2.0 ** -104      # nonzero products at least this large: `_sum_plain` is exact
+_PLAIN_HUGE = 2.0 ** 100       # and every partial below this: `_plain16` is exact
 
 
 @njit(cache=True)
@@ -494,14 +605,15 @@ def _plain_rows(xb, i0, i1, ymax, ysmall, limit):
     0): each nonzero product is at least 2**-104 (smallest nonzero |x| times smallest nonzero
     |y|), and no partial reaches `limit`: |acc| <= (1 + 2**-24)**(tiles + 1) * sum_k |x[i, k]|
     * ymax[k], as add12 never grows a magnitude and the products and the accumulator round to
-    nearest; the slack covers that factor and the float32 sum of the bound (in any order). An
-    inf or NaN operand fails the bound (unless the limit is inf: nothing saturates then)."""
+    nearest; the slack covers that factor and the float32 sum of the bound (in any order). The
+    bound is also kept under 2**100 whatever the limit (`_plain16` needs exponents <= 114), so
+    an inf or NaN operand always fails it."""
     slack = 1.0 + (xb.shape[1] + 64) * 2.0 ** -21
     for i in range(i0, i1):
         bound, small = _row_bound(xb[i], ymax)
         if not np.float64(small) * np.float64(ysmall) >= _PLAIN_TINY:
             return False
-        if limit != _INF and not np.float64(bound) * slack < limit:
+        if not np.float64(bound) * slack < min(np.float64(limit), _PLAIN_HUGE):
             return False
     return True
 
@@ -527,7 +639,7 @@ def _finite_lanes(yb, k0, k):
 
 
 @njit(cache=True)
-def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat):
+def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide, ws):
     """Rows i0 .. i1 of ob = xb @ yb, tile by tile: the tile's four products summed by `tile`,
     added to the fp32 accumulator, then `sat` (`_saturate`: +-inf once |acc| >= limit). The j
     loop is innermost: it vectorizes across independent accumulators while each (i, j) still
@@ -536,7 +648,8 @@ def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat):
     adding +-0 leaves the accumulator unchanged (it starts at +0, and a round-to-nearest sum
     is never -0). One-hot and relu'd operands skip most of their work. The last tile, when
     K % 4 != 0, is `_block_tail` (y's rows chosen by a condition here, or passed to a helper,
-    stop the j loop from vectorizing well: 1.4x slower)."""
+    stop the j loop from vectorizing well: 1.4x slower). `wide` does the lanes it can first
+    (`_plain_wide`), the j loop the rest."""
     n, k = ob.shape[1], xb.shape[1]
     for i in range(i0, i1):
         for j in range(n):
@@ -553,7 +666,7 @@ def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat):
                 if finite:
                     continue
             o = ob[i]
-            for j in range(n):
+            for j in range(wide(o, y0, y1, y2, y3, a0, a1, a2, a3, ws), n):
                 t = tile(a0 * y0[j], a1 * y1[j], a2 * y2[j], a3 * y3[j], mode, tmode)
                 o[j] = sat(o[j] + t, limit)
     if k % 4:
@@ -577,7 +690,7 @@ def _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat):
 
 
 @njit(cache=True)
-def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat):
+def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat, wide, ws):
     """Rows i0 .. i1 of ob = xb @ yb for few columns (n == 1 is x @ a column of ones, the wide
     reductions), where a j loop would be too short to vectorize: the rows are copied
     transposed into the scratch xt [K rounded up to 4, <= THIN_ROWS], each column of y into yc
@@ -596,7 +709,7 @@ def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat):
         for k0 in range(0, k, 4):
             v0, v1, v2, v3 = yc[k0], yc[k0 + 1], yc[k0 + 2], yc[k0 + 3]
             x0, x1, x2, x3 = xt[k0], xt[k0 + 1], xt[k0 + 2], xt[k0 + 3]
-            for i in range(r):
+            for i in range(wide(acc, x0, x1, x2, x3, v0, v1, v2, v3, ws), r):
                 t = tile(x0[i] * v0, x1[i] * v1, x2[i] * v2, x3[i] * v3, mode, tmode)
                 acc[i] = sat(acc[i] + t, limit)
         for i in range(r):
@@ -611,16 +724,16 @@ def rows_per_task(m, n):
 
 
 @njit(cache=True)
-def _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat):
+def _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat, wide, ws):
     """Rows i0 .. i1 by `_thin` (when there is a transposed scratch) or `_block`."""
     if xt.shape[1]:
-        _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat)
+        _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat, wide, ws)
     else:
-        _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat)
+        _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide, ws)
 
 
 @njit(cache=True, nogil=True)
-def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain):
+def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, wide):
     """Tasks [first, last) of out[b] = x[bx[b]] @ y[by[b]]: task t is `rows_per_task` rows of
     one batch entry; any K (the last tile's missing lanes are zeros). Under tmode 0, the row
     blocks `_plain_rows` clears run the tile `plain` with no saturation check, for outputs of
@@ -631,7 +744,7 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain):
     rb = (m + rows - 1) // rows
     xt = np.zeros(((k + 3) // 4 * 4, min(m, rows) if rows == THIN_ROWS else 0), np.float32)
     check, ysmall, seen = tmode == 0 and m >= PLAIN_ROWS and n >= PLAIN_COLUMNS, _ZERO, -1
-    ymax = np.empty(k if check else 0, np.float32)
+    ymax, ws = np.empty(k if check else 0, np.float32), np.zeros((5, 16), np.float32)
     for t in range(first, last):
         b, i0 = t // rb, (t % rb) * rows
         i1 = min(i0 + rows, m)
@@ -639,22 +752,23 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain):
         if check and by[b] != seen:
             ysmall, seen = _y_bounds(yb, ymax), by[b]
         if check and _plain_rows(xb, i0, i1, ymax, ysmall, limit):
-            _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, plain, _self._unlimited)
+            _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, plain, _self._unlimited, wide, ws)
         else:
-            _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, _self._saturate)
+            _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, _self._saturate,
+                  _self._no_wide, ws)
 
 
 # tile_tasks with its tile functions fixed at compile time, one per datapath (see _self).
 @njit(cache=True, nogil=True)
 def _default_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
     tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._default_tile,
-               _self._plain_tile)
+               _self._plain_tile, _self._plain_wide)
 
 
 @njit(cache=True, nogil=True)
 def _any_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
     tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._any_tile,
-               _self._any_tile)       # no plain tile: tile_tasks takes it under tmode 0 only
+               _self._any_tile, _self._no_wide)   # no plain tile: taken under tmode 0 only
 
 
 def tile_matmul(x, y, bx, by, out, mode, tmode, limit):
