@@ -41,7 +41,7 @@ SKIP_ROWS = 16     # from this many rows of x on, zeros of x skip work
 SHARES = 1        # shares per thread of a split matmul (more: finer take-back, more hand-offs)
 THIN = 16          # tile matmul outputs narrower than this vectorize across rows, not columns
 THIN_ROWS = 32     # rows per task in that case
-PLAIN_ROWS, PLAIN_COLUMNS = 16, 8    # from this size of output on, tile matmuls try the plain tile
+PLAIN_ROWS, PLAIN_COLUMNS = 8, 8    # from this size of output on, tile matmuls try the plain tile
 
 
 @intrinsic
