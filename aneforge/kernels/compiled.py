@@ -475,16 +475,21 @@ def _range(builder, x, y, imm):
                  ir.Constant(ir.IntType(16), -1), ir.Constant(i32, 4)])
 
 
-def _add12_16(b, x, y):
-    """One add of the plain tile on 16 lanes (see above); a carry's extra bit is left for the
-    next add's cut, as in `_cut_sum`."""
-    big, small = _range(b, x, y, 7), _range(b, x, y, 6)
-    bits, sign = b.bitcast(big, _IVEC), b.and_(b.bitcast(small, _IVEC), _lanes(-2 ** 31))
-    c = b.add(b.and_(bits, _lanes(0x7F800000)), _lanes((12 << 23) | 0x400000))
-    m = b.bitcast(b.or_(c, sign), _VEC)
-    n = b.fadd(m, b.bitcast(b.and_(bits, _lanes(-4096)), _VEC))          # M + cut(L), exact
-    rz = _x86(b, "llvm.x86.avx512.add.ps.512", [n, small, ir.Constant(ir.IntType(32), 11)])
-    return b.fsub(rz, m)
+def _add12_16(b, xs, ys):
+    """One add of the plain tile on 16 lanes (see above), for each pair of vectors of xs and
+    ys, instruction by instruction across the pairs: independent chains side by side keep
+    both pipes busy (the chain is ~45 cycles long). A carry's extra bit is left for the next
+    add's cut, as in `_cut_sum`."""
+    each = lambda f, *vs: [f(*v) for v in zip(*vs)]                         # noqa: E731
+    big, small = each(lambda x, y: _range(b, x, y, 7), xs, ys), each(lambda x, y: _range(b, x, y, 6), xs, ys)
+    bits = each(lambda v: b.bitcast(v, _IVEC), big)
+    sign = each(lambda v: b.and_(b.bitcast(v, _IVEC), _lanes(-2 ** 31)), small)
+    c = each(lambda v: b.add(b.and_(v, _lanes(0x7F800000)), _lanes((12 << 23) | 0x400000)), bits)
+    m = each(lambda u, v: b.bitcast(b.or_(u, v), _VEC), c, sign)
+    n = each(lambda u, v: b.fadd(u, b.bitcast(b.and_(v, _lanes(-4096)), _VEC)), m, bits)  # M + cut(L)
+    rz = each(lambda u, v: _x86(b, "llvm.x86.avx512.add.ps.512", [u, v, ir.Constant(ir.IntType(32), 11)]),
+              n, small)
+    return each(b.fsub, rz, m)
 
 
 def _splat(builder, v):
@@ -492,49 +497,62 @@ def _splat(builder, v):
     return builder.shuffle_vector(vec, ir.Constant(_VEC, None), _lanes(0))
 
 
-_ROW = types.Array(types.float32, 1, "C")
+def _plain_lanes(chains):
+    """An intrinsic: o[j:j+16c] += the plain tile of (a_k * y_k[j:j+16c]), k = 0 .. 3
+    (`_plain_tile`, its saturation-free accumulator `_unlimited`), c = `chains` runs of 16 side
+    by side; float32 rows, C-contiguous."""
+    def typer(typingctx, o, y0, y1, y2, y3, j, a0, a1, a2, a3):
+        if not all(isinstance(t, types.Array) and t.dtype == types.float32 and t.ndim == 1
+                   and t.layout == "C" for t in (o, y0, y1, y2, y3)):
+            return None
 
-
-@intrinsic
-def _plain16(typingctx, o, y0, y1, y2, y3, j, a0, a1, a2, a3):
-    """o[j:j+16] += the plain tile of (a_k * y_k[j:j+16]), k = 0 .. 3 (`_plain_tile`, its
-    saturation-free accumulator `_unlimited`); float32 rows, C-contiguous."""
-    if not all(isinstance(t, types.Array) and t.dtype == types.float32 and t.ndim == 1
-               and t.layout == "C" for t in (o, y0, y1, y2, y3)):
-        return None
-
-    def codegen(context, builder, sig, args):
-        if not WIDE:                 # never called then (`_plain_wide`); nothing to emit
+        def codegen(context, builder, sig, args):
+            if not WIDE:             # never called then (`_plain_wide`); nothing to emit
+                return context.get_dummy_value()
+            rows = [context.make_array(t)(context, builder, v) for t, v in zip(sig.args[:5], args)]
+            at = [builder.add(args[5], ir.Constant(args[5].type, 16 * c)) for c in range(chains)]
+            ptrs = [[builder.bitcast(builder.gep(r.data, [j]), _VEC.as_pointer()) for j in at]
+                    for r in rows]
+            a = [_splat(builder, v) for v in args[6:]]
+            p = [[builder.fmul(a[k], builder.load(ptr, align=4)) for ptr in ptrs[k + 1]]
+                 for k in range(4)]
+            t = _add12_16(builder, _add12_16(builder, _add12_16(builder, p[0], p[1]), p[2]), p[3])
+            for v, ptr in zip(t, ptrs[0]):
+                v = builder.bitcast(builder.and_(builder.bitcast(v, _IVEC), _lanes(-4096)), _VEC)
+                builder.store(builder.fadd(builder.load(ptr, align=4), v), ptr, align=4)
             return context.get_dummy_value()
-        rows = [context.make_array(t)(context, builder, v) for t, v in zip(sig.args[:5], args)]
-        ptrs = [builder.bitcast(builder.gep(r.data, [args[5]]), _VEC.as_pointer()) for r in rows]
-        p = [builder.fmul(_splat(builder, a), builder.load(ptr, align=4))
-             for a, ptr in zip(args[6:], ptrs[1:])]
-        t = _add12_16(builder, _add12_16(builder, _add12_16(builder, p[0], p[1]), p[2]), p[3])
-        t = builder.bitcast(builder.and_(builder.bitcast(t, _IVEC), _lanes(-4096)), _VEC)
-        builder.store(builder.fadd(builder.load(ptrs[0], align=4), t), ptrs[0], align=4)
-        return context.get_dummy_value()
-    return types.none(o, y0, y1, y2, y3, j, a0, a1, a2, a3), codegen
+        return types.none(o, y0, y1, y2, y3, j, a0, a1, a2, a3), codegen
+    typer.__name__ = f"_plain{16 * chains}"
+    return intrinsic(typer)
+
+
+_plain16, _plain32 = _plain_lanes(1), _plain_lanes(2)
 
 
 @njit(cache=True)
-def _plain_wide(o, y0, y1, y2, y3, a0, a1, a2, a3, ws):
-    """o[j] += the plain tile of (a_k * y_k[j]) for every j, 16 lanes at a time; the last
-    o.size % 16 through the scratch ws [5, 16] (its unused lanes zero: products +0). Returns
-    how many lanes it did: all, or none without AVX-512 (the caller's loop does them)."""
+def _plain_wide(o, y0, y1, y2, y3, a0, a1, a2, a3):
+    """o[j] += the plain tile of (a_k * y_k[j]) for the lanes j it can do 32 at a time (two
+    runs of 16 side by side); returns how many: 0 without AVX-512 (the caller's loop does the
+    rest). Small enough for LLVM to inline (a call per tile and row costs ~1.3x)."""
     if not WIDE:
         return 0
-    n = o.size
-    n16 = n - n % 16
-    for j in range(0, n16, 16):
-        _plain16(o, y0, y1, y2, y3, j, a0, a1, a2, a3)
-    return n16
+    n32 = o.size - o.size % 32
+    for j in range(0, n32, 32):
+        _plain32(o, y0, y1, y2, y3, j, a0, a1, a2, a3)
+    return n32
 
 
 @njit(cache=True)
-def _no_wide(o, y0, y1, y2, y3, a0, a1, a2, a3, ws):
+def _wide_plain():
+    """Whether `tile_tasks` may run a plain block by `_plain_wide` (where numba targets
+    AVX-512)."""
+    return WIDE
+
+
+@njit(cache=True)
+def _no_wide():
     """The tiles without a 16-lane form: the caller's loop does every lane."""
-    return 0
+    return False
 
 
 @njit(cache=True)
@@ -639,7 +657,7 @@ def _finite_lanes(yb, k0, k):
 
 
 @njit(cache=True)
-def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide, ws):
+def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide):
     """Rows i0 .. i1 of ob = xb @ yb, tile by tile: the tile's four products summed by `tile`,
     added to the fp32 accumulator, then `sat` (`_saturate`: +-inf once |acc| >= limit). The j
     loop is innermost: it vectorizes across independent accumulators while each (i, j) still
@@ -648,8 +666,8 @@ def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide, ws):
     adding +-0 leaves the accumulator unchanged (it starts at +0, and a round-to-nearest sum
     is never -0). One-hot and relu'd operands skip most of their work. The last tile, when
     K % 4 != 0, is `_block_tail` (y's rows chosen by a condition here, or passed to a helper,
-    stop the j loop from vectorizing well: 1.4x slower). `wide` does the lanes it can first
-    (`_plain_wide`), the j loop the rest."""
+    stop the j loop from vectorizing well: 1.4x slower). Where `wide()` (the plain tile on
+    AVX-512), `_plain_wide` does the lanes it can first, the j loop the rest."""
     n, k = ob.shape[1], xb.shape[1]
     for i in range(i0, i1):
         for j in range(n):
@@ -666,7 +684,7 @@ def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide, ws):
                 if finite:
                     continue
             o = ob[i]
-            for j in range(wide(o, y0, y1, y2, y3, a0, a1, a2, a3, ws), n):
+            for j in range(_plain_wide(o, y0, y1, y2, y3, a0, a1, a2, a3) if wide() else 0, n):
                 t = tile(a0 * y0[j], a1 * y1[j], a2 * y2[j], a3 * y3[j], mode, tmode)
                 o[j] = sat(o[j] + t, limit)
     if k % 4:
@@ -690,7 +708,7 @@ def _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat):
 
 
 @njit(cache=True)
-def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat, wide, ws):
+def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat, wide):
     """Rows i0 .. i1 of ob = xb @ yb for few columns (n == 1 is x @ a column of ones, the wide
     reductions), where a j loop would be too short to vectorize: the rows are copied
     transposed into the scratch xt [K rounded up to 4, <= THIN_ROWS], each column of y into yc
@@ -709,7 +727,7 @@ def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat, wide, ws):
         for k0 in range(0, k, 4):
             v0, v1, v2, v3 = yc[k0], yc[k0 + 1], yc[k0 + 2], yc[k0 + 3]
             x0, x1, x2, x3 = xt[k0], xt[k0 + 1], xt[k0 + 2], xt[k0 + 3]
-            for i in range(wide(acc, x0, x1, x2, x3, v0, v1, v2, v3, ws), r):
+            for i in range(_plain_wide(acc, x0, x1, x2, x3, v0, v1, v2, v3) if wide() else 0, r):
                 t = tile(x0[i] * v0, x1[i] * v1, x2[i] * v2, x3[i] * v3, mode, tmode)
                 acc[i] = sat(acc[i] + t, limit)
         for i in range(r):
@@ -724,12 +742,12 @@ def rows_per_task(m, n):
 
 
 @njit(cache=True)
-def _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat, wide, ws):
+def _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat, wide):
     """Rows i0 .. i1 by `_thin` (when there is a transposed scratch) or `_block`."""
     if xt.shape[1]:
-        _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat, wide, ws)
+        _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat, wide)
     else:
-        _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide, ws)
+        _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide)
 
 
 @njit(cache=True, nogil=True)
@@ -744,7 +762,7 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
     rb = (m + rows - 1) // rows
     xt = np.zeros(((k + 3) // 4 * 4, min(m, rows) if rows == THIN_ROWS else 0), np.float32)
     check, ysmall, seen = tmode == 0 and m >= PLAIN_ROWS and n >= PLAIN_COLUMNS, _ZERO, -1
-    ymax, ws = np.empty(k if check else 0, np.float32), np.zeros((5, 16), np.float32)
+    ymax = np.empty(k if check else 0, np.float32)
     for t in range(first, last):
         b, i0 = t // rb, (t % rb) * rows
         i1 = min(i0 + rows, m)
@@ -752,17 +770,17 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
         if check and by[b] != seen:
             ysmall, seen = _y_bounds(yb, ymax), by[b]
         if check and _plain_rows(xb, i0, i1, ymax, ysmall, limit):
-            _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, plain, _self._unlimited, wide, ws)
+            _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, plain, _self._unlimited, wide)
         else:
             _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, _self._saturate,
-                  _self._no_wide, ws)
+                  _self._no_wide)
 
 
 # tile_tasks with its tile functions fixed at compile time, one per datapath (see _self).
 @njit(cache=True, nogil=True)
 def _default_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
     tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._default_tile,
-               _self._plain_tile, _self._plain_wide)
+               _self._plain_tile, _self._wide_plain)
 
 
 @njit(cache=True, nogil=True)
