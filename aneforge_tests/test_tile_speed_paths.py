@@ -283,3 +283,15 @@ def test_huge_products_take_the_general_path():
     x = _fp16(rng, (16, 12)) * np.float32(2.0 ** 62)
     y = _fp16(rng, (12, 32)) * np.float32(2.0 ** 56)
     assert np.isfinite(tile(x, y, np.inf)).all()
+
+
+@pytest.mark.parametrize("k", [5, 6, 7, 9, 14])
+def test_last_tile_missing_lanes_in_the_wide_path(k):
+    """K % 4 != 0 on outputs wide enough for the 16-lane tile: the last tile's missing lanes
+    are x's 0 against y's last row (products -0 where that row is negative), with carries and
+    cancellations in the lanes that are there."""
+    rng = np.random.default_rng(k)
+    x, y = _carries(rng, (12, k)), -np.abs(_carries(rng, (k, 70)))
+    x[:, -1] = -x[:, -2] * np.float32(1 + 2.0 ** -10)          # cancels the lane before it
+    for limit in (32760.0, np.inf):
+        tile(x, y, limit)

@@ -700,19 +700,23 @@ def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide):
                 t = tile(a0 * y0[j], a1 * y1[j], a2 * y2[j], a3 * y3[j], mode, tmode)
                 o[j] = sat(o[j] + t, limit)
     if k % 4:
-        _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat)
+        _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide)
 
 
 @njit(cache=True)
-def _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat):
+def _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide):
     """The last tile of rows i0 .. i1 when K % 4 != 0: its missing lanes are zeros (products
-    +0, as the reference's zero padding gives)."""
+    +0, as the reference's zero padding gives; `_plain_wide` gets x's missing lanes as 0
+    against y's last row instead: products +-0, the same to the plain tile, whose sign of
+    zero never reaches the accumulator)."""
     n, k = ob.shape[1], xb.shape[1]
     k0 = k - k % 4
+    y0, y1, y2 = yb[k0], yb[min(k0 + 1, k - 1)], yb[min(k0 + 2, k - 1)]
     for i in range(i0, i1):
         xr, o = xb[i], ob[i]
         a0, a1, a2 = xr[k0], _lane(xr, k0 + 1, k), _lane(xr, k0 + 2, k)
-        for j in range(n):
+        j0 = _plain_wide(o, y0, y1, y2, y0, a0, a1, a2, _ZERO) if wide() else 0
+        for j in range(j0, n):
             p1 = a1 * yb[k0 + 1, j] if k0 + 1 < k else _ZERO
             p2 = a2 * yb[k0 + 2, j] if k0 + 2 < k else _ZERO
             t = tile(a0 * yb[k0, j], p1, p2, _ZERO, mode, tmode)
