@@ -295,3 +295,16 @@ def test_last_tile_missing_lanes_in_the_wide_path(k):
     x[:, -1] = -x[:, -2] * np.float32(1 + 2.0 ** -10)          # cancels the lane before it
     for limit in (32760.0, np.inf):
         tile(x, y, limit)
+
+
+def test_the_wide_tile_follows_numbas_cpu_features(monkeypatch):
+    """The 16-lane tile is compiled in exactly when numba targets AVX-512F and DQ (its own
+    feature string: NUMBA_CPU_FEATURES wins over the host's)."""
+    from numba.core import config
+    from aneforge.kernels import compiled
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+fma,+avx512f,+avx512dq,+avx512vl")
+    assert compiled._avx512()
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+fma,+avx512f")
+    assert not compiled._avx512()
+    monkeypatch.setattr(config, "CPU_FEATURES", "")
+    assert not compiled._avx512()

@@ -442,13 +442,13 @@ _IVEC = ir.VectorType(ir.IntType(32), 16)
 
 
 def _avx512() -> bool:
-    """Whether numba compiles for a CPU with AVX-512F and DQ (numba's own feature string, so
-    NUMBA_CPU_FEATURES is honoured)."""
-    import llvmlite.binding as ll
+    """Whether numba compiles for a CPU with AVX-512F and DQ: the feature string its JIT
+    target gets (NUMBA_CPU_FEATURES, else the host's, without AVX under NUMBA_ENABLE_AVX=0)."""
     from numba.core import config
+    from numba.core.codegen import get_host_cpu_features
     features = config.CPU_FEATURES
     if features is None:
-        features = ll.get_host_cpu_features().flatten()
+        features = get_host_cpu_features()
     return {"+avx512f", "+avx512dq"} <= set(features.split(","))
 
 
