@@ -509,36 +509,31 @@ def _splat(builder, v):
     return builder.shuffle_vector(vec, ir.Constant(_VEC, None), _lanes(0))
 
 
-def _plain_lanes(chains):
-    """An intrinsic: o[j:j+16c] += the plain tile of (a_k * y_k[j:j+16c]), k = 0 .. 3
-    (`_plain_tile`, its saturation-free accumulator `_unlimited`), c = `chains` runs of 16 side
-    by side; float32 rows, C-contiguous."""
-    def typer(typingctx, o, y0, y1, y2, y3, j, a0, a1, a2, a3):
-        if not all(isinstance(t, types.Array) and t.dtype == types.float32 and t.ndim == 1
-                   and t.layout == "C" for t in (o, y0, y1, y2, y3)):
-            return None
+@intrinsic
+def _plain32(typingctx, o, y0, y1, y2, y3, j, a0, a1, a2, a3):
+    """o[j:j+32] += the plain tile of (a_k * y_k[j:j+32]), k = 0 .. 3 (`_plain_tile`, its
+    saturation-free accumulator `_unlimited`), as two runs of 16 side by side; float32 rows,
+    C-contiguous."""
+    if not all(isinstance(t, types.Array) and t.dtype == types.float32 and t.ndim == 1
+               and t.layout == "C" for t in (o, y0, y1, y2, y3)):
+        return None
 
-        def codegen(context, builder, sig, args):
-            if not WIDE:             # never called then (`_plain_wide`); nothing to emit
-                return context.get_dummy_value()
-            rows = [context.make_array(t)(context, builder, v) for t, v in zip(sig.args[:5], args)]
-            at = [builder.add(args[5], ir.Constant(args[5].type, 16 * c)) for c in range(chains)]
-            ptrs = [[builder.bitcast(builder.gep(r.data, [j]), _VEC.as_pointer()) for j in at]
-                    for r in rows]
-            a = [_splat(builder, v) for v in args[6:]]
-            p = [[builder.fmul(a[k], builder.load(ptr, align=4)) for ptr in ptrs[k + 1]]
-                 for k in range(4)]
-            t = _add12_16(builder, _add12_16(builder, _add12_16(builder, p[0], p[1]), p[2]), p[3])
-            for v, ptr in zip(t, ptrs[0]):                    # the carry's cut, then acc +=
-                builder.store(builder.fadd(builder.load(ptr, align=4), _cut12(builder, v)), ptr,
-                              align=4)
+    def codegen(context, builder, sig, args):
+        if not WIDE:                 # never called then (`_plain_wide`); nothing to emit
             return context.get_dummy_value()
-        return types.none(o, y0, y1, y2, y3, j, a0, a1, a2, a3), codegen
-    typer.__name__ = f"_plain{16 * chains}"
-    return intrinsic(typer)
-
-
-_plain32 = _plain_lanes(2)
+        rows = [context.make_array(t)(context, builder, v) for t, v in zip(sig.args[:5], args)]
+        at = [builder.add(args[5], ir.Constant(args[5].type, 16 * c)) for c in range(2)]
+        ptrs = [[builder.bitcast(builder.gep(r.data, [j]), _VEC.as_pointer()) for j in at]
+                for r in rows]
+        a = [_splat(builder, v) for v in args[6:]]
+        p = [[builder.fmul(a[k], builder.load(ptr, align=4)) for ptr in ptrs[k + 1]]
+             for k in range(4)]
+        t = _add12_16(builder, _add12_16(builder, _add12_16(builder, p[0], p[1]), p[2]), p[3])
+        for v, ptr in zip(t, ptrs[0]):                        # the carry's cut, then acc +=
+            builder.store(builder.fadd(builder.load(ptr, align=4), _cut12(builder, v)), ptr,
+                          align=4)
+        return context.get_dummy_value()
+    return types.none(o, y0, y1, y2, y3, j, a0, a1, a2, a3), codegen
 
 
 @njit(cache=True)
@@ -555,7 +550,7 @@ def _plain_wide(o, y0, y1, y2, y3, a0, a1, a2, a3):
 
 
 @njit(cache=True)
-def _wide_plain():
+def _plain_is_wide():
     """Whether `tile_tasks` may run a plain block by `_plain_wide` (where numba targets
     AVX-512)."""
     return WIDE
@@ -626,7 +621,7 @@ def _row_bound(xr, ymax):
 
 
 _PLAIN_TINY = 2.0 ** -104      # nonzero products at least this large: `_sum_plain` is exact
-_PLAIN_HUGE = 2.0 ** 100       # and every partial below this: `_plain16` is exact
+_PLAIN_HUGE = 2.0 ** 100       # and every partial below this: `_plain32` is exact
 
 
 @njit(cache=True)
@@ -636,7 +631,7 @@ def _plain_rows(xb, i0, i1, ymax, ysmall, limit):
     |y|), and no partial reaches `limit`: |acc| <= (1 + 2**-24)**(tiles + 1) * sum_k |x[i, k]|
     * ymax[k], as add12 never grows a magnitude and the products and the accumulator round to
     nearest; the slack covers that factor and the float32 sum of the bound (in any order). The
-    bound is also kept under 2**100 whatever the limit (`_plain16` needs exponents <= 114), so
+    bound is also kept under 2**100 whatever the limit (`_plain32` needs exponents <= 114), so
     an inf or NaN operand always fails it."""
     slack = 1.0 + (xb.shape[1] + 64) * 2.0 ** -21
     for i in range(i0, i1):
@@ -797,7 +792,7 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
 @njit(cache=True, nogil=True)
 def _default_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
     tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._default_tile,
-               _self._plain_tile, _self._wide_plain)
+               _self._plain_tile, _self._plain_is_wide)
 
 
 @njit(cache=True, nogil=True)
