@@ -5,6 +5,8 @@
   least PLAIN_ROWS x PLAIN_COLUMNS that `_plain_rows` clears: tiny products (where the floor
   acts), partial sums that cross the limit and come back, inf, NaN and signed zeros;
 - one carry cut per tile instead of one per add (the chain's next add cuts at least as coarse);
+- the plain tile 16 lanes at a time by AVX-512 (where numba targets it): the smaller operand
+  cut by an add rounded toward zero against a constant of its sign;
 - the thread split, whose calling thread runs the first share.
 
 "Bit-equal" means equal float32 bits, except that a NaN only has to be a NaN."""
@@ -20,6 +22,11 @@ pytestmark = pytest.mark.skipif(not kernels.available(),
                                 reason="numba is not installed: no compiled kernels to compare")
 
 SPECIALS = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0 ** -24, 65504.0])
+
+
+def _wide_cpu():
+    from aneforge.kernels import compiled
+    return compiled.WIDE
 
 
 def same(a, b):
@@ -102,10 +109,11 @@ def test_ordinary_data_takes_the_plain_tile():
     tiny = x.copy()
     tiny[3, 5] = 2.0 ** -100                            # times the smallest |y|: below 2**-104
     assert not plain(tiny, y)
-    for special in (np.inf, np.nan):
+    for special in (np.inf, np.nan):                  # whatever the limit (2**100 bounds all)
         bad = y.copy()
         bad[7, 3] = special
-        assert not plain(x, bad) and plain(x, bad, np.inf)
+        assert not plain(x, bad) and not plain(x, bad, np.inf)
+    assert not plain(x * np.float32(2.0 ** 60), y * np.float32(2.0 ** 40), np.inf)
 
 
 def test_tiny_products_need_the_exponent_floor():
@@ -170,3 +178,133 @@ def test_shares_the_pool_never_starts_run_on_the_calling_thread(monkeypatch):
     rng = np.random.default_rng(5)
     tile(_fp16(rng, (40, 20)), _fp16(rng, (20, 24)))
     tile(_fp16(rng, (70, 12)), _fp16(rng, (12, 3)))
+
+
+# ---- the 16-lane plain tile (AVX-512), against the reference's tile sum ---------------------
+needs_wide = pytest.mark.skipif(not kernels.available() or not _wide_cpu(),
+                                reason="numba does not target AVX-512F+DQ here: no 16-lane tile")
+
+
+def _lanes(rng, n, base):
+    """n products around 2**base, each drawn from one hazard: 24-bit mantissas, mantissas on
+    the 12-bit grid (ties at the cut), near all ones (carries), powers of two, zeros of both
+    signs; exponents spread 2**-30 .. 2**3 around the base."""
+    kind = rng.integers(0, 5, n)
+    mant = np.select([kind == 0, kind == 1, kind == 2, kind == 3],
+                     [1.0 + rng.integers(0, 2 ** 23, n) * 2.0 ** -23,
+                      1.0 + rng.integers(0, 2 ** 11, n) * 2.0 ** -11,
+                      2.0 - rng.integers(1, 8, n) * 2.0 ** -23 * 2.0 ** rng.integers(0, 13, n),
+                      np.ones(n)], 0.0)
+    exp = base + rng.choice([-30, -13, -12, -11, -2, -1, 0, 0, 0, 1, 2, 3], n)
+    return (mant * 2.0 ** exp * signs(rng, n)).astype(np.float32)
+
+
+def _cancel(rng, p):
+    """Lanes rewritten to cancel: p1 = -p0 (a tie of magnitudes, opposite signs), p2 close to
+    -(p0 + p1), p3 = -p2 with its low bits changed."""
+    pick = rng.random(p.shape[1]) < 0.5
+    p[1, pick] = -p[0, pick]
+    pick = rng.random(p.shape[1]) < 0.3
+    p[2, pick] = -(p[0, pick] + p[1, pick]) * np.float32(1 + 2.0 ** -20)
+    pick = rng.random(p.shape[1]) < 0.3
+    p[3, pick] = -(p[2, pick].view(np.uint32) ^ np.uint32(0x155)).view(np.float32)
+    return p
+
+
+def wide_sum(p, acc):
+    """acc + the tile of each lane's products p[0..3], by `_plain_wide` (a_k = 1: the
+    products are y's rows; 32 lanes at a time, two runs of 16); returns (result, lanes
+    done)."""
+    from aneforge.kernels import compiled
+    o = acc.copy()
+    done = compiled._plain_wide(o, p[0], p[1], p[2], p[3], *np.float32([1, 1, 1, 1]))
+    return o, done
+
+
+@needs_wide
+@settings(max_examples=120, deadline=None, derandomize=True, database=None)
+@given(st.integers(0, 10 ** 6), st.integers(-48, 32), st.sampled_from([32, 64, 96]),
+       st.booleans())
+def test_wide_tile_equals_reference_tile_sum(seed, base, n, cancel):
+    """The 16-lane tile over adversarial products inside the plain tile's domain (nonzero
+    products >= 2**-104, all < 2**100): ties at the cut, carries, cancellation to zero and
+    below the larger exponent, equal magnitudes of opposite sign, mixed exponents 2**-78 ..
+    2**35, +-0; then added to an accumulator as the matmul does."""
+    rng = np.random.default_rng(seed)
+    p = np.stack([_lanes(rng, n, base) for _ in range(4)])
+    p = _cancel(rng, p) if cancel else p
+    acc = (rng.standard_normal(n) * 2.0 ** (base + 2)).astype(np.float32)
+    got, done = wide_sum(p, acc)
+    assert done == n                                   # every lane by the 16-lane tile
+    with np.errstate(all="ignore"):
+        want = acc + reference.tile_sum(list(p), 0)
+    same(got, want)
+
+
+@needs_wide
+def test_wide_tile_named_cases():
+    """Lanes that pin each step of the 16-lane add: the cut of the smaller operand toward zero
+    for both signs, a tie of magnitudes with opposite signs (both operands kept), a carry
+    whose extra bit the next add or the tile's end clears, and a full cancellation."""
+    q = 2.0 ** -11                                    # the cut's step for operands near 1
+    cases = [(1.0, 0.75 * q, 0, 0), (1.0, -0.75 * q, 0, 0), (-1.0, 0.75 * q, 0, 0),
+             (-1.0, -0.75 * q, 0, 0), (1.5, -1.5, 0.5 * q, 0), (1.5, -1.5, 0, -0.0),
+             (2 - q, 2 - q, 0, 0), (2 - q, 2 - q, q, 0), (2 - q, 2 - q, -3.0, 0.375),
+             (4096, 3, -4096, 0), (-4096, -3, 4096, 0), (4094, 5, -4096, 0),
+             (2048, 1, 0, 0), (0.0, -0.0, 0.0, -0.0), (2.0 ** -104, -(2.0 ** -104), 2.0 ** -90, 0)]
+    p = np.zeros((4, 32), np.float32)
+    p[:, :len(cases)] = np.float32(cases).T
+    p[:, 16:16 + len(cases)] = -np.float32(cases).T                   # the second run of 16
+    got, done = wide_sum(p, np.zeros(32, np.float32))
+    assert done == 32
+    same(got, np.float32(0) + reference.tile_sum(list(p), 0))
+    assert got[9] == 2 and got[10] == -2 and got[11] == 2 and got[12] == 2049
+    assert got[25] == -2 and got[26] == 2 and got[27] == -2 and got[28] == -2049
+
+
+def test_generic_plain_tile_still_equals_reference():
+    """The plain tile's scalar form (`_no_wide`: CPUs without AVX-512, and the lanes past the
+    last 16) over the hazard families: it stays bit-equal to the reference."""
+    from aneforge.kernels import compiled
+    rng = np.random.default_rng(11)
+    for fx, fy in (("fp16", "carries"), ("carries", "big"), ("fp16", "fp16")):
+        x, y = FAMILIES[fx](rng, (8, 13)), FAMILIES[fy](rng, (13, 40))
+        out = np.empty((8, 40), np.float32)
+        compiled._rows(x, y, out, 0, 8, np.zeros((16, 0), np.float32), 0, 0, np.float32(np.inf),
+                       compiled._plain_tile, compiled._unlimited, compiled._no_wide)
+        with np.errstate(all="ignore"):
+            same(out, reference.tile_matmul(x, y, 0, 0, np.inf))
+
+
+def test_huge_products_take_the_general_path():
+    """Products near 2**118 under an infinite limit (nothing saturates, so only the 2**100
+    bound keeps such blocks off the plain tile, whose 16-lane form needs exponents <= 114)."""
+    rng = np.random.default_rng(3)
+    x = _fp16(rng, (16, 12)) * np.float32(2.0 ** 62)
+    y = _fp16(rng, (12, 32)) * np.float32(2.0 ** 56)
+    assert np.isfinite(tile(x, y, np.inf)).all()
+
+
+@pytest.mark.parametrize("k", [5, 6, 7, 9, 14])
+def test_last_tile_missing_lanes_in_the_wide_path(k):
+    """K % 4 != 0 on outputs wide enough for the 16-lane tile: the last tile's missing lanes
+    are x's 0 against y's last row (products -0 where that row is negative), with carries and
+    cancellations in the lanes that are there."""
+    rng = np.random.default_rng(k)
+    x, y = _carries(rng, (12, k)), -np.abs(_carries(rng, (k, 70)))
+    x[:, -1] = -x[:, -2] * np.float32(1 + 2.0 ** -10)          # cancels the lane before it
+    for limit in (32760.0, np.inf):
+        tile(x, y, limit)
+
+
+def test_the_wide_tile_follows_numbas_cpu_features(monkeypatch):
+    """The 16-lane tile is compiled in exactly when numba targets AVX-512F and DQ (its own
+    feature string: NUMBA_CPU_FEATURES wins over the host's)."""
+    from numba.core import config
+    from aneforge.kernels import compiled
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+fma,+avx512f,+avx512dq,+avx512vl")
+    assert compiled._avx512()
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+fma,+avx512f")
+    assert not compiled._avx512()
+    monkeypatch.setattr(config, "CPU_FEATURES", "")
+    assert not compiled._avx512()

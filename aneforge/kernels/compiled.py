@@ -41,7 +41,7 @@ SKIP_ROWS = 16     # from this many rows of x on, zeros of x skip work
 SHARES = 1        # shares per thread of a split matmul (more: finer take-back, more hand-offs)
 THIN = 16          # tile matmul outputs narrower than this vectorize across rows, not columns
 THIN_ROWS = 32     # rows per task in that case
-PLAIN_ROWS, PLAIN_COLUMNS = 16, 8    # from this size of output on, tile matmuls try the plain tile
+PLAIN_ROWS, PLAIN_COLUMNS = 8, 8    # from this size of output on, tile matmuls try the plain tile
 
 
 @intrinsic
@@ -427,6 +427,141 @@ def _plain_tile(p0, p1, p2, p3, mode, tmode):
     return _carry_cut(_sum_plain(_sum_plain(_sum_plain(p0, p1), p2), p3))
 
 
+# ---- the plain tile 16 lanes at a time, by AVX-512 (x86-64 with AVX-512F and DQ) -------------
+# One add of the tile in 9 vector instructions (`_cut_sum` takes 11, 3 of them multiplies):
+# L and S, the operands of larger and smaller magnitude, come from vrangeps (one instruction
+# each); e is L's exponent, q = 2**(e - 11); M = sign(S) * 1.5 * 2**(e + 12), whose binade's
+# floats are spaced exactly q apart. cut(L) is L's bits with the low 12 cleared; M + cut(L) is
+# exact (a multiple of q inside M's binade, of S's sign), and adding S rounded toward zero (the
+# instruction's own rounding: vaddps {rz-sae}, no mode switch) gives M + cut(L) + cut(S), S cut
+# toward zero at q; subtracting M is exact. Every value stays inside the binade when e is in
+# [-115, 114]: `_plain_rows` clears only such blocks (products at least 2**-104, all bounded by
+# 2**100). A tie |L| == |S| still gives both operands (range's min and max take opposite ones).
+_VEC = ir.VectorType(ir.FloatType(), 16)
+_IVEC = ir.VectorType(ir.IntType(32), 16)
+
+
+def _avx512() -> bool:
+    """Whether numba compiles for a CPU with AVX-512F and DQ: the feature string its JIT
+    target gets (NUMBA_CPU_FEATURES, else the host's, without AVX under NUMBA_ENABLE_AVX=0)."""
+    from numba.core import config
+    from numba.core.codegen import get_host_cpu_features
+    features = config.CPU_FEATURES
+    if features is None:
+        features = get_host_cpu_features()
+    return {"+avx512f", "+avx512dq"} <= set(features.split(","))
+
+
+WIDE = _avx512()     # frozen into the compiled kernels (numba's cache is keyed by the CPU too)
+
+
+def _lanes(value):
+    return ir.Constant(_IVEC, [ir.Constant(ir.IntType(32), value)] * 16)
+
+
+def _x86(builder, name, args):
+    """A call of the x86 intrinsic `name` returning 16 floats."""
+    fn = builder.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(builder.module, ir.FunctionType(_VEC, [a.type for a in args]), name)
+    return builder.call(fn, args)
+
+
+def _range(builder, x, y, imm):
+    """vrangeps: imm 7, the operand of larger magnitude; 6, of smaller (each with its sign)."""
+    i32 = ir.IntType(32)
+    return _x86(builder, "llvm.x86.avx512.mask.range.ps.512",
+                [x, y, ir.Constant(i32, imm), ir.Constant(_VEC, None),
+                 ir.Constant(ir.IntType(16), -1), ir.Constant(i32, 4)])
+
+
+def _rz_add(b, x, y):
+    """x + y rounded toward zero (vaddps {rz-sae}: the instruction's own rounding)."""
+    return _x86(b, "llvm.x86.avx512.add.ps.512", [x, y, ir.Constant(ir.IntType(32), 11)])
+
+
+def _magic(b, big, small):
+    """M = sign(small) * 1.5 * 2**(e + 12), e the exponent of big."""
+    c = b.add(b.and_(b.bitcast(big, _IVEC), _lanes(0x7F800000)), _lanes((12 << 23) | 0x400000))
+    return b.bitcast(b.or_(c, b.and_(b.bitcast(small, _IVEC), _lanes(-2 ** 31))), _VEC)
+
+
+def _cut12(b, v):
+    """v's bits with the low 12 cleared: v cut toward zero to 12 significant bits."""
+    return b.bitcast(b.and_(b.bitcast(v, _IVEC), _lanes(-4096)), _VEC)
+
+
+def _add12_16(b, xs, ys):
+    """One add of the plain tile on 16 lanes (see above), for each pair of vectors of xs and
+    ys, step by step across the pairs: independent chains side by side keep the pipes busy
+    (one chain is ~45 cycles long). A carry's extra bit is left for the next add's cut, as in
+    `_cut_sum`."""
+    each = lambda f, *vs: [f(*v) for v in zip(*vs)]                         # noqa: E731
+    big = each(lambda x, y: _range(b, x, y, 7), xs, ys)
+    small = each(lambda x, y: _range(b, x, y, 6), xs, ys)
+    m = each(lambda u, v: _magic(b, u, v), big, small)
+    n = each(lambda u, v: b.fadd(u, _cut12(b, v)), m, big)               # M + cut(L), exact
+    return each(b.fsub, each(lambda u, v: _rz_add(b, u, v), n, small), m)
+
+
+def _splat(builder, v):
+    vec = builder.insert_element(ir.Constant(_VEC, None), v, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(vec, ir.Constant(_VEC, None), _lanes(0))
+
+
+@intrinsic
+def _plain32(typingctx, o, y0, y1, y2, y3, j, a0, a1, a2, a3):
+    """o[j:j+32] += the plain tile of (a_k * y_k[j:j+32]), k = 0 .. 3 (`_plain_tile`, its
+    saturation-free accumulator `_unlimited`), as two runs of 16 side by side; float32 rows,
+    C-contiguous."""
+    if not all(isinstance(t, types.Array) and t.dtype == types.float32 and t.ndim == 1
+               and t.layout == "C" for t in (o, y0, y1, y2, y3)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        if not WIDE:                 # never called then (`_plain_wide`); nothing to emit
+            return context.get_dummy_value()
+        rows = [context.make_array(t)(context, builder, v) for t, v in zip(sig.args[:5], args)]
+        at = [builder.add(args[5], ir.Constant(args[5].type, 16 * c)) for c in range(2)]
+        ptrs = [[builder.bitcast(builder.gep(r.data, [j]), _VEC.as_pointer()) for j in at]
+                for r in rows]
+        a = [_splat(builder, v) for v in args[6:]]
+        p = [[builder.fmul(a[k], builder.load(ptr, align=4)) for ptr in ptrs[k + 1]]
+             for k in range(4)]
+        t = _add12_16(builder, _add12_16(builder, _add12_16(builder, p[0], p[1]), p[2]), p[3])
+        for v, ptr in zip(t, ptrs[0]):                        # the carry's cut, then acc +=
+            builder.store(builder.fadd(builder.load(ptr, align=4), _cut12(builder, v)), ptr,
+                          align=4)
+        return context.get_dummy_value()
+    return types.none(o, y0, y1, y2, y3, j, a0, a1, a2, a3), codegen
+
+
+@njit(cache=True)
+def _plain_wide(o, y0, y1, y2, y3, a0, a1, a2, a3):
+    """o[j] += the plain tile of (a_k * y_k[j]) for the lanes j it can do 32 at a time (two
+    runs of 16 side by side); returns how many: 0 without AVX-512 (the caller's loop does the
+    rest). Small enough for LLVM to inline (a call per tile and row costs ~1.3x)."""
+    if not WIDE:
+        return 0
+    n32 = o.size - o.size % 32
+    for j in range(0, n32, 32):
+        _plain32(o, y0, y1, y2, y3, j, a0, a1, a2, a3)
+    return n32
+
+
+@njit(cache=True)
+def _plain_is_wide():
+    """Whether `tile_tasks` may run a plain block by `_plain_wide` (where numba targets
+    AVX-512)."""
+    return WIDE
+
+
+@njit(cache=True)
+def _no_wide():
+    """The tiles without a 16-lane form: the caller's loop does every lane."""
+    return False
+
+
 @njit(cache=True)
 def _any_tile(p0, p1, p2, p3, mode, tmode):
     """Any datapath: products rounded to fp16 under `mode` (tmode bit 3), the adder's cuts
@@ -486,6 +621,7 @@ def _row_bound(xr, ymax):
 
 
 _PLAIN_TINY = 2.0 ** -104      # nonzero products at least this large: `_sum_plain` is exact
+_PLAIN_HUGE = 2.0 ** 100       # and every partial below this: `_plain32` is exact
 
 
 @njit(cache=True)
@@ -494,14 +630,15 @@ def _plain_rows(xb, i0, i1, ymax, ysmall, limit):
     0): each nonzero product is at least 2**-104 (smallest nonzero |x| times smallest nonzero
     |y|), and no partial reaches `limit`: |acc| <= (1 + 2**-24)**(tiles + 1) * sum_k |x[i, k]|
     * ymax[k], as add12 never grows a magnitude and the products and the accumulator round to
-    nearest; the slack covers that factor and the float32 sum of the bound (in any order). An
-    inf or NaN operand fails the bound (unless the limit is inf: nothing saturates then)."""
+    nearest; the slack covers that factor and the float32 sum of the bound (in any order). The
+    bound is also kept under 2**100 whatever the limit (`_plain32` needs exponents <= 114), so
+    an inf or NaN operand always fails it."""
     slack = 1.0 + (xb.shape[1] + 64) * 2.0 ** -21
     for i in range(i0, i1):
         bound, small = _row_bound(xb[i], ymax)
         if not np.float64(small) * np.float64(ysmall) >= _PLAIN_TINY:
             return False
-        if limit != _INF and not np.float64(bound) * slack < limit:
+        if not np.float64(bound) * slack < min(np.float64(limit), _PLAIN_HUGE):
             return False
     return True
 
@@ -527,7 +664,7 @@ def _finite_lanes(yb, k0, k):
 
 
 @njit(cache=True)
-def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat):
+def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide):
     """Rows i0 .. i1 of ob = xb @ yb, tile by tile: the tile's four products summed by `tile`,
     added to the fp32 accumulator, then `sat` (`_saturate`: +-inf once |acc| >= limit). The j
     loop is innermost: it vectorizes across independent accumulators while each (i, j) still
@@ -536,7 +673,8 @@ def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat):
     adding +-0 leaves the accumulator unchanged (it starts at +0, and a round-to-nearest sum
     is never -0). One-hot and relu'd operands skip most of their work. The last tile, when
     K % 4 != 0, is `_block_tail` (y's rows chosen by a condition here, or passed to a helper,
-    stop the j loop from vectorizing well: 1.4x slower)."""
+    stop the j loop from vectorizing well: 1.4x slower). Where `wide()` (the plain tile on
+    AVX-512), `_plain_wide` does the lanes it can first, the j loop the rest."""
     n, k = ob.shape[1], xb.shape[1]
     for i in range(i0, i1):
         for j in range(n):
@@ -553,23 +691,27 @@ def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat):
                 if finite:
                     continue
             o = ob[i]
-            for j in range(n):
+            for j in range(_plain_wide(o, y0, y1, y2, y3, a0, a1, a2, a3) if wide() else 0, n):
                 t = tile(a0 * y0[j], a1 * y1[j], a2 * y2[j], a3 * y3[j], mode, tmode)
                 o[j] = sat(o[j] + t, limit)
     if k % 4:
-        _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat)
+        _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide)
 
 
 @njit(cache=True)
-def _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat):
+def _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide):
     """The last tile of rows i0 .. i1 when K % 4 != 0: its missing lanes are zeros (products
-    +0, as the reference's zero padding gives)."""
+    +0, as the reference's zero padding gives; `_plain_wide` gets x's missing lanes as 0
+    against y's last row instead: products +-0, the same to the plain tile, whose sign of
+    zero never reaches the accumulator)."""
     n, k = ob.shape[1], xb.shape[1]
     k0 = k - k % 4
+    y0, y1, y2 = yb[k0], yb[min(k0 + 1, k - 1)], yb[min(k0 + 2, k - 1)]
     for i in range(i0, i1):
         xr, o = xb[i], ob[i]
         a0, a1, a2 = xr[k0], _lane(xr, k0 + 1, k), _lane(xr, k0 + 2, k)
-        for j in range(n):
+        j0 = _plain_wide(o, y0, y1, y2, y0, a0, a1, a2, _ZERO) if wide() else 0
+        for j in range(j0, n):
             p1 = a1 * yb[k0 + 1, j] if k0 + 1 < k else _ZERO
             p2 = a2 * yb[k0 + 2, j] if k0 + 2 < k else _ZERO
             t = tile(a0 * yb[k0, j], p1, p2, _ZERO, mode, tmode)
@@ -577,7 +719,7 @@ def _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat):
 
 
 @njit(cache=True)
-def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat):
+def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat, wide):
     """Rows i0 .. i1 of ob = xb @ yb for few columns (n == 1 is x @ a column of ones, the wide
     reductions), where a j loop would be too short to vectorize: the rows are copied
     transposed into the scratch xt [K rounded up to 4, <= THIN_ROWS], each column of y into yc
@@ -596,7 +738,7 @@ def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat):
         for k0 in range(0, k, 4):
             v0, v1, v2, v3 = yc[k0], yc[k0 + 1], yc[k0 + 2], yc[k0 + 3]
             x0, x1, x2, x3 = xt[k0], xt[k0 + 1], xt[k0 + 2], xt[k0 + 3]
-            for i in range(r):
+            for i in range(_plain_wide(acc, x0, x1, x2, x3, v0, v1, v2, v3) if wide() else 0, r):
                 t = tile(x0[i] * v0, x1[i] * v1, x2[i] * v2, x3[i] * v3, mode, tmode)
                 acc[i] = sat(acc[i] + t, limit)
         for i in range(r):
@@ -611,21 +753,22 @@ def rows_per_task(m, n):
 
 
 @njit(cache=True)
-def _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat):
+def _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat, wide):
     """Rows i0 .. i1 by `_thin` (when there is a transposed scratch) or `_block`."""
     if xt.shape[1]:
-        _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat)
+        _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat, wide)
     else:
-        _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat)
+        _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide)
 
 
 @njit(cache=True, nogil=True)
-def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain):
+def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, wide):
     """Tasks [first, last) of out[b] = x[bx[b]] @ y[by[b]]: task t is `rows_per_task` rows of
     one batch entry; any K (the last tile's missing lanes are zeros). Under tmode 0, the row
-    blocks `_plain_rows` clears run the tile `plain` with no saturation check, for outputs of
-    at least PLAIN_ROWS x PLAIN_COLUMNS: the check reads all of y once per thread and matrix,
-    and each x once, and saves ~15% of the work of an output."""
+    blocks `_plain_rows` clears run the tile `plain` with no saturation check (and, where
+    `wide()`, its 16-lane form `_plain_wide`), for outputs of at least PLAIN_ROWS x
+    PLAIN_COLUMNS: the check reads all of y once per thread and matrix, and each x once, and
+    saves ~40% of the work of an output (~15% without AVX-512)."""
     _, m, n = out.shape
     rows, k = rows_per_task(m, n), x.shape[2]
     rb = (m + rows - 1) // rows
@@ -639,22 +782,23 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain):
         if check and by[b] != seen:
             ysmall, seen = _y_bounds(yb, ymax), by[b]
         if check and _plain_rows(xb, i0, i1, ymax, ysmall, limit):
-            _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, plain, _self._unlimited)
+            _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, plain, _self._unlimited, wide)
         else:
-            _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, _self._saturate)
+            _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, _self._saturate,
+                  _self._no_wide)
 
 
 # tile_tasks with its tile functions fixed at compile time, one per datapath (see _self).
 @njit(cache=True, nogil=True)
 def _default_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
     tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._default_tile,
-               _self._plain_tile)
+               _self._plain_tile, _self._plain_is_wide)
 
 
 @njit(cache=True, nogil=True)
 def _any_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
     tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._any_tile,
-               _self._any_tile)       # no plain tile: tile_tasks takes it under tmode 0 only
+               _self._any_tile, _self._no_wide)   # no plain tile: taken under tmode 0 only
 
 
 def tile_matmul(x, y, bx, by, out, mode, tmode, limit):
