@@ -10,7 +10,8 @@ The op's output is the contiguous R x C block at arena offset `out`; operand a's
 blocked run (`run`'s block > 0), bits 0, 1, 2 of `local` mark the output, a and b as values
 that exist one block at a time: their place holds the current block only. A `lookup` op reads
 its result from the table of TABLE values at offset `b` of `tables`, indexed by the fp16 bits
-of a (the plan fills it with the op's own stored result for every fp16 value). `store` is
+of a (the plan fills it with the fp16 bits of the op's own stored result for every fp16
+value: uint16, half the cache of float32 entries, converted exactly on read). `store` is
 the fp16 rounding mode of the result (`kernels.mode`), or -1 to keep the float32 value (an
 fp32 op). Every op computes in IEEE float32 and rounds once, exactly as the op's numpy kernel
 followed by the executor's store (aneforge/runtime/sim.py): the results are bit-identical to
@@ -72,9 +73,10 @@ def _line(out, x, y, op):
 
 @njit(cache=True)
 def _lookup_line(out, x, table):
-    """out[c] = table[the fp16 bits of x[c]] (x holds fp16 values: the conversion is exact)."""
+    """out[c] = table[the fp16 bits of x[c]] as float32 (x holds fp16 values, the table fp16
+    bits: both conversions are exact)."""
     for c in range(out.size):
-        out[c] = table[_to_half_bits(x[c])]
+        out[c] = _from_half_bits(table[_to_half_bits(x[c])])
 
 
 @njit(cache=True)
@@ -142,8 +144,6 @@ def _op(out, x, y, op, store):
         _line(out, x, y, 9)
     elif op == 10:
         _line(out, x, y, 10)
-    elif op == LOOKUP:
-        _lookup_line(out, x, y)
     else:
         _line(out, x, y, 11)
     _store(out, store)
@@ -172,10 +172,10 @@ def run(arena, code, sx, sy, block, tables):
                 a += 0 if local & 2 or acs == 0 else c0
                 b += 0 if local & 4 or bcs == 0 else c0
                 x = arena[a:a + m] if acs == 1 else _operand(arena, a, 0, m, sx, False)
-                if code[k, 0] == LOOKUP:
-                    y = tables[b:b + TABLE]
-                else:
-                    y = arena[b:b + m] if bcs == 1 else _operand(arena, b, 0, m, sy, False)
+                if code[k, 0] == LOOKUP:        # stored results: no rounding after
+                    _lookup_line(arena[o:o + m], x, tables[b:b + TABLE])
+                    continue
+                y = arena[b:b + m] if bcs == 1 else _operand(arena, b, 0, m, sy, False)
                 _op(arena[o:o + m], x, y, code[k, 0], code[k, 1])
         return
     for k in range(code.shape[0]):
@@ -189,9 +189,9 @@ def run(arena, code, sx, sy, block, tables):
             # a value broadcast over the whole op is filled into its scratch row once
             x = _operand(arena, a + r * ars, acs, cols, sx, r > 0 and ars == 0)
             if op == LOOKUP:
-                y = tables[b:b + TABLE]
-            else:
-                y = _operand(arena, b + r * brs, bcs, cols, sy, r > 0 and brs == 0)
+                _lookup_line(arena[o + r * cols:o + (r + 1) * cols], x, tables[b:b + TABLE])
+                continue
+            y = _operand(arena, b + r * brs, bcs, cols, sy, r > 0 and brs == 0)
             _op(arena[o + r * cols:o + (r + 1) * cols], x, y, op, store)
 
 
@@ -208,7 +208,7 @@ def _columns(arena, k, code, sx, sy, tables):
         for r in range(rows):
             x[r] = arena[a + c * acs + r * ars]
         if op == LOOKUP:
-            _op(x, x, tables[b:b + TABLE], op, store)
+            _lookup_line(x, x, tables[b:b + TABLE])
         else:
             for r in range(rows):
                 y[r] = arena[b + c * bcs + r * brs]

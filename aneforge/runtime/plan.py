@@ -53,9 +53,10 @@ class _Tables:
     """Every lookup table this process has built, each once per (op, attributes, numerics) and
     shared by every plan, in one array reserved for LIMIT tables at the first (its pages are
     only backed as tables are written): the array never moves, so every plan reads the same
-    one and offsets stay valid."""
+    one and offsets stay valid. Entries are the fp16 bits of the stored results (each is an
+    fp16 value), 128 KB a table: half a float32 table's share of the cache between steps."""
 
-    LIMIT = 128     # tables (32 MB): past it, pointwise ops of new kinds are computed
+    LIMIT = 128     # tables (16 MB): past it, pointwise ops of new kinds are computed
 
     def __init__(self):
         self.array, self.offset, self.lock = _NO_TABLES, {}, threading.Lock()
@@ -65,7 +66,7 @@ class _Tables:
         with self.lock:
             if key not in self.offset:
                 if self.array is _NO_TABLES:
-                    self.array = np.empty(self.LIMIT * _TABLE, np.float32)
+                    self.array = np.empty(self.LIMIT * _TABLE, np.uint16)
                 at = len(self.offset) * _TABLE
                 if at >= self.array.size:
                     return None
@@ -79,7 +80,7 @@ class _Tables:
             self.array, self.offset = _NO_TABLES, {}
 
 
-_NO_TABLES = np.zeros(1, np.float32)
+_NO_TABLES = np.zeros(1, np.uint16)
 TABLES = _Tables()
 
 
@@ -236,15 +237,18 @@ class Plan:
         return True
 
     def _table(self, step):
-        """A pointwise step's stored result for every fp16 bit pattern: its kernel, then the
-        rounding a planned step's result gets (`run`)."""
+        """A pointwise step's stored result for every fp16 bit pattern, as fp16 bits: its
+        kernel, then the rounding a planned step's result gets (`run`); each rounded value is
+        an fp16 value, so its bits hold it exactly (a NaN keeps no payload, as in the store)."""
         fn, ctx, _, attrs, _, _ = step
         every = np.arange(_TABLE, dtype=np.uint16).view(np.float16).astype(np.float32)
         with np.errstate(all="ignore"):
             r = np.ascontiguousarray(fn(ctx, every, **attrs), dtype=np.float32)
-        table = np.empty(_TABLE, np.float32)
-        self._compiled.round16(np.broadcast_to(r, every.shape).copy(), table,
+        stored = np.empty(_TABLE, np.float32)
+        self._compiled.round16(np.broadcast_to(r, every.shape).copy(), stored,
                                self.exe.numerics.store_mode)
+        table = np.empty(_TABLE, np.uint16)
+        self._compiled.to_float16(stored, table)
         return table
 
     def _locals(self) -> set:
