@@ -19,7 +19,8 @@ as its condition (nonzero: true) and picks b or c, `nonzero` is the cast to bool
 A reduction (opcodes from REDUCE on) writes R contiguous values at `out`, value r folding the
 C terms a + r * a_rs + c * a_cs in order: `sum16` / `mean16` with a running fp16 accumulator
 rounded under mode `b` after each added term (the narrow reduce_sum), `sum` / `mean` as numpy
-sums float32 (its pairwise sum, `_pairwise`), `max` / `min` as numpy's (NaN wins). A zero
+sums a contiguous float32 row (its pairwise sum, `_pairwise`; a_cs = 1 only), `max` / `min`
+as numpy's (NaN wins). A zero
 maximum of a row holding both +0 and -0 takes its sign from numpy's vector lanes, which this
 loop does not model: `run` stops before such a row's op and the plan runs that op's kernel.
 

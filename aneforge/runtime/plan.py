@@ -299,7 +299,9 @@ class Plan:
         if name is None:
             return None
         if op.type in REDUCE:
-            loops = _reduction(exe.info[ins[0]][0], attrs["axes"])
+            # a sequential fold may run over leading axes too (numpy's pairwise sum only
+            # along a contiguous row)
+            loops = _reduction(exe.info[ins[0]][0], attrs["axes"], name not in ("sum", "mean"))
         else:
             out_shape = exe.info[outs[0]][0]
             if op.type in _SAME_ORDER:      # same elements, same order
@@ -549,17 +551,23 @@ def _exact(dtype, bound) -> bool:
     return max(info.min, -_EXACT) <= bound[0] and bound[1] <= min(info.max, _EXACT)
 
 
-def _reduction(shape, axes):
-    """A reduction of a contiguous value over `axes` as (R, C, [(C, 1)]): R results, each
-    over C consecutive elements; None unless the reduced axes (of size > 1) all come after
-    the kept ones."""
+def _reduction(shape, axes, leading: bool):
+    """A reduction of a contiguous value over `axes` as (R, C, [(rs, cs)]): R results, result
+    r over the C elements r * rs + c * cs. The reduced axes (of size > 1) must all come after
+    the kept ones (rs = C, cs = 1) or, if `leading`, all before them (rs = 1, cs = R); else
+    None."""
     axes = range(len(shape)) if axes is None else {a % len(shape) for a in axes}
     kept = [i for i, n in enumerate(shape) if n != 1 and i not in axes]
     folded = [i for i, n in enumerate(shape) if n != 1 and i in axes]
-    if kept and folded and max(kept) > min(folded) or 0 in shape:
+    if 0 in shape:
         return None
     cols = math.prod(shape[i] for i in folded)
-    return math.prod(shape) // cols, cols, [(cols, 1)]
+    rows = math.prod(shape) // cols
+    if not kept or not folded or max(kept) < min(folded):
+        return rows, cols, [(cols, 1)]
+    if leading and max(folded) < min(kept):
+        return rows, cols, [(1, rows)]
+    return None
 
 
 def _segments(shapes, names) -> list:
