@@ -123,8 +123,9 @@ def _line(out, x, y, op, store):
 def _lookup_line(out, x, tables, at):
     """out[c] = the table at `at`'s entry for the fp16 bits of x[c], as float32 (x holds fp16
     values, the table fp16 bits: both conversions are exact)."""
+    table = tables[at:at + TABLE]           # indexed by the bits alone: no sign check
     for c in range(out.size):
-        out[c] = _from_half_bits(tables[at + _to_half_bits(x[c])])
+        out[c] = _from_half_bits(table[_to_half_bits(x[c])])
 
 
 @njit(cache=True)
