@@ -443,8 +443,8 @@ def test_a_lookup_table_is_built_once_and_shared(monkeypatch):
     monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
     plan_mod.TABLES.clear()
     clear_cache()                       # no executable planned before the tables were cleared
-    x = af.tensor(SPECIAL.reshape(4, 5))
-    x.erf().numpy(), (x * 2.0).erf().numpy()
+    x, y = af.tensor(SPECIAL.reshape(4, 5)), af.tensor(SPECIAL[::-1].reshape(4, 5))
+    x.erf().numpy(), (x * y).erf().numpy()
     assert len(plan_mod.TABLES.offset) == 1
     x.clamp(-1.0, 2.0).numpy(), x.clamp(-1.0, 3.0).numpy()
     with af.numerics(rounding="half_away"):
@@ -757,3 +757,33 @@ def test_a_zero_maximum_of_both_signs_runs_its_kernel(monkeypatch):
         same_bits(a, b)
     assert settled.count("reduce_max") == 1 and settled.count("reduce_min") == 1
     assert {"max", "min"} <= set(_opcodes(made))
+
+
+# ---- chains of one value's functions as one lookup -------------------------------------------
+CHAINS = {
+    "gelu_grad": lambda x: af.grad((af.nn.functional.gelu(x * 1.0) * (x + 1.0)).sum(), [x])[0],
+    "affine_exp": lambda x: ((x * 0.5 + 1.0).exp() - x) / (x.abs() + 2.0) * x,
+    "adam_like": lambda x: (x * x * 0.001).sqrt() + 1e-3,
+    # an intermediate read outside the chain too: it keeps its own row
+    "escaping": lambda x: af.cat([((x * 3.0).exp() + 1.0).sqrt(), (x * 3.0).exp() * x], 0),
+}
+
+
+@pytest.mark.parametrize("model", ["default", "ieee", "flush", "half_away", "exact", "m5"])
+@pytest.mark.parametrize("name", CHAINS)
+def test_chains_of_one_value_run_as_one_lookup(monkeypatch, model, name):
+    """Elementwise fp16 ops fed by one value (and scalar constants), as gelu's gradient is,
+    run as one lookup in a table of the chain's result for every fp16 input: over all 65536
+    inputs the bits equal the interpreter's, under every numerics model."""
+    plan_mod.TABLES.clear()
+    made = _executables(monkeypatch)
+
+    def run():
+        with af.numerics(**LOOKUP_MODELS[model]):
+            x = af.tensor(EVERY_FP16, requires_grad=name == "gelu_grad")
+            return CHAINS[name](x).numpy()
+    same_bits(*both(monkeypatch, run))
+    chains = [key for key in plan_mod.TABLES.offset if key[0] == "chain"]
+    assert chains, "no chain ran as a lookup"
+    dead = sum(len(e.plan.dead) for e in made if e.plan)
+    assert dead >= 1

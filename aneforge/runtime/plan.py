@@ -77,6 +77,9 @@ _BOUNDS = {
                                        "cast")},
 }
 _EXACT = 1 << 24            # float32 holds every integer up to this
+# elementwise ops a chain of one value's functions may hold (`Plan._composites`), besides
+# the pointwise ones run as lookups
+_CHAINED = {"add", "sub", "mul", "real_div", "maximum", "minimum", "abs", "sqrt", "relu"}
 # ops whose result holds its input's elements in the same order (one flat loop)
 _SAME_ORDER = {"reshape", "expand_dims", "squeeze", "identity", "cast"}
 _FLOAT = (dtypes.float16, dtypes.float32)
@@ -208,6 +211,8 @@ class Plan:
         # outputs and constants keep their places (a constant is written once, here)
         self.keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
         self.segment = _segments(shapes, [self.opcode.get(k) for k in range(len(shapes))])
+        self.frees = [list(f) for f in exe.frees]     # `_composites` may keep values longer
+        self.dead = self._composites(shapes)
         self.local = self._locals()
         self.place, size = self._places()
         self.views = {s: self.arena[o:o + size(s)].reshape(exe.info[s][0])
@@ -365,6 +370,115 @@ class Plan:
         self._compiled.to_float16(stored, table)
         return table
 
+    def _composites(self, shapes) -> set:
+        """Chains of elementwise fp16 ops fed by one fp16 value x (and scalar constants), as
+        gelu's gradient is: each value such a chain makes that is read elsewhere becomes one
+        lookup of x in a table of that value for every fp16 x (the chain's own kernels and
+        stores evaluated on all 65536, so the bits are the same by construction), in the
+        chain's fused segment. Returns the chain's steps no longer needed (their values are
+        read only inside it); x lives until the last lookup reading it."""
+        exe, root, members = self.exe, {}, {}
+        self.constant = dict(exe.constants)
+        for k, op in enumerate(exe.ops):
+            x = self._chained(k, op, shapes, root)
+            if x is not None:
+                root[exe.steps[k][4][0]] = x
+                members.setdefault(x, []).append(k)
+        made, composite = {exe.steps[k][4][0]: k for k in range(len(exe.steps))}, {}
+        for x, steps in members.items():
+            inside = set(steps)
+            for k in steps:
+                v = exe.steps[k][4][0]
+                if v in self.keep or not inside.issuperset(exe.readers.get(v, ())):
+                    chain = self._chain(k, root, made)
+                    if len(chain) > 1 and self._compose(k, x, chain, shapes):
+                        composite[k] = x
+        return self._unneeded(composite, root)
+
+    def _chained(self, k, op, shapes, root):
+        """The one fp16 value step k's result is an elementwise function of (its inputs are
+        it, values chained from it, or scalar constants), or None."""
+        exe, constants = self.exe, self.constant
+        out = exe.steps[k][4][0]
+        if shapes[k] is None or exe.info[out][1] != dtypes.float16 or not (
+                op.type in _CHAINED or self.opcode[k] == "lookup"):
+            return None
+        ins = [p for p in exe.steps[k][2] if p is not None]
+        if any(p in constants and constants[p].size != 1 for p in ins):
+            return None
+        sources = {root.get(p, p) for p in ins if p not in constants}
+        x = sources.pop() if len(sources) == 1 else None
+        ok = x is not None and exe.info[x] == exe.info[out]
+        return x if ok else None
+
+    def _chain(self, k, root, made) -> list:
+        """The steps (in program order) making step k's result from its chain's value."""
+        exe, todo, chain = self.exe, [k], set()
+        while todo:
+            j = todo.pop()
+            chain.add(j)
+            todo += [made[p] for p in exe.steps[j][2] if p in root and made[p] not in chain]
+        return sorted(chain)
+
+    def _compose(self, k, x, chain, shapes) -> bool:
+        """Step k as a lookup of x in its chain's table, when every chain step runs in k's
+        fused segment and a table is free."""
+        exe = self.exe
+        if any(self.segment[j] != self.segment[k] for j in chain):
+            return False
+        key = ("chain", self._chain_key(x, chain), exe.numerics)
+        at = TABLES.find(key, lambda: self._chain_table(x, chain))
+        if at is None:
+            return False
+        self.tables[k], self.opcode[k] = at, "lookup"
+        n = math.prod(exe.info[x][0])
+        shapes[k] = (1, n, [(0, 1)], [x])
+        last = max(j for j, f in enumerate(self.frees) if x in f) if any(
+            x in f for f in self.frees) else None
+        if last is not None and last < k:         # x now lives until this lookup
+            self.frees[last].remove(x)
+            self.frees[k].append(x)
+        return True
+
+    def _chain_key(self, x, chain) -> tuple:
+        """A chain's structure: its ops, attributes, wiring and constants' values."""
+        exe, constants, index, parts = self.exe, self.constant, {x: 0}, []
+        for j in chain:
+            _, ctx, plan, attrs, outs, _ = exe.steps[j]
+            refs = tuple(None if p is None else index[p] if p in index else
+                         ("const", repr(constants[p].reshape(-1).tolist())) for p in plan)
+            parts.append((ctx.op_type, repr(sorted(attrs.items())), refs))
+            index[outs[0]] = len(index)
+        return tuple(parts)
+
+    def _chain_table(self, x, chain):
+        """The chain's last value for every fp16 x, as fp16 bits: each step's kernel and
+        store, as the interpreter runs them, on all 65536 values at once."""
+        exe, constants = self.exe, self.constant
+        value = {x: np.arange(_TABLE, dtype=np.uint16).view(np.float16).astype(np.float32)}
+        with np.errstate(all="ignore"):
+            for j in chain:
+                fn, ctx, plan, attrs, outs, store = exe.steps[j]
+                args = [None if p is None else value[p] if p in value else
+                        constants[p].reshape(()) for p in plan]
+                r = fn(ctx, *args, **attrs)
+                value[outs[0]] = np.broadcast_to(r if store is None else store[0](r), (_TABLE,))
+        table = np.empty(_TABLE, np.uint16)
+        self._compiled.to_float16(np.ascontiguousarray(value[exe.steps[chain[-1]][4][0]],
+                                                       dtype=np.float32), table)
+        return table
+
+    def _unneeded(self, composite, root) -> set:
+        """Chain steps whose results no step still reads (composites read only x)."""
+        exe, dead = self.exe, set()
+        for k in reversed(range(len(exe.steps))):
+            v = exe.steps[k][4][0] if len(exe.steps[k][4]) == 1 else None
+            if v not in root or k in composite or v in self.keep:
+                continue
+            if all(r in dead or r in composite for r in exe.readers.get(v, ())):
+                dead.add(k)
+        return dead
+
     def _locals(self) -> set:
         """Values made and used only inside one blocked segment: they never exist whole, just
         one block at a time (a place of BLOCK elements)."""
@@ -391,7 +505,7 @@ class Plan:
             if s in self.placed and s not in place:
                 place[s] = arena.take(size(s))
         pending, local = [], []
-        for k, (step, frees) in enumerate(zip(exe.steps, exe.frees)):
+        for k, (step, frees) in enumerate(zip(exe.steps, self.frees)):
             for s in step[4]:
                 if s in self.local:
                     place[s] = arena.take(BLOCK)
@@ -434,11 +548,12 @@ class Plan:
         for k, loops in enumerate(shapes):
             if loops is None:
                 step = self._direct(k)
-                entries.append((step, [s for s in exe.frees[k] if s not in self.views],
+                entries.append((step, [s for s in self.frees[k] if s not in self.views],
                                 self._stores(step)))
                 continue
-            code.append(self._row(k, loops))
-            if k + 1 == len(shapes) or self.segment[k + 1] != self.segment[k]:
+            if k not in self.dead:
+                code.append(self._row(k, loops))
+            if code and (k + 1 == len(shapes) or self.segment[k + 1] != self.segment[k]):
                 block = BLOCK if self.segment[k][1] else 0
                 entries.append((None, np.array(code, np.int64), block))
                 code = []
