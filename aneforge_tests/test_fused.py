@@ -787,3 +787,21 @@ def test_chains_of_one_value_run_as_one_lookup(monkeypatch, model, name):
     assert chains, "no chain ran as a lookup"
     dead = sum(len(e.plan.dead) for e in made if e.plan)
     assert dead >= 1
+
+
+def test_a_chains_value_lives_until_its_lookup(monkeypatch):
+    """x's last reader in the program is the chain's first op; the lookup that replaces the
+    chain reads x later, after unrelated values were made: x's place must not be given to
+    them in between."""
+    rng = np.random.default_rng(11)
+    a = np.concatenate([SPECIAL, rng.standard_normal(1980).astype(np.float16)]).reshape(40, 50)
+    b = rng.standard_normal((40, 50)).astype(np.float16)
+    made = _executables(monkeypatch)
+
+    def run():
+        x, y = af.tensor(a), af.tensor(b)
+        h = x * 0.5                              # x's only reader
+        u = (y * 2.0 + 1.0) * y                  # made (after h * u's h) while x is dead
+        return (h * u + (h.exp() + 1.0)).numpy()  # h -> exp -> + 1: a lookup of x, last
+    same_bits(*both(monkeypatch, run))
+    assert any(e.plan.dead for e in made if e.plan)
