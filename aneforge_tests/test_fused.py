@@ -224,7 +224,7 @@ def test_places_of_live_values_never_overlap(monkeypatch):
     born, dead = {}, {}
     for s, _ in exe.constants + exe.inputs:
         born[s] = -1
-    for k, (step, frees) in enumerate(zip(exe.steps, exe.frees)):
+    for k, (step, frees) in enumerate(zip(exe.steps, plan.frees)):    # as the plan keeps them
         for s in step[4]:
             born.setdefault(s, segment_start(k) if s in plan.local else k)
         for s in frees:

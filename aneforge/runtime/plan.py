@@ -546,7 +546,7 @@ class Plan:
         """The entries a run executes: (step, the values it frees off the arena, `_stores`) for
         an op run by its kernel, and (None, code, block) for each segment of fused ops (blocked
         or not)."""
-        exe, entries, code = self.exe, [], []
+        entries, code = [], []
         for k, loops in enumerate(shapes):
             if loops is None:
                 step = self._direct(k)
