@@ -1,6 +1,5 @@
-"""Fused runs: a straight-line sequence of elementwise ops and last-axis reductions over one
-float32 arena, executed by one compiled call (numba; imported only when numba is installed and
-on).
+"""Fused runs: a straight-line sequence of elementwise ops and reductions over one float32
+arena, executed by one compiled call (numba; imported only when numba is installed and on).
 
 Each op is a row of `code` (int64), its fields named below (`ROW`):
 
@@ -20,9 +19,9 @@ A reduction (opcodes from REDUCE on) writes R contiguous values at `out`, value 
 C terms a + r * a_rs + c * a_cs in order: `sum16` / `mean16` with a running fp16 accumulator
 rounded under mode `b` after each added term (the narrow reduce_sum), `sum` / `mean` as numpy
 sums a contiguous float32 row (its pairwise sum, `_pairwise`; a_cs = 1 only), `max` / `min`
-as numpy's (NaN wins). A zero
-maximum of a row holding both +0 and -0 takes its sign from numpy's vector lanes, which this
-loop does not model: `run` stops before such a row's op and the plan runs that op's kernel.
+as numpy's (NaN wins). A zero maximum of a row holding both +0 and -0 takes its sign from
+numpy's vector lanes, which this loop does not model: `run` stops before such a row's op and
+the plan runs that op's kernel.
 
 `store` is the fp16 rounding mode of the result (`kernels.mode`), or -1 to keep the float32
 value (an fp32, int or bool result, or an exact op). Every op computes in IEEE float32 and
