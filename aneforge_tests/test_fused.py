@@ -35,7 +35,9 @@ def both(monkeypatch, fn):
 
 
 def _executables(monkeypatch) -> list:
-    """The SimExecutables made from now on (in the order they are made)."""
+    """The SimExecutables made from now on (in the order they are made; the compile cache is
+    cleared, so every program is compiled again)."""
+    clear_cache()
     made = []
     original = SimExecutable.__init__
 
@@ -222,7 +224,7 @@ def test_places_of_live_values_never_overlap(monkeypatch):
     born, dead = {}, {}
     for s, _ in exe.constants + exe.inputs:
         born[s] = -1
-    for k, (step, frees) in enumerate(zip(exe.steps, exe.frees)):
+    for k, (step, frees) in enumerate(zip(exe.steps, plan.frees)):    # as the plan keeps them
         for s in step[4]:
             born.setdefault(s, segment_start(k) if s in plan.local else k)
         for s in frees:
@@ -441,8 +443,8 @@ def test_a_lookup_table_is_built_once_and_shared(monkeypatch):
     monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
     plan_mod.TABLES.clear()
     clear_cache()                       # no executable planned before the tables were cleared
-    x = af.tensor(SPECIAL.reshape(4, 5))
-    x.erf().numpy(), (x * 2.0).erf().numpy()
+    x, y = af.tensor(SPECIAL.reshape(4, 5)), af.tensor(SPECIAL[::-1].reshape(4, 5))
+    x.erf().numpy(), (x * y).erf().numpy()
     assert len(plan_mod.TABLES.offset) == 1
     x.clamp(-1.0, 2.0).numpy(), x.clamp(-1.0, 3.0).numpy()
     with af.numerics(rounding="half_away"):
@@ -544,3 +546,262 @@ def test_tiles_of_size_one_axes_run_as_broadcast_copies(monkeypatch):
              for e in made if e.plan]
     tiles = [k for ks in kinds for k in ks if k == "tile"]
     assert len(tiles) == 1                      # the repeat of a 24-long axis only
+
+
+# ---- compares, select, casts and int / bool values in the arena ------------------------------
+def _opcodes(made) -> list:
+    """The opcode names of every fused row the planned executables in `made` run."""
+    return [kernels_fused().OPCODES[row[0]] for e in made if e.plan
+            for step, code, _ in e.plan.entries if step is None for row in code]
+
+
+def _kernel_ops(made) -> list:
+    return [step[1].op_type for e in made if e.plan for step, _, _ in e.plan.entries
+            if step is not None]
+
+
+COMPARES = {"less": lambda x, y: x < y, "less_equal": lambda x, y: x <= y,
+            "greater": lambda x, y: x > y, "greater_equal": lambda x, y: x >= y,
+            "equal": lambda x, y: x == y, "not_equal": lambda x, y: x != y}
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("name", COMPARES)
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_compares_and_selects_special_values(monkeypatch, model, name, dtype):
+    """Every pair of special values compared (a column against a row), the bool selecting
+    between values, cast to float, negated: fused, with the interpreter's bits."""
+    col = SPECIAL.reshape(-1, 1).astype(dtype)
+    row = SPECIAL.reshape(1, -1).astype(dtype)
+    made = _executables(monkeypatch)
+
+    def run():
+        with af.numerics(**MODELS[model]):
+            x, y = af.tensor(col, dtype=dtype) * 1.0, af.tensor(row, dtype=dtype) * 1.0
+            c = COMPARES[name](x, y)
+            return [af.where(c, x, y * 2.0).numpy(), (c.to(af.float16) * 3.0).numpy(),
+                    af.where(~c, x - y, x).numpy(), (c.to(af.float32) + x).numpy()]
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+    ran = _opcodes(made)
+    assert {name, "select", "logical_not"} <= set(ran)
+    assert not {"select", name, "cast", "logical_not"} & set(_kernel_ops(made))
+
+
+def test_casts_to_bool_and_between_ints_fuse(monkeypatch):
+    """float -> bool (NaN true, -0 false), int16 -> int32 -> bool, bool -> int16 -> fp16."""
+    made = _executables(monkeypatch)
+    rng = np.random.default_rng(8)
+    labels = rng.integers(-300, 300, (40, 6)).astype(np.int16)
+    data = np.concatenate([SPECIAL, SPECIAL[::-1]]).reshape(40, 1)
+
+    def run():
+        x, n = af.tensor(data) * 1.0, af.tensor(labels)
+        wide = n.to(af.int32)
+        as_bool = x.to(af.bool)
+        picked = af.where(as_bool, wide.to(af.float16), x * 2.0)
+        flags = (wide > 7).to(af.int16).to(af.float16) + wide.to(af.bool).to(af.float32)
+        return [picked.numpy(), flags.numpy()]
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+    assert {"nonzero", "greater", "select"} <= set(_opcodes(made))
+    assert "cast" not in _kernel_ops(made)
+
+
+def test_ints_the_plan_cannot_bound_keep_their_kernels(monkeypatch):
+    """int32 products past 2**24 (float32 would round them: their difference shows it), one
+    that wraps around int32, an int32 from argmax (no bound the plan derives): their ops run
+    their kernels, with the same results, wrap included; bounded int32 arithmetic fuses."""
+    made = _executables(monkeypatch)
+    labels = np.array([-32768, -32767, -1, 0, 1, 33, 32767, 7], np.int16).reshape(2, 4)
+    data = np.concatenate([SPECIAL[:8]]).reshape(2, 4)
+
+    def run():
+        n, x = af.tensor(labels).to(af.int32), af.tensor(data) * 1.0
+        past = ((n * 1001) - (n * 1000)).to(af.float32) * 1.0            # exactly n
+        wraps = (n * 100000 * 1000).to(af.float32) * 1.0                  # int32 wraps
+        safe = ((n + 7) * 3).to(af.float32) * 1.0                         # bounded: fused
+        best = (x.argmax(-1) == 2).to(af.float16) + 1.0
+        return [past.numpy(), wraps.numpy(), safe.numpy(), best.numpy()]
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+    kernel = _kernel_ops(made)
+    assert kernel.count("mul") >= 3 and "sub" in kernel and "equal" in kernel
+    assert {"add", "mul"} <= set(_opcodes(made))          # the bounded int32 arithmetic
+
+
+def test_the_label_chain_of_a_training_step_fuses(monkeypatch):
+    """cross_entropy's int16 labels (cast, expand_dims, compares, selects, casts to float)
+    run in the fused VM: a training step's kernel steps are its matmuls."""
+    plan_mod.TABLES.clear()             # the suite before may have made LIMIT tables
+    exe = _step_executable(monkeypatch)
+    kernel = {step[1].op_type for step, _, _ in exe.plan.entries if step is not None}
+    assert kernel <= {"matmul", "linear"}, kernel
+    bounded = [s for s in exe.plan.views if exe.info[s][1] not in plan_mod._FLOAT]
+    assert bounded, "int and bool values live in the arena"
+
+
+def test_bounds_of_int_values():
+    """The ranges the plan derives for int results, and which it accepts as exact."""
+    b = plan_mod._BOUNDS
+    assert b["add"]((-3, 5), (10, 20)) == (7, 25)
+    assert b["sub"]((-3, 5), (10, 20)) == (-23, -5)
+    assert b["mul"]((-3, 5), (-2, 4)) == (-12, 20)
+    assert b["abs"]((-3, 5),) == (0, 5) and b["abs"]((-9, -4),) == (4, 9)
+    assert b["maximum"]((-3, 5), (0, 2)) == (0, 5) and b["minimum"]((-3, 5), (0, 2)) == (-3, 2)
+    assert b["select"]((0, 1), (-3, 5), (4, 9)) == (-3, 9)
+    from aneforge import dtypes
+    assert plan_mod._exact(dtypes.int32, (-2 ** 24, 2 ** 24))
+    assert not plan_mod._exact(dtypes.int32, (0, 2 ** 24 + 1))        # float32 rounds it
+    assert not plan_mod._exact(dtypes.int16, (0, 40000))               # int16 wraps it
+    assert plan_mod._exact(dtypes.bool_, (0, 1))
+
+
+# ---- reductions over the last axes -----------------------------------------------------------
+def _every_bit(y) -> list:
+    """y's values as a program returns them, and for fp32 the bits its fp16 output drops:
+    (y - fp16(y)) * 2**11, twice over (a program's outputs are fp16), each realized before
+    what it is computed from (a realized value is read back as fp16)."""
+    ys = [y]
+    for _ in range(2 if y.dtype == af.float32 else 0):
+        ys.append((ys[-1] - ys[-1].to(af.float16).to(af.float32)) * 2048.0)
+    return [t.numpy() for t in ys[::-1]]
+
+
+REDUCTIONS = ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min")
+REDUCE_MODELS = dict(MODELS, wide={"reduce_accumulate": "wide"})
+
+
+@pytest.mark.parametrize("model", REDUCE_MODELS)
+@pytest.mark.parametrize("name", REDUCTIONS)
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_last_axis_reductions_are_identical(monkeypatch, model, name, dtype):
+    """Sums (narrow fp16, numpy's pairwise fp32), means, maxima and minima over the last axes,
+    rows short and long (past numpy's 128-term blocks), special values among them. The values
+    span a wide range and (fp32) use every mantissa bit, so the order of the adds shows."""
+    rng = np.random.default_rng(9)
+    data = {shape: (rng.standard_normal(shape) * np.exp(rng.standard_normal(shape) * 2) * 40
+                    ).astype(np.float16)
+            for shape in [(64, 10), (3, 1000), (5, 4, 7), (700,)]}
+    data[(64, 10)].reshape(-1)[:len(SPECIAL)] = SPECIAL
+    data[(3, 1000)][1, ::7] = SPECIAL[np.arange(143) % len(SPECIAL)]
+    made = _executables(monkeypatch)
+
+    def run():
+        out = []
+        with af.numerics(**REDUCE_MODELS[model]):
+            for shape, d in data.items():
+                x = af.tensor(d, dtype=dtype) / 3.0
+                for axes, keep in [((-1,), True), ((-1,), False), (None, False)]:
+                    out += _every_bit(x._reduce(name, axes, keep) * 1.0)
+            x = af.tensor(data[(5, 4, 7)], dtype=dtype) / 3.0
+            out += _every_bit(x._reduce(name, (1, 2), False) * 1.0)
+        return out
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+    assert name not in _kernel_ops(made)
+
+
+@pytest.mark.parametrize("model", REDUCE_MODELS)
+def test_reductions_over_leading_axes(monkeypatch, model):
+    """Over leading axes (a bias gradient's sum over the batch) the sequential folds fuse:
+    the narrow fp16 sum and mean, max, min. numpy's fp32 sum over a leading axis is not its
+    pairwise row sum, and a middle axis needs a third loop: those keep their kernels."""
+    rng = np.random.default_rng(10)
+    d = (rng.standard_normal((12, 9)) * 50).astype(np.float16)
+    d.reshape(-1)[::5] = SPECIAL[np.arange(22) % len(SPECIAL)]
+    made = _executables(monkeypatch)
+
+    def run():
+        with af.numerics(**REDUCE_MODELS[model]):
+            x, w = af.tensor(d) * 1.0, af.tensor(d, dtype=af.float32) * 1.0
+            out = [(x._reduce(name, (0,), keep) * 1.0).numpy() for name in REDUCTIONS
+                   for keep in (True, False)]
+            out += _every_bit(w._reduce("reduce_sum", (0,), False) / 3.0)
+            out.append((x.reshape(3, 4, 9)._reduce("reduce_max", (1,), False) * 1.0).numpy())
+            return out
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+    assert {"max", "min"} <= set(_opcodes(made))
+    kernel = _kernel_ops(made)
+    assert "reduce_max" in kernel                     # the middle axis
+    wide = model == "wide"                # an fp16 sum or mean then sums pairwise too
+    assert kernel.count("reduce_sum") == (5 if wide else 3)     # the fp32 one in 3 programs
+    assert kernel.count("reduce_mean") == (2 if wide else 0)
+
+
+def test_a_zero_maximum_of_both_signs_runs_its_kernel(monkeypatch):
+    """A row whose largest value is 0 and holds +0 and -0: numpy's sign depends on its vector
+    lanes, so the fused run stops there and the op's kernel computes it; the run resumes
+    after it. Every other row is fused. Bits equal the interpreter's either way."""
+    rows = np.full((48, 20), -1.0, np.float16)
+    rows[::2, 3], rows[::2, 17] = 0.0, -0.0         # both zeros: unsettled
+    rows[1::4, 5] = -0.0                            # -0 only: settled, -0
+    rows[3::4, :] = np.float16(-0.0)
+    rows[5, 9] = np.nan
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
+    made = _executables(monkeypatch)
+    settled = []
+    original = plan_mod.Plan._call
+
+    def spy(self, env, step, stores):
+        settled.append(step[1].op_type)
+        return original(self, env, step, stores)
+    monkeypatch.setattr(plan_mod.Plan, "_call", spy)
+
+    def run():
+        x = af.tensor(rows) * 1.0
+        return [(x.amax(-1, keepdim=True) - x).numpy(), ((x * -1.0).amin(-1) * 2.0).numpy(),
+                ((x[1::2] * 1.0).amax(-1) + 1.0).numpy()]
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+    assert settled.count("reduce_max") == 1 and settled.count("reduce_min") == 1
+    assert {"max", "min"} <= set(_opcodes(made))
+
+
+# ---- chains of one value's functions as one lookup -------------------------------------------
+CHAINS = {
+    "gelu_grad": lambda x: af.grad((af.nn.functional.gelu(x * 1.0) * (x + 1.0)).sum(), [x])[0],
+    "affine_exp": lambda x: ((x * 0.5 + 1.0).exp() - x) / (x.abs() + 2.0) * x,
+    "adam_like": lambda x: (x * x * 0.001).sqrt() + 1e-3,
+    # an intermediate read outside the chain too: it keeps its own row
+    "escaping": lambda x: af.cat([((x * 3.0).exp() + 1.0).sqrt(), (x * 3.0).exp() * x], 0),
+}
+
+
+@pytest.mark.parametrize("model", ["default", "ieee", "flush", "half_away", "exact", "m5"])
+@pytest.mark.parametrize("name", CHAINS)
+def test_chains_of_one_value_run_as_one_lookup(monkeypatch, model, name):
+    """Elementwise fp16 ops fed by one value (and scalar constants), as gelu's gradient is,
+    run as one lookup in a table of the chain's result for every fp16 input: over all 65536
+    inputs the bits equal the interpreter's, under every numerics model."""
+    plan_mod.TABLES.clear()
+    made = _executables(monkeypatch)
+
+    def run():
+        with af.numerics(**LOOKUP_MODELS[model]):
+            x = af.tensor(EVERY_FP16, requires_grad=name == "gelu_grad")
+            return CHAINS[name](x).numpy()
+    same_bits(*both(monkeypatch, run))
+    chains = [key for key in plan_mod.TABLES.offset if key[0] == "chain"]
+    assert chains, "no chain ran as a lookup"
+    dead = sum(len(e.plan.dead) for e in made if e.plan)
+    assert dead >= 1
+
+
+def test_a_chains_value_lives_until_its_lookup(monkeypatch):
+    """x's last reader in the program is the chain's first op; the lookup that replaces the
+    chain reads x later, after unrelated values were made: x's place must not be given to
+    them in between."""
+    rng = np.random.default_rng(11)
+    a = np.concatenate([SPECIAL, rng.standard_normal(1980).astype(np.float16)]).reshape(40, 50)
+    b = rng.standard_normal((40, 50)).astype(np.float16)
+    made = _executables(monkeypatch)
+
+    def run():
+        x, y = af.tensor(a), af.tensor(b)
+        h = x * 0.5                              # x's only reader
+        u = (y * 2.0 + 1.0) * y                  # made (after h * u's h) while x is dead
+        return (h * u + (h.exp() + 1.0)).numpy()  # h -> exp -> + 1: a lookup of x, last
+    same_bits(*both(monkeypatch, run))
+    assert any(e.plan.dead for e in made if e.plan)

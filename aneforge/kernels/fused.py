@@ -1,21 +1,34 @@
-"""Fused elementwise runs: a straight-line sequence of elementwise ops over one float32 arena,
-executed by one compiled call (numba; imported only when numba is installed and on).
+"""Fused runs: a straight-line sequence of elementwise ops and reductions over one float32
+arena, executed by one compiled call (numba; imported only when numba is installed and on).
 
-Each op is a row of `code` (int64):
+Each op is a row of `code` (int64), its fields named below (`ROW`):
 
-    opcode, store, R, C, out, a, a_rs, a_cs, b, b_rs, b_cs, local
+    opcode, store, R, C, out, a, a_rs, a_cs, b, b_rs, b_cs, local, c, c_rs, c_cs, step
 
-The op's output is the contiguous R x C block at arena offset `out`; operand a's element
-(r, c) is `arena[a + r * a_rs + c * a_cs]` (a stride of 0 broadcasts), likewise b. In a
-blocked run (`run`'s block > 0), bits 0, 1, 2 of `local` mark the output, a and b as values
-that exist one block at a time: their place holds the current block only. A `lookup` op reads
-its result from the table of TABLE values at offset `b` of `tables`, indexed by the fp16 bits
-of a (the plan fills it with the op's own stored result for every fp16 value). `store` is
-the fp16 rounding mode of the result (`kernels.mode`), or -1 to keep the float32 value (an
-fp32 op). Every op computes in IEEE float32 and rounds once, exactly as the op's numpy kernel
-followed by the executor's store (aneforge/runtime/sim.py): the results are bit-identical to
-the unfused path (aneforge_tests/test_fused.py), NaN payloads aside (a NaN keeps no payload
-through the engine's store, and the model does not define one).
+An elementwise op's output is the contiguous R x C block at arena offset `out`; operand a's
+element (r, c) is `arena[a + r * a_rs + c * a_cs]` (a stride of 0 broadcasts), likewise b and
+c (c: select's third operand). In a blocked run (`run`'s block > 0), bits 0-3 of `local` mark
+the output, a, b and c as values that exist one block at a time: their place holds the current
+block only. A `lookup` op reads its result from the table of TABLE values at offset `b` of
+`tables`, indexed by the fp16 bits of a (the plan fills it with the fp16 bits of the op's own
+stored result for every fp16 value: uint16, half the cache of float32 entries, converted
+exactly on read). Comparisons write 1.0 or 0.0 (a bool value in the arena), `select` reads a
+as its condition (nonzero: true) and picks b or c, `nonzero` is the cast to bool.
+
+A reduction (opcodes from REDUCE on) writes R contiguous values at `out`, value r folding the
+C terms a + r * a_rs + c * a_cs in order: `sum16` / `mean16` with a running fp16 accumulator
+rounded under mode `b` after each added term (the narrow reduce_sum), `sum` / `mean` as numpy
+sums a contiguous float32 row (its pairwise sum, `_pairwise`; a_cs = 1 only), `max` / `min`
+as numpy's (NaN wins). A zero maximum of a row holding both +0 and -0 takes its sign from
+numpy's vector lanes, which this loop does not model: `run` stops before such a row's op and
+the plan runs that op's kernel.
+
+`store` is the fp16 rounding mode of the result (`kernels.mode`), or -1 to keep the float32
+value (an fp32, int or bool result, or an exact op). Every op computes in IEEE float32 and
+rounds once, exactly as the op's numpy kernel followed by the executor's store
+(aneforge/runtime/sim.py): the results are bit-identical to the unfused path
+(aneforge_tests/test_fused.py), NaN payloads aside (a NaN keeps no payload through the
+engine's store, and the model does not define one).
 """
 from __future__ import annotations
 
@@ -24,16 +37,27 @@ from numba import njit
 
 from .compiled import _from_half_bits, _to_half_bits, r16, r16_ieee
 
-# opcodes, named by the ops they run (runtime/plan.py maps MIL ops to them)
+# opcodes, named by the ops they run (runtime/plan.py maps MIL ops to them); `_apply` and
+# `_op` list the elementwise ones in this order, `_fold` the reductions
 OPCODES = ("add", "sub", "mul", "div", "div_engine", "maximum", "minimum", "abs", "sqrt",
-           "sqrt_engine", "relu", "copy", "lookup")
+           "sqrt_engine", "relu", "copy", "less", "less_equal", "greater", "greater_equal",
+           "equal", "not_equal", "nonzero", "logical_not", "select", "lookup",
+           "sum16", "mean16", "sum", "mean", "max", "min")
 OP = {name: i for i, name in enumerate(OPCODES)}
-LOOKUP = OP["lookup"]
+SELECT, LOOKUP, REDUCE = OP["select"], OP["lookup"], OP["sum16"]
+ROW = ("opcode", "store", "rows", "cols", "out", "a", "a_rs", "a_cs", "b", "b_rs", "b_cs",
+       "local", "c", "c_rs", "c_cs", "step")
+WIDTH = len(ROW)    # int64 fields per op; `step`: the plan's step the row runs
 TABLE = 1 << 16     # a lookup's table: the op's stored result for each fp16 bit pattern
-WIDTH = 12          # int64 fields per op
 NARROW = 16         # an op over rows shorter than this (and 4x as many rows) runs by columns
 _ZERO = np.float32(0.0)
+_ONE = np.float32(1.0)
 _INF = np.float32(np.inf)
+
+
+@njit(cache=True, inline="always")
+def _truth(t):
+    return _ONE if t else _ZERO
 
 
 @njit(cache=True, inline="always")
@@ -60,38 +84,54 @@ def _apply(op, x, y):
         return np.sqrt(x) + _ZERO            # the engine's sqrt(-0) = +0
     if op == 10:
         return x if (x > _ZERO or x != x) else _ZERO     # np.maximum(x, 0)
+    if op == 12:
+        return _truth(x < y)
+    if op == 13:
+        return _truth(x <= y)
+    if op == 14:
+        return _truth(x > y)
+    if op == 15:
+        return _truth(x >= y)
+    if op == 16:
+        return _truth(x == y)
+    if op == 17:
+        return _truth(x != y)
+    if op == 18:
+        return _truth(x != _ZERO)            # astype(bool): NaN is true, -0 false
+    if op == 19:
+        return _truth(x == _ZERO)
     return x
 
 
 @njit(cache=True, inline="always")
-def _line(out, x, y, op):
-    """out[c] = op(x[c], y[c]) over one row (contiguous 1-D views: the loop vectorizes)."""
-    for c in range(out.size):
-        out[c] = _apply(op, x[c], y[c])
-
-
-@njit(cache=True)
-def _lookup_line(out, x, table):
-    """out[c] = table[the fp16 bits of x[c]] (x holds fp16 values: the conversion is exact)."""
-    for c in range(out.size):
-        out[c] = table[_to_half_bits(x[c])]
-
-
-@njit(cache=True)
-def _store(out, store):
-    """The fp16 store of one row in place (-1: an fp32 result, kept). The default modes get
-    loops with the mode constant, so they vectorize."""
+def _line(out, x, y, op, store):
+    """out[c] = op(x[c], y[c]) stored, over one row, in one pass: no store and the default
+    one (nearest-even, NaN to +0) get loops with the mode constant, so they vectorize."""
     if store < 0:
-        return
-    if store == 0:
         for c in range(out.size):
-            out[c] = r16_ieee(out[c], 0)
+            out[c] = _apply(op, x[c], y[c])
     elif store == 4:
         for c in range(out.size):
-            out[c] = r16_ieee(out[c], 4)
+            out[c] = r16_ieee(_apply(op, x[c], y[c]), 4)
     else:
         for c in range(out.size):
-            out[c] = r16(out[c], store)
+            out[c] = r16(_apply(op, x[c], y[c]), store)
+
+
+@njit(cache=True)
+def _lookup_line(out, x, tables, at):
+    """out[c] = the table at `at`'s entry for the fp16 bits of x[c], as float32 (x holds fp16
+    values, the table fp16 bits: both conversions are exact)."""
+    table = tables[at:at + TABLE]           # indexed by the bits alone: no sign check
+    for c in range(out.size):
+        out[c] = _from_half_bits(table[_to_half_bits(x[c])])
+
+
+@njit(cache=True)
+def _select_line(out, cond, x, y):
+    """np.where(cond, x, y) over one row (cond: 1.0 / 0.0); exact, no store."""
+    for c in range(out.size):
+        out[c] = x[c] if cond[c] != _ZERO else y[c]
 
 
 @njit(cache=True)
@@ -117,43 +157,201 @@ def _operand(arena, start, stride, cols, scratch, filled):
 
 
 @njit(cache=True, error_model="numpy")
-def _op(out, x, y, op, store):
-    """out = op(x, y), then the store's rounding: one specialised loop per opcode (the opcode
-    is constant over the loop)."""
+def _op(out, x, y, z, op, store, tables, at):
+    """out = op(x, y) (select: x ? y : z; lookup: the table at `at`, at x), stored: one
+    specialised loop per opcode (the opcode is constant over the loop)."""
     if op == 0:
-        _line(out, x, y, 0)
+        _line(out, x, y, 0, store)
     elif op == 1:
-        _line(out, x, y, 1)
+        _line(out, x, y, 1, store)
     elif op == 2:
-        _line(out, x, y, 2)
+        _line(out, x, y, 2, store)
     elif op == 3:
-        _line(out, x, y, 3)
+        _line(out, x, y, 3, store)
     elif op == 4:
-        _line(out, x, y, 4)
+        _line(out, x, y, 4, store)
     elif op == 5:
-        _line(out, x, y, 5)
+        _line(out, x, y, 5, store)
     elif op == 6:
-        _line(out, x, y, 6)
+        _line(out, x, y, 6, store)
     elif op == 7:
-        _line(out, x, y, 7)
+        _line(out, x, y, 7, store)
     elif op == 8:
-        _line(out, x, y, 8)
+        _line(out, x, y, 8, store)
     elif op == 9:
-        _line(out, x, y, 9)
+        _line(out, x, y, 9, store)
     elif op == 10:
-        _line(out, x, y, 10)
-    elif op == LOOKUP:
-        _lookup_line(out, x, y)
+        _line(out, x, y, 10, store)
+    elif op == 12:
+        _line(out, x, y, 12, -1)
+    elif op == 13:
+        _line(out, x, y, 13, -1)
+    elif op == 14:
+        _line(out, x, y, 14, -1)
+    elif op == 15:
+        _line(out, x, y, 15, -1)
+    elif op == 16:
+        _line(out, x, y, 16, -1)
+    elif op == 17:
+        _line(out, x, y, 17, -1)
+    elif op == 18:
+        _line(out, x, y, 18, -1)
+    elif op == 19:
+        _line(out, x, y, 19, -1)
+    elif op == SELECT:
+        _select_line(out, x, y, z)
+    elif op == LOOKUP:              # stored results: no rounding after
+        _lookup_line(out, x, tables, at)
     else:
-        _line(out, x, y, 11)
-    _store(out, store)
+        _line(out, x, y, 11, store)
 
 
 @njit(cache=True)
-def run(arena, code, sx, sy, block, tables):
-    """Run every op of `code` (rows as in the module docstring) in order over `arena`; sx, sy:
-    float32 scratch rows at least as long as the longest row C, as `block`, and as R where
-    C < NARROW; `tables`: the lookup tables.
+def _leaf(x, lo, n):
+    """numpy's float32 pairwise_sum of x[lo:lo + n], n <= 128: in order below 8 terms, else
+    eight running sums combined as a tree, then the rest in order."""
+    if n < 8:
+        res = _ZERO
+        for i in range(lo, lo + n):
+            res += x[i]
+        return res
+    r0, r1, r2, r3 = x[lo], x[lo + 1], x[lo + 2], x[lo + 3]
+    r4, r5, r6, r7 = x[lo + 4], x[lo + 5], x[lo + 6], x[lo + 7]
+    i, end = lo + 8, lo + n - n % 8
+    while i < end:
+        r0 += x[i]
+        r1 += x[i + 1]
+        r2 += x[i + 2]
+        r3 += x[i + 3]
+        r4 += x[i + 4]
+        r5 += x[i + 5]
+        r6 += x[i + 6]
+        r7 += x[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < lo + n:
+        res += x[i]
+        i += 1
+    return res
+
+
+@njit(cache=True)
+def _pairwise(x, n):
+    """numpy's float32 sum of x[:n], bit for bit: its pairwise_sum, which halves a range longer
+    than 128 (the first half a multiple of 8) and adds the halves' sums. The recursion runs on
+    an explicit stack (numba's disk cache does not keep recursive functions)."""
+    if n <= 128:
+        return _leaf(x, 0, n)
+    start, length = np.zeros(64, np.int64), np.zeros(64, np.int64)
+    half, stage, left = np.zeros(64, np.int64), np.zeros(64, np.int64), np.zeros(64, np.float32)
+    d, length[0] = 0, n
+    while True:
+        if stage[d] == 0 and length[d] > 128:        # split: the first half next
+            h = length[d] // 2
+            h -= h % 8
+            half[d], stage[d] = h, 1
+            d += 1
+            start[d], length[d], stage[d] = start[d - 1], h, 0
+            continue
+        ret = _leaf(x, start[d], length[d])
+        d -= 1
+        while d >= 0 and stage[d] == 2:              # both halves done: their sum goes up
+            ret = left[d] + ret
+            d -= 1
+        if d < 0:
+            return ret
+        left[d], stage[d] = ret, 2                   # the first half done: the second next
+        d += 1
+        start[d], length[d], stage[d] = (start[d - 1] + half[d - 1],
+                                         length[d - 1] - half[d - 1], 0)
+
+
+@njit(cache=True, inline="always")
+def _extremum(x, op):
+    """np.max (op "max") or np.min of a row: NaN wins; 2 when the result is a zero and the
+    row holds zeros of both signs (numpy's sign there is its lanes', not modelled)."""
+    acc = x[0]
+    for c in range(1, x.size):
+        v = x[c]
+        if acc != acc:
+            break
+        if v != v or (v > acc if op == REDUCE + 4 else v < acc):
+            acc = v
+    if acc == _ZERO:
+        signs = 0
+        for c in range(x.size):
+            if x[c] == _ZERO:
+                signs |= 2 if np.signbit(x[c]) else 1
+        if signs == 3:
+            return np.float32(2.0), False
+    return acc, True
+
+
+@njit(cache=True, error_model="numpy")
+def _fold(x, op, mode):
+    """One row's reduction (the opcodes from REDUCE: sum16, mean16, sum, mean, max, min);
+    returns (value, settled)."""
+    if op >= REDUCE + 4:
+        return _extremum(x, op)
+    if op <= REDUCE + 1:
+        acc = x[0]
+        for c in range(1, x.size):
+            acc = r16(acc + x[c], mode)
+    else:
+        acc = _ZERO + _pairwise(x, x.size)     # numpy's sum starts from its identity
+    if op == REDUCE + 1 or op == REDUCE + 3:
+        acc = acc / np.float32(x.size)
+    return acc, True
+
+
+@njit(cache=True)
+def _reduce(arena, code, k, sx) -> bool:
+    """Reduction row k: one stored value per row of terms. False (nothing written) when a row
+    is unsettled (`_extremum`)."""
+    op, store, rows, cols, o = code[k, 0], code[k, 1], code[k, 2], code[k, 3], code[k, 4]
+    a, ars, acs, mode = code[k, 5], code[k, 6], code[k, 7], code[k, 8]
+    for r in range(rows):
+        v, settled = _fold(_operand(arena, a + r * ars, acs, cols, sx, False), op, mode)
+        if not settled:
+            return False
+        arena[o + r] = v if store < 0 else r16(v, store)
+    return True
+
+
+@njit(cache=True)
+def _blocked(arena, code, sx, sy, sz, block, tables):
+    """Every op over elements [0, block), then [block, 2 block), ...: see `run`."""
+    n = code[0, 3]
+    for c0 in range(0, n, block):
+        m = min(block, n - c0)
+        for k in range(code.shape[0]):
+            op, local = code[k, 0], code[k, 11]
+            # a block-local value lives in a place of one block: no offset
+            o = code[k, 4] + (0 if local & 1 else c0)
+            x = _block_operand(arena, code[k, 5], code[k, 7], local & 2, c0, m, sx)
+            y = x if op == LOOKUP else _block_operand(arena, code[k, 8], code[k, 10],
+                                                      local & 4, c0, m, sy)
+            z = _block_operand(arena, code[k, 12], code[k, 14], local & 8, c0, m,
+                               sz) if op == SELECT else x
+            _op(arena[o:o + m], x, y, z, op, code[k, 1], tables, code[k, 8])
+
+
+@njit(cache=True, inline="always")
+def _block_operand(arena, start, stride, local, c0, m, scratch):
+    """One block of an operand of a blocked run: contiguous, or one value broadcast."""
+    if stride == 1:
+        at = start + (0 if local else c0)
+        return arena[at:at + m]
+    return _operand(arena, start, 0, m, scratch, False)
+
+
+@njit(cache=True)
+def run(arena, code, sx, sy, sz, block, tables, start):
+    """Run the ops of `code` (rows as in the module docstring) from row `start` in order over
+    `arena`; sx, sy, sz: float32 scratch rows at least as long as the longest row C, as
+    `block`, and as R where C < NARROW; `tables`: the lookup tables. Returns -1 when done,
+    else the row of an unsettled reduction, not run: the caller runs that op itself and
+    resumes after it.
 
     `block` > 0: every op is one row of the same length C whose operands are contiguous or one
     value (the plan checks it), and the ops run block by block: all of them over elements
@@ -161,60 +359,59 @@ def run(arena, code, sx, sy, block, tables):
     element still sees the ops in order; the plan keeps the places of values that die inside
     the run reserved until its end, so no block overwrites what a later block reads."""
     if block > 0:
-        n = code[0, 3]
-        for c0 in range(0, n, block):
-            m = min(block, n - c0)
-            for k in range(code.shape[0]):
-                o, a, acs, b, bcs, local = (code[k, 4], code[k, 5], code[k, 7], code[k, 8],
-                                            code[k, 10], code[k, 11])
-                # a block-local value lives in a place of one block: no offset
-                o += 0 if local & 1 else c0
-                a += 0 if local & 2 or acs == 0 else c0
-                b += 0 if local & 4 or bcs == 0 else c0
-                x = arena[a:a + m] if acs == 1 else _operand(arena, a, 0, m, sx, False)
-                if code[k, 0] == LOOKUP:
-                    y = tables[b:b + TABLE]
-                else:
-                    y = arena[b:b + m] if bcs == 1 else _operand(arena, b, 0, m, sy, False)
-                _op(arena[o:o + m], x, y, code[k, 0], code[k, 1])
-        return
-    for k in range(code.shape[0]):
-        op, store, rows, cols = code[k, 0], code[k, 1], code[k, 2], code[k, 3]
-        o, a, ars, acs, b, brs, bcs = (code[k, 4], code[k, 5], code[k, 6], code[k, 7],
-                                       code[k, 8], code[k, 9], code[k, 10])
-        if cols < NARROW and rows >= 4 * cols:
-            _columns(arena, k, code, sx, sy, tables)
-            continue
-        for r in range(rows):
-            # a value broadcast over the whole op is filled into its scratch row once
-            x = _operand(arena, a + r * ars, acs, cols, sx, r > 0 and ars == 0)
-            if op == LOOKUP:
-                y = tables[b:b + TABLE]
-            else:
-                y = _operand(arena, b + r * brs, bcs, cols, sy, r > 0 and brs == 0)
-            _op(arena[o + r * cols:o + (r + 1) * cols], x, y, op, store)
+        _blocked(arena, code, sx, sy, sz, block, tables)
+        return -1
+    for k in range(start, code.shape[0]):
+        if code[k, 0] >= REDUCE:
+            if not _reduce(arena, code, k, sx):
+                return k
+        elif code[k, 3] < NARROW and code[k, 2] >= 4 * code[k, 3]:
+            _columns(arena, code, k, sx, sy, sz, tables)
+        else:
+            _rows(arena, code, k, sx, sy, sz, tables)
+    return -1
 
 
 @njit(cache=True)
-def _columns(arena, k, code, sx, sy, tables):
-    """Op k of `code` over a tall, narrow block (rows >> cols, as a [batch, classes] value):
-    column by column, each gathered into the scratch rows, computed and scattered back, so the
-    loops run over the long axis (row by row, a row of 10 costs more in calls than in work)."""
-    op, store, rows, cols = code[k, 0], code[k, 1], code[k, 2], code[k, 3]
-    o, a, ars, acs, b, brs, bcs = (code[k, 4], code[k, 5], code[k, 6], code[k, 7],
-                                   code[k, 8], code[k, 9], code[k, 10])
-    x, y = sx[:rows], sy[:rows]
+def _rows(arena, code, k, sx, sy, sz, tables):
+    """Elementwise row k, row by row (a value broadcast over the whole op is filled into its
+    scratch row once)."""
+    op, store, rows, cols, o = code[k, 0], code[k, 1], code[k, 2], code[k, 3], code[k, 4]
+    a, ars, acs, b, brs, bcs = code[k, 5], code[k, 6], code[k, 7], code[k, 8], code[k, 9], \
+        code[k, 10]
+    for r in range(rows):
+        # operands the op reads (a lookup's b is its table's offset)
+        x = _operand(arena, a + r * ars, acs, cols, sx, r > 0 and ars == 0)
+        y = x if op == LOOKUP else _operand(arena, b + r * brs, bcs, cols, sy,
+                                            r > 0 and brs == 0)
+        z = x if op != SELECT else _operand(arena, code[k, 12] + r * code[k, 13], code[k, 14],
+                                            cols, sz, r > 0 and code[k, 13] == 0)
+        _op(arena[o + r * cols:o + (r + 1) * cols], x, y, z, op, store, tables, b)
+
+
+@njit(cache=True)
+def _columns(arena, code, k, sx, sy, sz, tables):
+    """Elementwise row k over a tall, narrow block (rows >> cols, as a [batch, classes]
+    value): column by column, each gathered into the scratch rows, computed and scattered
+    back, so the loops run over the long axis (row by row, a row of 10 costs more in calls
+    than in work)."""
+    op, store, rows, cols, o = code[k, 0], code[k, 1], code[k, 2], code[k, 3], code[k, 4]
+    x, y, z = sx[:rows], sy[:rows], sz[:rows]
     for c in range(cols):
-        for r in range(rows):
-            x[r] = arena[a + c * acs + r * ars]
-        if op == LOOKUP:
-            _op(x, x, tables[b:b + TABLE], op, store)
-        else:
-            for r in range(rows):
-                y[r] = arena[b + c * bcs + r * brs]
-            _op(x, x, y, op, store)
+        _gather(arena, code[k, 5] + c * code[k, 7], code[k, 6], x)
+        if op != LOOKUP:
+            _gather(arena, code[k, 8] + c * code[k, 10], code[k, 9], y)
+        if op == SELECT:
+            _gather(arena, code[k, 12] + c * code[k, 14], code[k, 13], z)
+        _op(x, x, y, z, op, store, tables, code[k, 8])
         for r in range(rows):
             arena[o + r * cols + c] = x[r]
+
+
+@njit(cache=True, inline="always")
+def _gather(arena, start, stride, out):
+    for r in range(out.size):
+        out[r] = arena[start + r * stride]
 
 
 @njit(cache=True)

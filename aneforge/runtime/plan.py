@@ -1,10 +1,18 @@
 """The simulator's run plan for an executable that runs again and again (a training step):
 every float value gets a fixed place in one float32 arena, assigned by lifetime (a place is
 reused once its value is dead, as ExecuTorch's memory planning does), and each run of
-consecutive elementwise ops becomes one compiled call over that arena
+consecutive elementwise ops and last-axis reductions becomes one compiled call over that arena
 (aneforge/kernels/fused.py) instead of one numpy call and one rounding call per op. A pointwise
 op from fp16 to fp16 (exp, erf, gelu, ...) joins such a run as a lookup in a table of its own
-stored results for all 65536 fp16 inputs; concat and pad write straight into their places.
+stored results for all 65536 fp16 inputs, and so does a chain of elementwise ops fed by one
+fp16 value (`_composites`: a table of the chain's result); concat and pad write straight into
+their places.
+
+Int and bool values live in the arena too where float32 holds them exactly and every op that
+makes or reads them runs fused: a bool as 1.0 / 0.0, an int when the plan bounds it within
++-2**24 and its dtype's range (`_BOUNDS`: int16 labels, their casts and compares, small
+constants; an int32 of unknown range stays with its kernels). So a loss's label handling
+(cast, compare, select) fuses with the float ops around it.
 
 The plan changes no value: each fused op computes in IEEE float32 and rounds once, as its
 numpy kernel and the executor's store do (aneforge_tests/test_fused.py runs programs both
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 import os
 import threading
 
@@ -37,8 +46,44 @@ FUSED = {
     "sqrt": ("sqrt", "sqrt_engine"), "relu": ("relu", "relu"),
     # data movement and float casts: a copy, rounded when the result is fp16
     "reshape": ("copy", "copy"), "expand_dims": ("copy", "copy"), "squeeze": ("copy", "copy"),
-    "identity": ("copy", "copy"), "cast": ("copy", "copy"),
+    "identity": ("copy", "copy"),
+    # comparisons (to 1.0 / 0.0) and select: exact
+    **{name: (name, name) for name in ("less", "less_equal", "greater", "greater_equal",
+                                        "equal", "not_equal", "logical_not")},
+    "select": ("select", "select"),
 }
+# reductions over trailing axes -> (opcode with an fp32 accumulator, with the narrow fp16 one)
+REDUCE = {"reduce_sum": ("sum", "sum16"), "reduce_mean": ("mean", "mean16"),
+          "reduce_max": ("max", "max"), "reduce_min": ("min", "min")}
+
+
+def _hull(*bounds):
+    return min(b[0] for b in bounds), max(b[1] for b in bounds)
+
+
+def _corners(f, x, y):
+    return _hull(*[(v, v) for v in (f(x[0], y[0]), f(x[0], y[1]), f(x[1], y[0]), f(x[1], y[1]))])
+
+
+# MIL op -> the range of its int result from its inputs' ranges (lo, hi): what the plan can
+# prove about an int value (bool results are 0 / 1 whatever their op)
+_BOUNDS = {
+    "add": lambda x, y: (x[0] + y[0], x[1] + y[1]),
+    "sub": lambda x, y: (x[0] - y[1], x[1] - y[0]),
+    "mul": lambda x, y: _corners(operator.mul, x, y),
+    "maximum": lambda x, y: _corners(max, x, y),
+    "minimum": lambda x, y: _corners(min, x, y),
+    "abs": lambda x: (max(0, x[0], -x[1]), max(-x[0], x[1])),
+    "select": lambda cond, a, b: _hull(a, b),
+    **{name: lambda x: x for name in ("reshape", "expand_dims", "squeeze", "identity", "tile",
+                                       "cast")},
+}
+_EXACT = 1 << 24            # float32 holds every integer up to this
+# elementwise ops a chain of one value's functions may hold (`Plan._composites`), besides
+# the pointwise ones run as lookups
+_CHAINED = {"add", "sub", "mul", "real_div", "maximum", "minimum", "abs", "sqrt", "relu"}
+# ops whose result holds its input's elements in the same order (one flat loop)
+_SAME_ORDER = {"reshape", "expand_dims", "squeeze", "identity", "cast"}
 _FLOAT = (dtypes.float16, dtypes.float32)
 _ALIGN = 16                 # elements (64 bytes): each value starts on a cache line
 BLOCK = 1024                # elements per block of a blocked run (a few fit in the level-1 cache)
@@ -46,16 +91,19 @@ MODES = ("auto", "always", "never")
 _TABLE = 1 << 16            # entries of a lookup table: one per fp16 bit pattern
 _INTO = object()            # a step's store: its kernel writes into the result's place
 _F16 = np.dtype(np.float16)
+_BOOL = (0, 1)
 _ENV, _STORE, _ROUND, _COPY = range(4)     # where a step's result goes (`Plan._stores`)
+_FOLDS = {name for pair in REDUCE.values() for name in pair}
 
 
 class _Tables:
     """Every lookup table this process has built, each once per (op, attributes, numerics) and
     shared by every plan, in one array reserved for LIMIT tables at the first (its pages are
     only backed as tables are written): the array never moves, so every plan reads the same
-    one and offsets stay valid."""
+    one and offsets stay valid. Entries are the fp16 bits of the stored results (each is an
+    fp16 value), 128 KB a table: half a float32 table's share of the cache between steps."""
 
-    LIMIT = 128     # tables (32 MB): past it, pointwise ops of new kinds are computed
+    LIMIT = 128     # tables (16 MB): past it, pointwise ops of new kinds are computed
 
     def __init__(self):
         self.array, self.offset, self.lock = _NO_TABLES, {}, threading.Lock()
@@ -65,7 +113,7 @@ class _Tables:
         with self.lock:
             if key not in self.offset:
                 if self.array is _NO_TABLES:
-                    self.array = np.empty(self.LIMIT * _TABLE, np.float32)
+                    self.array = np.empty(self.LIMIT * _TABLE, np.uint16)
                 at = len(self.offset) * _TABLE
                 if at >= self.array.size:
                     return None
@@ -79,7 +127,7 @@ class _Tables:
             self.array, self.offset = _NO_TABLES, {}
 
 
-_NO_TABLES = np.zeros(1, np.float32)
+_NO_TABLES = np.zeros(1, np.uint16)
 TABLES = _Tables()
 
 
@@ -160,10 +208,13 @@ class Plan:
         self.exe, self._compiled, self._fused = exe, compiled, fused
         self.lock = threading.Lock()     # one run at a time uses the arena
         self.tables = {}                 # step -> its lookup table's offset (`_lookup`)
-        shapes = [self._loops(k, op) for k, op in enumerate(exe.ops)]
+        self.opcode = {}                 # fused step -> its opcode's name (kernels/fused.py)
+        shapes = self._placement()
         # outputs and constants keep their places (a constant is written once, here)
         self.keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
-        self.segment = _segments(shapes)
+        self.segment = _segments(shapes, [self.opcode.get(k) for k in range(len(shapes))])
+        self.frees = [list(f) for f in exe.frees]     # `_composites` may keep values longer
+        self.dead = self._composites(shapes)
         self.local = self._locals()
         self.place, size = self._places()
         self.views = {s: self.arena[o:o + size(s)].reshape(exe.info[s][0])
@@ -178,6 +229,10 @@ class Plan:
         for s, v in self.views.items():
             self.start[s] = v
         self.entries = self._group(shapes)
+        # reductions the fused run may leave to their kernel (`fused.run`): step -> (step as
+        # run, its stores)
+        self.unsettled = {k: (self.exe.steps[k], self._stores(self.exe.steps[k]))
+                          for k, name in self.opcode.items() if name in ("max", "min")}
         self.lookup = TABLES.array         # holds every table this plan's steps read
         self.ins = [(s, carrier, name, self.views.get(s),
                      self.views[s].reshape(-1) if s in self.views else None)
@@ -187,36 +242,103 @@ class Plan:
                       exe.info[s][0], dtype) for s, dtype in exe.outputs]
         longest = max([int(code[:, 2:4].max()) for step, code, _ in self.entries
                        if step is None] + [BLOCK])
-        self.sx, self.sy = np.empty(longest, np.float32), np.empty(longest, np.float32)
+        self.scratch = [np.empty(longest, np.float32) for _ in range(3)]
+        mode = exe.numerics.store_mode
+        self.round16 = compiled._round16_ieee if mode & 3 == 0 else compiled._round16_any
 
     # -- building ----------------------------------------------------------------------------
-    def _floating(self, s) -> bool:
-        shape, dtype = self.exe.info[s]
-        return dtype in _FLOAT and shape is not None
+    def _placement(self) -> list:
+        """Which values get arena places (`self.placed`) and each step's loops (`_loops`).
+        Float values of static shape are placed; an int or bool one only where float32 holds
+        it exactly (`_bounds`) and the ops making and reading it all run fused (kernels read
+        their own dtypes), found by dropping values until nothing changes."""
+        exe = self.exe
+        made = {s: k for k, step in enumerate(exe.steps) for s in step[4]}
+        ends = {s for s, _ in exe.outputs} | {s for s, _, _ in exe.narrowed}
+        bounded = set(self._bounds()) - ends
+        self.placed = {s for s, (shape, dtype) in enumerate(exe.info) if shape is not None
+                       and (dtype in _FLOAT or s in bounded)}
+        while True:
+            self.opcode = {}
+            shapes = [self._loops(k, op) for k, op in enumerate(exe.ops)]
+            fused = {k for k, loops in enumerate(shapes) if loops is not None} | {None}
+            drop = {s for s in self.placed & bounded
+                    if made.get(s) not in fused or not fused.issuperset(exe.readers.get(s, ()))}
+            if not drop:
+                return shapes
+            self.placed -= drop
+
+    def _bounds(self) -> dict:
+        """slot -> (lo, hi) for the int and bool values float32 holds exactly: bools, int
+        inputs of at most 16 bits, int constants, and what `_BOUNDS` derives from them, each
+        within +-2**24 and its dtype's range."""
+        exe, bound = self.exe, {}
+        for s, _ in exe.inputs:
+            dtype = exe.info[s][1].np
+            if dtype.kind in "iu" and dtype.itemsize <= 2:
+                bound[s] = (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
+        for s, value in exe.constants:
+            if value.dtype.kind in "iub" and value.size:
+                bound[s] = (int(value.min()), int(value.max()))
+        for k, op in enumerate(exe.ops):
+            ins, outs = [p for p in exe.steps[k][2] if p is not None], exe.steps[k][4]
+            rule = _BOUNDS.get(op.type)
+            if len(outs) == 1 and rule is not None and not any(isinstance(p, tuple) for p in ins):
+                got = [bound.get(p, _BOOL if exe.info[p][1] == dtypes.bool_ else None)
+                       for p in ins]
+                bound[outs[0]] = None if None in got else rule(*got)
+        for s, (_, dtype) in enumerate(exe.info):
+            if dtype == dtypes.bool_:
+                bound[s] = _BOOL
+        return {s: b for s, b in bound.items() if b is not None and _exact(exe.info[s][1], b)}
 
     def _loops(self, k, op):
-        """(rows, cols, [(rs, cs) per operand], operand slots) when step k can run fused, else
-        None."""
+        """(rows, cols, [(rs, cs) per operand], operand slots) when step k can run fused (its
+        opcode's name noted in `self.opcode`), else None."""
         exe = self.exe
         fn, ctx, plan, attrs, outs, store = exe.steps[k]
-        if len(outs) != 1 or not self._floating(outs[0]):
+        if len(outs) != 1 or outs[0] not in self.placed:
             return None
         ins = [p for p in plan if p is not None]
-        if not ins or any(isinstance(p, tuple) or not self._floating(p) for p in ins):
+        if not ins or any(isinstance(p, tuple) or p not in self.placed for p in ins):
             return None
-        if op.type == "tile":           # a tile of size-1 axes only is a broadcast copy
-            if any(r != 1 and n != 1 for n, r in zip(exe.info[ins[0]][0], attrs["reps"])):
-                return None
-        elif op.type not in FUSED:
-            if not self._lookup(k, op, ins[0]):
-                return None
-        out_shape = exe.info[outs[0]][0]
-        if op.type in FUSED and FUSED[op.type][0] == "copy":    # same elements, same order
-            shape, strides = (math.prod(out_shape),), [[1]]
+        name = self._opcode(k, op, ins)
+        if name is None:
+            return None
+        if op.type in REDUCE:
+            # a sequential fold may run over leading axes too (numpy's pairwise sum only
+            # along a contiguous row)
+            loops = _reduction(exe.info[ins[0]][0], attrs["axes"], name not in ("sum", "mean"))
         else:
-            shape, strides = out_shape, [_strides(exe.info[p][0], out_shape) for p in ins]
-        loops = _collapse(shape, strides)
-        return None if loops is None else loops + (ins,)
+            out_shape = exe.info[outs[0]][0]
+            if op.type in _SAME_ORDER:      # same elements, same order
+                shape, strides = (math.prod(out_shape),), [[1]]
+            else:
+                shape, strides = out_shape, [_strides(exe.info[p][0], out_shape) for p in ins]
+            loops = _collapse(shape, strides)
+        if loops is None:
+            return None
+        self.opcode[k] = name
+        return loops + (ins,)
+
+    def _opcode(self, k, op, ins) -> str | None:
+        """The fused opcode's name step k runs as, or None (it runs its kernel)."""
+        exe = self.exe
+        x, out = exe.info[ins[0]], exe.info[exe.steps[k][4][0]]
+        if op.type in FUSED:
+            return FUSED[op.type][exe.numerics.specials == "engine"]
+        if op.type == "tile":           # a tile of size-1 axes only is a broadcast copy
+            reps = exe.steps[k][3]["reps"]
+            return None if any(r != 1 and n != 1 for n, r in zip(x[0], reps)) else "copy"
+        if op.type == "cast":           # float to int truncates: its kernel
+            return "nonzero" if out[1] == dtypes.bool_ else \
+                None if out[1] not in _FLOAT and x[1] in _FLOAT else "copy"
+        if op.type in REDUCE:
+            if x[1] not in _FLOAT or out[1] not in _FLOAT:
+                return None
+            narrow = x[1] == dtypes.float16 and exe.numerics.reduce_accumulate == "fp16"
+            return REDUCE[op.type][narrow]
+        return "lookup" if self._lookup(k, op, ins[0]) else None
 
     def _lookup(self, k, op, x) -> bool:
         """Whether step k runs as a lookup: a pointwise op from fp16 to fp16 whose result is
@@ -236,16 +358,128 @@ class Plan:
         return True
 
     def _table(self, step):
-        """A pointwise step's stored result for every fp16 bit pattern: its kernel, then the
-        rounding a planned step's result gets (`run`)."""
+        """A pointwise step's stored result for every fp16 bit pattern, as fp16 bits: its
+        kernel, then the rounding a planned step's result gets (`run`); each rounded value is
+        an fp16 value, so its bits hold it exactly (a NaN keeps no payload, as in the store)."""
         fn, ctx, _, attrs, _, _ = step
         every = np.arange(_TABLE, dtype=np.uint16).view(np.float16).astype(np.float32)
         with np.errstate(all="ignore"):
             r = np.ascontiguousarray(fn(ctx, every, **attrs), dtype=np.float32)
-        table = np.empty(_TABLE, np.float32)
-        self._compiled.round16(np.broadcast_to(r, every.shape).copy(), table,
+        stored = np.empty(_TABLE, np.float32)
+        self._compiled.round16(np.broadcast_to(r, every.shape).copy(), stored,
                                self.exe.numerics.store_mode)
+        table = np.empty(_TABLE, np.uint16)
+        self._compiled.to_float16(stored, table)
         return table
+
+    def _composites(self, shapes) -> set:
+        """Chains of elementwise fp16 ops fed by one fp16 value x (and scalar constants), as
+        gelu's gradient is: each value such a chain makes that is read elsewhere becomes one
+        lookup of x in a table of that value for every fp16 x (the chain's own kernels and
+        stores evaluated on all 65536, so the bits are the same by construction), in the
+        chain's fused segment. Returns the chain's steps no longer needed (their values are
+        read only inside it); x lives until the last lookup reading it."""
+        exe, root, members = self.exe, {}, {}
+        self.constant = dict(exe.constants)
+        for k, op in enumerate(exe.ops):
+            x = self._chained(k, op, shapes, root)
+            if x is not None:
+                root[exe.steps[k][4][0]] = x
+                members.setdefault(x, []).append(k)
+        made, composite = {exe.steps[k][4][0]: k for k in range(len(exe.steps))}, {}
+        for x, steps in members.items():
+            inside = set(steps)
+            for k in steps:
+                v = exe.steps[k][4][0]
+                if v in self.keep or not inside.issuperset(exe.readers.get(v, ())):
+                    chain = self._chain(k, root, made)
+                    if len(chain) > 1 and self._compose(k, x, chain, shapes):
+                        composite[k] = x
+        return self._unneeded(composite, root)
+
+    def _chained(self, k, op, shapes, root):
+        """The one fp16 value step k's result is an elementwise function of (its inputs are
+        it, values chained from it, or scalar constants), or None."""
+        exe, constants = self.exe, self.constant
+        out = exe.steps[k][4][0]
+        if shapes[k] is None or exe.info[out][1] != dtypes.float16 or not (
+                op.type in _CHAINED or self.opcode[k] == "lookup"):
+            return None
+        ins = [p for p in exe.steps[k][2] if p is not None]
+        if any(p in constants and constants[p].size != 1 for p in ins):
+            return None
+        sources = {root.get(p, p) for p in ins if p not in constants}
+        x = sources.pop() if len(sources) == 1 else None
+        ok = x is not None and exe.info[x] == exe.info[out]
+        return x if ok else None
+
+    def _chain(self, k, root, made) -> list:
+        """The steps (in program order) making step k's result from its chain's value."""
+        exe, todo, chain = self.exe, [k], set()
+        while todo:
+            j = todo.pop()
+            chain.add(j)
+            todo += [made[p] for p in exe.steps[j][2] if p in root and made[p] not in chain]
+        return sorted(chain)
+
+    def _compose(self, k, x, chain, shapes) -> bool:
+        """Step k as a lookup of x in its chain's table, when every chain step runs in k's
+        fused segment and a table is free."""
+        exe = self.exe
+        if any(self.segment[j] != self.segment[k] for j in chain):
+            return False
+        key = ("chain", self._chain_key(x, chain), exe.numerics)
+        at = TABLES.find(key, lambda: self._chain_table(x, chain))
+        if at is None:
+            return False
+        self.tables[k], self.opcode[k] = at, "lookup"
+        n = math.prod(exe.info[x][0])
+        shapes[k] = (1, n, [(0, 1)], [x])
+        last = max(j for j, f in enumerate(self.frees) if x in f) if any(
+            x in f for f in self.frees) else None
+        if last is not None and last < k:         # x now lives until this lookup
+            self.frees[last].remove(x)
+            self.frees[k].append(x)
+        return True
+
+    def _chain_key(self, x, chain) -> tuple:
+        """A chain's structure: its ops, attributes, wiring and constants' values."""
+        exe, constants, index, parts = self.exe, self.constant, {x: 0}, []
+        for j in chain:
+            _, ctx, plan, attrs, outs, _ = exe.steps[j]
+            refs = tuple(None if p is None else index[p] if p in index else
+                         ("const", repr(constants[p].reshape(-1).tolist())) for p in plan)
+            parts.append((ctx.op_type, repr(sorted(attrs.items())), refs))
+            index[outs[0]] = len(index)
+        return tuple(parts)
+
+    def _chain_table(self, x, chain):
+        """The chain's last value for every fp16 x, as fp16 bits: each step's kernel and
+        store, as the interpreter runs them, on all 65536 values at once."""
+        exe, constants = self.exe, self.constant
+        value = {x: np.arange(_TABLE, dtype=np.uint16).view(np.float16).astype(np.float32)}
+        with np.errstate(all="ignore"):
+            for j in chain:
+                fn, ctx, plan, attrs, outs, store = exe.steps[j]
+                args = [None if p is None else value[p] if p in value else
+                        constants[p].reshape(()) for p in plan]
+                r = fn(ctx, *args, **attrs)
+                value[outs[0]] = np.broadcast_to(r if store is None else store[0](r), (_TABLE,))
+        table = np.empty(_TABLE, np.uint16)
+        self._compiled.to_float16(np.ascontiguousarray(value[exe.steps[chain[-1]][4][0]],
+                                                       dtype=np.float32), table)
+        return table
+
+    def _unneeded(self, composite, root) -> set:
+        """Chain steps whose results no step still reads (composites read only x)."""
+        exe, dead = self.exe, set()
+        for k in reversed(range(len(exe.steps))):
+            v = exe.steps[k][4][0] if len(exe.steps[k][4]) == 1 else None
+            if v not in root or k in composite or v in self.keep:
+                continue
+            if all(r in dead or r in composite for r in exe.readers.get(v, ())):
+                dead.add(k)
+        return dead
 
     def _locals(self) -> set:
         """Values made and used only inside one blocked segment: they never exist whole, just
@@ -270,15 +504,15 @@ class Plan:
         def size(s):
             return math.prod(exe.info[s][0])
         for s, _ in exe.constants + exe.inputs:
-            if self._floating(s) and s not in place:
+            if s in self.placed and s not in place:
                 place[s] = arena.take(size(s))
         pending, local = [], []
-        for k, (step, frees) in enumerate(zip(exe.steps, exe.frees)):
+        for k, (step, frees) in enumerate(zip(exe.steps, self.frees)):
             for s in step[4]:
                 if s in self.local:
                     place[s] = arena.take(BLOCK)
                     local.append(s)
-                elif self._floating(s) and s not in place:
+                elif s in self.placed and s not in place:
                     place[s] = arena.take(size(s))
             pending += [s for s in frees if s in place and s not in self.keep
                         and s not in self.local]
@@ -294,37 +528,34 @@ class Plan:
 
     def _row(self, k, loops):
         """Step k's row of fused code (kernels/fused.py)."""
-        exe, p = self.exe, self.place
-        op, outs, store = exe.ops[k], exe.steps[k][4], exe.steps[k][5]
+        exe, p, name = self.exe, self.place, self.opcode[k]
+        outs, store = exe.steps[k][4], exe.steps[k][5]
         rows, cols, st, ins = loops
-        st = st + st[:1] if len(st) == 1 else st
-        ins = ins + ins[:1] if len(ins) == 1 else ins
-        local = [s in self.local for s in (outs[0], ins[0], ins[1])]
-        if k in self.tables:            # the table holds stored results: no rounding after
-            return [self._fused.LOOKUP, -1, rows, cols, p[outs[0]], p[ins[0]], st[0][0],
-                    st[0][1], self.tables[k], 0, 0, local[0] | local[1] << 1]
-        name = "copy" if op.type == "tile" else FUSED[op.type][exe.numerics.specials == "engine"]
-        opcode = self._fused.OP[name]
-        # exact ops (data movement) store their values as they are, as the executor does
+        st, ins = st + st[:1] * (3 - len(st)), ins + ins[:1] * (3 - len(ins))
+        flags = sum(1 << i for i, s in enumerate((outs[0], *ins)) if s in self.local)
+        # exact ops (data movement, select) store their values as they are, as the executor
+        # does; a lookup's table holds stored results
         fp16 = exe.info[outs[0]][1] == dtypes.float16
-        rnd = exe.numerics.store_mode if fp16 and store is not None else -1
-        flags = local[0] | local[1] << 1 | local[2] << 2
-        return [opcode, rnd, rows, cols, p[outs[0]], p[ins[0]], st[0][0], st[0][1],
-                p[ins[1]], st[1][0], st[1][1], flags]
+        rnd = exe.numerics.store_mode if fp16 and store is not None and name != "lookup" else -1
+        b = (self.tables[k] if name == "lookup" else exe.numerics.mode
+             if exe.ops[k].type in REDUCE else p[ins[1]])
+        return [self._fused.OP[name], rnd, rows, cols, p[outs[0]], p[ins[0]], *st[0], b,
+                *st[1], flags, p[ins[2]], *st[2], k]
 
     def _group(self, shapes):
         """The entries a run executes: (step, the values it frees off the arena, `_stores`) for
         an op run by its kernel, and (None, code, block) for each segment of fused ops (blocked
         or not)."""
-        exe, entries, code = self.exe, [], []
+        entries, code = [], []
         for k, loops in enumerate(shapes):
             if loops is None:
                 step = self._direct(k)
-                entries.append((step, [s for s in exe.frees[k] if s not in self.views],
+                entries.append((step, [s for s in self.frees[k] if s not in self.views],
                                 self._stores(step)))
                 continue
-            code.append(self._row(k, loops))
-            if k + 1 == len(shapes) or self.segment[k + 1] != self.segment[k]:
+            if k not in self.dead:
+                code.append(self._row(k, loops))
+            if code and (k + 1 == len(shapes) or self.segment[k + 1] != self.segment[k]):
                 block = BLOCK if self.segment[k][1] else 0
                 entries.append((None, np.array(code, np.int64), block))
                 code = []
@@ -390,50 +621,87 @@ class Plan:
     def run(self, inputs):
         env = list(self.start)
         self._load(env, inputs)
-        compiled, mode = self._compiled, self.exe.numerics.store_mode
-        round16 = compiled._round16_ieee if mode & 3 == 0 else compiled._round16_any
         with np.errstate(all="ignore"):
             for step, frees, stores in self.entries:
                 if step is None:              # a fused segment: `frees` holds its code
-                    self._fused.run(self.arena, frees, self.sx, self.sy, stores, self.lookup)
+                    self._fused_run(env, frees, stores)
                     continue
-                fn, ctx, plan, attrs, outs, store = step
-                if store is _INTO:
-                    fn(ctx, stores[0][2], *gather(env, plan), **attrs)
-                else:
-                    res = fn(ctx, *gather(env, plan), **attrs)
-                    for (s, kind, view, flat, put), r in zip(stores, (res,) if len(outs) == 1
-                                                             else res):
-                        if kind == _ROUND:
-                            src = np.ascontiguousarray(r, dtype=np.float32)
-                            if src.size != flat.size:
-                                src = np.ascontiguousarray(np.broadcast_to(src, view.shape))
-                            round16(src.reshape(-1), flat, mode)
-                        elif kind == _COPY:
-                            np.copyto(view, r, casting="unsafe")
-                        else:
-                            env[s] = r if kind == _ENV else put(r)
+                self._call(env, step, stores)
                 for s in frees:
                     env[s] = None
         return env
 
+    def _fused_run(self, env, code, block) -> None:
+        """One fused segment; a reduction it leaves unsettled runs its kernel, then the rest."""
+        k = self._fused.run(self.arena, code, *self.scratch, block, self.lookup, 0)
+        while k >= 0:
+            self._call(env, *self.unsettled[int(code[k, -1])])
+            k = self._fused.run(self.arena, code, *self.scratch, block, self.lookup, k + 1)
 
-def _segments(shapes) -> list:
+    def _call(self, env, step, stores) -> None:
+        """A step run by its kernel, its results put as `_stores` says."""
+        fn, ctx, plan, attrs, outs, store = step
+        if store is _INTO:
+            fn(ctx, stores[0][2], *gather(env, plan), **attrs)
+            return
+        res = fn(ctx, *gather(env, plan), **attrs)
+        for (s, kind, view, flat, put), r in zip(stores, (res,) if len(outs) == 1 else res):
+            if kind == _ROUND:
+                src = np.ascontiguousarray(r, dtype=np.float32)
+                if src.size != flat.size:
+                    src = np.ascontiguousarray(np.broadcast_to(src, view.shape))
+                self.round16(src.reshape(-1), flat, self.exe.numerics.store_mode)
+            elif kind == _COPY:
+                np.copyto(view, r, casting="unsafe")
+            else:
+                env[s] = r if kind == _ENV else put(r)
+
+
+def _exact(dtype, bound) -> bool:
+    """Whether float32 holds every value of an int or bool `dtype` within `bound` exactly,
+    and the dtype holds them (no wrap-around)."""
+    if dtype == dtypes.bool_:
+        return True
+    if dtype.np.kind not in "iu":
+        return False
+    info = np.iinfo(dtype.np)
+    return max(info.min, -_EXACT) <= bound[0] and bound[1] <= min(info.max, _EXACT)
+
+
+def _reduction(shape, axes, leading: bool):
+    """A reduction of a contiguous value over `axes` as (R, C, [(rs, cs)]): R results, result
+    r over the C elements r * rs + c * cs. The reduced axes (of size > 1) must all come after
+    the kept ones (rs = C, cs = 1) or, if `leading`, all before them (rs = 1, cs = R); else
+    None."""
+    axes = range(len(shape)) if axes is None else {a % len(shape) for a in axes}
+    kept = [i for i, n in enumerate(shape) if n != 1 and i not in axes]
+    folded = [i for i, n in enumerate(shape) if n != 1 and i in axes]
+    if 0 in shape:
+        return None
+    cols = math.prod(shape[i] for i in folded)
+    rows = math.prod(shape) // cols
+    if not kept or not folded or max(kept) < min(folded):
+        return rows, cols, [(cols, 1)]
+    if leading and max(folded) < min(kept):
+        return rows, cols, [(1, rows)]
+    return None
+
+
+def _segments(shapes, names) -> list:
     """For each step: None (runs its own kernel), or (segment number, blocked). A segment is
-    a maximal run of consecutive fusable steps; it is blocked when every op in it is one flat
-    range of the same length (operands contiguous or one value) of at least 2 BLOCK."""
-    def key(loops):
-        rows, cols, st, _ = loops
-        flat = rows == 1 and all(cs in (0, 1) for _, cs in st)
+    a maximal run of consecutive fusable steps; it is blocked when every op in it is an
+    elementwise one over one flat range of the same length (operands contiguous or one value)
+    of at least 2 BLOCK."""
+    def key(k):
+        rows, cols, st, _ = shapes[k]
+        flat = rows == 1 and all(cs in (0, 1) for _, cs in st) and names[k] not in _FOLDS
         return cols if flat and cols >= 2 * BLOCK else None
     out, number = [], 0
     for k, loops in enumerate(shapes):
         if loops is None:
             out.append(None)
             continue
-        blocked = key(loops) is not None
-        prev = shapes[k - 1] if k else None
-        if not (prev is not None and key(prev) == key(loops)):
+        if not (k and shapes[k - 1] is not None and key(k - 1) == key(k)):
             number += 1
-        out.append((number, blocked))
+        out.append((number, key(k) is not None))
     return out
