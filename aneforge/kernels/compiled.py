@@ -538,15 +538,18 @@ def _plain32(typingctx, o, y0, y1, y2, y3, j, a0, a1, a2, a3):
 
 @njit(cache=True)
 def _plain_wide(o, y0, y1, y2, y3, a0, a1, a2, a3):
-    """o[j] += the plain tile of (a_k * y_k[j]) for the lanes j it can do 32 at a time (two
-    runs of 16 side by side); returns how many: 0 without AVX-512 (the caller's loop does the
-    rest). Small enough for LLVM to inline (a call per tile and row costs ~1.3x)."""
-    if not WIDE:
+    """o[j] += the plain tile of (a_k * y_k[j]) for every lane j, 32 at a time (two runs of 16
+    side by side), when o's length is a multiple of 32; returns how many lanes it did: all, or
+    0 (without AVX-512, or for other lengths: the caller's loop, which LLVM vectorizes, then
+    does them all; leaving it only the last n % 32 lanes runs those one at a time, and made
+    [64, 40] and [8, 9] outputs 2x slower than no wide lanes at all). Small enough for LLVM
+    to inline (a call per tile and row costs ~1.3x)."""
+    n = o.size
+    if not WIDE or n % 32:
         return 0
-    n32 = o.size - o.size % 32
-    for j in range(0, n32, 32):
+    for j in range(0, n, 32):
         _plain32(o, y0, y1, y2, y3, j, a0, a1, a2, a3)
-    return n32
+    return n
 
 
 @njit(cache=True)
@@ -674,7 +677,7 @@ def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide):
     is never -0). One-hot and relu'd operands skip most of their work. The last tile, when
     K % 4 != 0, is `_block_tail` (y's rows chosen by a condition here, or passed to a helper,
     stop the j loop from vectorizing well: 1.4x slower). Where `wide()` (the plain tile on
-    AVX-512), `_plain_wide` does the lanes it can first, the j loop the rest."""
+    AVX-512), `_plain_wide` does a row whose length is a multiple of 32, the j loop others."""
     n, k = ob.shape[1], xb.shape[1]
     for i in range(i0, i1):
         for j in range(n):
@@ -691,7 +694,9 @@ def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide):
                 if finite:
                     continue
             o = ob[i]
-            for j in range(_plain_wide(o, y0, y1, y2, y3, a0, a1, a2, a3) if wide() else 0, n):
+            if wide() and _plain_wide(o, y0, y1, y2, y3, a0, a1, a2, a3):
+                continue                    # (a loop starting past 0 does not vectorize)
+            for j in range(n):
                 t = tile(a0 * y0[j], a1 * y1[j], a2 * y2[j], a3 * y3[j], mode, tmode)
                 o[j] = sat(o[j] + t, limit)
     if k % 4:
@@ -710,8 +715,9 @@ def _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide):
     for i in range(i0, i1):
         xr, o = xb[i], ob[i]
         a0, a1, a2 = xr[k0], _lane(xr, k0 + 1, k), _lane(xr, k0 + 2, k)
-        j0 = _plain_wide(o, y0, y1, y2, y0, a0, a1, a2, _ZERO) if wide() else 0
-        for j in range(j0, n):
+        if wide() and _plain_wide(o, y0, y1, y2, y0, a0, a1, a2, _ZERO):
+            continue
+        for j in range(n):
             p1 = a1 * yb[k0 + 1, j] if k0 + 1 < k else _ZERO
             p2 = a2 * yb[k0 + 2, j] if k0 + 2 < k else _ZERO
             t = tile(a0 * yb[k0, j], p1, p2, _ZERO, mode, tmode)
@@ -738,7 +744,9 @@ def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat, wide):
         for k0 in range(0, k, 4):
             v0, v1, v2, v3 = yc[k0], yc[k0 + 1], yc[k0 + 2], yc[k0 + 3]
             x0, x1, x2, x3 = xt[k0], xt[k0 + 1], xt[k0 + 2], xt[k0 + 3]
-            for i in range(_plain_wide(acc, x0, x1, x2, x3, v0, v1, v2, v3) if wide() else 0, r):
+            if wide() and _plain_wide(acc, x0, x1, x2, x3, v0, v1, v2, v3):
+                continue
+            for i in range(r):
                 t = tile(x0[i] * v0, x1[i] * v1, x2[i] * v2, x3[i] * v3, mode, tmode)
                 acc[i] = sat(acc[i] + t, limit)
         for i in range(r):
