@@ -32,13 +32,15 @@ engine's store, and the model does not define one).
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 from numba import njit
 
 from .compiled import _from_half_bits, _to_half_bits, r16, r16_ieee
 
-# opcodes, named by the ops they run (runtime/plan.py maps MIL ops to them); `_apply` and
-# `_op` list the elementwise ones in this order, `_fold` the reductions
+# opcodes, named by the ops they run (runtime/plan.py maps MIL ops to them); `_op` lists
+# the elementwise ones in this order, `_fold` the reductions
 OPCODES = ("add", "sub", "mul", "div", "div_engine", "maximum", "minimum", "abs", "sqrt",
            "sqrt_engine", "relu", "copy", "less", "less_equal", "greater", "greater_equal",
            "equal", "not_equal", "nonzero", "logical_not", "select", "lookup",
@@ -53,6 +55,7 @@ NARROW = 16         # an op over rows shorter than this (and 4x as many rows) ru
 _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
 _INF = np.float32(np.inf)
+_self = sys.modules[__name__]   # functions passed by attribute: numba caches those calls
 
 
 @njit(cache=True, inline="always")
@@ -60,62 +63,131 @@ def _truth(t):
     return _ONE if t else _ZERO
 
 
-@njit(cache=True, inline="always")
-def _apply(op, x, y):
-    if op == 0:
-        return x + y
-    if op == 1:
-        return x - y
-    if op == 2:
-        return x * y
-    if op == 3:
-        return x / y
-    if op == 4:
-        return x / (y + _ZERO)               # the engine divides by -0 as by +0
-    if op == 5:
-        return x if (x > y or x != x) else y     # np.maximum: NaN wins, ties give y
-    if op == 6:
-        return x if (x < y or x != x) else y
-    if op == 7:
-        return abs(x)
-    if op == 8:
-        return np.sqrt(x)
-    if op == 9:
-        return np.sqrt(x) + _ZERO            # the engine's sqrt(-0) = +0
-    if op == 10:
-        return x if (x > _ZERO or x != x) else _ZERO     # np.maximum(x, 0)
-    if op == 12:
-        return _truth(x < y)
-    if op == 13:
-        return _truth(x <= y)
-    if op == 14:
-        return _truth(x > y)
-    if op == 15:
-        return _truth(x >= y)
-    if op == 16:
-        return _truth(x == y)
-    if op == 17:
-        return _truth(x != y)
-    if op == 18:
-        return _truth(x != _ZERO)            # astype(bool): NaN is true, -0 false
-    if op == 19:
-        return _truth(x == _ZERO)
+# One small compiled function per elementwise opcode, in OPCODES order. `_line` takes
+# the function as an argument: numba compiles one specialisation of `_line` per function, each
+# small, with the function inlined (a single `_apply(op, x, y)` chain inlined into one loop per
+# opcode made `_op` take ~40 s to compile).
+@njit(cache=True, error_model="numpy")
+def _add(x, y):
+    return x + y
+
+
+@njit(cache=True, error_model="numpy")
+def _sub(x, y):
+    return x - y
+
+
+@njit(cache=True, error_model="numpy")
+def _mul(x, y):
+    return x * y
+
+
+@njit(cache=True, error_model="numpy")
+def _div(x, y):
+    return x / y
+
+
+@njit(cache=True, error_model="numpy")
+def _div_engine(x, y):
+    return x / (y + _ZERO)               # the engine divides by -0 as by +0
+
+
+@njit(cache=True, error_model="numpy")
+def _maximum(x, y):
+    return x if (x > y or x != x) else y     # np.maximum: NaN wins, ties give y
+
+
+@njit(cache=True, error_model="numpy")
+def _minimum(x, y):
+    return x if (x < y or x != x) else y
+
+
+@njit(cache=True, error_model="numpy")
+def _abs(x, y):
+    return abs(x)
+
+
+@njit(cache=True, error_model="numpy")
+def _sqrt(x, y):
+    return np.sqrt(x)
+
+
+@njit(cache=True, error_model="numpy")
+def _sqrt_engine(x, y):
+    return np.sqrt(x) + _ZERO            # the engine's sqrt(-0) = +0
+
+
+@njit(cache=True, error_model="numpy")
+def _relu(x, y):
+    return x if (x > _ZERO or x != x) else _ZERO     # np.maximum(x, 0)
+
+
+@njit(cache=True, error_model="numpy")
+def _copy(x, y):
     return x
 
 
-@njit(cache=True, inline="always")
-def _line(out, x, y, op, store):
-    """out[c] = op(x[c], y[c]) stored, over one row, in one pass: no store and the default
-    one (nearest-even, NaN to +0) get loops with the mode constant, so they vectorize."""
-    if store < 0:
+@njit(cache=True, error_model="numpy")
+def _less(x, y):
+    return _truth(x < y)
+
+
+@njit(cache=True, error_model="numpy")
+def _less_equal(x, y):
+    return _truth(x <= y)
+
+
+@njit(cache=True, error_model="numpy")
+def _greater(x, y):
+    return _truth(x > y)
+
+
+@njit(cache=True, error_model="numpy")
+def _greater_equal(x, y):
+    return _truth(x >= y)
+
+
+@njit(cache=True, error_model="numpy")
+def _equal(x, y):
+    return _truth(x == y)
+
+
+@njit(cache=True, error_model="numpy")
+def _not_equal(x, y):
+    return _truth(x != y)
+
+
+@njit(cache=True, error_model="numpy")
+def _nonzero(x, y):
+    return _truth(x != _ZERO)            # astype(bool): NaN is true, -0 false
+
+
+@njit(cache=True, error_model="numpy")
+def _logical_not(x, y):
+    return _truth(x == _ZERO)
+
+
+@njit(cache=True, error_model="numpy")
+def _line(out, x, y, fn, store):
+    """out[c] = fn(x[c], y[c]) stored, over one row: in one pass for no store and the default
+    one (nearest-even, NaN to +0), whose loops have the mode constant and vectorize; other
+    modes round in a second pass (`_store`, compiled once, not once per opcode)."""
+    if store == 4:
         for c in range(out.size):
-            out[c] = _apply(op, x[c], y[c])
-    elif store == 4:
-        for c in range(out.size):
-            out[c] = r16_ieee(_apply(op, x[c], y[c]), 4)
-    else:
-        for c in range(out.size):
-            out[c] = r16(_apply(op, x[c], y[c]), store)
+            out[c] = r16_ieee(fn(x[c], y[c]), 4)
+        return
+    for c in range(out.size):
+        out[c] = fn(x[c], y[c])
+    if store >= 0:
+        _store(out, store)
+
+
+@njit(cache=True)
+def _store(out, store):
+    """The fp16 store of one row in place, under any mode (a loop of its own: compiled once,
+    not once per opcode)."""
+    for c in range(out.size):
+        out[c] = r16(out[c], store)
 
 
 @njit(cache=True)
@@ -161,49 +233,49 @@ def _op(out, x, y, z, op, store, tables, at):
     """out = op(x, y) (select: x ? y : z; lookup: the table at `at`, at x), stored: one
     specialised loop per opcode (the opcode is constant over the loop)."""
     if op == 0:
-        _line(out, x, y, 0, store)
+        _line(out, x, y, _self._add, store)
     elif op == 1:
-        _line(out, x, y, 1, store)
+        _line(out, x, y, _self._sub, store)
     elif op == 2:
-        _line(out, x, y, 2, store)
+        _line(out, x, y, _self._mul, store)
     elif op == 3:
-        _line(out, x, y, 3, store)
+        _line(out, x, y, _self._div, store)
     elif op == 4:
-        _line(out, x, y, 4, store)
+        _line(out, x, y, _self._div_engine, store)
     elif op == 5:
-        _line(out, x, y, 5, store)
+        _line(out, x, y, _self._maximum, store)
     elif op == 6:
-        _line(out, x, y, 6, store)
+        _line(out, x, y, _self._minimum, store)
     elif op == 7:
-        _line(out, x, y, 7, store)
+        _line(out, x, y, _self._abs, store)
     elif op == 8:
-        _line(out, x, y, 8, store)
+        _line(out, x, y, _self._sqrt, store)
     elif op == 9:
-        _line(out, x, y, 9, store)
+        _line(out, x, y, _self._sqrt_engine, store)
     elif op == 10:
-        _line(out, x, y, 10, store)
+        _line(out, x, y, _self._relu, store)
     elif op == 12:
-        _line(out, x, y, 12, -1)
+        _line(out, x, y, _self._less, -1)
     elif op == 13:
-        _line(out, x, y, 13, -1)
+        _line(out, x, y, _self._less_equal, -1)
     elif op == 14:
-        _line(out, x, y, 14, -1)
+        _line(out, x, y, _self._greater, -1)
     elif op == 15:
-        _line(out, x, y, 15, -1)
+        _line(out, x, y, _self._greater_equal, -1)
     elif op == 16:
-        _line(out, x, y, 16, -1)
+        _line(out, x, y, _self._equal, -1)
     elif op == 17:
-        _line(out, x, y, 17, -1)
+        _line(out, x, y, _self._not_equal, -1)
     elif op == 18:
-        _line(out, x, y, 18, -1)
+        _line(out, x, y, _self._nonzero, -1)
     elif op == 19:
-        _line(out, x, y, 19, -1)
+        _line(out, x, y, _self._logical_not, -1)
     elif op == SELECT:
         _select_line(out, x, y, z)
     elif op == LOOKUP:              # stored results: no rounding after
         _lookup_line(out, x, tables, at)
     else:
-        _line(out, x, y, 11, store)
+        _line(out, x, y, _self._copy, store)
 
 
 @njit(cache=True)
