@@ -362,14 +362,17 @@ class Plan:
         kernel, then the rounding a planned step's result gets (`run`); each rounded value is
         an fp16 value, so its bits hold it exactly (a NaN keeps no payload, as in the store)."""
         fn, ctx, _, attrs, _, _ = step
-        every = np.arange(_TABLE, dtype=np.uint16).view(np.float16).astype(np.float32)
         with np.errstate(all="ignore"):
-            r = np.ascontiguousarray(fn(ctx, every, **attrs), dtype=np.float32)
+            r = np.ascontiguousarray(fn(ctx, _every_fp16(), **attrs), dtype=np.float32)
         stored = np.empty(_TABLE, np.float32)
-        self._compiled.round16(np.broadcast_to(r, every.shape).copy(), stored,
+        self._compiled.round16(np.broadcast_to(r, (_TABLE,)).copy(), stored,
                                self.exe.numerics.store_mode)
+        return self._bits(stored)
+
+    def _bits(self, values) -> np.ndarray:
+        """A table's entries (fp16 values in float32) as fp16 bits."""
         table = np.empty(_TABLE, np.uint16)
-        self._compiled.to_float16(stored, table)
+        self._compiled.to_float16(np.ascontiguousarray(values, dtype=np.float32), table)
         return table
 
     def _composites(self, shapes) -> set:
@@ -457,7 +460,7 @@ class Plan:
         """The chain's last value for every fp16 x, as fp16 bits: each step's kernel and
         store, as the interpreter runs them, on all 65536 values at once."""
         exe, constants = self.exe, self.constant
-        value = {x: np.arange(_TABLE, dtype=np.uint16).view(np.float16).astype(np.float32)}
+        value = {x: _every_fp16()}
         with np.errstate(all="ignore"):
             for j in chain:
                 fn, ctx, plan, attrs, outs, store = exe.steps[j]
@@ -465,10 +468,7 @@ class Plan:
                         constants[p].reshape(()) for p in plan]
                 r = fn(ctx, *args, **attrs)
                 value[outs[0]] = np.broadcast_to(r if store is None else store[0](r), (_TABLE,))
-        table = np.empty(_TABLE, np.uint16)
-        self._compiled.to_float16(np.ascontiguousarray(value[exe.steps[chain[-1]][4][0]],
-                                                       dtype=np.float32), table)
-        return table
+        return self._bits(value[exe.steps[chain[-1]][4][0]])
 
     def _unneeded(self, composite, root) -> set:
         """Chain steps whose results no step still reads (composites read only x)."""
@@ -655,6 +655,11 @@ class Plan:
                 np.copyto(view, r, casting="unsafe")
             else:
                 env[s] = r if kind == _ENV else put(r)
+
+
+def _every_fp16() -> np.ndarray:
+    """Every fp16 bit pattern's value, in bit order, as float32 (a lookup table's inputs)."""
+    return np.arange(_TABLE, dtype=np.uint16).view(np.float16).astype(np.float32)
 
 
 def _exact(dtype, bound) -> bool:
