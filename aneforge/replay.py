@@ -211,7 +211,7 @@ class Replay:
 
     def __init__(self, actions, guards, returns, rebuild):
         self.actions, self.guards, self.returns, self.rebuild = actions, guards, returns, rebuild
-        self.steps = _merge_sets([_STEPS[kind](what) for kind, what in actions])
+        self.steps = _steps(actions)
         self.readers = [(_reader(s), t) for s, t in returns]
 
     def valid(self) -> bool:
@@ -226,7 +226,7 @@ class Replay:
 
 # source kind -> (its fields -> reader(args, outs) -> the array at replay)
 _READERS = {
-    "out": lambda j, k: _out_reader(j, k),
+    "out": lambda j, k: lambda args, outs: outs[j][k],
     "owner": lambda handle: lambda args, outs: _held(handle()),
     "fixed": lambda array: lambda args, outs: array,
     "targ": lambda k, i: lambda args, outs: args[k]._node.data[i],
@@ -234,13 +234,6 @@ _READERS = {
     "provide": lambda fn, dtype: lambda args, outs: np.asarray(fn(), dtype=dtype.np).reshape(()),
     "remake": lambda fn: lambda args, outs: fn(),             # a fresh draw
 }
-
-
-def _out_reader(j: int, k: int):
-    def read(args, outs):
-        return outs[j][k]
-    read.out = (j, k)                   # for `_merge_sets`
-    return read
 
 
 def _held(tensor: Tensor):
@@ -266,26 +259,24 @@ def _sets_step(sets, arrays, outs) -> None:
         tensor._adopt(a, t if t.shape == a.shape else TensorType(a.shape, t.dtype))
 
 
-def _merge_sets(steps: list) -> list:
-    """Consecutive effects that set a handle to a program output (an optimizer's update of
-    each parameter and state tensor) as one step: a loop over (handle, output) pairs."""
+def _steps(actions: list) -> list:
+    """Each action as (act, what, readers); consecutive effects that set a handle to a program
+    output (an optimizer's update of each parameter and state tensor) become one step, a loop
+    over (handle, run, output) triples."""
     out = []
-    for step in steps:
-        act, what, _ = step
-        src = getattr(what, "__func__", None) is Tensor.set_ and _output_source(step)
-        if not src:
-            out.append(step)
+    for kind, what in actions:
+        if kind != "effect" or not _sets_an_output(*what):
+            out.append(_STEPS[kind](what))
             continue
         if not out or out[-1][0] is not _sets_step:
             out.append((_sets_step, [], []))
-        out[-1][1].append((what.__self__,) + src)
+        fn, (src,) = what
+        out[-1][1].append((fn.__self__, src[1], src[2]))
     return out
 
 
-def _output_source(step):
-    """(j, k) when an effect step reads exactly one value, output k of the call's run j."""
-    act, _, readers = step
-    return act is _effect_step and len(readers) == 1 and getattr(readers[0], "out", None)
+def _sets_an_output(fn, srcs) -> bool:
+    return getattr(fn, "__func__", None) is Tensor.set_ and len(srcs) == 1 and srcs[0][0] == "out"
 
 
 def _grad_step(what, arrays, outs) -> None:
