@@ -161,10 +161,10 @@ def blas_matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.matmul(x, y)
     macs = x.size * (y.shape[-1] if y.ndim > 1 else 1)
     want = 1 if macs < PARALLEL_MACS else threads()
-    calls = _CALLS
-    if calls.depth:
+    with blas_calls():                          # a block of one call, unless in one already
+        calls = _CALLS
         if calls.saved is None:
-            _BLAS_LOCK.acquire()                # held to the end of the blas_calls() block
+            _BLAS_LOCK.acquire()                # held to the end of the outermost block
             calls.saved = [lib.get_num_threads() for lib in libraries]
             calls.now = list(calls.saved)
         for i, lib in enumerate(libraries):
@@ -172,17 +172,6 @@ def blas_matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
                 lib.set_num_threads(want)
                 calls.now[i] = want
         return np.matmul(x, y)
-    with _BLAS_LOCK:
-        before = [lib.get_num_threads() for lib in libraries]
-        for lib, n in zip(libraries, before):
-            if n != want:
-                lib.set_num_threads(want)
-        try:
-            return np.matmul(x, y)
-        finally:
-            for lib, n in zip(libraries, before):
-                if n != want:
-                    lib.set_num_threads(n)
 
 
 _BLAS_LOCK = threading.Lock()
