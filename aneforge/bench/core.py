@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 from . import section, settings, timeit
+from .workloads import mlp, train_step
 
 
 @section("core")
@@ -107,8 +108,7 @@ def replay_host_time(batch: int = 64, clock=time.perf_counter) -> tuple[float, f
     steps of the digits MLP (forward, cross-entropy, backward, AdamW, loss read), the executor
     timed by wrapping each compiled program's `run`."""
     from ..context import CTX
-    from .speed import _mlp, _train
-    step = _train(*_mlp(batch), "aneforge", compiled=True)
+    step = train_step(*mlp(batch), "aneforge", compiled=True)
     step(), step()                              # capture, then one replay
     inside = [0.0]
     exes = [entry.executable for entry in CTX.cache.entries.values()]

@@ -7,9 +7,8 @@ import os
 import statistics
 import time
 
-import numpy as np
-
 from . import section, settings
+from .workloads import char_lm, cnn, matmul, mlp, train_step
 
 
 def threads() -> int:
@@ -32,100 +31,20 @@ def machine() -> str:
     return f"{cpus} cores usable, {kind}, aneforge and torch both on {threads()} thread(s)"
 
 
-def _train(make_model, make_batch, loss_fn, lib, compiled=False, numerics=None):
-    """A step function: forward, loss, backward, AdamW update, loss read back; `compiled`:
-    aneforge's step under af.compile (captured once, then replayed; torch stays eager);
-    `numerics`: switches of aneforge's numerics model for the step."""
-    if lib == "torch":
-        import torch
-        torch.manual_seed(0)
-        model = make_model(torch.nn)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        batch = [torch.from_numpy(a) for a in make_batch()]
-        loss = lambda x, y: loss_fn(torch.nn.functional, model(x), y)   # noqa: E731
-    else:
-        import aneforge as af
-        import aneforge.nn as nn
-        af.manual_seed(0)
-        model = make_model(nn)
-        opt = af.optim.AdamW(model.parameters(), lr=1e-3)
-        batch = make_batch()
-        loss = lambda x, y: loss_fn(af.nn.functional, model(af.tensor(x)), af.tensor(y))  # noqa: E731
-
-    def train_step(x, y):
-        opt.zero_grad()
-        value = loss(x, y)
-        value.backward()
-        opt.step()
-        return value
-    if compiled and lib != "torch":
-        train_step = af.compile(train_step)
-    if numerics and lib != "torch":
-        def run():
-            with af.numerics(**numerics):
-                return train_step(*batch).item()
-        return run
-    return lambda: train_step(*batch).item()
-
-
-def _mlp(batch):
-    rng = np.random.default_rng(0)
-    data = lambda: (rng.random((batch, 64)).astype(np.float32), rng.integers(0, 10, batch))  # noqa: E731
-    model = lambda nn: nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 10))  # noqa: E731
-    return model, data, lambda F, out, y: F.cross_entropy(out, y)
-
-
-def _cnn(batch):
-    rng = np.random.default_rng(0)
-    data = lambda: (rng.random((batch, 1, 16, 16)).astype(np.float32),  # noqa: E731
-                    rng.integers(0, 10, batch))
-
-    def model(nn):
-        return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(),
-                             nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU(),
-                             nn.Flatten(), nn.Linear(16 * 8 * 8, 10))
-    return model, data, lambda F, out, y: F.cross_entropy(out, y)
-
-
-def _char_lm(batch, context=32, vocab=65, width=64):
-    """Embedding -> MLP over a context window -> next-character logits."""
-    rng = np.random.default_rng(0)
-    data = lambda: (rng.integers(0, vocab, (batch, context)), rng.integers(0, vocab, batch))  # noqa: E731
-
-    def model(nn):
-        return nn.Sequential(nn.Embedding(vocab, width), nn.Flatten(),
-                             nn.Linear(context * width, 256), nn.GELU(), nn.Linear(256, vocab))
-    return model, data, lambda F, out, y: F.cross_entropy(out, y)
-
-
-def _matmul(n):
-    rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal((n, n)).astype(np.float16) for _ in range(2))
-
-    def make(lib):
-        if lib == "torch":
-            import torch
-            ta, tb = torch.from_numpy(a.astype(np.float32)), torch.from_numpy(b.astype(np.float32))
-            return lambda: ta @ tb
-        import aneforge as af
-        return lambda: (af.tensor(a) @ af.tensor(b)).numpy()
-    return make
-
-
 def workloads():
     n = settings.matmul_size
     small = settings.steps < 100
-    rows = [(f"MLP 64-128-10 step, batch {b}", _mlp(b)) for b in (64, 256)]
-    rows.append((f"CNN 2 conv + linear step, batch {8 if small else 32}, 16x16", _cnn(8 if small else 32)))
+    rows = [(f"MLP 64-128-10 step, batch {b}", mlp(b)) for b in (64, 256)]
+    rows.append((f"CNN 2 conv + linear step, batch {8 if small else 32}, 16x16", cnn(8 if small else 32)))
     rows.append((f"char-LM embed+MLP step, batch {16 if small else 64}, context 32",
-                 _char_lm(16 if small else 64)))
-    out = [(name, lambda lib, w=w: _train(*w, lib)) for name, w in rows]
-    out += [(f"{name}, af.compile replay", lambda lib, w=w: _train(*w, lib, compiled=True))
+                 char_lm(16 if small else 64)))
+    out = [(name, lambda lib, w=w: train_step(*w, lib)) for name, w in rows]
+    out += [(f"{name}, af.compile replay", lambda lib, w=w: train_step(*w, lib, compiled=True))
             for name, w in rows]
     out.append((f"{rows[0][0]}, af.compile replay, fp32 BLAS matmuls (accumulator='blas')",
-                lambda lib: _train(*rows[0][1], lib, compiled=True,
+                lambda lib: train_step(*rows[0][1], lib, compiled=True,
                                    numerics={"accumulator": "blas"})))
-    out.append((f"matmul {n}x{n}x{n} fp16 (aneforge: ANE tile datapath)", _matmul(n)))
+    out.append((f"matmul {n}x{n}x{n} fp16 (aneforge: ANE tile datapath)", matmul(n)))
     return out
 
 
