@@ -5,9 +5,9 @@ surfaces on which torch spells it: `torch.X` (af.X), `torch.Tensor.X` (Tensor.X)
 `torch.nn.functional.X` (F.X). aneforge has the name on exactly those surfaces, and
 aneforge_tests/test_api_surfaces.py checks the table against torch itself.
 
-Homes: `Tensor` (a method in tensor.py), `functions` (aneforge/functions.py) and `F`
-(aneforge/nn/functional.py). A surface marked `*` has a hand-written adapter in that surface's
-module, because torch's signature differs there (torch.embedding(weight, indices) against
+Homes: `Tensor` (a method of aneforge.tensor.Tensor), `functions` (aneforge/functions.py) and
+`F` (aneforge/nn/functional.py). A surface marked `*` has a hand-written adapter in that
+surface's module (aneforge/adapters.py for torch.X), because torch's signature differs there (torch.embedding(weight, indices) against
 F.embedding(input, weight)). Every other surface binds the home's implementation by a plain
 statement that `python -m aneforge._api` writes into the marked blocks of
 
@@ -285,9 +285,12 @@ def on(surface: str) -> list[Row]:
 
 
 def _bound_from(row: Row, surface: str) -> str:
-    """The module that defines `row.name` for `surface`: its own module when adapted or home."""
+    """The module that defines `row.name` for `surface`: its own module when home, its
+    adapter module when adapted (torch.X adapters live in adapters.py)."""
     own = {"torch": "functions", "Tensor": "Tensor", "F": "F"}[surface]
-    if surface in row.adapted or row.home == own:
+    if surface in row.adapted:
+        return "adapters" if surface == "torch" else own
+    if row.home == own:
         return own
     return "functions" if row.home == "Tensor" else row.home
 
@@ -352,6 +355,7 @@ def blocks() -> dict[tuple[str, str], str]:
     af_rows = on("torch")
     in_functions = [r.name for r in af_rows if _bound_from(r, "torch") == "functions"]
     from_f = [r.name for r in af_rows if _bound_from(r, "torch") == "F"]
+    adapted = [r.name for r in af_rows if _bound_from(r, "torch") == "adapters"]
     f_imports = [r.name for r in on("F") if _bound_from(r, "F") == "functions"]
     forwarders = [r.name for r in af_rows if r.home == "Tensor" and "torch" not in r.adapted]
     return {
@@ -362,6 +366,7 @@ def blocks() -> dict[tuple[str, str], str]:
             _names([f'"{r.name}"' for r in on("F")], "__all__ = [", "]"),
         ("__init__.py", "imports"):
             _names(in_functions, "from .functions import (", ")") + "\n" +
+            _names(adapted, "from .adapters import (", ")") + "\n" +
             _names(from_f, "from .nn.functional import (", ")"),
         ("__init__.py", "__all__"):
             _names([f'"{r.name}"' for r in af_rows], "__all__ += [", "]"),

@@ -6,7 +6,7 @@ cotangent of each input built from registered ops. Everything specific to an op 
 rule beside its definition in aneforge/ops/; this module only walks, sums broadcast axes (in ONE
 place, `sum_to`) and accumulates.
 
-ANE-safe by construction: zeros come from `x - x`, never from a multiply by zero after a reduce
+ANE-safe by construction: zeros come from `x - x` (`ops._grad.zeros`), never from a multiply by zero after a reduce
 (ANEForge `docs/developer/autograd.md`: a reduce_sum/reduce_mean output times exactly 0 fails
 ANECCompile), and backward ops are recorded into the same trace, so a
 training step (forward, backward, update) is one program.
@@ -23,7 +23,9 @@ from .context import CTX
 from .errors import AneforgeError
 from .ir.dag import topological
 from .ops import REGISTRY
-from .tensor import Tensor, const
+from .ops._grad import zeros
+from .tensor.base import TensorBase
+from .tensor.reduce import reduce
 from .trace import SEQ
 
 
@@ -81,31 +83,15 @@ def is_grad_enabled() -> bool:
     return CTX.thread.grad_enabled
 
 
-# ---- ANE-safe helpers used by the rules ----------------------------------------------
-def zeros_like(x: Tensor) -> Tensor:
-    """Zeros shaped like x, built as x - x (never mul(x, 0): mul(reduce, 0) fails ANECCompile)."""
-    return x - x
-
-
-def full_like(x: Tensor, value: float) -> Tensor:
-    return (x - x) + value
-
-
-def wide_sum(x: Tensor) -> Tensor:
-    """Sum of all elements through the matmul accumulator (wide), not reduce_sum (fp16)."""
-    from .reductions import reduce
-    return reduce(x)
-
-
-def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
+# ---- broadcasting undone --------------------------------------------------------------
+def sum_to(g: "Tensor", shape: tuple[int, ...]) -> "Tensor":
     """Sum a broadcast cotangent back to `shape` (the one place broadcasting is undone).
 
-    Long float16 sums run through the matmul accumulator (aneforge.reductions): the engine's
+    Long float16 sums run through the matmul accumulator (aneforge.tensor.reduce): the engine's
     reduce_sum accumulates in fp16 (sbryngelson/ane-guide, numerics chapter).
     """
     if g.shape == shape:
         return g
-    from .reductions import reduce
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape)
                                       if n == 1 and g.shape[i + lead] != 1)
@@ -120,27 +106,28 @@ def _topo(roots) -> list:
                        lambda n: [src for src, _ in reversed(list(n.refs())) if src.requires_grad])
 
 
-def _inputs(node) -> dict:
-    return {k: ([Tensor(n, i) for n, i in v] if isinstance(v, list) else Tensor(v[0], v[1]))
+def _inputs(node, at) -> dict:
+    return {k: ([at(n, i) for n, i in v] if isinstance(v, list) else at(v[0], v[1]))
             for k, v in node.srcs.items()}
 
 
-def _accumulate(grads: dict, ref, g: Tensor) -> None:
+def _accumulate(grads: dict, ref, g: "Tensor") -> None:
     key = (id(ref[0]), ref[1])
     grads[key] = (ref, g if key not in grads else grads[key][1] + g)
 
 
-def _vjp(node, cotangents: list) -> dict:
+def _vjp(node, cotangents: list, at) -> dict:
+    """The rule's cotangents of `node`'s inputs; `at(node, i)` is a handle on a value."""
     rule = REGISTRY[node.op].vjp
     if rule is None:
         raise NotImplementedError(f"no gradient rule (vjp) for op {node.op!r}")
-    outs = [Tensor(node, i) for i in range(len(node.types))]
-    gs = [g if g is not None else zeros_like(o) for g, o in zip(cotangents, outs)]
+    outs = [at(node, i) for i in range(len(node.types))]
+    gs = [g if g is not None else zeros(o) for g, o in zip(cotangents, outs)]
     single = len(outs) == 1
-    return rule(gs[0] if single else gs, _inputs(node), node.attrs, outs[0] if single else outs)
+    return rule(gs[0] if single else gs, _inputs(node, at), node.attrs, outs[0] if single else outs)
 
 
-def _backprop(roots: Sequence[Tensor], seeds: Sequence[Tensor], retain_graph: bool) -> dict:
+def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool) -> dict:
     """Cotangents of every requires-grad value reachable from `roots`, keyed by (id(node), i).
 
     As in torch, a graph is differentiated once unless `retain_graph`: a second walk through an
@@ -167,7 +154,7 @@ def _backprop(roots: Sequence[Tensor], seeds: Sequence[Tensor], retain_graph: bo
             if all(c is None for c in cot):
                 continue
             start = next(SEQ)
-            cotangents = _vjp(node, cot)
+            cotangents = _vjp(node, cot, roots[0]._at)
             if check:
                 _check_versions(node, cotangents, start)
             for name, g in cotangents.items():
@@ -231,21 +218,20 @@ def _send(grads, refs, g) -> None:
         _accumulate(grads, refs, sum_to(g, shape).to(refs[0].types[refs[1]].dtype))
 
 
-def _seed(t: Tensor, gradient) -> Tensor:
+def _seed(t: "Tensor", gradient) -> "Tensor":
     if gradient is None:
         if t.numel() != 1:
             raise AneforgeError(f"backward() on a tensor of shape {t.shape} needs a `gradient` "
                                 f"argument (grad can be implicitly created only for scalars)")
-        return const(np.ones(t.shape), t.dtype)
-    if not isinstance(gradient, Tensor):
-        from .creation import tensor
-        gradient = tensor(gradient)
+        return t._const(np.ones(t.shape), t.dtype)
+    if not isinstance(gradient, TensorBase):
+        gradient = t._as_tensor(gradient)
     if gradient.shape != t.shape:
         raise AneforgeError(f"gradient has shape {gradient.shape}, expected {t.shape}")
     return gradient.to(t.dtype)
 
 
-def backward(tensor: Tensor, gradient=None, retain_graph: bool | None = None) -> None:
+def backward(tensor: "Tensor", gradient=None, retain_graph: bool | None = None) -> None:
     """Accumulate d(tensor)/d(leaf) into `.grad` of every leaf that requires grad."""
     if not tensor.requires_grad:
         raise AneforgeError("element 0 of tensors does not require grad: nothing to "
@@ -287,7 +273,7 @@ class BackwardRecord:
     """
     __slots__ = ("root", "leaves")
 
-    def __init__(self, root: Tensor, leaves: list):
+    def __init__(self, root: "Tensor", leaves: list):
         self.root = root                                  # strong: it is the graph the grads hold anyway
         self.leaves = {id(n): weakref.ref(n) for n in leaves}
 
@@ -325,10 +311,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
     >>> gx.tolist()
     [2.0, 4.0, 6.0]
     """
-    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
-    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    outputs = [outputs] if isinstance(outputs, TensorBase) else list(outputs)
+    inputs = [inputs] if isinstance(inputs, TensorBase) else list(inputs)
     seeds = grad_outputs if grad_outputs is not None else [None] * len(outputs)
-    seeds = [seeds] if isinstance(seeds, Tensor) else seeds
+    seeds = [seeds] if isinstance(seeds, TensorBase) else seeds
     grads = _backprop(outputs, [_seed(o, s) for o, s in zip(outputs, seeds)], bool(retain_graph))
     result = []
     for x in inputs:

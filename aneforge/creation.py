@@ -9,7 +9,9 @@ import numpy as np
 from . import dtypes, kernels
 from .context import CTX
 from .ir.types import TensorType
-from .tensor import Tensor, _sizes
+from .tensor import Tensor
+from .tensor.args import _sizes
+from .tensor.core import _leaf, _stored, tensor
 from .trace import leaf
 
 def manual_seed(seed: int) -> None:
@@ -21,69 +23,9 @@ def generator() -> np.random.Generator:
     return CTX.rng
 
 
-def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
-    """A tensor holding a copy of `data` (nested lists, numbers, numpy arrays, torch tensors).
-
-    Floating data becomes float16, the ANE's type (values are rounded to fp16 now); integers
-    become int32 and booleans bool.
-
-    >>> import aneforge as af
-    >>> af.tensor([[1.0, 2.0], [3.0, 4.0]]).dtype
-    aneforge.float16
-    """
-    source = data
-    arr = _host_array(data)
-    _check_int_range(arr)
-    dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.from_numpy(arr.dtype)
-    return _leaf(arr, dt, requires_grad, source=source,
-                 remake=lambda new: _stored(_host_array(new), dt))
-
-
-def _check_int_range(arr: np.ndarray) -> None:
-    """Integer data becomes int32 (the widest integer a program holds): refuse values it would
-    wrap, where torch keeps int64."""
-    if arr.dtype.kind in "iu" and arr.dtype.itemsize > 4 and arr.size:
-        lo, hi = int(arr.min()), int(arr.max())
-        if lo < -2 ** 31 or hi >= 2 ** 31:
-            raise OverflowError(f"integer data in [{lo}, {hi}] does not fit int32, aneforge's "
-                                f"widest integer; scale it, or pass it as floating point")
-
-
-def _host_array(data) -> np.ndarray:
-    if isinstance(data, Tensor):
-        data = data.numpy()
-    if hasattr(data, "detach") and hasattr(data, "cpu"):      # a torch tensor, without importing torch
-        data = data.detach().cpu().numpy()
-    return np.asarray(data)            # `_stored` copies
-
-
 def from_numpy(array: np.ndarray) -> Tensor:
     """A tensor from a numpy array (copied: the program reads it as an input)."""
     return tensor(np.asarray(array))
-
-
-def _leaf(arr: np.ndarray, dt, requires_grad: bool = False, source=None, remake=None) -> Tensor:
-    """A new leaf holding `arr` stored as `dt`. Inside af.compile's capture it is reported with
-    how to make it again: from a new argument (`source` is the host object it came from,
-    `remake(new_object)` converts one), by a new draw (`remake()` alone), or as a constant."""
-    arr = _stored(arr, dt)
-    from .limits import check_shape
-    check_shape("tensor", arr.shape)
-    t = Tensor(leaf(arr, TensorType(arr.shape, dt), requires_grad))
-    capture = CTX.thread.capture
-    if capture is not None:
-        capture.created_leaf(t.ref[0], source, remake)
-    return t
-
-
-def _stored(arr: np.ndarray, dt) -> np.ndarray:
-    """A new array (never `arr` itself: a tensor holds a copy) of `arr`'s values stored as
-    `dt`: floating values rounded to fp16 at the boundary, by the compiled cast from float32
-    (numpy's takes ~3 ns an element: 12 us for a 64 x 64 batch, every step)."""
-    if dt.is_float:
-        half = kernels.astype(arr, np.float16)
-        return half.astype(dt.np, copy=half is arr)
-    return arr.astype(dt.np)
 
 
 def host_random(draw, dtype) -> Tensor:

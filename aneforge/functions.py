@@ -7,88 +7,14 @@ as torch.X, forwarding to the method, and __all__.
 """
 from __future__ import annotations
 
-import builtins
 import math
-import numbers
-from typing import Sequence
-
-import numpy as np
-
-from . import dtypes
-from .errors import AneforgeError, ShapeError
-from .tensor import Tensor, const, norm_dim, operands, record_op
 
 
-def _as_tensors(tensors: Sequence) -> list[Tensor]:
-    tensors = list(tensors)
-    if not tensors:
-        raise AneforgeError("expected a non-empty sequence of tensors")
-    dt = tensors[0].dtype
-    for t in tensors[1:]:
-        dt = dtypes.promote(dt, t.dtype)
-    return [t.to(dt) for t in tensors]
-
-
-def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    """Concatenate along `dim` (MIL concat).
-
-    >>> import aneforge as af
-    >>> af.cat([af.ones(2, 1), af.zeros(2, 2)], dim=1).shape
-    (2, 3)
-    """
-    tensors = _as_tensors(tensors)
-    dim = norm_dim(dim, tensors[0].ndim, "cat")
-    if len(tensors) == 1:
-        return tensors[0]
-    return record_op("concat", {"values": tuple(tensors)}, {"axis": dim})
-
-
-concat = concatenate = cat
-
-
-def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    """Join along a new axis `dim` (expand_dims each, then concat)."""
-    tensors = _as_tensors(tensors)
-    dim = norm_dim(dim, tensors[0].ndim + 1, "stack")
-    return cat([t.unsqueeze(dim) for t in tensors], dim=dim)
-
-
-def where(condition: Tensor, input, other) -> Tensor:
-    """Elementwise `input` where `condition` is true, else `other` (MIL select).
-
-    >>> import aneforge as af
-    >>> x = af.tensor([-1.0, 2.0])
-    >>> af.where(x > 0, x, 0.0).tolist()
-    [0.0, 2.0]
-    """
-    if condition.dtype != dtypes.bool_:
-        raise AneforgeError(f"where: condition must be a bool tensor, got {condition.dtype}; "
-                            f"compare first, e.g. x > 0")
-    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
-        dt = _scalars_dtype(input, other)
-        a, b = const(input, dt), const(other, dt)
-    elif not isinstance(input, Tensor):
-        b, a = operands(other, input)
-    else:
-        a, b = operands(input, other)
-    try:
-        shape = np.broadcast_shapes(condition.shape, a.shape, b.shape)
-    except ValueError:
-        raise ShapeError(f"where: shapes do not broadcast: condition {condition.shape}, input "
-                         f"{a.shape}, other {b.shape} (aligned from the right, each axis equal "
-                         f"or 1)") from None
-    if np.broadcast_shapes(a.shape, b.shape) != shape:
-        a = a.expand(shape)                 # Core ML types select as broadcast(a, b) alone
-    return record_op("select", {"cond": condition, "a": a, "b": b}, {})
-
-
-def _scalars_dtype(*values) -> dtypes.DType:
-    """torch's dtype for Python numbers alone: bool, else int (int32 here), else float16."""
-    if builtins.all(isinstance(v, bool) for v in values):       # af.all is defined below
-        return dtypes.bool_
-    if builtins.all(isinstance(v, numbers.Integral) for v in values):
-        return dtypes.int32
-    return dtypes.float16
+from .errors import AneforgeError
+from .tensor import Tensor
+from .tensor.elementwise import where
+from .tensor.movement import cat, concat, concatenate, stack
+from .tensor.reduce import var_mean as _var_mean
 
 
 def meshgrid(*tensors, indexing: str = "ij") -> tuple[Tensor, ...]:
@@ -184,13 +110,12 @@ def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
     >>> v.item(), m.item()
     (1.666..., 2.5)
     """
-    from . import reductions
     if isinstance(dim, bool):                     # var_mean(x, unbiased)
         dim, unbiased = None, dim
     if unbiased is not None and correction is not None:
         raise AneforgeError("var_mean: pass either unbiased or correction, not both")
     c = int(unbiased) if unbiased is not None else 1 if correction is None else correction
-    return reductions.var_mean(input._floating(), dim, keepdim, c)
+    return _var_mean(input._floating(), dim, keepdim, c)
 
 
 def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
@@ -204,72 +129,6 @@ def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
     """
     v, m = var_mean(input, dim, unbiased, keepdim, correction=correction)
     return v.sqrt(), m
-
-
-# ---- torch's top-level spellings of nn.functional names, where torch's signature differs ----
-def embedding(weight: Tensor, indices: Tensor) -> Tensor:
-    """torch.embedding(weight, indices): rows of `weight` picked by `indices`; the arguments
-    are F.embedding(input, weight)'s, swapped.
-
-    >>> import aneforge as af
-    >>> af.embedding(af.tensor([[1.0, 2.0], [3.0, 4.0]]), af.tensor([1, 0])).tolist()
-    [[3.0, 4.0], [1.0, 2.0]]
-    """
-    from .nn.functional import embedding as _embedding
-    return _embedding(indices, weight)
-
-
-def dropout(input: Tensor, p: float, train: bool) -> Tensor:
-    """torch.dropout(input, p, train): F.dropout(input, p, training=train).
-
-    >>> import aneforge as af
-    >>> af.dropout(af.ones(3), 0.5, False).tolist()
-    [1.0, 1.0, 1.0]
-    """
-    from .nn.functional import dropout as _dropout
-    return _dropout(input, p, train)
-
-
-_REDUCTIONS = ("none", "mean", "sum")       # torch's top-level reduction codes 0, 1, 2
-
-
-def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None, pos_weight=None,
-                                     reduction: int = 1) -> Tensor:
-    """torch.binary_cross_entropy_with_logits: F.binary_cross_entropy_with_logits with torch's
-    top-level integer `reduction` (0 none, 1 mean, 2 sum).
-
-    >>> import aneforge as af
-    >>> af.binary_cross_entropy_with_logits(af.zeros(2), af.ones(2), reduction=2).item()
-    1.38...
-    """
-    if weight is not None or pos_weight is not None:
-        raise AneforgeError("binary_cross_entropy_with_logits: weight and pos_weight are not "
-                            "supported; multiply the unreduced loss (reduction=0) instead")
-    from .nn.functional import binary_cross_entropy_with_logits as _bce
-    return _bce(input, target, _REDUCTIONS[reduction])
-
-
-def kl_div(input: Tensor, target: Tensor, reduction: int = 1, log_target: bool = False) -> Tensor:
-    """torch.kl_div: F.kl_div with torch's top-level integer `reduction` (0 none, 1 mean, 2 sum).
-
-    >>> import aneforge as af
-    >>> af.kl_div(af.zeros(2), af.ones(2), reduction=2).item()
-    0.0
-    """
-    from .nn.functional import kl_div as _kl_div
-    return _kl_div(input, target, reduction=_REDUCTIONS[reduction], log_target=log_target)
-
-
-def batch_norm(input: Tensor, weight, bias, running_mean, running_var, training: bool,
-               momentum: float, eps: float, cudnn_enabled: bool = True) -> Tensor:
-    """torch.batch_norm: F.batch_norm with torch's top-level argument order.
-
-    >>> import aneforge as af
-    >>> af.batch_norm(af.tensor([[1.0], [3.0]]), None, None, None, None, True, 0.1, 1e-5).tolist()
-    [[-1.0], [1.0]]
-    """
-    from .nn.functional import batch_norm as _batch_norm
-    return _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
 
 
 # ---- af.X of the Tensor methods ---------------------------------------------------------------
@@ -988,14 +847,13 @@ def zero_(input: Tensor) -> Tensor:
 # ---- generated by `python -m aneforge._api` from its TABLE, do not edit: __all__ ----
 __all__ = [
     "abs", "add", "addcdiv", "addcmul", "addmm", "all", "allclose", "amax", "amin", "any", "argmax",
-    "argmin", "argsort", "batch_norm", "binary_cross_entropy_with_logits", "bmm", "cat", "ceil",
-    "chunk", "clamp", "clamp_", "clamp_max", "clamp_min", "clip", "clone", "concat", "concatenate",
-    "copysign", "cos", "count_nonzero", "cummax", "cummin", "cumprod", "cumsum", "detach", "diag",
-    "diagonal", "div", "dropout", "einsum", "embedding", "eq", "erf", "exp", "expm1", "fill_",
-    "flatten", "flip", "floor", "floor_divide", "fmod", "gather", "ge", "gt", "index_select",
-    "kl_div", "isclose", "le", "lerp", "log", "log1p", "log_softmax", "logcumsumexp", "logical_not",
-    "logsumexp", "lt", "masked_fill", "matmul", "max", "maximum", "mean", "meshgrid", "min",
-    "minimum", "movedim", "mul", "multiply", "nan_to_num", "narrow", "ne", "neg", "negative",
+    "argmin", "argsort", "bmm", "cat", "ceil", "chunk", "clamp", "clamp_", "clamp_max", "clamp_min",
+    "clip", "clone", "concat", "concatenate", "copysign", "cos", "count_nonzero", "cummax",
+    "cummin", "cumprod", "cumsum", "detach", "diag", "diagonal", "div", "einsum", "eq", "erf",
+    "exp", "expm1", "fill_", "flatten", "flip", "floor", "floor_divide", "fmod", "gather", "ge",
+    "gt", "index_select", "isclose", "le", "lerp", "log", "log1p", "log_softmax", "logcumsumexp",
+    "logical_not", "logsumexp", "lt", "masked_fill", "matmul", "max", "maximum", "mean", "meshgrid",
+    "min", "minimum", "movedim", "mul", "multiply", "nan_to_num", "narrow", "ne", "neg", "negative",
     "norm", "numel", "outer", "permute", "pow", "prod", "reciprocal", "relu", "remainder",
     "reshape", "roll", "rsqrt", "scatter", "scatter_add", "scatter_reduce", "select", "sigmoid",
     "sign", "sin", "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std",

@@ -9,7 +9,7 @@ pre-A16 engines a width-offset slice saturates |v| > 4094 (ANEForge `docs/numeri
 from __future__ import annotations
 
 from ..errors import ShapeError
-from ..functions import cat, stack
+from ..tensor.movement import cat, stack
 
 
 def _pair(v) -> tuple[int, int]:

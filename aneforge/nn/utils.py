@@ -1,7 +1,8 @@
 """torch.nn.utils: gradient clipping."""
 from __future__ import annotations
 
-from ..autograd import no_grad, wide_sum
+from ..autograd import no_grad
+from ..tensor.reduce import reduce
 from ..tensor import Tensor
 
 
@@ -10,7 +11,7 @@ def _norm(g: Tensor) -> Tensor:
     fp16 gradients passes 65504 quickly)."""
     peak = g.abs().amax().maximum(2.0 ** -24)
     s = g / peak
-    return wide_sum(s * s).sqrt() * peak
+    return reduce(s * s).sqrt() * peak
 
 
 @no_grad()

@@ -27,8 +27,19 @@ def where(cond, a, b):
 
 
 def zeros(x):
-    """Zeros like x as x - x: never mul(..., 0), which fails ANECCompile after a reduce."""
+    """Zeros of x's shape and dtype (false for bool), built from x: the one way aneforge makes
+    zeros inside a program. x - x, never mul(x, 0): mul(reduce(...), 0) fails ANECCompile
+    (a measured compiler rejection; `runtime/walls.py` refuses it in the simulator too)."""
+    if x.dtype.name == "bool":
+        return x & False
     return x - x
+
+
+def zero_link(x):
+    """Zeros that carry a zero gradient back to x (torch's gradient of a value that does not
+    depend on x): zeros of x clipped to the finite range (inf - inf would be NaN)."""
+    big = float(np.finfo(x.dtype.np).max)
+    return zeros(x.clamp(-big, big))
 
 
 def expand_reduced(g, x, axes, keep_dims):

@@ -6,13 +6,17 @@ import numbers
 
 import numpy as np
 
-from .errors import AneforgeError, LimitError, ShapeError
+from .. import dtypes
+from ..errors import AneforgeError, DTypeError, LimitError, ShapeError
+from ..ops._grad import zeros
+from .args import norm_dim
+from .base import TensorBase
+from .elementwise import where
 
 
 def _is_mask(i) -> bool:
     """A bool index entry (tensor, list or array)."""
-    from .tensor import Tensor
-    if isinstance(i, Tensor):
+    if isinstance(i, TensorBase):
         return i.dtype.name == "bool"
     return isinstance(i, (list, tuple, np.ndarray)) and np.asarray(i).dtype == bool
 
@@ -54,8 +58,7 @@ def _entry(i):
 
 
 def _is_advanced(i) -> bool:
-    from .tensor import Tensor
-    return isinstance(i, (Tensor, list, tuple, np.ndarray))
+    return isinstance(i, (TensorBase, list, tuple, np.ndarray))
 
 
 def host_values(t):
@@ -65,12 +68,10 @@ def host_values(t):
     return None if node.data is None else np.asarray(node.data[k])
 
 
-def _as_index(i, n: int, axis: int):
+def _as_index(x, i, n: int, axis: int):
     """An advanced index entry as an integer Tensor in [0, n), checked where its values are
     known on the host (lists, arrays, af.tensor data), as torch checks them."""
-    from .creation import tensor
-    from .tensor import Tensor
-    values = host_values(i) if isinstance(i, Tensor) else np.asarray(i)
+    values = host_values(i) if isinstance(i, TensorBase) else np.asarray(i)
     if values is not None:
         if values.dtype == bool:
             raise AneforgeError("a bool index must be the only advanced index")   # handled earlier
@@ -80,10 +81,9 @@ def _as_index(i, n: int, axis: int):
         if bad.size:
             raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {axis} "
                              f"with size {n}")
-        return tensor(np.where(values < 0, values + n, values).astype(np.int32))
+        return x._as_tensor(np.where(values < 0, values + n, values).astype(np.int32))
     if i.dtype.is_float or i.dtype.name == "bool":
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-    from .functions import where
     return where(i < 0, i + n, i)           # wrap negatives; no host read of computed indices
 
 
@@ -91,18 +91,16 @@ def _advanced(x, index: tuple):
     """x[..., idx, ...] with one integer tensor/list `idx` (torch: the indexed axis is replaced
     by idx's shape), or x[mask] with a bool mask (its true positions, read on the host: the
     result's shape depends on them). Built from index_select, a one-hot select and sum."""
-    from .creation import tensor
-    from .tensor import Tensor
-    where = [k for k, i in enumerate(index) if _is_advanced(i)]
-    if len(where) > 1:
+    advanced = [k for k, i in enumerate(index) if _is_advanced(i)]
+    if len(advanced) > 1:
         raise AneforgeError("only one tensor/list index per indexing expression is supported; "
                             "index one axis at a time, or use gather / index_select")
-    k = where[0]
+    k = advanced[0]
     entry = index[k]
     rest = index[:k] + (slice(None),) + index[k + 1:]
     axis = sum(1 for i in index[:k] if i is not None and i is not Ellipsis)
     if _is_mask(entry):
-        mask = np.asarray(entry) if not isinstance(entry, Tensor) else host_values(entry)
+        mask = np.asarray(entry) if not isinstance(entry, TensorBase) else host_values(entry)
         if mask is None:
             mask = entry.numpy()            # the result's shape depends on it: a host read
         span = x.shape[axis:axis + mask.ndim]
@@ -113,9 +111,9 @@ def _advanced(x, index: tuple):
         picked = np.flatnonzero(mask)
         if picked.size == 0:
             raise LimitError("the mask selects nothing; the ANE has no empty tensors")
-        idx, shape = tensor(picked.astype(np.int32)), (picked.size,)
+        idx, shape = x._as_tensor(picked.astype(np.int32)), (picked.size,)
     else:
-        idx = _as_index(entry, x.shape[axis], axis)
+        idx = _as_index(x, entry, x.shape[axis], axis)
         shape = idx.shape
     out = getitem(x.index_select(axis, idx.reshape(-1)), rest)
     pos = sum(1 for i in index[:k] if i is None or isinstance(i, slice))
@@ -123,9 +121,8 @@ def _advanced(x, index: tuple):
 
 
 def _slice(x, begin, end, stride, squeeze):
-    from .tensor import record_op
     unmasked = (False,) * len(begin)
-    return record_op("slice_by_index", {"x": x}, {
+    return x._record("slice_by_index", {"x": x}, {
         "begin": tuple(begin), "end": tuple(end), "stride": tuple(stride),
         "begin_mask": unmasked, "end_mask": unmasked, "squeeze_mask": tuple(squeeze)})
 
@@ -141,7 +138,6 @@ def narrow(x, axis: int, start: int, stop: int):
 
 
 def getitem(x, index):
-    from .tensor import record_op
     index = index if isinstance(index, tuple) else (index,)
     if any(_is_advanced(i) for i in index):
         return _advanced(x, _expand_ellipsis(tuple(i if _is_advanced(i) else _entry(i)
@@ -173,5 +169,141 @@ def getitem(x, index):
     if any(squeeze) or any((b, e, s) != (0, n, 1) for b, e, s, n in zip(begin, end, stride, x.shape)):
         x = _slice(x, begin, end, stride, squeeze)
     if new_axes:
-        x = record_op("expand_dims", {"x": x}, {"axes": tuple(new_axes)})
+        x = x._record("expand_dims", {"x": x}, {"axes": tuple(new_axes)})
     return x
+
+
+class IndexingMixin(TensorBase):
+    """x[...], gather, index_select, scatter: one-hot selects and sums."""
+    __slots__ = ()
+
+    def _onehot_along(self, dim: int, index: "Tensor"):
+        """self and index with `dim` moved last, and the mask [..., k, n]: index == j."""
+        if index.dtype.is_float or index.dtype == dtypes.bool_:
+            raise DTypeError(f"index must be an integer tensor, got {index.dtype}")
+        if index.ndim != self.ndim:
+            raise ShapeError(f"index needs as many dims as the tensor ({self.ndim}), got shape "
+                             f"{index.shape}")
+        d = dim % self.ndim
+        x, idx = self.movedim(d, -1), index.movedim(d, -1)
+        mask = idx.unsqueeze(-1) == self._const(np.arange(x.shape[-1]), idx.dtype)
+        return d, x, idx, mask
+
+    def gather(self, dim: int, index: "Tensor") -> "Tensor":
+        """out[i][j] = self[i][index[i][j]] along `dim`: a one-hot select and sum over the
+        axis (exact; no dynamic gather on the ANE).
+
+        >>> import aneforge as af
+        >>> af.gather(af.tensor([[1, 2], [3, 4]]), 1, af.tensor([[1, 1], [0, 1]])).tolist()
+        [[2, 2], [3, 4]]
+        """
+        d, x, idx, mask = self._onehot_along(dim, index)
+        x = x[tuple(slice(0, k) for k in idx.shape[:-1])]             # index may be smaller
+        x = x.int() if x.dtype == dtypes.bool_ else x
+        picked = where(mask, x.unsqueeze(-2), zeros(x.unsqueeze(-2))).sum(-1)
+        picked = picked.to(self.dtype) if self.dtype == dtypes.bool_ else picked
+        return picked.movedim(-1, d)
+
+    def index_select(self, dim: int, index) -> "Tensor":
+        """The entries at `index` (a 1-D integer tensor or list) along `dim`: a one-hot select
+        and sum (exact; the ANE has no dynamic gather). Indices known on the host are checked.
+
+        >>> import aneforge as af
+        >>> af.tensor([[1, 2], [3, 4], [5, 6]]).index_select(0, af.tensor([2, 0])).tolist()
+        [[5, 6], [1, 2]]
+        """
+        if not isinstance(index, TensorBase):
+            index = self._as_tensor(np.asarray(index, dtype=np.int32))
+        if index.ndim > 1:
+            raise IndexError("index_select(): Index is supposed to be a vector")
+        d = norm_dim(dim, self.ndim, "index_select")
+        n = self.shape[d] if self.ndim else 1
+        known = host_values(index)
+        if known is not None and known.size and (known.min() < 0 or known.max() >= n):
+            raise IndexError(f"index_select(): index {int(known[(known < 0) | (known >= n)][0])} "
+                             f"is out of range for dimension {d} of size {n}")
+        if self.ndim == 0:
+            if index.numel() != 1:
+                raise IndexError(f"index_select(): Index to scalar can have only 1 value, got "
+                                 f"{index.numel()} value(s)")
+            return self
+        k = index.reshape(-1).shape[0]
+        view = tuple(k if a == d else 1 for a in range(self.ndim))
+        shape = tuple(k if a == d else s for a, s in enumerate(self.shape))
+        return self.gather(d, index.reshape(view).expand(shape))
+
+    def _scattered(self, dim: int, index: "Tensor", src):
+        d, x, idx, mask = self._onehot_along(dim, index)
+        if idx.shape[:-1] != x.shape[:-1]:
+            raise ShapeError(f"scatter: index {index.shape} must match the tensor {self.shape} "
+                             f"on every axis but dim {dim}; pad the index or slice the tensor")
+        if isinstance(src, TensorBase):
+            src = src.to(self.dtype).movedim(d, -1)[tuple(slice(0, k) for k in idx.shape)]
+        else:
+            src = self._const(src, self.dtype).expand(idx.shape)
+        return d, x, mask, src.unsqueeze(-1)                          # src: [..., k, 1]
+
+    def scatter(self, dim: int, index: "Tensor", src=None, value=None, reduce=None) -> "Tensor":
+        """A copy with self[index[i][j]][j] = src[i][j] along `dim` (`src` a tensor or a
+        number, or `value=`): one-hot selects and a sum over the index axis. Duplicate indices
+        add up (torch leaves them undefined).
+
+        >>> import aneforge as af
+        >>> af.zeros(4).scatter(0, af.tensor([1, 3]), af.tensor([5.0, 6.0])).tolist()
+        [0.0, 5.0, 0.0, 6.0]
+        """
+        if reduce is not None:
+            return self.scatter_reduce(dim, index, src if src is not None else value,
+                                       {"add": "sum", "multiply": "prod"}[reduce])
+        d, x, mask, src = self._scattered(dim, index, src if src is not None else value)
+        hit = mask.any(-2)
+        vals = where(mask, src, zeros(src)).sum(-2).to(self.dtype)
+        return where(hit, vals, x).movedim(-1, d)
+
+    def scatter_add(self, dim: int, index: "Tensor", src: "Tensor") -> "Tensor":
+        """self with src added at index along `dim` (duplicates accumulate).
+
+        >>> import aneforge as af
+        >>> af.zeros(3).scatter_add(0, af.tensor([1, 1]), af.tensor([1.0, 2.0])).tolist()
+        [0.0, 3.0, 0.0]
+        """
+        return self.scatter_reduce(dim, index, src, "sum")
+
+    def scatter_reduce(self, dim: int, index: "Tensor", src: "Tensor", reduce: str,
+                       include_self: bool = True) -> "Tensor":
+        """Reduce src into self at index along `dim`: reduce 'sum', 'prod', 'mean', 'amax' or
+        'amin', with or without self's own values (include_self), as torch.
+
+        >>> import aneforge as af
+        >>> x, i = af.zeros(3), af.tensor([0, 0, 2])
+        >>> x.scatter_reduce(0, i, af.tensor([1.0, 4.0, 2.0]), "amax").tolist()
+        [4.0, 0.0, 2.0]
+        """
+        d, x, mask, src = self._scattered(dim, index, src)
+        hit = mask.any(-2)
+        if reduce in ("sum", "mean"):
+            got = where(mask, src, zeros(src)).sum(-2).to(self.dtype)
+            if reduce == "mean":
+                count = mask.sum(-2).to(dtypes.float32) + float(include_self)
+                got = (((x + got) if include_self else got) / count.maximum(1.0)).to(self.dtype)
+                return where(hit, got, x).movedim(-1, d)
+            own = x if include_self else zeros(x)
+            return where(hit, own + got, x).movedim(-1, d)
+        if reduce == "prod":
+            got = where(mask, src, src - src + 1).prod(-2)
+            return where(hit, x * got if include_self else got, x).movedim(-1, d)
+        if reduce in ("amax", "amin"):
+            # masked-out entries take the extreme of the other side: they never win over a hit
+            fill = {"amax": src.amin, "amin": src.amax}[reduce](-2, keepdim=True)
+            got = getattr(where(mask, src, fill), reduce)(-2)
+            got = (x.maximum(got) if reduce == "amax" else x.minimum(got)) if include_self else got
+            return where(hit, got, x).movedim(-1, d)
+        raise ValueError(f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or "
+                         f"'amin', got {reduce!r}")
+
+    def __getitem__(self, index) -> "Tensor":
+        return getitem(self, index)
+
+    def __setitem__(self, index, value):
+        raise AneforgeError("in-place assignment is not supported: programs are static SSA. "
+                            "Build the new value with af.where(mask, value, x) or af.cat.")

@@ -37,18 +37,22 @@ above read inf, and on M1 |r| < 2**-14 is flushed to zero; ane-guide datapath ch
 from __future__ import annotations
 
 import functools
+import warnings
 import math
 
 import numpy as np
 
-from . import dtypes, limits
-from .tensor import Tensor, const, norm_dim, record_op
+from .. import dtypes, limits
+from ..ops._grad import zeros
+from .args import _dim_or_axis, _need_float, minmax, norm_dim
+from .base import TensorBase
+from .movement import cat
 
 NARROW_MAX = 16                       # longest float16 reduction left on the engine's reduce_sum
 CAP = limits.MAX_CONTRACTION          # a matmul contraction every ANE family accepts
 
 
-def axes_of(x: Tensor, dim, op: str = "sum") -> tuple[int, ...]:
+def axes_of(x, dim, op: str = "sum") -> tuple[int, ...]:
     """torch's `dim` (None, an int, or a sequence) as sorted, non-negative axes."""
     if dim is None or (isinstance(dim, (tuple, list)) and not dim):
         return tuple(range(x.ndim))
@@ -56,16 +60,16 @@ def axes_of(x: Tensor, dim, op: str = "sum") -> tuple[int, ...]:
     return tuple(sorted({norm_dim(d, x.ndim, op) for d in dims}))
 
 
-def length(x: Tensor, axes: tuple[int, ...]) -> int:
+def length(x, axes: tuple[int, ...]) -> int:
     return math.prod([x.shape[a] for a in axes])
 
 
-def is_wide(x: Tensor, axes: tuple[int, ...]) -> bool:
+def is_wide(x, axes: tuple[int, ...]) -> bool:
     """Whether a sum of x over axes takes the matmul route."""
     return x.dtype == dtypes.float16 and length(x, axes) > NARROW_MAX and x.numel() > 0
 
 
-def reduce(x: Tensor, dim=None, keepdim: bool = False, divisor: float = 1.0) -> Tensor:
+def reduce(x, dim=None, keepdim: bool = False, divisor: float = 1.0):
     """sum(x over dim) / divisor, by the route the reduced length calls for."""
     axes = axes_of(x, dim)                      # checks dim, as torch does, also for a 0-d x
     if x.ndim == 0:
@@ -80,8 +84,8 @@ def reduce(x: Tensor, dim=None, keepdim: bool = False, divisor: float = 1.0) -> 
 def _narrow(x, axes, keepdim, divisor):
     attrs = {"axes": axes, "keep_dims": keepdim}
     if divisor == length(x, axes) and x.dtype.is_float:
-        return record_op("reduce_mean", {"x": x}, attrs)
-    s = record_op("reduce_sum", {"x": x}, attrs)
+        return x._record("reduce_mean", {"x": x}, attrs)
+    s = x._record("reduce_sum", {"x": x}, attrs)
     return s if divisor == 1 else s / float(divisor)
 
 
@@ -104,7 +108,7 @@ def _stages(k: int) -> tuple[int, ...] | None:
     return tuple(out) + (k,)
 
 
-def _plan(x: Tensor, axes) -> tuple | None:
+def _plan(x, axes) -> tuple | None:
     """(rows shape, stage lengths), or None when no legal matmul layout exists (a prime length
     above the cap, or too many kept axes to stage): those stay on reduce_sum."""
     k = length(x, axes)
@@ -117,11 +121,11 @@ def _plan(x: Tensor, axes) -> tuple | None:
     return rows, stages
 
 
-def _column(n: int, value: float, dtype, row: bool = False) -> Tensor:
-    return const(np.full((1, n) if row else (n, 1), value), dtype)
+def _column(x, n: int, value: float, row: bool = False):
+    return x._const(np.full((1, n) if row else (n, 1), value), x.dtype)
 
 
-def _wide(x: Tensor, axes, divisor, plan) -> Tensor:
+def _wide(x, axes, divisor, plan):
     rows, stages = plan
     k = length(x, axes)
     if divisor == 1:              # halved, then doubled (exact): sums up to 65504 pass the port
@@ -137,10 +141,10 @@ def _wide(x: Tensor, axes, divisor, plan) -> Tensor:
 
 def _one_stage(x, axes, rows, k, value):
     if axes == tuple(range(len(axes))) and len(rows) == 1:      # leading axes: row @ x
-        return _column(k, value, x.dtype, row=True) @ x.reshape(k, rows[0])
+        return _column(x, k, value, row=True) @ x.reshape(k, rows[0])
     kept = tuple(i for i in range(x.ndim) if i not in axes)
     flat = x.permute(kept + axes).reshape(rows + (k,))
-    return flat @ _column(k, value, x.dtype)
+    return flat @ _column(x, k, value)
 
 
 def _staged(x, axes, rows, stages, values):
@@ -150,34 +154,235 @@ def _staged(x, axes, rows, stages, values):
     y = x.permute(kept + axes).reshape(rows + (rest,))
     for n, value in zip(stages, values):
         rest //= n
-        y = (y.reshape(rows + (rest, n)) @ _column(n, value, x.dtype)).reshape(rows + (rest,))
+        y = (y.reshape(rows + (rest, n)) @ _column(x, n, value)).reshape(rows + (rest,))
     return y
 
 
 # ---- the torch-level reductions built on it -----------------------------------------------
-def sum(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    return reduce(x, dim, keepdim)
-
-
-def mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+def _mean(x, dim=None, keepdim: bool = False):
     return reduce(x, dim, keepdim, float(length(x, axes_of(x, dim, "mean"))) if x.ndim else 1.0)
 
 
-def var_mean(x: Tensor, dim=None, keepdim: bool = False, correction=1) -> tuple[Tensor, Tensor]:
+def var_mean(x, dim=None, keepdim: bool = False, correction=1) -> tuple:
     """Two passes: the mean, then the (wide) mean of squared deviations over K - correction.
     With K - correction <= 0 it warns and divides by zero, as torch does (torch: nan or inf;
     the engine, which never emits NaN, gives +0 for 0/0)."""
     axes = axes_of(x, dim, "var")
     dof = (length(x, axes) if x.ndim else 1) - correction
     if dof <= 0:
-        import warnings
         warnings.warn("var(): degrees of freedom is <= 0. Correction should be strictly less "
                       "than the reduction factor (input numel divided by output numel).",
                       RuntimeWarning, stacklevel=3)
     if x.ndim == 0:
-        return reduce(x - x, None, keepdim, float(dof)) if dof > 0 else (x - x) / 0.0, x
-    mu = mean(x, dim, keepdim=True)
+        return reduce(zeros(x), None, keepdim, float(dof)) if dof > 0 else zeros(x) / 0.0, x
+    mu = _mean(x, dim, keepdim=True)
     centered = x - mu
     v = reduce(centered * centered, dim, keepdim, float(dof)) if dof > 0 else \
         reduce(centered * centered, dim, keepdim) / 0.0
     return v, mu if keepdim else mu.reshape(_out_shape(x.shape, axes, False))
+
+
+class ReduceMixin(TensorBase):
+    """Reductions: sum, mean, var, max, argmax, prod, norm, softmax, ..."""
+    __slots__ = ()
+
+    def softmax(self, dim: int | None = None, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "softmax", required=True)
+        dim = norm_dim(dim, self.ndim, "softmax")
+        return _need_float(self, "softmax")._unary("softmax", axis=dim)
+
+    def var(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None, *,
+            axis=None) -> "Tensor":
+        """Variance with Bessel's correction by default (`correction`, or torch's older
+        `unbiased`), as torch. Two passes: the mean, then the mean of squared deviations over
+        N - correction, both through the engine's wide matmul accumulator when the reduced
+        length would make its fp16 reduce_sum lossy (aneforge.tensor.reduce). A variance whose
+        magnitude is below 2**-14 reads 0 on M1 (its matmul output port flushes; M5 keeps it).
+
+        >>> import aneforge as af
+        >>> af.tensor([1.0, 2.0, 3.0, 4.0]).var().item()
+        1.666...
+        """
+        dim = _dim_or_axis(dim, axis, "var")
+        correction = int(unbiased) if unbiased is not None else correction
+        axes_of(self, dim, "var")           # torch checks dim before dtype
+        return var_mean(_need_float(self, "var"), dim, keepdim, correction)[0]
+
+    def std(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None, *,
+            axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "std")
+        return self.var(dim, keepdim, correction, unbiased).sqrt()
+
+    def any(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "any")
+        return (self != 0).to(dtypes.float16).amax(dim, keepdim) > 0.5
+
+    def all(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "all")
+        return (self != 0).to(dtypes.float16).amin(dim, keepdim) > 0.5
+
+    def log_softmax(self, dim: int | None = None, *, axis=None) -> "Tensor":
+        """x - max - log(sum(exp(x - max))): stable, built from registered ops. The max is
+        detached: its exact gradient is zero, and through fp16 it is a cancellation
+        (-sum(g) + sum(g) * sum(softmax)) that lands on the argmax (torch's rule has no such term)."""
+        dim = _dim_or_axis(dim, axis, "log_softmax", required=True)
+        norm_dim(dim, self.ndim, "log_softmax")
+        x = _need_float(self, "log_softmax")
+        if x.ndim == 0:
+            return zeros(x)
+        shifted = (x - x.amax(dim, keepdim=True).detach()).movedim(dim, -1)
+        # The sum and its broadcast back are matmuls with ones: the forward sum, and the
+        # gradient's sum of the cotangent over the axis, run in the wide accumulator (a narrow
+        # fp16 sum of K cotangents is off by ~sqrt(K) ulps of the running sum).
+        k = x.shape[dim]
+        total = shifted.exp() @ self._const(np.ones((k, 1)), x.dtype)
+        lse = total.log() @ self._const(np.ones((1, k)), x.dtype)
+        return (shifted - lse).movedim(-1, dim)
+
+    def _reduce(self, op: str, dim, keepdim: bool) -> "Tensor":
+        axes = tuple(dim) if isinstance(dim, (tuple, list)) else () if dim is None else (dim,)
+        axes = tuple(norm_dim(a, self.ndim, op) for a in axes) or None   # none: every axis
+        if self.ndim == 0:
+            return self
+        return self._record(op, {"x": self}, {"axes": axes, "keep_dims": keepdim})
+
+    def sum(self, dim=None, keepdim: bool = False, dtype=None, *, axis=None) -> "Tensor":
+        """Sum over `dim` (every axis by default). A float16 sum of more than 16 elements runs
+        as a matmul with a column of 0.5 (then doubled): the engine's matmul accumulates wide,
+        its reduce_sum in fp16 (aneforge.tensor.reduce has the route and its thresholds). Sums up
+        to fp16's 65504 are right; beyond, inf as in torch's float16.
+
+        >>> import aneforge as af
+        >>> af.ones(4096).sum().item()
+        4096.0
+        """
+        dim = _dim_or_axis(dim, axis, "sum")
+        x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
+        return reduce(x, dim, keepdim)
+
+    def mean(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        """Mean over `dim` (every axis by default). A float16 mean of more than 16 elements is a
+        matmul with a column of 1/N (the wide accumulator, aneforge.tensor.reduce): right while
+        the mean is below 32768 (the port's inf); a mean below 2**-14 in magnitude reads 0 on M1.
+
+        >>> import aneforge as af
+        >>> (af.ones(4096) * 3).mean().item()
+        3.0
+        """
+        dim = _dim_or_axis(dim, axis, "mean")
+        axes_of(self, dim, "mean")          # torch checks dim before dtype
+        return _mean(_need_float(self, "mean"), dim, keepdim)
+
+    def amax(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "amax")
+        return self._reduce("reduce_max", dim, keepdim)
+
+    def amin(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "amin")
+        return self._reduce("reduce_min", dim, keepdim)
+
+    def _extremum(self, reduce, arg, elementwise, dim, keepdim):
+        if isinstance(dim, TensorBase):
+            return elementwise(self, dim)
+        if dim is None:
+            return reduce(self)
+        return minmax(reduce(self, dim, keepdim), arg(self, dim, keepdim))
+
+    def max(self, dim=None, keepdim: bool = False, *, axis=None):
+        """max() -> the largest value; max(dim) -> (values, indices); max(tensor) -> elementwise."""
+        dim = _dim_or_axis(dim, axis, "max")
+        return self._extremum(type(self).amax, type(self).argmax, type(self).maximum, dim, keepdim)
+
+    def min(self, dim=None, keepdim: bool = False, *, axis=None):
+        """min() -> the smallest value; min(dim) -> (values, indices); min(tensor) -> elementwise."""
+        dim = _dim_or_axis(dim, axis, "min")
+        return self._extremum(type(self).amin, type(self).argmin, type(self).minimum, dim, keepdim)
+
+    def _arg(self, op: str, dim, keepdim: bool) -> "Tensor":
+        if self.ndim == 0:                  # MIL reduces rank >= 1: argmax of a scalar is 0
+            if dim is not None:
+                norm_dim(dim, 0, op)
+            return self._record(op, {"x": self.reshape(1)}, {"axis": 0, "keep_dims": False})
+        if dim is not None:
+            dim = norm_dim(dim, self.ndim, op.replace("reduce_", ""))
+        if dim is None:           # the index into the flattened tensor
+            flat = self._record(op, {"x": self.reshape(-1)}, {"axis": 0, "keep_dims": False})
+            return flat.reshape((1,) * self.ndim) if keepdim else flat
+        return self._record(op, {"x": self}, {"axis": dim, "keep_dims": keepdim})
+
+    def argmax(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        """Index of the largest value (int32; the first one on ties)."""
+        dim = _dim_or_axis(dim, axis, "argmax")
+        return self._arg("reduce_argmax", dim, keepdim)
+
+    def argmin(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        dim = _dim_or_axis(dim, axis, "argmin")
+        return self._arg("reduce_argmin", dim, keepdim)
+
+    def prod(self, dim=None, keepdim: bool = False, dtype=None, *, axis=None) -> "Tensor":
+        """Product of the elements (all, or along `dim`), as a tree of multiplications of the
+        two halves (log2 n roundings, and the exact product gradient even at zeros).
+
+        >>> import aneforge as af
+        >>> af.prod(af.tensor([[1.0, 2.0], [3.0, 4.0]]), 1).tolist()
+        [2.0, 12.0]
+        """
+        dim = _dim_or_axis(dim, axis, "prod")
+        x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
+        if x.ndim == 0:
+            return x
+        d = 0 if dim is None else dim % x.ndim
+        x = x.reshape(-1) if dim is None else x
+        while x.shape[d] > 1:
+            n, half = x.shape[d], x.shape[d] // 2
+            pairs = x.narrow(d, 0, half) * x.narrow(d, half, half)
+            x = cat([pairs, x.narrow(d, n - 1, 1)], d) if n % 2 else pairs
+        if dim is None:
+            return x.reshape((1,) * self.ndim) if keepdim else x.reshape(())
+        return x if keepdim else x.squeeze(d)
+
+    def logsumexp(self, dim: int | None = None, keepdim: bool = False, *, axis=None) -> "Tensor":
+        """log(sum(exp(x))) along `dim`, shifted by the (detached) max for stability.
+
+        >>> import aneforge as af
+        >>> af.logsumexp(af.tensor([0.0, 0.0]), 0).item()
+        0.69...
+        """
+        dim = _dim_or_axis(dim, axis, "logsumexp", required=True)
+        x = self._floating()
+        m = x.amax(dim, keepdim=True).detach()
+        out = (x - m).exp().sum(dim, keepdim=True).log() + m
+        return out if keepdim else out.squeeze(dim)
+
+    def norm(self, p="fro", dim=None, keepdim: bool = False, dtype=None) -> "Tensor":
+        """The vector p-norm over `dim` (all elements by default): p = 'fro' or 2, 1, inf,
+        -inf, 0 or any other number; sums of powers run in fp32 (no fp16 overflow of x^2).
+
+        >>> import aneforge as af
+        >>> af.tensor([3.0, 4.0]).norm().item()
+        5.0
+        """
+        x = self._floating() if dtype is None else self.to(dtype)
+        a = x.abs()
+        if p in ("fro", 2, 2.0):
+            return (a.float() * a.float()).sum(dim, keepdim=keepdim).sqrt().to(x.dtype)
+        if p == float("inf"):
+            return a.amax(dim, keepdim)
+        if p == float("-inf"):
+            return a.amin(dim, keepdim)
+        if p == 0:
+            return (a != 0).to(x.dtype).sum(dim, keepdim=keepdim)
+        if p == 1:
+            return a.float().sum(dim, keepdim=keepdim).to(x.dtype)
+        if isinstance(p, str):
+            raise ValueError(f"norm: p={p!r} is not supported; use 'fro' or a number")
+        return (a.float() ** float(p)).sum(dim, keepdim=keepdim).pow(1.0 / p).to(x.dtype)
+
+    def count_nonzero(self, dim=None) -> "Tensor":
+        """The number of non-zero elements (all, or along `dim`), int32.
+
+        >>> import aneforge as af
+        >>> af.count_nonzero(af.tensor([[0, 1], [2, 3]]), 1).tolist()
+        [1, 2]
+        """
+        return (self != 0).sum(dim)

@@ -1,0 +1,98 @@
+"""Argument handling shared by the Tensor families: torch's rules for `dim`, sizes and dtypes.
+
+Nothing here records an op; these check and normalize what a method was given.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from collections import namedtuple
+from typing import Sequence
+
+from .. import dtypes
+from ..errors import DTypeError, LimitError, ShapeError
+
+minmax = namedtuple("minmax", ["values", "indices"])
+
+
+def norm_dim(dim, ndim: int, op: str = "") -> int:
+    """`dim` as an axis in [0, ndim), checked as torch checks it (a 0-d tensor takes 0 or -1).
+
+    >>> norm_dim(-1, 3), norm_dim(2, 3)
+    (2, 2)
+    >>> norm_dim(3, 2)
+    Traceback (most recent call last):
+    ...
+    IndexError: Dimension out of range (expected to be in range of [-2, 1], but got 3)
+    """
+    try:
+        d = operator.index(dim)
+    except TypeError:
+        raise TypeError(f"{op + '(): ' if op else ''}argument 'dim' must be int, not "
+                        f"{type(dim).__name__}") from None
+    n = max(ndim, 1)
+    if not -n <= d < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {d})")
+    return d % n if ndim else 0
+
+
+def _dim_or_axis(dim, axis, name: str, required: bool = False):
+    """torch's `axis=` alias of `dim` (numpy's spelling)."""
+    if axis is not None:
+        if dim is not None:
+            raise TypeError(f"{name}(): give dim or axis, not both")
+        return axis
+    if required and dim is None:
+        raise TypeError(f"{name}() missing required argument 'dim'")
+    return dim
+
+
+def _sizes(args) -> tuple[int, ...]:
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = args[0]
+    out = []
+    for pos, a in enumerate(args):
+        try:
+            out.append(operator.index(a))
+        except TypeError:
+            raise TypeError(f"size must be a tuple of ints, but found element of type "
+                            f"{type(a).__name__} at pos {pos}") from None
+    return tuple(out)
+
+
+def _infer_size(shape: Sequence[int], numel: int, old) -> tuple[int, ...]:
+    if list(shape).count(-1) > 1:
+        raise ShapeError(f"reshape: only one dimension can be -1, got {tuple(shape)}")
+    known = math.prod([s for s in shape if s != -1])
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise ShapeError(f"reshape: shape {tuple(shape)} is invalid for input of size {numel} "
+                             f"(shape {old})")
+        shape = tuple(numel // known if s == -1 else s for s in shape)
+    if math.prod(shape) != numel:
+        raise ShapeError(f"reshape: shape {tuple(shape)} is invalid for input of size {numel} "
+                         f"(shape {old})")
+    return tuple(shape)
+
+
+def _need_float(x: Tensor, op: str) -> Tensor:
+    """torch computes these only in floating point (softmax of an int tensor is an error)."""
+    if not x.dtype.is_float:
+        raise DTypeError(f"{op}() needs a floating tensor, got {x.dtype}; use .float() or "
+                         f".half() first")
+    return x
+
+
+def _same_kind(op: str, a: Tensor, b: Tensor) -> None:
+    """torch's matmul takes one dtype: int @ float and bool operands are errors there."""
+    if a.dtype == dtypes.bool_ or b.dtype == dtypes.bool_ or a.dtype.is_float != b.dtype.is_float:
+        raise DTypeError(f"{op}: expected both operands to be floating (or both integer), got "
+                         f"{a.dtype} and {b.dtype}; cast with .half() first")
+
+
+def _no_empty(op: str, sizes) -> None:
+    """torch allows size-0 axes; the ANE has no empty tensors (every axis is 1..65536)."""
+    if 0 in sizes:
+        raise LimitError(f"{op}: sizes {tuple(sizes)} make an empty tensor; the ANE has no empty "
+                         f"tensors (every axis must be 1..65536). Skip the empty case on the host.")

@@ -1,0 +1,36 @@
+"""What the Tensor families may use of a tensor: the protocol `core.Tensor` implements.
+
+The families (elementwise.py, movement.py, reduce.py, ...) are mixins below the Tensor class:
+they build every result from `self` (and the tensors they are given) through these methods, so
+none of them imports the class it ends up in (tinygrad's `mixin/` files work the same way).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+class TensorBase:
+    """A value of the lazy trace; `isinstance(x, TensorBase)` is "x is a Tensor" below core."""
+    __slots__ = ()
+
+    def _record(self, op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
+        """Record registered MIL op `op` on `inputs` (argument name -> tensor, or a tuple of
+        them); its output tensor, or a tuple if it has several."""
+        raise NotImplementedError
+
+    def _const(self, value, dtype):
+        """A literal of `dtype` baked into the program (part of the structure)."""
+        raise NotImplementedError
+
+    def _operands(self, other, floating: bool = False):
+        """(self, other) as tensors of one dtype by torch's promotion rules."""
+        raise NotImplementedError
+
+    def _as_tensor(self, value):
+        """`value` if it is a tensor, else a new leaf holding host data (a program input)."""
+        raise NotImplementedError
+
+    def _at(self, node, idx: int = 0):
+        """A new handle on output `idx` of trace node `node` (autograd wraps the values a
+        gradient rule reads this way)."""
+        raise NotImplementedError

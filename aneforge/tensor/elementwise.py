@@ -1,0 +1,544 @@
+"""Elementwise Tensor math: arithmetic, comparisons, logic, unary functions, rounding,
+select (af.where). Each is a registered MIL op or a short composite of them."""
+from __future__ import annotations
+
+import builtins
+import numbers
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import AneforgeError, DTypeError, ShapeError
+from ..ops._grad import zero_link, zeros
+from .base import TensorBase
+
+
+def where(condition: "Tensor", input, other) -> "Tensor":
+    """Elementwise `input` where `condition` is true, else `other` (MIL select).
+
+    >>> import aneforge as af
+    >>> x = af.tensor([-1.0, 2.0])
+    >>> af.where(x > 0, x, 0.0).tolist()
+    [0.0, 2.0]
+    """
+    if condition.dtype != dtypes.bool_:
+        raise AneforgeError(f"where: condition must be a bool tensor, got {condition.dtype}; "
+                            f"compare first, e.g. x > 0")
+    if not isinstance(input, TensorBase) and not isinstance(other, TensorBase):
+        dt = _scalars_dtype(input, other)
+        a, b = condition._const(input, dt), condition._const(other, dt)
+    elif not isinstance(input, TensorBase):
+        b, a = other._operands(input)
+    else:
+        a, b = input._operands(other)
+    try:
+        shape = np.broadcast_shapes(condition.shape, a.shape, b.shape)
+    except ValueError:
+        raise ShapeError(f"where: shapes do not broadcast: condition {condition.shape}, input "
+                         f"{a.shape}, other {b.shape} (aligned from the right, each axis equal "
+                         f"or 1)") from None
+    if np.broadcast_shapes(a.shape, b.shape) != shape:
+        a = a.expand(shape)                 # Core ML types select as broadcast(a, b) alone
+    return condition._record("select", {"cond": condition, "a": a, "b": b}, {})
+
+
+def _scalars_dtype(*values) -> dtypes.DType:
+    """torch's dtype for Python numbers alone: bool, else int (int32 here), else float16."""
+    if builtins.all(isinstance(v, bool) for v in values):       # af.all is defined below
+        return dtypes.bool_
+    if builtins.all(isinstance(v, numbers.Integral) for v in values):
+        return dtypes.int32
+    return dtypes.float16
+
+
+def _bools(x, other) -> tuple:
+    if not isinstance(other, TensorBase):
+        other = x._const(bool(other), dtypes.bool_)
+    if x.dtype != dtypes.bool_ or other.dtype != dtypes.bool_:
+        raise DTypeError(f"&, | and ^ need bool tensors, got {x.dtype} and {other.dtype}; "
+                         f"compare first (x > 0) or cast with .bool()")
+    return x, other
+
+
+def _select(cond, a, b):
+    return cond._record("select", {"cond": cond, "a": a, "b": b}, {})
+
+
+def _int_power(x, n: int):
+    """x ** n by repeated squaring: exact, where MIL pow is floating-only."""
+    if n < 0:
+        raise AneforgeError(f"integer tensors cannot be raised to a negative integer power ({n}); "
+                            f"use x.float() ** {n}")
+    result, base = None, x
+    while n:
+        if n & 1:
+            result = base if result is None else result * base
+        n >>= 1
+        if n:
+            base = base * base
+    return zeros(x) + 1 if result is None else result      # x ** 0: ones without mul by 0
+
+
+def _int_pow_tensor(x, y):
+    """int ** int tensors stay integer, as in torch: |x| ** y in fp32 (exact below 2**24),
+    rounded to the nearest integer (a fraction, from a negative exponent, truncates to 0 as
+    torch's integer pow does), with the sign of x for odd y."""
+    q = x.abs().float() ** y.float()
+    q = _select(q >= 1.0, q + 0.5, q).to(x.dtype)
+    odd = (y - (y.float() * 0.5).to(y.dtype) * 2) != 0
+    return _select((x < 0) & odd, -q, q)
+
+
+class ElementwiseMixin(TensorBase):
+    """Elementwise math: each result has the broadcast shape of the operands."""
+    __slots__ = ()
+
+    def __add__(self, o):
+        return self._binary("add", o)
+
+    def __radd__(self, o):
+        return self._binary("add", o, reverse=True)
+
+    def __sub__(self, o):
+        return self._binary("sub", o)
+
+    def __rsub__(self, o):
+        return self._binary("sub", o, reverse=True)
+
+    def __mul__(self, o):
+        return self._binary("mul", o)
+
+    def __rmul__(self, o):
+        return self._binary("mul", o, reverse=True)
+
+    def __truediv__(self, o):
+        return self._binary("real_div", o, floating=True)
+
+    def __rtruediv__(self, o):
+        return self._binary("real_div", o, reverse=True, floating=True)
+
+    def __pow__(self, exponent):
+        return self.pow(exponent)
+
+    def __rpow__(self, base):
+        if isinstance(base, numbers.Integral) and not self.dtype.is_float:
+            return _int_pow_tensor(self._const(int(base), self.dtype), self)
+        return self._binary("pow", base, reverse=True, floating=True)
+
+    def __neg__(self):
+        return self.neg()
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return self.abs()
+
+    def add(self, other, alpha=1):
+        return self + (other * alpha if alpha != 1 else other)
+
+    def sub(self, other, alpha=1):
+        return self - (other * alpha if alpha != 1 else other)
+
+    def mul(self, other):
+        return self * other
+
+    def neg(self) -> "Tensor":
+        """-x, recorded as sub(0, x) (MIL has no neg)."""
+        return self._binary("sub", 0, reverse=True)
+
+    def pow(self, exponent) -> "Tensor":
+        """x ** exponent; 2 becomes mul(x, x) and 0.5 sqrt (the ANE never emits square).
+        An integer tensor to a non-negative integer power stays integer, as in torch."""
+        if isinstance(exponent, numbers.Integral) and not self.dtype.is_float:
+            return _int_power(self, int(exponent))
+        if isinstance(exponent, TensorBase) and not (self.dtype.is_float or exponent.dtype.is_float):
+            return _int_pow_tensor(*self._operands(exponent))
+        if isinstance(exponent, numbers.Real) and not isinstance(exponent, TensorBase):
+            special = {1: lambda x: x, 2: lambda x: x * x, 0.5: lambda x: x.sqrt(), -0.5: lambda x: x.rsqrt(),
+                       -1: lambda x: 1 / x}
+            if exponent in special:
+                return special[exponent](self._floating() if exponent != 1 else self)
+        return self._binary("pow", exponent, floating=True)
+
+    def maximum(self, other):
+        return self._binary("maximum", other)
+
+    def minimum(self, other):
+        return self._binary("minimum", other)
+
+    def _compare(self, op: str, other):
+        a, b = self._operands(other)
+        if a.dtype == dtypes.bool_:       # MIL compares numbers: bools compare as 0/1 in fp16
+            a, b = a.half(), b.half()
+        return self._record(op, {"x": a, "y": b}, {})
+
+    def __lt__(self, other):
+        return self._compare("less", other)
+
+    def __le__(self, other):
+        return self._compare("less_equal", other)
+
+    def __gt__(self, other):
+        return self._compare("greater", other)
+
+    def __ge__(self, other):
+        return self._compare("greater_equal", other)
+
+    def __eq__(self, other):
+        return self._compare("equal", other)
+
+    def __ne__(self, other):
+        return self._compare("not_equal", other)
+
+    lt, le, gt, ge, eq, ne = __lt__, __le__, __gt__, __ge__, __eq__, __ne__
+
+    def __and__(self, o):
+        a, b = _bools(self, o)
+        return _select(a, b, a)        # logical_and/or/xor have no ANE path (op_catalog.csv)
+
+    def __or__(self, o):
+        a, b = _bools(self, o)
+        return _select(a, a, b)
+
+    def __xor__(self, o):
+        a, b = _bools(self, o)
+        return _select(a, ~b, b)
+
+    def __invert__(self):
+        return self._record("logical_not", {"x": self}, {})
+
+    def logical_not(self):
+        return ~self
+
+    def _unary(self, op: str, **attrs) -> "Tensor":
+        return self._record(op, {"x": self._floating()}, attrs)
+
+    def exp(self):
+        return self._unary("exp")
+
+    def log(self):
+        return self._unary("log", epsilon=0.0)
+
+    def sqrt(self):
+        return self._unary("sqrt")
+
+    def rsqrt(self):
+        return self._unary("rsqrt", epsilon=0.0)
+
+    def abs(self):
+        return self._record("abs", {"x": self}, {})
+
+    def relu(self):
+        """max(x, 0); integer tensors stay integer, as in torch (MIL relu is floating-only)."""
+        return self._unary("relu") if self.dtype.is_float else self.maximum(0)
+
+    def sigmoid(self):
+        return self._unary("sigmoid")
+
+    def tanh(self):
+        return self._unary("tanh")
+
+    def erf(self):
+        return self._unary("erf")
+
+    def sin(self):
+        return self._unary("sin")
+
+    def cos(self):
+        return self._unary("cos")
+
+    def reciprocal(self):
+        return 1 / self
+
+    def square(self):
+        return self * self
+
+    def clamp(self, min=None, max=None) -> "Tensor":
+        """Clamp into [min, max]; numbers for both give one MIL clip, otherwise maximum/minimum."""
+        if min is None and max is None:
+            raise AneforgeError("clamp: give at least one of min and max")
+        scalar = all(v is None or isinstance(v, numbers.Real) for v in (min, max))
+        if scalar and min is not None and max is not None and min < max and self.dtype.is_float:
+            return self._record("clip", {"x": self}, {"alpha": float(min), "beta": float(max)})
+        out = self if min is None else self.maximum(min)
+        return out if max is None else out.minimum(max)
+
+    clip = clamp
+
+    def masked_fill(self, mask: "Tensor", value) -> "Tensor":
+        """`value` where `mask` is true, else self (MIL select)."""
+        return where(mask, value, self)
+
+    def where(self, condition: "Tensor", other) -> "Tensor":
+        """`self` where `condition` is true, else `other`: torch.where(condition, self, other).
+
+        >>> import aneforge as af
+        >>> x = af.tensor([-1.0, 2.0])
+        >>> x.where(x > 0, 0.0).tolist()
+        [0.0, 2.0]
+        """
+        return where(condition, self, other)
+
+    def _rounded(self, mode: str) -> "Tensor":
+        """trunc / floor / ceil of a floating tensor: a cast to int32 truncates (exact below
+        2**10 in fp16 and 2**23 in fp32: larger values are integers already). The gradient is
+        zero everywhere, as torch's, through a zero term that stays finite (`zero_link`)."""
+        x = self._floating()
+        t = x.to(dtypes.int32).to(x.dtype)
+        if mode == "floor":
+            t = where(t > x, t - 1.0, t)
+        elif mode == "ceil":
+            t = where(t < x, t + 1.0, t)
+        big = 1024.0 if x.dtype == dtypes.float16 else 8388608.0
+        return where(x.abs() < big, t, x.detach()) + zero_link(x)
+
+    def trunc(self) -> "Tensor":
+        """Round toward zero.
+
+        >>> import aneforge as af
+        >>> af.tensor([-1.5, 2.5]).trunc().tolist()
+        [-1.0, 2.0]
+        """
+        return self if not self.dtype.is_float else self._rounded("trunc")
+
+    def floor(self) -> "Tensor":
+        """Round down.
+
+        >>> import aneforge as af
+        >>> af.tensor([-1.5, 2.5]).floor().tolist()
+        [-2.0, 2.0]
+        """
+        return self if not self.dtype.is_float else self._rounded("floor")
+
+    def ceil(self) -> "Tensor":
+        """Round up.
+
+        >>> import aneforge as af
+        >>> af.tensor([-1.5, 2.5]).ceil().tolist()
+        [-1.0, 3.0]
+        """
+        return self if not self.dtype.is_float else self._rounded("ceil")
+
+    def div(self, other, rounding_mode: str | None = None) -> "Tensor":
+        """self / other; rounding_mode 'trunc' or 'floor' rounds the quotient (integers stay
+        integer). Quotients are formed in fp32, as torch's reference computes them.
+
+        >>> import aneforge as af
+        >>> af.div(af.tensor([1.0, 3.0]), 2).tolist()
+        [0.5, 1.5]
+        >>> af.tensor([-7, 7]).div(2, rounding_mode="floor").tolist()
+        [-4, 3]
+        """
+        if rounding_mode is None:
+            return self / other
+        if rounding_mode not in ("trunc", "floor"):
+            raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got "
+                             f"{rounding_mode!r}")
+        a, b = self._operands(other)
+        q = a.to(dtypes.float32) / b.to(dtypes.float32)
+        return q._rounded(rounding_mode).to(a.dtype)
+
+    def floor_divide(self, other) -> "Tensor":
+        """floor(self / other), as Python's // (torch.floor_divide).
+
+        >>> import aneforge as af
+        >>> (af.tensor([-7, 7]) // 2).tolist()
+        [-4, 3]
+        """
+        return self.div(other, rounding_mode="floor")
+
+    def __floordiv__(self, other):
+        return self.floor_divide(other)
+
+    def __rfloordiv__(self, other):
+        return self._operands(other)[1].floor_divide(self)
+
+    def _modulo(self, other, mode: str) -> "Tensor":
+        a, b = self._operands(other)
+        wide = dtypes.float32
+        af_, bf = a.to(wide), b.to(wide)
+        if not a.dtype.is_float:
+            return a - b * (af_ / bf)._rounded(mode).to(a.dtype)
+        return (af_ - bf * (af_ / bf)._rounded(mode)).to(a.dtype)
+
+    def remainder(self, other) -> "Tensor":
+        """self - other * floor(self / other): the sign of `other`, as Python's %.
+
+        >>> import aneforge as af
+        >>> (af.tensor([-3, 5]) % 3).tolist()
+        [0, 2]
+        """
+        return self._modulo(other, "floor")
+
+    def fmod(self, other) -> "Tensor":
+        """self - other * trunc(self / other): the sign of `self`, as C's fmod.
+
+        >>> import aneforge as af
+        >>> af.fmod(af.tensor([-3, 5]), 3).tolist()
+        [0, 2]
+        """
+        return self._modulo(other, "trunc")
+
+    def __mod__(self, other):
+        return self.remainder(other)
+
+    def __rmod__(self, other):
+        return self._operands(other)[1].remainder(self)
+
+    def copysign(self, other) -> "Tensor":
+        """|self| with the sign of `other`. -0.0 counts as negative, as in torch, under IEEE
+        special values; the engine computes 1/(-0) = +inf (sbryngelson/ane-guide, numerics
+        chapter), so with its default special values a -0.0 in `other` reads as positive.
+
+        >>> import aneforge as af
+        >>> af.tensor([1.0, -2.0]).copysign(af.tensor([-5.0, 3.0])).tolist()
+        [-1.0, 2.0]
+        >>> with af.numerics(specials="ieee"):
+        ...     af.tensor([1.0]).copysign(af.tensor([-0.0])).tolist()
+        [-1.0]
+        """
+        a, b = self._operands(other, floating=True)
+        negative = (b < 0) | (b.reciprocal() < 0)       # 1 / -0.0 = -inf
+        mag = a.abs()
+        out = where(negative, -mag, mag)
+        return out + zero_link(b) if b.requires_grad else out
+
+    def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08,
+                equal_nan: bool = False) -> "Tensor":
+        """|self - other| <= atol + rtol * |other| elementwise (equal infinities are close),
+        compared in fp32 as torch's float reference.
+
+        >>> import aneforge as af
+        >>> af.isclose(af.tensor([1.0, 2.0]), af.tensor([1.0, 2.5])).tolist()
+        [True, False]
+        """
+        a, b = self._operands(other)
+        if not a.dtype.is_float:
+            return a == b
+        a, b = a.float(), b.float()
+        close = ((a - b).abs() <= (b.abs() * rtol + atol)) | (a == b)
+        return close | ((a != a) & (b != b)) if equal_nan else close
+
+    def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08,
+                 equal_nan: bool = False) -> bool:
+        """True if isclose holds everywhere (computes the values: a Python bool).
+
+        >>> import aneforge as af
+        >>> af.allclose(af.tensor([1.0, 2.0]), af.tensor([1.0, 2.0]))
+        True
+        """
+        return bool(self.isclose(other, rtol, atol, equal_nan).all())
+
+    def sign(self) -> "Tensor":
+        """-1, 0 or 1 by the sign of each element (integers stay integer; zero gradient).
+
+        >>> import aneforge as af
+        >>> af.sign(af.tensor([-2.0, 0.0, 3.0])).tolist()
+        [-1.0, 0.0, 1.0]
+        """
+        s = where(self > 0, 1, where(self < 0, -1, 0)).to(self.dtype)
+        return s + zero_link(self) if self.dtype.is_float and self.requires_grad else s
+
+    def log1p(self) -> "Tensor":
+        """log(1 + x) without losing small x to the rounding of 1 + x (Goldberg:
+        log(u) * x / (u - 1) with u = 1 + x as stored).
+
+        >>> import aneforge as af
+        >>> af.log1p(af.tensor([0.0, 1e-3])).tolist()
+        [0.0, 0.00099945068359375]
+        """
+        x = self._floating()
+        u = x + 1.0
+        grown = u - 1.0
+        safe = where(grown == 0, grown + 1.0, grown)
+        return where(grown == 0, x, u.log() * (x / safe))
+
+    def expm1(self) -> "Tensor":
+        """exp(x) - 1: its Taylor polynomial to x**7 / 7! near zero (no cancellation, and no
+        activation table: the engine's tanh table errs by up to 0.0017), the plain difference
+        elsewhere.
+
+        >>> import aneforge as af
+        >>> af.expm1(af.tensor([0.0, 1e-3])).tolist()
+        [0.0, 0.0010013580322265625]
+        """
+        x = self._floating()
+        s = x.clamp(-0.5, 0.5)
+        p = s * (1.0 / 5040.0) + 1.0 / 720.0
+        for c in (1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0):
+            p = p * s + c
+        return where(x.abs() < 0.5, p * s, x.exp() - 1.0)
+
+    def clamp_min(self, min) -> "Tensor":
+        """clamp(min=min)."""
+        return self.clamp(min=min)
+
+    def clamp_max(self, max) -> "Tensor":
+        """clamp(max=max)."""
+        return self.clamp(max=max)
+
+    def subtract(self, other, alpha=1) -> "Tensor":
+        """torch's alias of sub."""
+        return self.sub(other, alpha)
+
+    def multiply(self, other) -> "Tensor":
+        """torch's alias of mul."""
+        return self * other
+
+    def true_divide(self, other) -> "Tensor":
+        """torch's alias of true division (/)."""
+        return self / other
+
+    def negative(self) -> "Tensor":
+        """torch's alias of neg."""
+        return self.neg()
+
+    def lerp(self, end, weight) -> "Tensor":
+        """self + weight * (end - self).
+
+        >>> import aneforge as af
+        >>> af.lerp(af.tensor([0.0, 2.0]), af.tensor([4.0, 4.0]), 0.5).tolist()
+        [2.0, 3.0]
+        """
+        return self + (end - self) * weight
+
+    def addcmul(self, tensor1, tensor2, *, value=1) -> "Tensor":
+        """self + value * tensor1 * tensor2.
+
+        >>> import aneforge as af
+        >>> af.addcmul(af.ones(2), af.tensor([1.0, 2.0]), af.tensor([3.0, 4.0]), value=0.5).tolist()
+        [2.5, 5.0]
+        """
+        prod = tensor1 * tensor2
+        return self + (prod if value == 1 else prod * value)
+
+    def addcdiv(self, tensor1, tensor2, *, value=1) -> "Tensor":
+        """self + value * tensor1 / tensor2.
+
+        >>> import aneforge as af
+        >>> af.addcdiv(af.ones(2), af.tensor([1.0, 2.0]), af.tensor([2.0, 4.0])).tolist()
+        [1.5, 1.5]
+        """
+        quot = tensor1 / tensor2
+        return self + (quot if value == 1 else quot * value)
+
+    def nan_to_num(self, nan: float = 0.0, posinf: float | None = None,
+                   neginf: float | None = None) -> "Tensor":
+        """NaN -> nan, +inf -> posinf, -inf -> neginf (the dtype's extremes by default). The
+        engine coerces a NaN entering it to +inf (sbryngelson/ane-guide, numerics chapter), so
+        with its default special values a NaN input becomes posinf, not `nan`.
+
+        >>> import aneforge as af
+        >>> af.tensor([float("nan"), float("inf"), 1.0]).nan_to_num().tolist()
+        [65504.0, 65504.0, 1.0]
+        >>> with af.numerics(specials="ieee"):
+        ...     af.tensor([float("nan"), float("inf"), 1.0]).nan_to_num().tolist()
+        [0.0, 65504.0, 1.0]
+        """
+        if not self.dtype.is_float:
+            return self
+        big = float(np.finfo(self.dtype.np).max)
+        x = where(self != self, nan, self)
+        x = where(x == float("inf"), big if posinf is None else posinf, x)
+        return where(x == float("-inf"), -big if neginf is None else neginf, x)
