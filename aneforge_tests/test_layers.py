@@ -1,9 +1,10 @@
 """The package's layers import one way (docs/architecture.md, "Layers").
 
 The import graph is read from the source (every `import` and `from ... import`, including the
-lazy ones inside functions: a lazy import is still a dependency). A knot inside the torch-facing
-front (tensor, autograd, functions, creation, ...) is allowed; a cycle through the IR, the
-passes, the runtime or the MIL serializers is not.
+lazy ones inside functions: a lazy import is still a dependency). No cycle is allowed anywhere
+in the package; the only edges left out are those of a package `__init__` that only re-exports
+(its body is imports, `__all__` and a docstring), since importing a name through a package is
+not a dependency of the package on its importers.
 """
 from __future__ import annotations
 
@@ -91,10 +92,58 @@ def _in(module: str, layers) -> bool:
     return any(module == p or module.startswith(p + ".") for p in layers)
 
 
-def test_the_graph_sees_lazy_imports():
+def _reexports_only(path: pathlib.Path) -> bool:
+    """A package `__init__` whose body is imports, `__all__` and a docstring."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"]:
+            continue
+        return False
+    return True
+
+
+def cycles() -> list[list[str]]:
+    """The import cycles (strongly connected groups of more than one module), the edges of
+    re-export-only package `__init__` files left out."""
+    modules, graph = _modules(), import_graph()
+    graph = {m: set() if modules[m][1] and _reexports_only(modules[m][0]) else deps
+             for m, deps in graph.items()}
+    return [c for c in strongly_connected(graph) if len(c) > 1]
+
+
+def test_the_graph_sees_lazy_imports(tmp_path):
     graph = import_graph()
-    assert "aneforge.autograd" in graph["aneforge.tensor"]      # Tensor.backward: a lazy import
+    assert "aneforge.autograd" in graph["aneforge.tensor.core"]
     assert "aneforge.ops.registry" in graph["aneforge.ops"]     # `from .registry import ...`
+    lazy = tmp_path / "m.py"
+    lazy.write_text("def f():\n    from .x import y\n")
+    assert [type(n).__name__ for n in ast.walk(ast.parse(lazy.read_text()))
+            if isinstance(n, (ast.Import, ast.ImportFrom))] == ["ImportFrom"]
+
+
+def test_no_import_cycle_anywhere():
+    found = cycles()
+    assert not found, "import cycles (a lazy import inside a function counts too):\n" + "\n".join(
+        f"  {len(c)} modules: {', '.join(c)}" for c in found)
+
+
+def test_the_cycle_check_sees_a_cycle(monkeypatch):
+    real = import_graph()
+    knot = {**real, "aneforge.tensor.movement": real["aneforge.tensor.movement"] | {
+        "aneforge.tensor.core"}}
+    monkeypatch.setitem(globals(), "import_graph", lambda: knot)
+    assert any("aneforge.tensor.core" in c and "aneforge.tensor.movement" in c for c in cycles())
+
+
+def test_tensor_families_never_import_the_tensor_class():
+    graph = import_graph()
+    families = [m for m in graph if m.startswith("aneforge.tensor.") and m != "aneforge.tensor.core"]
+    up = {m: sorted(d for d in graph[m] if d in ("aneforge.tensor", "aneforge.tensor.core"))
+          for m in families}
+    assert not {m: d for m, d in up.items() if d}, up
 
 
 def test_no_cycle_runs_through_ir_passes_runtime_or_mil():
@@ -114,7 +163,8 @@ def test_ir_imports_nothing_from_ops():
 
 def test_passes_runtime_and_mil_stay_below_the_front():
     front = ("aneforge.tensor", "aneforge.autograd", "aneforge.compiler", "aneforge.optim",
-             "aneforge.nn", "aneforge.functions", "aneforge.creation", "aneforge.trace")
+             "aneforge.nn", "aneforge.functions", "aneforge.creation", "aneforge.trace",
+             "aneforge.adapters")
     graph = import_graph()
     up = {m: sorted(d for d in deps if _in(d, front) or d == "aneforge")
           for m, deps in graph.items() if _in(m, BELOW_THE_FRONT[1:])}
