@@ -17,7 +17,7 @@ from __future__ import annotations
 import builtins
 
 from . import dtypes
-from .compiler import cache_info, clear_cache, set_cache_limit
+from .realization import cache_info, clear_cache, set_cache_limit
 from .creation import (arange, eye, from_numpy, full, full_like, linspace, manual_seed, ones,
                        ones_like, rand, randint, randn, tensor, zeros, zeros_like)
 from .dtypes import bool_ as bool  # noqa: A001  (torch spells it af.bool)
@@ -60,7 +60,7 @@ long = int32
 
 def realize(*tensors: Tensor) -> None:
     """Compute several tensors with one program run (one compile per signature)."""
-    from .compiler import realize as _realize
+    from .realization import realize as _realize
     _realize([t.ref for t in tensors])
 
 
@@ -68,7 +68,7 @@ def program(*tensors: Tensor):
     """The traced IR Program that realizing `tensors` would compile (nothing is compiled or
     run), before the pass pipeline: `aneforge.passes.run(af.program(t))` gives the optimized
     one. For a realized tensor, the (optimized) program that computed it."""
-    from .compiler import program_for
+    from .realization import program_for
     return program_for([t.ref for t in tensors])
 
 
@@ -117,7 +117,7 @@ def cross_compile_check(obj, target=None):
     >>> af.cross_compile_check(x.exp(), target="M4").ok
     True
     """
-    from .compiler import program_for
+    from .realization import program_for
     from .ir import Program
     from .targets import cross_compile_check as check
     if isinstance(getattr(obj, "program", None), Program):      # a load_mil function

@@ -57,7 +57,7 @@ class Context:
     pass_debug: bool = False
     last_report: Any = None       # passes.Report of the latest compile
     cache: CompileCache = field(default_factory=CompileCache)
-    recorders: list = field(default_factory=list)   # compiler.recording() logs
+    recorders: list = field(default_factory=list)   # realization.recording() logs
     # Objects that take part in every realization (optimizers: a step read early is planned
     # into the same program). Held weakly: dropping an optimizer drops its participation.
     participants: weakref.WeakSet = field(default_factory=weakref.WeakSet)

@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import compiler, dtypes
+from . import dtypes, realization
 from .context import CTX
 from .errors import AneforgeError
 from .ir.types import TensorType
@@ -186,8 +186,8 @@ class Capture:
 
 
 class _Run:
-    __slots__ = ("entry", "leaves", "outputs", "sources", "in_types", "out_types", "in_plan",
-                 "out_plan")
+    __slots__ = ("entry", "leaves", "outputs", "sources", "in_types", "out_types", "in_boundary",
+                 "out_boundary")
 
     def __init__(self, entry, leaves, outputs):
         self.entry, self.leaves, self.outputs, self.sources = entry, leaves, outputs, []
@@ -200,9 +200,9 @@ class _Run:
         self.leaves = self.outputs = None
         # per input: (dtype, boundary shape, converts?) so that a replay passes fp16 arrays of
         # the right shape straight through (host cost per step: a few hundred microseconds)
-        self.in_plan = [(t.dtype, compiler.boundary_shape(t.shape),
+        self.in_boundary = [(t.dtype, realization.boundary_shape(t.shape),
                          dtypes.transport(t.dtype) is not t.dtype) for t in self.in_types]
-        self.out_plan = [(t.dtype.np, t.shape) for t in self.out_types]
+        self.out_boundary = [(t.dtype.np, t.shape) for t in self.out_types]
 
 
 class Replay:
@@ -297,12 +297,12 @@ _STEPS = {
 
 def _run(run: _Run, arrays: list) -> list:
     inputs = [a if not convert and a.shape == shape else
-              compiler.to_transport(a, dtype).reshape(shape)
-              for a, (dtype, shape, convert) in zip(arrays, run.in_plan)]
+              realization.to_transport(a, dtype).reshape(shape)
+              for a, (dtype, shape, convert) in zip(arrays, run.in_boundary)]
     results = run.entry.executable.run(inputs)
     CTX.cache.hits += 1
     outs = []
-    for r, (np_dtype, shape) in zip(results, run.out_plan):
+    for r, (np_dtype, shape) in zip(results, run.out_boundary):
         if r.dtype != np_dtype:
             r = r.astype(np_dtype)
         outs.append(r if r.shape == shape else r.reshape(shape))
@@ -374,7 +374,7 @@ class Compiled:
         try:
             result = self._fn(*args, **kwargs)
             outs, _ = _flatten(result)
-            compiler.realize([t.ref for t in outs if isinstance(t, Tensor)] +
+            realization.realize([t.ref for t in outs if isinstance(t, Tensor)] +
                              [g.ref for rec in capture.records for g in rec.grads()])
         finally:
             CTX.thread.capture = None

@@ -24,7 +24,7 @@ class Node:
 
     def __init__(self, op: str | None, srcs: dict[str, Any], attrs: dict[str, Any],
                  types: list[TensorType], data: list | None = None, requires_grad: bool = False,
-                 key: tuple | None = None, args: list | None = None, plan: tuple | None = None):
+                 key: tuple | None = None, args: list | None = None, prekey: tuple | None = None):
         self.op, self.srcs, self.attrs, self.types = op, srcs, attrs, types
         # every source (node, index) in argument order, variadic flattened (`record` passes it)
         self.args = _flat_args(srcs) if args is None else args
@@ -37,8 +37,8 @@ class Node:
         self.seq = next(SEQ)     # recording order (in-place checks: ops after an overwrite)
         # Everything that identifies this op structurally, computed once at record time.
         self.key = key if key is not None or op is None else op_key(op, attrs)
-        # see `_plan`: this node's realization, keyed while recording (sid None: no plan)
-        self.sid, self.reads = (None, ()) if plan is None else plan
+        # see `_prekey`: this node's realization, keyed while recording (sid None: none)
+        self.sid, self.reads = (None, ()) if prekey is None else prekey
 
     @property
     def realized(self) -> bool:
@@ -47,7 +47,7 @@ class Node:
     def set_data(self, arrays: list, origin=None) -> None:
         self.data, self.origin = arrays, origin
         self.sid, self.reads = None, ()       # (the reads would keep its inputs alive)
-        CTX.realized_seq = next(SEQ)          # every older plan may now hold a stale pending node
+        CTX.realized_seq = next(SEQ)          # every older prekey may now hold a stale pending node
         if not self.requires_grad:
             self.op, self.srcs, self.args, self.key = None, {}, (), None
 
@@ -86,7 +86,7 @@ def record(op: str, srcs: dict[str, Any], attrs: dict[str, Any], requires_grad: 
 
 def record_binary(op: str, x: tuple, y: tuple, requires_grad: bool) -> Node:
     """`record(op, {"x": x, "y": y}, {}, requires_grad)`, unrolled for the arithmetic operators
-    (the same memo, so the same checks and plans)."""
+    (the same memo, so the same checks and prekeys)."""
     srcs = {"x": x, "y": y}
     memo = (op, (), CTX.target, "x", x[0].types[x[1]], "y", y[0].types[y[1]])
     return _node(op, srcs, {}, requires_grad, memo, [x, y], srcs)
@@ -102,7 +102,7 @@ def _node(op: str, srcs: dict, attrs: dict, requires_grad: bool, memo: tuple, ar
         REGISTRY[op].check_const_inputs(srcs, _is_const)
     full, types, key, floating, _ = hit
     return Node(op, kept, full, types, None, requires_grad and floating, key, args,  # shared:
-                _plan(memo, args))                                               # never mutated
+                _prekey(memo, args))                                               # never mutated
 
 
 def _apply(op: str, srcs: dict, attrs: dict, memo: tuple) -> tuple:
@@ -123,26 +123,26 @@ _APPLIED: dict = {}
 _APPLIED_MAX = 1 << 14
 
 
-# ---- plans: a realization's cache key and inputs, built up while recording ----------------
-# A pending node's plan is (structure id, leaf reads). The structure id numbers, by interning,
+# ---- prekeys: a realization's cache key and inputs, built up while recording ------------
+# A pending node's prekey is (structure id, leaf reads). The structure id numbers, by interning,
 # the tree the node computes: its recording memo (op, attributes, target, argument names and
 # input types: what fixes the op) and, per source, None for a leaf or the structure id (with
 # the output index if not 0) of a pending source. Two ids are equal exactly when the trees
 # are, so an id plus which leaf reads are of one leaf keys the program (a pending value used
 # twice is one node in the program and two branches of the tree; ops are pure, so both
-# compute the same). The leaf reads are (node, index) pairs in the order the compiler's cut
+# compute the same). The leaf reads are (node, index) pairs in the order the realization's cut
 # finds them (depth first: a node's sources' reads, then its own; the first of repeats
 # counts), grouped as recorded: () for none, else a tuple of reads and groups ending in its
-# read count (a chain shares its source's group). A realization makes every plan recorded
+# read count (a chain shares its source's group). A realization makes every prekey recorded
 # before it stale (its pending nodes may now hold data): `CTX.realized_seq`.
 _SIDS: dict = {}
 _SIDS_MAX = 1 << 16
 _SID = itertools.count()         # never reused, also after _SIDS is cleared
-_PLAN_LEAVES_MAX = 256           # reads (with repeats) past which walking the cut is cheaper
+_PREKEY_READS_MAX = 256           # reads (with repeats) past which walking the cut is cheaper
 
 
-def _plan(memo: tuple, args: list) -> tuple | None:
-    """The plan of a node recorded as `memo` (op, attributes, target, argument names and input
+def _prekey(memo: tuple, args: list) -> tuple | None:
+    """The prekey of a node recorded as `memo` (op, attributes, target, argument names and input
     types: what fixes its op key) reading `args`: None if a pending source has no current one."""
     wires, parts, reads, count, stale = [], [], [], 0, CTX.realized_seq
     for ref in args:
@@ -161,7 +161,7 @@ def _plan(memo: tuple, args: list) -> tuple | None:
     if reads:                                    # read after the sources' own reads
         parts += reads
         count += len(reads)
-    if count > _PLAN_LEAVES_MAX:
+    if count > _PREKEY_READS_MAX:
         return None
     desc = (memo, tuple(wires))
     sid = _SIDS.get(desc)
@@ -174,8 +174,8 @@ def _plan(memo: tuple, args: list) -> tuple | None:
     return sid, (*parts, count) if parts else ()
 
 
-def plan_leaves(reads: tuple) -> list:
-    """A plan's leaf reads in order (with repeats), flattened without recursion."""
+def prekey_leaves(reads: tuple) -> list:
+    """A prekey's leaf reads in order (with repeats), flattened without recursion."""
     out, stack = [], [iter(reads)]
     while stack:
         for part in stack[-1]:

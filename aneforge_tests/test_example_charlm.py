@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import aneforge as af
-from aneforge.compiler import recording
+from aneforge.realization import recording
 
 torch = pytest.importorskip("torch")
 

@@ -10,7 +10,7 @@ import pytest
 
 import aneforge as af
 from aneforge import kernels
-from aneforge.compiler import clear_cache
+from aneforge.realization import clear_cache
 from aneforge.numerics import FAMILY
 from aneforge.runtime import plan as plan_mod
 from aneforge.runtime.sim import SimExecutable

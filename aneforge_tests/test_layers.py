@@ -162,7 +162,7 @@ def test_ir_imports_nothing_from_ops():
 
 
 def test_passes_runtime_and_mil_stay_below_the_front():
-    front = ("aneforge.tensor", "aneforge.autograd", "aneforge.compiler", "aneforge.optim",
+    front = ("aneforge.tensor", "aneforge.autograd", "aneforge.realization", "aneforge.optim",
              "aneforge.nn", "aneforge.functions", "aneforge.creation", "aneforge.trace",
              "aneforge.adapters")
     graph = import_graph()

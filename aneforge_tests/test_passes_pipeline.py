@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import aneforge.passes as P
-from aneforge.compiler import Cut, boundary_shape, to_transport
+from aneforge.realization import Cut, boundary_shape, to_transport
 from aneforge.numerics import get_numerics
 from aneforge.runtime.sim import SimBackend
 from optable import CASES, af_inputs, arrays, call

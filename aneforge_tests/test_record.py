@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import aneforge as af
-from aneforge import compiler, dtypes
+from aneforge import dtypes, realization
 from aneforge.context import CTX
 
 trace = sys.modules["aneforge.trace"]
@@ -18,11 +18,11 @@ trace = sys.modules["aneforge.trace"]
 
 def planned(t):
     """The plan-made cut of `t` (None if its plan is missing or stale)."""
-    return compiler._planned([t.ref])
+    return realization._prekeyed([t.ref])
 
 
 def walked(t):
-    return compiler.Cut([t.ref])
+    return realization.Cut([t.ref])
 
 
 def fresh(shape, seed):
@@ -87,7 +87,7 @@ def test_a_chain_hits_the_cache_without_a_walk(monkeypatch):
         return y
     af.clear_cache()
     expected = chain(1).numpy()
-    monkeypatch.setattr(compiler, "Cut", None)          # a hit must not need the walk
+    monkeypatch.setattr(realization, "Cut", None)          # a hit must not need the walk
     assert planned(chain(1)) is not None
     np.testing.assert_array_equal(chain(1).numpy(), expected)
     assert af.cache_info().misses == 1 and af.cache_info().hits == 1
@@ -205,7 +205,7 @@ def test_a_cleared_structure_table_never_aliases(monkeypatch):
 
 
 def test_a_plan_with_too_many_reads_falls_back_to_the_walk(monkeypatch):
-    monkeypatch.setattr(trace, "_PLAN_LEAVES_MAX", 8)
+    monkeypatch.setattr(trace, "_PREKEY_READS_MAX", 8)
     y = af.ones(2)
     for _ in range(5):
         y = y + y                                        # 32 reads of one leaf, as a tree
@@ -251,9 +251,9 @@ def test_operators_record_as_record_op_does():
 def test_several_targets_walk_into_one_program():
     x = af.tensor(fresh((2, 3), 10))
     a, b = x * 2.0, (x + 1.0).exp()
-    assert compiler._planned([a.ref, b.ref]) is None        # two target nodes: the walk
+    assert realization._prekeyed([a.ref, b.ref]) is None        # two target nodes: the walk
     af.clear_cache()
-    compiler.realize([a.ref, b.ref])
+    realization.realize([a.ref, b.ref])
     assert af.cache_info().misses == 1
     import torch
     t = torch.from_numpy(x.numpy().astype(np.float32))

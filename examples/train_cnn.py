@@ -97,7 +97,7 @@ def load_data(seed: int = 0):
 def _recorded(fn):
     """The optimized program (and its inputs) that computes the tensors `fn()` returns: the
     largest of the programs run."""
-    from aneforge.compiler import recording
+    from aneforge.realization import recording
     with recording() as runs:
         af.realize(*fn())
     return max(runs, key=lambda r: len(r.program.main.block.operations))

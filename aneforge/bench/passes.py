@@ -17,7 +17,7 @@ def _raw(run_step):
     """(Program, inputs) that `run_step()` compiles and runs to compute the loss it returns,
     as recorded (no passes)."""
     import aneforge.passes as P
-    from aneforge.compiler import recording
+    from aneforge.realization import recording
     with P.pipeline("none"), recording() as runs:
         loss = run_step()
         loss.item()

@@ -157,10 +157,10 @@ def _class_loss(loss: Tensor, target: Tensor, weight, ignore_index: int, reducti
     w = None if weight is None else select_class(_per_class(weight, loss.dtype, loss.shape),
                                                  target)
     loss = loss if w is None else loss * w
-    loss = where(keep, loss, loss - loss)
+    loss = where(keep, loss, zeros(loss))
     if reduction != "mean":
         return _reduce(loss, reduction)
-    count = keep.to(loss.dtype) if w is None else where(keep, w, w - w)
+    count = keep.to(loss.dtype) if w is None else where(keep, w, zeros(w))
     return (loss.float().sum() / count.float().sum()).to(loss.dtype)
 
 
@@ -202,7 +202,7 @@ def select_class(values: Tensor, target: Tensor) -> Tensor:
     """values[n, target[n]] over the class axis 1, as a masked sum (no gather)."""
     mask = _one_hot_mask(target, values.shape[1])             # [N, ..., C]
     mask = mask if values.ndim == 2 else mask.movedim(-1, 1)   # classes on axis 1
-    return where(mask, values, values - values).sum(1)
+    return where(mask, values, zeros(values)).sum(1)
 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
@@ -240,10 +240,10 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         # divides both terms by the kept samples' summed weight[target]
         main = _class_loss(loss, target, weight, ignore_index, reduction)
         keep = target != ignore_index
-        smooth = where(keep, smooth, smooth - smooth)
+        smooth = where(keep, smooth, zeros(smooth))
         if reduction == "mean":
             wt = select_class(_per_class(weight, logp.dtype, loss.shape), target)
-            smooth = (smooth.float().sum() / where(keep, wt, wt - wt).float().sum()).to(logp.dtype)
+            smooth = (smooth.float().sum() / where(keep, wt, zeros(wt)).float().sum()).to(logp.dtype)
         else:
             smooth = _reduce(smooth, reduction)
         return main * (1 - label_smoothing) + smooth * label_smoothing
@@ -303,7 +303,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         return input
     shape = input.shape
     keep = host_random(lambda: generator().random(shape) >= p, "bool")
-    return where(keep, input * (1.0 / (1.0 - p)), input - input)
+    return where(keep, input * (1.0 / (1.0 - p)), zeros(input))
 
 
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
@@ -986,8 +986,8 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
         loss = t.exp() * (t - x)
     else:
         positive = t > 0
-        safe = where(positive, t, t - t + 1.0)       # log(1) = 0: no -inf * 0 in the gradient
-        loss = where(positive, t * (safe.log() - x), t - t)
+        safe = where(positive, t, zeros(t) + 1.0)       # log(1) = 0: no -inf * 0 in the gradient
+        loss = where(positive, t * (safe.log() - x), zeros(t))
     if reduction == "batchmean":
         return (loss.sum() / (x.shape[0] if x.ndim else 1)).to(dtype)
     return _reduce(loss, reduction).to(dtype)

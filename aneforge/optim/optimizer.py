@@ -19,7 +19,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .. import compiler
+from .. import realization
 from ..context import CTX
 from ..autograd import enable_grad, no_grad
 from ..creation import tensor
@@ -46,7 +46,7 @@ class Optimizer:
             _check_group(g)
         self.state: dict = {}
         self._steps = 0
-        self._staged: _Plan | None = None     # an update planned by an early read, not adopted
+        self._staged: _StagedUpdate | None = None   # an update staged by an early read, not adopted
         self._stepping = False
         self.last_step_skipped = False
         CTX.participants.add(self)
@@ -99,20 +99,20 @@ class Optimizer:
             capture.guard(self._structure)
         if grad_scale is not None and not isinstance(grad_scale, Tensor):
             grad_scale = tensor(float(grad_scale))
-        plan, self._staged = self._staged, None
-        if plan is None or not plan.matches(self, self._steps, _value(grad_scale), check_finite):
-            plan = self._plan(0, grad_scale, check_finite)
-            if plan is None:
+        update, self._staged = self._staged, None
+        if update is None or not update.matches(self, self._steps, _value(grad_scale), check_finite):
+            update = self._stage_update(0, grad_scale, check_finite)
+            if update is None:
                 self._note_skipped(None)
                 return loss
             self._stepping = True          # this realization is the step: nothing to plan
             try:
-                compiler.realize(plan.targets + self._record_outputs())
+                realization.realize(update.targets + self._record_outputs())
             finally:
                 self._stepping = False
-        plan.commit()
+        update.commit()
         self._consume_records()
-        self._note_skipped(plan.ok)
+        self._note_skipped(update.ok)
         return loss
 
     def _count_step(self) -> None:
@@ -148,11 +148,11 @@ class Optimizer:
         if not records:
             return []
         grad_scale, check_finite = _expected_step_args(self, records)
-        plan = self._plan(1, grad_scale, check_finite)
-        if plan is None:
+        update = self._stage_update(1, grad_scale, check_finite)
+        if update is None:
             return []
-        self._staged = plan
-        return plan.targets + [r for rec in records for r in rec.outputs()]
+        self._staged = update
+        return update.targets + [r for rec in records for r in rec.outputs()]
 
     def _records(self) -> list:
         nodes = [p.ref[0] for p in self._params()]
@@ -167,7 +167,8 @@ class Optimizer:
         records = CTX.thread.backward_records
         records[:] = [r for r in records if not any(r.touches(n) for n in nodes)]
 
-    def _plan(self, ahead: int, scale: Tensor | None, check_finite: bool) -> "_Plan | None":
+    def _stage_update(self, ahead: int, scale: Tensor | None,
+                      check_finite: bool) -> "_StagedUpdate | None":
         """Record lazily (nothing runs) the update of step number `self._steps + ahead`."""
         step = self._steps + ahead
         live = [(g, p) for g in self.param_groups for p in g["params"] if p.grad is not None]
@@ -176,7 +177,7 @@ class Optimizer:
         for _, p in live:
             if p not in self.state:
                 self.state[p] = self._fresh_state(p)
-        plan = _Plan(self, step, _value(scale), check_finite, live)
+        update = _StagedUpdate(self, step, _value(scale), check_finite, live)
         grads = [p.grad * scale if scale is not None else p.grad for _, p in live]
         ok = _all_finite(grads) if check_finite else None
         hypers = {id(group): self._hyper_inputs(group, ahead) for group in self.param_groups}
@@ -187,11 +188,11 @@ class Optimizer:
             if lo is not None:
                 new_state["lo"] = lo
             for old, new in [(p, new_p)] + [(state[k], v) for k, v in new_state.items()]:
-                plan.writes.append((old, new if ok is None else _select(ok, new, old)))
-        plan.ok = ok
-        plan.targets = ([new.ref for _, new in plan.writes] + [p.grad.ref for _, p in live] +
+                update.writes.append((old, new if ok is None else _select(ok, new, old)))
+        update.ok = ok
+        update.targets = ([new.ref for _, new in update.writes] + [p.grad.ref for _, p in live] +
                         ([ok.ref] if ok is not None else []))
-        return plan
+        return update
 
     def _hyper_inputs(self, group: dict, ahead: int) -> dict:
         """The per-step scalars as program inputs; af.compile recomputes them on each replay."""
@@ -341,7 +342,7 @@ def _select(ok: Tensor, new: Tensor, old: Tensor) -> Tensor:
     return where(ok, new, old)
 
 
-class _Plan:
+class _StagedUpdate:
     """One recorded (lazy) update: new values for parameters and state, and what it was recorded
     from, so a step planned early is adopted only if nothing it read has changed since."""
 
@@ -354,7 +355,7 @@ class _Plan:
         self.targets: list = []
 
     def current(self, opt: Optimizer) -> bool:
-        """Were it stepped now (step number one on), would this plan still apply?"""
+        """Were it stepped now (step number one on), would this update still apply?"""
         return self.matches(opt, opt._steps + 1, self.grad_scale, self.check_finite)
 
     def matches(self, opt: Optimizer, step: int, grad_scale, check_finite: bool) -> bool:
@@ -385,7 +386,7 @@ def _hypers(opt: Optimizer, step: int) -> list:
 
 
 def _value(grad_scale):
-    """grad_scale as a number (plans compare numbers)."""
+    """grad_scale as a number (staged updates compare numbers)."""
     return None if grad_scale is None else float(grad_scale.value().reshape(-1)[0])
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import compiler, dtypes, kernels, scalar_consts
+from .. import realization, dtypes, kernels, scalar_consts
 from ..autograd import backward, no_grad
 from ..context import CTX
 from ..dtypes import DType
@@ -191,7 +191,7 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
 
     # ---- realization -----------------------------------------------------------------
     def realize(self) -> "Tensor":
-        compiler.realize([self.ref])
+        realization.realize([self.ref])
         return self
 
     def numpy(self) -> np.ndarray:

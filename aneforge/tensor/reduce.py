@@ -74,10 +74,10 @@ def reduce(x, dim=None, keepdim: bool = False, divisor: float = 1.0):
     axes = axes_of(x, dim)                      # checks dim, as torch does, also for a 0-d x
     if x.ndim == 0:
         return x if divisor == 1 else x / float(divisor)
-    plan = _plan(x, axes) if is_wide(x, axes) else None
-    if plan is None:
+    layout = _layout(x, axes) if is_wide(x, axes) else None
+    if layout is None:
         return _narrow(x, axes, keepdim, divisor)
-    out = _wide(x, axes, divisor, plan)
+    out = _wide(x, axes, divisor, layout)
     return out.reshape(_out_shape(x.shape, axes, keepdim))
 
 
@@ -108,7 +108,7 @@ def _stages(k: int) -> tuple[int, ...] | None:
     return tuple(out) + (k,)
 
 
-def _plan(x, axes) -> tuple | None:
+def _layout(x, axes) -> tuple | None:
     """(rows shape, stage lengths), or None when no legal matmul layout exists (a prime length
     above the cap, or too many kept axes to stage): those stay on reduce_sum."""
     k = length(x, axes)
@@ -125,8 +125,8 @@ def _column(x, n: int, value: float, row: bool = False):
     return x._const(np.full((1, n) if row else (n, 1), value), x.dtype)
 
 
-def _wide(x, axes, divisor, plan):
-    rows, stages = plan
+def _wide(x, axes, divisor, layout):
+    rows, stages = layout
     k = length(x, axes)
     if divisor == 1:              # halved, then doubled (exact): sums up to 65504 pass the port
         values, post = (0.5,) + (1.0,) * (len(stages) - 1), 2.0

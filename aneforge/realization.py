@@ -27,7 +27,7 @@ from .ir import Block, Function, Operation, Program, TensorType, Var
 from .ir.dag import fresh_name
 from .numerics import get_numerics
 from .targets import get_target
-from .trace import plan_leaves
+from .trace import prekey_leaves
 from .runtime import get_backend
 
 
@@ -69,7 +69,7 @@ def recording():
     traced, before the passes (for inspection, tests and benchmarks).
 
     >>> import aneforge as af
-    >>> from aneforge.compiler import recording
+    >>> from aneforge.realization import recording
     >>> with recording() as runs:
     ...     (af.ones(3) * 2.0).numpy().tolist()
     [2.0, 2.0, 2.0]
@@ -281,12 +281,12 @@ def run(refs: list[tuple]) -> None:
         return
     cache = CTX.cache
     numerics, backend, pipeline = get_numerics(), get_backend(), passes.get_pipeline()
-    cut = _planned(pending) or Cut(pending)
+    cut = _prekeyed(pending) or Cut(pending)
     key = cut.key(numerics, backend.name) + (pipeline, get_target().name)
     entry = cache.entries.get(key)
     if entry is None:
         start = time.perf_counter()
-        if type(cut) is Planned:
+        if type(cut) is Prekeyed:
             cut = cut.full(pending)
         program = cut.program()
         report = passes.run(program, pipeline, numerics)
@@ -320,8 +320,8 @@ def run(refs: list[tuple]) -> None:
         node.set_data([outs[i] for i in range(len(node.types))], program)
 
 
-class Planned(NamedTuple):
-    """A cut known from the target's plan (`trace._plan`), without walking the trace: the
+class Prekeyed(NamedTuple):
+    """A cut known from the pending node.s prekey (`trace._prekey`), without walking the trace: the
     leaves it reads, the outputs it writes, and its key."""
     leaves: list
     outputs: list
@@ -334,24 +334,24 @@ class Planned(NamedTuple):
         """The walked cut, which must read the same leaves in the same order (checked)."""
         cut = Cut(pending)
         if cut.leaves != self.leaves:
-            raise AneforgeError(f"internal error: a plan's {len(self.leaves)} leaves differ "
+            raise AneforgeError(f"internal error: a prekey's {len(self.leaves)} leaves differ "
                                 f"from the cut's {len(cut.leaves)}")
         return cut
 
 
-def _planned(pending: list) -> Planned | None:
-    """All outputs of one pending node whose plan is current: its leaves and key, no walk."""
+def _prekeyed(pending: list) -> Prekeyed | None:
+    """All outputs of one pending node whose prekey is current: its leaves and key, no walk."""
     node = pending[0][0]
     if node.sid is None or node.seq < CTX.realized_seq or any(n is not node for n, _ in pending):
         return None
-    reads = plan_leaves(node.reads)
+    reads = prekey_leaves(node.reads)
     first = dict.fromkeys(reads)              # a leaf read twice is one program input
     leaves = list(first)
     same = None
     if len(leaves) != len(reads):             # the key says which reads are of one leaf
         first.update(zip(leaves, range(len(leaves))))
         same = tuple([first[r] for r in reads])
-    return Planned(leaves, [(node, i) for i in range(len(node.types))], ("plan", node.sid, same))
+    return Prekeyed(leaves, [(node, i) for i in range(len(node.types))], ("prekey", node.sid, same))
 
 
 def program_for(refs: list[tuple]) -> Program:
