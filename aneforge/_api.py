@@ -34,14 +34,17 @@ assignment) in the Tensor class or a base class of it, written by hand: the meth
 implementations. Functions that make tensors or set state (af.zeros, af.manual_seed,
 af.no_grad, ...) are on af only, as in torch, and imported by hand in __init__.py.
 
-This module imports nothing of aneforge at import time (torch_import.py reads it while
-aneforge loads); implementations are named by string (`Tensor.exp`, `functions.cat`, `F.silu`)
-and resolved by the reader.
+This module imports nothing of aneforge at import time, so any module may read it without an
+import cycle: implementations are named by string (`Tensor.exp`, `functions.cat`, `F.silu`)
+and resolved by the reader (torch_import.routes()). Only the generator imports Tensor, to copy
+each forwarded method's signature, found with getattr and inspect wherever the method is
+defined (the class or a base of it).
 """
 from __future__ import annotations
 
 import inspect
 import pathlib
+import re
 from typing import NamedTuple
 
 SURFACES = ("torch", "Tensor", "F")
@@ -453,7 +456,13 @@ class _Written(str):
 
 
 def _written(annotation):
-    return annotation if annotation is inspect.Parameter.empty else _Written(annotation)
+    """An annotation as the forwarder's source spells it. A method in a module without
+    `from __future__ import annotations` (a mixin of Tensor, say) has evaluated ones, which
+    print with their module path (`aneforge.tensor.Tensor`): the path is dropped."""
+    if annotation is inspect.Parameter.empty:
+        return annotation
+    text = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+    return _Written(re.sub(r"\baneforge(\.\w+)*\.", "", text))
 
 
 def _forwarder(name: str) -> str:

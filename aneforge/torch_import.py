@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import _api, dtypes, functions
+from . import dtypes, functions
 from .creation import tensor
 from .errors import AneforgeError
 from .nn import functional as F
@@ -36,7 +36,10 @@ _UNROUTED = object()        # an ATen op no row lists
 @functools.cache
 def routes() -> dict[str, Callable | None]:
     """ATen op (the name torch.export prints) -> how aneforge computes it, from aneforge/_api.py's
-    TABLE and ATEN_ONLY; None for a runtime check that records nothing."""
+    TABLE and ATEN_ONLY; None for a runtime check that records nothing. _api is read on the
+    first import of a module, not while aneforge loads: `python -m aneforge._api` runs it as
+    __main__ after importing aneforge, and would otherwise find it imported already."""
+    from . import _api          # imports nothing of aneforge: no cycle
     return {op: _route(implementation, adapter)
             for op, implementation, adapter in _api.aten_routes()}
 
