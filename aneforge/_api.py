@@ -386,11 +386,13 @@ def _lines(table: str) -> list[str]:
 def _row(line: str) -> Row:
     fields, _, note = line.partition(" -- ")
     name, home, *rest = fields.split()
-    n = next(i for i, word in enumerate(rest) if word.rstrip("*") not in SURFACES)
-    surfaces, runs, aten = rest[:n], rest[n], rest[n + 1:]
-    if home not in ("Tensor", "functions", "F") or bool(note) != (runs in ("host", "no-op")):
-        raise ValueError(f"_api.TABLE: bad row {line!r}: home is Tensor, functions or F, and "
-                         f"a host or no-op row (only) ends with `-- why`")
+    n = next((i for i, word in enumerate(rest) if word.rstrip("*") not in SURFACES), len(rest))
+    surfaces, (runs, *aten) = rest[:n], rest[n:] or [""]
+    if home not in ("Tensor", "functions", "F") or not runs or \
+            bool(note) != (runs in ("host", "no-op")):
+        raise ValueError(f"_api.TABLE: bad row {line!r}: a name, its home (Tensor, functions or "
+                         f"F), surfaces, how it runs and ATen ops; a host or no-op row (only) "
+                         f"ends with `-- why`")
     return Row(name, home, tuple(s.rstrip("*") for s in surfaces),
                frozenset(s.rstrip("*") for s in surfaces if s.endswith("*")), runs, note,
                tuple(_overload(op) for op in aten))
@@ -413,10 +415,9 @@ def aten_routes() -> list[tuple[str, str, str]]:
     """(ATen op as torch.export names it, implementation, adapter) from TABLE and ATEN_ONLY:
     the op runs `adapter` (a function of torch_import.py) if named, else the implementation
     (`Tensor.exp`, `functions.cat`, `F.silu`); adapter `skip` records nothing."""
-    routes = [(f"aten.{op}", row.implementation, adapter) for row in ROWS
-              for op, adapter in row.aten]
-    return routes + [(f"aten.{op}", "", adapter) for op, adapter in map(str.split,
-                                                                        _lines(ATEN_ONLY))]
+    own = [(op, row.implementation, adapter) for row in ROWS for op, adapter in row.aten]
+    only = [(op, "", adapter) for op, adapter in map(str.split, _lines(ATEN_ONLY))]
+    return [(f"aten.{op}", implementation, adapter) for op, implementation, adapter in own + only]
 
 
 def _bound_from(row: Row, surface: str) -> str:

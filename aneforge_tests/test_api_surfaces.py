@@ -138,6 +138,7 @@ def test_adding_a_name_is_one_row(monkeypatch):
     "frobnicate    Tensor    torch Tensor    host",                 # a host row says why
     "frobnicate    Tensor    torch Tensor    exp  -- why",          # only host / no-op rows do
     "frobnicate    Module    torch           exp",                  # a home that is none
+    "frobnicate    Tensor    torch Tensor",                         # how it runs is missing
 ])
 def test_a_malformed_row_is_refused(line):
     with pytest.raises(ValueError, match="bad row"):
