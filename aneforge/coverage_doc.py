@@ -13,7 +13,10 @@ from __future__ import annotations
 import inspect
 import sys
 
-from . import _api
+import aneforge as af
+
+from . import _api, nn, optim
+from .targets_doc import generate
 
 SURFACE_TITLES = {"torch": "`torch.X` as `af.X`", "Tensor": "`torch.Tensor.X` as `Tensor.X`",
                   "F": "`torch.nn.functional.X` as `af.nn.functional.X`"}
@@ -51,7 +54,6 @@ def _public(module) -> list[str]:
 
 def _others() -> list[str]:
     """af.* names that are not tensor functions of the table: creation, modes, tools."""
-    import aneforge as af
     rows = {r.name for r in _api.ROWS}
     return [n for n in af.__all__ if n not in rows and not inspect.ismodule(getattr(af, n))
             and not isinstance(getattr(af, n), af.dtypes.DType)]
@@ -70,8 +72,6 @@ def _names_section(title: str, names: list[str], text: str) -> list[str]:
 
 
 def totals() -> dict[str, int]:
-    import aneforge.nn as nn
-    import aneforge.optim as optim
     kinds = [r.kind for r in _api.ROWS]
     return {"torch-named tensor functions": len(_api.ROWS),
             **{f"on {SURFACE_TITLES[s]}": len(_api.on(s)) for s in _api.SURFACES},
@@ -83,8 +83,6 @@ def totals() -> dict[str, int]:
 
 
 def render() -> str:
-    import aneforge.nn as nn
-    import aneforge.optim as optim
     lines = INTRO.splitlines() + ["", "## Totals", "", "| | count |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in totals().items()] + [""]
     lines += ["(native + decomposed + host + no op = the torch-named tensor functions; a name "
@@ -109,7 +107,6 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> None:
-    from .targets_doc import generate
     generate(render, "torch_coverage.md", argv)
 
 
