@@ -36,8 +36,8 @@ _UNROUTED = object()        # an ATen op no row lists
 @functools.cache
 def routes() -> dict[str, Callable | None]:
     """ATen op (the name torch.export prints) -> how aneforge computes it, from aneforge/_api.py's
-    TABLE and ATEN_ONLY; None for a runtime check that records nothing. _api is read on the
-    first import of a module, not while aneforge loads: `python -m aneforge._api` runs it as
+    TABLE and ATEN_ONLY; None for a runtime check that records nothing. _api is imported at
+    the first from_torch, not while aneforge loads: `python -m aneforge._api` runs it as
     __main__ after importing aneforge, and would otherwise find it imported already."""
     from . import _api          # imports nothing of aneforge: no cycle
     return {op: _route(implementation, adapter)
