@@ -1,230 +1,318 @@
-"""The one table of aneforge's torch-named functions over tensors, and the writer of the surfaces.
+"""The one table of aneforge's torch names, and the writer of the surfaces.
 
-Each row of TABLE names a torch function, where aneforge implements it (its home) and the
-surfaces on which torch spells it: `torch.X` (af.X), `torch.Tensor.X` (Tensor.X) and
-`torch.nn.functional.X` (F.X). aneforge has the name on exactly those surfaces, and
-aneforge_tests/test_api_surfaces.py checks the table against torch itself.
+Each row of TABLE names a torch function over tensors and says, in its columns:
 
-Homes: `Tensor` (a method of aneforge.tensor.Tensor), `functions` (aneforge/functions.py) and
-`F` (aneforge/nn/functional.py). A surface marked `*` has a hand-written adapter in that
-surface's module (aneforge/adapters.py for torch.X), because torch's signature differs there (torch.embedding(weight, indices) against
-F.embedding(input, weight)). Every other surface binds the home's implementation by a plain
-statement that `python -m aneforge._api` writes into the marked blocks of
+- **home**: where aneforge implements it: `Tensor` (a method of the class), `functions`
+  (aneforge/functions.py) or `F` (aneforge/nn/functional.py);
+- **surfaces**: where torch spells it: `torch.X` (af.X), `torch.Tensor.X` (Tensor.X) and
+  `torch.nn.functional.X` (F.X). aneforge has the name on exactly those, and
+  aneforge_tests/test_api_surfaces.py checks them against torch itself. A surface marked `*` has
+  a hand-written adapter, because torch's signature differs there (torch.embedding(weight,
+  indices) against F.embedding(input, weight)): in aneforge/adapters.py for torch.X, in the
+  surface's own module otherwise;
+- **runs as**: how it runs, for docs/torch_coverage.md: the one MIL op it records (native),
+  `decomposed` (several ops), `host` (a value read back, or a static fact) or `no-op` (only
+  the handle changes); a host or no-op row ends with `-- why`, the page's note;
+- **ATen ops**: the torch.export overloads (`add.Tensor` for `aten.add.Tensor`) that
+  `af.from_torch` runs with this row's function, called with the ATen op's arguments; an
+  overload written `op:adapter` runs aneforge/torch_import.py's function `adapter` instead,
+  where the ATen signature differs from aneforge's (an argument dropped or reordered).
+
+An indented line continues the row above it. ATEN_ONLY lists the ATen ops torch.export emits
+that are no torch function of their own (slices, aliases, its runtime checks), and ABSENT the
+torch names aneforge leaves out on purpose, with why; the coverage page shows both tables'
+contents, and torch_import.py reads its routes from TABLE and ATEN_ONLY only.
+
+Every surface but a hand-written adapter binds the home's implementation by a plain statement
+that `python -m aneforge._api` writes into the marked blocks of
 
     aneforge/functions.py      af.X of a Tensor method: a def forwarding to the method; __all__
     aneforge/nn/functional.py  F.X homed elsewhere: imported from functions; __all__
     aneforge/__init__.py       af.X: imported from functions and nn.functional; __all__
 
 so IDEs, static analyzers and help() see every name. Tensor.X is always a def (or a class-body
-assignment) in tensor.py, written by hand: the methods are the implementations. Functions that
-make tensors or set state (af.zeros, af.manual_seed, af.no_grad, ...) are on af only, as in
-torch, and imported by hand in __init__.py.
+assignment) in the Tensor class or a base class of it, written by hand: the methods are the
+implementations. Functions that make tensors or set state (af.zeros, af.manual_seed,
+af.no_grad, ...) are on af only, as in torch, and imported by hand in __init__.py.
+
+This module imports nothing of aneforge at import time, so any module may read it without an
+import cycle: implementations are named by string (`Tensor.exp`, `functions.cat`, `F.silu`)
+and resolved by the reader (torch_import.routes()). Only the generator imports Tensor, to copy
+each forwarded method's signature, found with getattr and inspect wherever the method is
+defined (the class or a base of it).
 """
 from __future__ import annotations
 
 import inspect
 import pathlib
+import re
 from typing import NamedTuple
 
 SURFACES = ("torch", "Tensor", "F")
 
-#  name                             home       surfaces torch spells it on (* = adapter there)
+#  name               home      surfaces        runs as         ATen ops (overload[:adapter])
 TABLE = """
-abs                                 Tensor     torch Tensor
-adaptive_avg_pool2d                 F          F
-add                                 Tensor     torch Tensor
-add_                                Tensor     Tensor
-addcdiv                             Tensor     torch Tensor
-addcmul                             Tensor     torch Tensor
-addmm                               Tensor     torch Tensor
-all                                 Tensor     torch Tensor
-allclose                            Tensor     torch Tensor
-amax                                Tensor     torch Tensor
-amin                                Tensor     torch Tensor
-any                                 Tensor     torch Tensor
-argmax                              Tensor     torch Tensor
-argmin                              Tensor     torch Tensor
-argsort                             Tensor     torch Tensor
-avg_pool1d                          F          torch F
-avg_pool2d                          F          F
-batch_norm                          F          torch* F
-backward                            Tensor     Tensor
-binary_cross_entropy_with_logits    F          torch* F
-bmm                                 Tensor     torch Tensor
-bool                                Tensor     Tensor
-cat                                 functions  torch
-ceil                                Tensor     torch Tensor
-celu                                F          torch F
-chunk                               Tensor     torch Tensor
-clamp                               Tensor     torch Tensor
-clamp_                              Tensor     torch Tensor
-clamp_max                           Tensor     torch Tensor
-clamp_min                           Tensor     torch Tensor
-clip                                Tensor     torch Tensor
-clone                               Tensor     torch Tensor
-concat                              functions  torch
-concatenate                         functions  torch
-contiguous                          Tensor     Tensor
-conv1d                              F          torch F
-conv2d                              F          torch F
-conv_transpose2d                    F          torch F
-copy_                               Tensor     Tensor
-copysign                            Tensor     torch Tensor
-cos                                 Tensor     torch Tensor
-cosine_similarity                   F          torch F
-count_nonzero                       Tensor     torch Tensor
-cpu                                 Tensor     Tensor
-cross_entropy                       F          F
-cummax                              Tensor     torch Tensor
-cummin                              Tensor     torch Tensor
-cumprod                             Tensor     torch Tensor
-cumsum                              Tensor     torch Tensor
-detach                              Tensor     torch Tensor
-diag                                Tensor     torch Tensor
-diagonal                            Tensor     torch Tensor
-dim                                 Tensor     Tensor
-div                                 Tensor     torch Tensor
-div_                                Tensor     Tensor
-dropout                             F          torch* F
-einsum                              functions  torch
-elu                                 F          F
-embedding                           F          torch* F
-eq                                  Tensor     torch Tensor
-erf                                 Tensor     torch Tensor
-exp                                 Tensor     torch Tensor
-expand                              Tensor     Tensor
-expand_as                           Tensor     Tensor
-expm1                               Tensor     torch Tensor
-fill_                               Tensor     torch Tensor
-flatten                             Tensor     torch Tensor
-flip                                Tensor     torch Tensor
-float                               Tensor     Tensor
-floor                               Tensor     torch Tensor
-floor_divide                        Tensor     torch Tensor
-fmod                                Tensor     torch Tensor
-gather                              Tensor     torch Tensor
-ge                                  Tensor     torch Tensor
-gelu                                F          F
-group_norm                          F          torch F
-gt                                  Tensor     torch Tensor
-half                                Tensor     Tensor
-hardsigmoid                         F          F
-hardswish                           F          F
-hardtanh                            F          F
-huber_loss                          F          F
-index_select                        Tensor     torch Tensor
-int                                 Tensor     Tensor
-interpolate                         F          F
-kl_div                              F          torch* F
-isclose                             Tensor     torch Tensor
-item                                Tensor     Tensor
-l1_loss                             F          F
-layer_norm                          F          torch F
-le                                  Tensor     torch Tensor
-leaky_relu                          F          F
-lerp                                Tensor     torch Tensor
-linear                              F          F
-log                                 Tensor     torch Tensor
-log1p                               Tensor     torch Tensor
-log_softmax                         Tensor     torch Tensor F
-logcumsumexp                        Tensor     torch Tensor
-logical_not                         Tensor     torch Tensor
-logsigmoid                          F          F
-logsumexp                           Tensor     torch Tensor
-long                                Tensor     Tensor
-lt                                  Tensor     torch Tensor
-masked_fill                         Tensor     torch Tensor
-matmul                              Tensor     torch Tensor
-max                                 Tensor     torch Tensor
-max_pool1d                          F          torch F
-max_pool2d                          F          torch F
-maximum                             Tensor     torch Tensor
-mean                                Tensor     torch Tensor
-meshgrid                            functions  torch
-min                                 Tensor     torch Tensor
-minimum                             Tensor     torch Tensor
-mish                                F          F
-movedim                             Tensor     torch Tensor
-mse_loss                            F          F
-mul                                 Tensor     torch Tensor
-mul_                                Tensor     Tensor
-multiply                            Tensor     torch Tensor
-nan_to_num                          Tensor     torch Tensor
-narrow                              Tensor     torch Tensor
-ne                                  Tensor     torch Tensor
-neg                                 Tensor     torch Tensor
-negative                            Tensor     torch Tensor
-nll_loss                            F          F
-norm                                Tensor     torch Tensor
-normalize                           F          F
-numel                               Tensor     torch Tensor
-numpy                               Tensor     Tensor
-one_hot                             F          F
-outer                               Tensor     torch Tensor
-pad                                 F          F
-permute                             Tensor     torch Tensor
-pow                                 Tensor     torch Tensor
-prod                                Tensor     torch Tensor
-reciprocal                          Tensor     torch Tensor
-relu                                Tensor     torch Tensor F*
-relu6                               F          F
-remainder                           Tensor     torch Tensor
-repeat                              Tensor     Tensor
-requires_grad_                      Tensor     Tensor
-reshape                             Tensor     torch Tensor
-rms_norm                            F          torch F
-roll                                Tensor     torch Tensor
-rsqrt                               Tensor     torch Tensor
-scaled_dot_product_attention        F          F
-scatter                             Tensor     torch Tensor
-scatter_add                         Tensor     torch Tensor
-scatter_reduce                      Tensor     torch Tensor
-select                              Tensor     torch Tensor
-selu                                F          torch F
-set_                                Tensor     Tensor
-sigmoid                             Tensor     torch Tensor F
-sign                                Tensor     torch Tensor
-silu                                F          F
-sin                                 Tensor     torch Tensor
-size                                Tensor     Tensor
-smooth_l1_loss                      F          F
-softmax                             Tensor     torch Tensor F
-softplus                            F          F
-softsign                            F          F
-sort                                Tensor     torch Tensor
-split                               Tensor     torch Tensor
-sqrt                                Tensor     torch Tensor
-square                              Tensor     torch Tensor
-squeeze                             Tensor     torch Tensor
-stack                               functions  torch
-std                                 Tensor     torch Tensor
-std_mean                            functions  torch
-sub                                 Tensor     torch Tensor
-sub_                                Tensor     Tensor
-subtract                            Tensor     torch Tensor
-sum                                 Tensor     torch Tensor
-swapaxes                            Tensor     torch Tensor
-t                                   Tensor     torch Tensor
-tanh                                Tensor     torch Tensor F
-tile                                Tensor     torch Tensor
-to                                  Tensor     Tensor
-topk                                Tensor     torch Tensor
-tolist                              Tensor     Tensor
-transpose                           Tensor     torch Tensor
-tril                                Tensor     torch Tensor
-triu                                Tensor     torch Tensor
-true_divide                         Tensor     torch Tensor
-trunc                               Tensor     torch Tensor
-type                                Tensor     Tensor
-type_as                             Tensor     Tensor
-unbind                              Tensor     torch Tensor
-unflatten                           Tensor     torch Tensor
-unsqueeze                           Tensor     torch Tensor
-var                                 Tensor     torch Tensor
-var_mean                            functions  torch
-view                                Tensor     Tensor
-where                               functions  torch Tensor*
-zero_                               Tensor     torch Tensor
+abs                   Tensor    torch Tensor    abs             abs.default
+adaptive_avg_pool2d   F         F               decomposed
+add                   Tensor    torch Tensor    add             add.Tensor
+add_                  Tensor    Tensor          add
+addcdiv               Tensor    torch Tensor    decomposed
+addcmul               Tensor    torch Tensor    decomposed
+addmm                 Tensor    torch Tensor    decomposed      addmm.default
+all                   Tensor    torch Tensor    decomposed
+allclose              Tensor    torch Tensor    host
+    -- a Python bool: the comparison runs as a program, the answer is read back
+amax                  Tensor    torch Tensor    reduce_max      amax.default:_amax
+amin                  Tensor    torch Tensor    reduce_min
+any                   Tensor    torch Tensor    decomposed
+argmax                Tensor    torch Tensor    reduce_argmax
+argmin                Tensor    torch Tensor    reduce_argmin
+argsort               Tensor    torch Tensor    decomposed
+avg_pool1d            F         torch F         decomposed
+avg_pool2d            F         F               decomposed
+batch_norm            F         torch* F        decomposed      batch_norm.default:_batch_norm
+                                       _native_batch_norm_legit_no_training.default:_batch_norm_eval
+backward              Tensor    Tensor          host
+    -- records the gradient ops (autograd); they run with the next realization
+binary_cross_entropy_with_logits F         torch* F        decomposed
+bmm                   Tensor    torch Tensor    matmul          bmm.default
+bool                  Tensor    Tensor          cast
+cat                   functions torch           concat          cat.default
+ceil                  Tensor    torch Tensor    decomposed
+celu                  F         torch F         decomposed
+chunk                 Tensor    torch Tensor    split           chunk.default
+clamp                 Tensor    torch Tensor    clip            clamp.default
+clamp_                Tensor    torch Tensor    clip
+clamp_max             Tensor    torch Tensor    minimum
+clamp_min             Tensor    torch Tensor    maximum
+clip                  Tensor    torch Tensor    clip
+clone                 Tensor    torch Tensor    identity        clone.default:_same
+concat                functions torch           concat
+concatenate           functions torch           concat
+contiguous            Tensor    Tensor          no-op           contiguous.default:_same
+    -- tensors are always contiguous
+conv1d                F         torch F         decomposed
+conv2d                F         torch F         decomposed      conv2d.default:_conv2d
+conv_transpose2d      F         torch F         decomposed
+copy_                 Tensor    Tensor          no-op
+    -- the handle takes `src`'s value
+copysign              Tensor    torch Tensor    decomposed
+cos                   Tensor    torch Tensor    cos
+cosine_similarity     F         torch F         decomposed
+count_nonzero         Tensor    torch Tensor    decomposed
+cpu                   Tensor    Tensor          no-op
+    -- one device
+cross_entropy         F         F               decomposed
+cummax                Tensor    torch Tensor    decomposed
+cummin                Tensor    torch Tensor    decomposed
+cumprod               Tensor    torch Tensor    decomposed
+cumsum                Tensor    torch Tensor    decomposed
+detach                Tensor    torch Tensor    no-op           detach.default
+    -- a new handle without gradient history
+diag                  Tensor    torch Tensor    decomposed
+diagonal              Tensor    torch Tensor    decomposed
+dim                   Tensor    Tensor          host
+    -- the static rank (no program)
+div                   Tensor    torch Tensor    real_div        div.Tensor
+div_                  Tensor    Tensor          real_div
+dropout               F         torch* F        decomposed      dropout.default
+einsum                functions torch           decomposed
+elu                   F         F               decomposed
+embedding             F         torch* F        decomposed      embedding.default:_embedding
+eq                    Tensor    torch Tensor    equal
+erf                   Tensor    torch Tensor    erf             erf.default
+exp                   Tensor    torch Tensor    exp             exp.default
+expand                Tensor    Tensor          tile            expand.default:_expand
+expand_as             Tensor    Tensor          tile
+expm1                 Tensor    torch Tensor    decomposed
+fill_                 Tensor    torch Tensor    decomposed
+flatten               Tensor    torch Tensor    reshape         flatten.using_ints
+flip                  Tensor    torch Tensor    decomposed
+float                 Tensor    Tensor          cast
+floor                 Tensor    torch Tensor    decomposed
+floor_divide          Tensor    torch Tensor    decomposed
+fmod                  Tensor    torch Tensor    decomposed
+gather                Tensor    torch Tensor    decomposed
+ge                    Tensor    torch Tensor    greater_equal
+gelu                  F         F               gelu            gelu.default
+group_norm            F         torch F         decomposed
+gt                    Tensor    torch Tensor    greater
+half                  Tensor    Tensor          cast
+hardsigmoid           F         F               decomposed
+hardswish             F         F               decomposed
+hardtanh              F         F               clip
+huber_loss            F         F               decomposed
+index_select          Tensor    torch Tensor    decomposed
+int                   Tensor    Tensor          cast
+interpolate           F         F               decomposed
+kl_div                F         torch* F        decomposed
+isclose               Tensor    torch Tensor    decomposed
+item                  Tensor    Tensor          host
+    -- reads one value back to Python
+l1_loss               F         F               decomposed
+layer_norm            F         torch F         decomposed      layer_norm.default:_layer_norm
+le                    Tensor    torch Tensor    less_equal
+leaky_relu            F         F               leaky_relu
+lerp                  Tensor    torch Tensor    decomposed
+linear                F         F               decomposed      linear.default
+log                   Tensor    torch Tensor    log             log.default
+log1p                 Tensor    torch Tensor    decomposed
+log_softmax           Tensor    torch Tensor F  decomposed      log_softmax.int:_log_softmax
+logcumsumexp          Tensor    torch Tensor    decomposed
+logical_not           Tensor    torch Tensor    logical_not
+logsigmoid            F         F               decomposed
+logsumexp             Tensor    torch Tensor    decomposed
+long                  Tensor    Tensor          cast
+lt                    Tensor    torch Tensor    less
+masked_fill           Tensor    torch Tensor    select          masked_fill.Scalar
+matmul                Tensor    torch Tensor    matmul          matmul.default mm.default
+max                   Tensor    torch Tensor    reduce_max
+max_pool1d            F         torch F         decomposed
+max_pool2d            F         torch F         decomposed
+maximum               Tensor    torch Tensor    maximum
+mean                  Tensor    torch Tensor    reduce_mean     mean.dim:_mean mean.default:_mean
+meshgrid              functions torch           decomposed
+min                   Tensor    torch Tensor    reduce_min
+minimum               Tensor    torch Tensor    minimum
+mish                  F         F               decomposed
+movedim               Tensor    torch Tensor    transpose
+mse_loss              F         F               decomposed
+mul                   Tensor    torch Tensor    mul             mul.Tensor
+mul_                  Tensor    Tensor          mul
+multiply              Tensor    torch Tensor    mul
+nan_to_num            Tensor    torch Tensor    decomposed
+narrow                Tensor    torch Tensor    slice_by_index
+ne                    Tensor    torch Tensor    not_equal
+neg                   Tensor    torch Tensor    decomposed      neg.default
+negative              Tensor    torch Tensor    decomposed
+nll_loss              F         F               decomposed
+norm                  Tensor    torch Tensor    decomposed
+normalize             F         F               decomposed
+numel                 Tensor    torch Tensor    host
+    -- the static element count (no program)
+numpy                 Tensor    Tensor          host
+    -- reads the values back as a numpy array
+one_hot               F         F               decomposed
+outer                 Tensor    torch Tensor    decomposed
+pad                   F         F               pad
+permute               Tensor    torch Tensor    transpose       permute.default
+pow                   Tensor    torch Tensor    pow             pow.Tensor_Scalar
+prod                  Tensor    torch Tensor    decomposed
+reciprocal            Tensor    torch Tensor    decomposed
+relu                  Tensor    torch Tensor F* relu            relu.default
+relu6                 F         F               clip
+remainder             Tensor    torch Tensor    decomposed
+repeat                Tensor    Tensor          tile
+requires_grad_        Tensor    Tensor          no-op
+    -- a leaf's flag
+reshape               Tensor    torch Tensor    reshape         reshape.default _unsafe_view.default
+rms_norm              F         torch F         decomposed
+roll                  Tensor    torch Tensor    decomposed
+rsqrt                 Tensor    torch Tensor    rsqrt           rsqrt.default
+scaled_dot_product_attention F         F               scaled_dot_product_attention
+scatter               Tensor    torch Tensor    decomposed
+scatter_add           Tensor    torch Tensor    decomposed
+scatter_reduce        Tensor    torch Tensor    decomposed
+select                Tensor    torch Tensor    decomposed      select.int
+selu                  F         torch F         decomposed
+set_                  Tensor    Tensor          no-op
+    -- the handle takes another value
+sigmoid               Tensor    torch Tensor F  sigmoid         sigmoid.default
+sign                  Tensor    torch Tensor    decomposed
+silu                  F         F               silu            silu.default
+sin                   Tensor    torch Tensor    sin
+size                  Tensor    Tensor          host
+    -- the static shape (no program)
+smooth_l1_loss        F         F               decomposed
+softmax               Tensor    torch Tensor F  softmax         softmax.int:_softmax
+                                                                _softmax.default:_softmax
+softplus              F         F               decomposed
+softsign              F         F               decomposed
+sort                  Tensor    torch Tensor    decomposed
+split                 Tensor    torch Tensor    split           split.Tensor
+                                                                split_with_sizes.default
+sqrt                  Tensor    torch Tensor    sqrt            sqrt.default
+square                Tensor    torch Tensor    mul
+squeeze               Tensor    torch Tensor    squeeze         squeeze.dim squeeze.dims
+stack                 functions torch           decomposed      stack.default
+std                   Tensor    torch Tensor    decomposed
+std_mean              functions torch           decomposed
+sub                   Tensor    torch Tensor    sub             sub.Tensor
+sub_                  Tensor    Tensor          sub
+subtract              Tensor    torch Tensor    sub
+sum                   Tensor    torch Tensor    reduce_sum      sum.dim_IntList:_sum
+                                                                sum.default:_sum
+swapaxes              Tensor    torch Tensor    transpose
+t                     Tensor    torch Tensor    transpose       t.default
+tanh                  Tensor    torch Tensor F  tanh            tanh.default
+tile                  Tensor    torch Tensor    tile
+to                    Tensor    Tensor          cast            to.dtype:_to
+topk                  Tensor    torch Tensor    decomposed
+tolist                Tensor    Tensor          host
+    -- reads the values back to Python
+transpose             Tensor    torch Tensor    transpose       transpose.int
+tril                  Tensor    torch Tensor    decomposed
+triu                  Tensor    torch Tensor    decomposed
+true_divide           Tensor    torch Tensor    real_div
+trunc                 Tensor    torch Tensor    decomposed
+type                  Tensor    Tensor          host
+    -- with no argument: the type string (no program); with a dtype: a cast
+type_as               Tensor    Tensor          cast
+unbind                Tensor    torch Tensor    decomposed
+unflatten             Tensor    torch Tensor    reshape
+unsqueeze             Tensor    torch Tensor    expand_dims     unsqueeze.default
+var                   Tensor    torch Tensor    decomposed
+var_mean              functions torch           decomposed
+view                  Tensor    Tensor          reshape         view.default
+where                 functions torch Tensor*   select          where.self
+zero_                 Tensor    torch Tensor    decomposed
+"""
+
+# ATen ops torch.export emits that are no torch function of their own: each runs torch_import.py's
+# adapter, or `skip` (a runtime check torch.export inserts, which records nothing).
+#  ATen op                        adapter
+ATEN_ONLY = """
+slice.Tensor                      _slice
+alias.default                     _same
+lift_fresh_copy.default           _same
+_assert_tensor_metadata.default   skip
+_assert_scalar.default            skip
+"""
+
+# torch names aneforge leaves out on purpose, and why (docs/torch_coverage.md shows them; the
+# coverage test checks each is torch's and not aneforge's).
+#  surface name              why
+ABSENT_TABLE = """
+torch   float64            the ANE computes in fp16 (fp32 inside a program); float64 host data is
+                           rounded to fp16 when it becomes a tensor
+torch   int64              the widest integer a program holds is int32; int64 host data is checked
+                           to fit (`af.long` is int32)
+torch   complex64          no complex arithmetic on the ANE
+torch   inverse            no matrix factorization or solve op on the ANE (inverse and
+                           torch.linalg's solve, svd, eig, qr, cholesky; af.linalg has vector_norm
+                           only); compute them on the host
+torch   fft                no FFT op on the ANE
+torch   nonzero            the result's shape depends on the data; ANE programs have static shapes
+                           (use masks: where, masked_fill)
+torch   unique             data-dependent output shape (see nonzero)
+torch   masked_select      data-dependent output shape (see nonzero)
+torch   multinomial        random draws are made on the host and fed to the program (af.rand,
+                           af.randn, dropout masks); sampling is left to numpy
+torch   sparse_coo_tensor  no sparse storage on the ANE
+torch   cuda               one device: the ANE (or its simulator); `.to(device)` and `.cpu()` are
+                           accepted and ignored
+Tensor  index_put_         programs are static SSA: build the new value with where, scatter or cat
+                           (`x[i] = v` raises with that advice)
+Tensor  exp_               in-place versions exist for add_, sub_, mul_, div_, clamp_, zero_, fill_,
+                           copy_; others say to write x = x.op()
+F       ctc_loss           a dynamic-programming recursion over the sequence; not implemented
+F       grid_sample        a data-dependent gather (the ANE has no dynamic gather); not implemented
+nn      LSTM               recurrent layers unroll into one program per sequence length; not
+                           implemented yet (write the cell with Linear and the step loop)
+nn      GRU                see LSTM
+nn      Conv3d             not implemented: 3-D inputs are rank 5, at the ANE's rank cap
+optim   LBFGS              re-evaluates the closure a data-dependent number of times per step, which
+                           one compiled step program cannot express
 """
 
 # Doctest bodies for the generated af.X forwarders (after `>>> import aneforge as af`).
@@ -261,27 +349,76 @@ EXAMPLES = {
 FIRST_ARGUMENT = {"split": "tensor"}
 
 
+# The "runs as" words that are not a MIL op name, and how the coverage page says them.
+KINDS = {"decomposed": "decomposed", "host": "host", "no-op": "no op"}
+
+
 class Row(NamedTuple):
     name: str
     home: str                   # "Tensor", "functions" or "F"
     surfaces: tuple[str, ...]   # where torch spells the name: "torch", "Tensor", "F"
     adapted: frozenset[str]     # surfaces with a hand-written adapter (torch's signature differs)
+    runs: str                   # the one MIL op it records, or a word of KINDS
+    note: str                   # for host and no-op rows: why no program runs
+    aten: tuple[tuple[str, str], ...]   # (ATen overload without "aten.", adapter or "")
+
+    @property
+    def kind(self) -> str:
+        """How the coverage page classifies it: native, decomposed, host or no op."""
+        return KINDS.get(self.runs, "native")
+
+    @property
+    def implementation(self) -> str:
+        """The implementation's name on its home: `Tensor.exp`, `functions.cat`, `F.silu`."""
+        return f"{self.home}.{self.name}"
 
 
-def _parse(table: str) -> tuple[Row, ...]:
-    rows = []
-    for line in table.strip().splitlines():
-        name, home, *surfaces = line.split()
-        rows.append(Row(name, home, tuple(s.rstrip("*") for s in surfaces),
-                        frozenset(s.rstrip("*") for s in surfaces if s.endswith("*"))))
-    return tuple(rows)
+def _lines(table: str) -> list[str]:
+    """A table's rows, each with the indented lines under it joined on."""
+    rows: list[str] = []
+    for line in table.strip("\n").splitlines():
+        if line[:1].isspace():
+            rows[-1] += " " + line.strip()
+        else:
+            rows.append(line)
+    return rows
 
 
-ROWS = _parse(TABLE)
+def _row(line: str) -> Row:
+    fields, _, note = line.partition(" -- ")
+    name, home, *rest = fields.split()
+    n = next((i for i, word in enumerate(rest) if word.rstrip("*") not in SURFACES), len(rest))
+    surfaces, (runs, *aten) = rest[:n], rest[n:] or [""]
+    if home not in ("Tensor", "functions", "F") or not runs or \
+            bool(note) != (runs in ("host", "no-op")):
+        raise ValueError(f"_api.TABLE: bad row {line!r}: a name, its home (Tensor, functions or "
+                         f"F), surfaces, how it runs and ATen ops; a host or no-op row (only) "
+                         f"ends with `-- why`")
+    return Row(name, home, tuple(s.rstrip("*") for s in surfaces),
+               frozenset(s.rstrip("*") for s in surfaces if s.endswith("*")), runs, note,
+               tuple(_overload(op) for op in aten))
+
+
+def _overload(op: str) -> tuple[str, str]:
+    overload, _, adapter = op.partition(":")
+    return overload, adapter
+
+
+ROWS = tuple(_row(line) for line in _lines(TABLE))
+ABSENT = tuple(tuple(line.split(None, 2)) for line in _lines(ABSENT_TABLE))
 
 
 def on(surface: str) -> list[Row]:
     return [r for r in ROWS if surface in r.surfaces]
+
+
+def aten_routes() -> list[tuple[str, str, str]]:
+    """(ATen op as torch.export names it, implementation, adapter) from TABLE and ATEN_ONLY:
+    the op runs `adapter` (a function of torch_import.py) if named, else the implementation
+    (`Tensor.exp`, `functions.cat`, `F.silu`); adapter `skip` records nothing."""
+    own = [(op, row.implementation, adapter) for row in ROWS for op, adapter in row.aten]
+    only = [(op, "", adapter) for op, adapter in map(str.split, _lines(ATEN_ONLY))]
+    return [(f"aten.{op}", implementation, adapter) for op, implementation, adapter in own + only]
 
 
 def _bound_from(row: Row, surface: str) -> str:
@@ -324,7 +461,13 @@ class _Written(str):
 
 
 def _written(annotation):
-    return annotation if annotation is inspect.Parameter.empty else _Written(annotation)
+    """An annotation as the forwarder's source spells it. A method in a module without
+    `from __future__ import annotations` (a mixin of Tensor, say) has evaluated ones, which
+    print with their module path (`aneforge.tensor.Tensor`): the path is dropped."""
+    if annotation is inspect.Parameter.empty:
+        return annotation
+    text = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+    return _Written(re.sub(r"\baneforge(\.\w+)*\.", "", text))
 
 
 def _forwarder(name: str) -> str:

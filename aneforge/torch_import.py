@@ -1,23 +1,25 @@
 """`af.from_torch(module, example_inputs)`: a torch module as an aneforge Module, via torch.export.
 
-torch.export traces the module into a graph of ATen ops; each op is looked up in `ATEN`, one
-entry per op, which says how aneforge computes it (a torch-named aneforge function, or a short
-decomposition into them). Parameters become aneforge Parameters under their torch names (so
-`state_dict()` keys match torch's), buffers become state tensors. The result is an ordinary
-`af.nn.Module`: it runs, trains with `af.optim`, replays under `af.compile`, and exports with
-`af.export`. An ATen op with no entry is named in the error, with the node and the line of the
-torch source that produced it.
+torch.export traces the module into a graph of ATen ops; each op runs the aneforge function
+whose row in aneforge/_api.py's TABLE lists it (or, where the ATen signature differs, the small
+adapter below that the row names); `routes()` is that map, built from the table alone.
+Parameters become aneforge Parameters under their torch names (so `state_dict()` keys match
+torch's), buffers become state tensors. The result is an ordinary `af.nn.Module`: it runs,
+trains with `af.optim`, replays under `af.compile`, and exports with `af.export`. An ATen op
+no row lists is named in the error, with the node and the line of the torch source that
+produced it.
 
 This is the one runtime module that imports torch, and only when `from_torch` is called.
 """
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Any, Callable
 
 import numpy as np
 
-from . import functions as af_fn
+from . import dtypes, functions
 from .creation import tensor
 from .errors import AneforgeError
 from .nn import functional as F
@@ -26,12 +28,47 @@ from .nn.parameter import Parameter
 from .tensor import Tensor
 
 
-def _dims(d) -> tuple:
+# The modules a row's home names (see aneforge/_api.py).
+_HOMES = {"Tensor": Tensor, "functions": functions, "F": F}
+_UNROUTED = object()        # an ATen op no row lists
+
+
+@functools.cache
+def routes() -> dict[str, Callable | None]:
+    """ATen op (the name torch.export prints) -> how aneforge computes it, from aneforge/_api.py's
+    TABLE and ATEN_ONLY; None for a runtime check that records nothing. _api is imported at
+    the first from_torch, not while aneforge loads: `python -m aneforge._api` runs it as
+    __main__ after importing aneforge, and would otherwise find it imported already."""
+    from . import _api          # imports nothing of aneforge: no cycle
+    return {op: _route(implementation, adapter)
+            for op, implementation, adapter in _api.aten_routes()}
+
+
+def _route(implementation: str, adapter: str) -> Callable | None:
+    """A row's implementation (`Tensor.exp`) or, when the row names one, this module's adapter."""
+    if adapter == "skip":
+        return None
+    if adapter:
+        return globals()[adapter]
+    home, name = implementation.split(".")
+    return getattr(_HOMES[home], name)
+
+
+# ---- adapters: the functions the table names where an ATen signature differs from aneforge's
+def _axes(d) -> tuple | None:
+    """An ATen `dim` argument as aneforge's: None or [] (every axis) is None."""
+    if d is None or isinstance(d, (list, tuple)) and not d:
+        return None
     return tuple(d) if isinstance(d, (list, tuple)) else (d,)
 
 
 def _pair(v) -> tuple:
     return tuple(v) if isinstance(v, (list, tuple)) else (v, v)
+
+
+def _same(x, *_, **__):
+    """A copy or alias (clone, contiguous, alias, lift_fresh_copy): a lazy trace needs none."""
+    return x
 
 
 def _slice(x: Tensor, dim: int = 0, start=None, end=None, step: int = 1) -> Tensor:
@@ -40,23 +77,51 @@ def _slice(x: Tensor, dim: int = 0, start=None, end=None, step: int = 1) -> Tens
     return x[tuple(index)]
 
 
-def _select(x: Tensor, dim: int, i: int) -> Tensor:
-    index = [slice(None)] * x.ndim
-    index[dim] = i
-    return x[tuple(index)]
-
-
 def _conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     return F.conv2d(x, w, b, _pair(stride), _pair(padding), _pair(dilation), groups)
 
 
-def _to(x: Tensor, dtype) -> Tensor:
+def _to(x: Tensor, dtype, *_, **__) -> Tensor:
     """A torch dtype cast: floating stays as aneforge computes it (fp16 storage), integers and
     bools cast."""
     if dtype.is_floating_point:
         return x
-    from . import dtypes
     return x.to(dtypes.bool_ if str(dtype) == "torch.bool" else dtypes.int32)
+
+
+def _softmax(x, dim, *_, **__):
+    """softmax.int (dtype) and _softmax (half_to_float): aneforge keeps its own compute type."""
+    return x.softmax(dim)
+
+
+def _log_softmax(x, dim, *_, **__):
+    return x.log_softmax(dim)
+
+
+def _mean(x, dims=None, keepdim=False, dtype=None):
+    """mean.dim and mean.default (dtype is dropped, as in every reduction here)."""
+    return x.mean(_axes(dims), keepdim)
+
+
+def _sum(x, dims=None, keepdim=False, dtype=None):
+    return x.sum(_axes(dims), keepdim)
+
+
+def _amax(x, dims=(), keepdim=False):
+    return x.amax(_axes(dims), keepdim)
+
+
+def _expand(x, sizes, implicit=False):
+    return x.expand(sizes)
+
+
+def _layer_norm(x, shape, w=None, b=None, eps=1e-5, cudnn=True):
+    return F.layer_norm(x, shape, w, b, eps)
+
+
+def _embedding(w, idx, padding_idx=-1, *_):
+    """aten.embedding takes (weight, indices), F.embedding (indices, weight)."""
+    return F.embedding(idx, w)
 
 
 def _batch_norm(x, w, b, mean, var, training, momentum, eps, cudnn_enabled=True):
@@ -78,83 +143,6 @@ def _batch_norm(x, w, b, mean, var, training, momentum, eps, cudnn_enabled=True)
 def _batch_norm_eval(x, w, b, mean, var, momentum, eps):
     """_native_batch_norm_legit_no_training: (y, saved mean, saved invstd) with running stats."""
     return _batch_norm(x, w, b, mean, var, False, momentum, eps), mean, var
-
-
-# One entry per ATen op (the name torch.export prints): how aneforge computes it.
-ATEN: dict[str, Callable] = {
-    # linear algebra
-    "aten.linear.default": F.linear,
-    "aten.matmul.default": lambda x, y: x @ y,
-    "aten.mm.default": lambda x, y: x @ y,
-    "aten.bmm.default": lambda x, y: x @ y,
-    "aten.addmm.default": lambda b, x, y, beta=1, alpha=1: b * beta + (x @ y) * alpha,
-    "aten.conv2d.default": _conv2d,
-    # elementwise
-    "aten.add.Tensor": lambda x, y, alpha=1: x + (y * alpha if alpha != 1 else y),
-    "aten.sub.Tensor": lambda x, y, alpha=1: x - (y * alpha if alpha != 1 else y),
-    "aten.mul.Tensor": lambda x, y: x * y,
-    "aten.div.Tensor": lambda x, y: x / y,
-    "aten.neg.default": lambda x: -x,
-    "aten.pow.Tensor_Scalar": lambda x, e: x ** e,
-    "aten.sqrt.default": Tensor.sqrt,
-    "aten.rsqrt.default": Tensor.rsqrt,
-    "aten.exp.default": Tensor.exp,
-    "aten.log.default": Tensor.log,
-    "aten.abs.default": Tensor.abs,
-    "aten.relu.default": Tensor.relu,
-    "aten.sigmoid.default": Tensor.sigmoid,
-    "aten.tanh.default": Tensor.tanh,
-    "aten.erf.default": Tensor.erf,
-    "aten.gelu.default": lambda x, approximate="none": F.gelu(x, approximate=approximate),
-    "aten.silu.default": F.silu,
-    "aten.clamp.default": lambda x, min=None, max=None: x.clamp(min, max),
-    "aten.where.self": lambda c, x, y: af_fn.where(c, x, y),
-    "aten.masked_fill.Scalar": lambda x, m, v: x.masked_fill(m, v),
-    # normalisation and activations over an axis
-    "aten.softmax.int": lambda x, dim, dtype=None: x.softmax(dim),
-    "aten._softmax.default": lambda x, dim, half_to_float=False: x.softmax(dim),
-    "aten.log_softmax.int": lambda x, dim, dtype=None: x.log_softmax(dim),
-    "aten.layer_norm.default": lambda x, shape, w=None, b=None, eps=1e-5, cudnn=True:
-        F.layer_norm(x, shape, w, b, eps),
-    "aten.batch_norm.default": _batch_norm,
-    "aten._native_batch_norm_legit_no_training.default": _batch_norm_eval,
-    "aten.dropout.default": lambda x, p, train: F.dropout(x, p, train),
-    # reductions
-    "aten.mean.dim": lambda x, dims, keepdim=False, dtype=None: x.mean(_dims(dims), keepdim),
-    "aten.mean.default": lambda x, dtype=None: x.mean(),
-    "aten.sum.dim_IntList": lambda x, dims, keepdim=False, dtype=None: x.sum(_dims(dims), keepdim),
-    "aten.sum.default": lambda x, dtype=None: x.sum(),
-    "aten.amax.default": lambda x, dims=(), keepdim=False: x.amax(_dims(dims) or None, keepdim),
-    # shapes and moves
-    "aten.view.default": lambda x, shape: x.reshape(shape),
-    "aten.reshape.default": lambda x, shape: x.reshape(shape),
-    "aten._unsafe_view.default": lambda x, shape: x.reshape(shape),
-    "aten.flatten.using_ints": lambda x, s=0, e=-1: x.flatten(s, e),
-    "aten.t.default": Tensor.t,
-    "aten.transpose.int": lambda x, a, b: x.transpose(a, b),
-    "aten.permute.default": lambda x, dims: x.permute(dims),
-    "aten.unsqueeze.default": lambda x, d: x.unsqueeze(d),
-    "aten.squeeze.dim": lambda x, d: x.squeeze(d),
-    "aten.squeeze.dims": lambda x, d: x.squeeze(tuple(d)),
-    "aten.expand.default": lambda x, sizes, implicit=False: x.expand(sizes),
-    "aten.cat.default": lambda xs, dim=0: af_fn.cat(xs, dim),
-    "aten.stack.default": lambda xs, dim=0: af_fn.stack(xs, dim),
-    "aten.chunk.default": lambda x, n, dim=0: x.chunk(n, dim),
-    "aten.split.Tensor": lambda x, size, dim=0: x.split(size, dim),
-    "aten.split_with_sizes.default": lambda x, sizes, dim=0: x.split(list(sizes), dim),
-    "aten.slice.Tensor": _slice,
-    "aten.select.int": _select,
-    "aten.embedding.default": lambda w, idx, padding_idx=-1, *_: F.embedding(idx, w),
-    # no-ops for a lazy, copy-free trace
-    "aten.contiguous.default": lambda x, memory_format=None: x,
-    "aten.clone.default": lambda x, memory_format=None: x,
-    "aten.detach.default": Tensor.detach,
-    "aten.alias.default": lambda x: x,
-    "aten.lift_fresh_copy.default": lambda x: x,
-    "aten.to.dtype": lambda x, dtype, *a, **k: _to(x, dtype),
-    "_operator.getitem": operator.getitem,
-}
-_SKIP = {"aten._assert_tensor_metadata.default", "aten._assert_scalar.default"}
 
 
 class TorchModule(Module):
@@ -258,18 +246,18 @@ def from_torch(module, example_inputs, **export_kwargs) -> TorchModule:
     for node in ep.graph.nodes:
         if node.op != "call_function":
             continue
-        name = _aten_name(node.target)
-        if name in _SKIP:
-            continue
-        fn = ATEN.get(name)
-        if fn is None:
-            unsupported.append(f"{name} (node {node.name!r}{_where(node)})")
-            continue
-        steps.append(_Step(node.name, fn, _refs(node.args), _refs(node.kwargs)))
+        # getitem picks an element of a tuple-returning op's result: graph plumbing, no ATen op
+        route = operator.getitem if node.target is operator.getitem else \
+            routes().get(str(node.target), _UNROUTED)
+        if route is _UNROUTED:
+            unsupported.append(f"{node.target} (node {node.name!r}{_where(node)})")
+        elif route is not None:
+            steps.append(_Step(node.name, route, _refs(node.args), _refs(node.kwargs)))
     if unsupported:
         raise AneforgeError("from_torch: no aneforge route for these ATen ops: " +
-                            "; ".join(unsupported) + ". Add an entry to "
-                            "aneforge.torch_import.ATEN, or rewrite that part of the module.")
+                            "; ".join(unsupported) + ". List the op in the ATen column of its "
+                            "function's row in aneforge/_api.py's TABLE (or in ATEN_ONLY), or "
+                            "rewrite that part of the module.")
     outputs = [s.arg.name for s in sig.output_specs if s.kind == OutputKind.USER_OUTPUT]
     non_persistent = {s.target for s in sig.input_specs
                       if s.kind == InputKind.BUFFER and not s.persistent}
@@ -279,12 +267,6 @@ def from_torch(module, example_inputs, **export_kwargs) -> TorchModule:
 def _in_place(target) -> bool:
     parts = str(target).split(".")
     return len(parts) == 3 and parts[1].endswith("_") and not parts[1].startswith("_")
-
-
-def _aten_name(target) -> str:
-    if target is operator.getitem:
-        return "_operator.getitem"
-    return str(target)
 
 
 def _where(node) -> str:

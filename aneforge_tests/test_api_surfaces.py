@@ -5,7 +5,6 @@ agree with it, the generated blocks must be up to date, every name must be bound
 a static analyzer can see, and one name gives one result on every surface it is on.
 """
 import ast
-import sys
 import inspect
 import pathlib
 
@@ -95,20 +94,87 @@ def test_every_public_name_is_bound_by_a_statement(module):
     assert set(module.__all__) <= set(dir(module))
 
 
+def _class_body_names(cls) -> set[str]:
+    """Names bound by statements in `cls`'s body, read from the source file that defines it."""
+    tree = ast.parse(pathlib.Path(inspect.getsourcefile(cls)).read_text())
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
+    return _bound_names(node.body)
+
+
 def test_every_tensor_method_of_the_table_is_in_the_class_body():
-    """Written in the body of Tensor or of one of its families (aneforge/tensor/*.py)."""
-    bodies = set()
-    for cls in af.Tensor.__mro__[:-1]:
-        module = sys.modules[cls.__module__]
-        tree = ast.parse(pathlib.Path(module.__file__).read_text())
-        node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
-        bodies |= _bound_names(node.body)
-    assert {r.name for r in _api.on("Tensor")} <= bodies
+    """In the body of Tensor or of the base class (a mixin) that defines it, wherever that is."""
+    owners = {r.name: next(c for c in af.Tensor.__mro__ if r.name in vars(c))
+              for r in _api.on("Tensor")}
+    bodies = {c: _class_body_names(c) for c in set(owners.values())}
+    assert {n for n, c in owners.items() if n not in bodies[c]} == set()
 
 
 def test_the_all_lists_hold_the_table():
     assert {r.name for r in _api.on("torch")} <= set(af.__all__) & set(dir(af))
     assert {r.name for r in _api.on("F")} == set(F.__all__)
+
+
+# ---- adding a name is one row ------------------------------------------------------------------
+NEW_ROW = "frobnicate    Tensor    torch Tensor    exp             frobnicate.default"
+
+
+def test_adding_a_name_is_one_row(monkeypatch):
+    """A new Tensor method plus its row gives the af.X forwarder and __all__ entries, the
+    coverage page's lines and the ATen route: nothing else is edited."""
+    from aneforge import coverage_doc, torch_import
+    row = _api._row(NEW_ROW)
+    monkeypatch.setattr(af.Tensor, "frobnicate", af.Tensor.exp, raising=False)
+    monkeypatch.setattr(_api, "ROWS", _api.ROWS + (row,))
+    blocks = _api.blocks()
+    assert "def frobnicate(input: Tensor):" in blocks["functions.py", "forwarders"]
+    assert '"frobnicate"' in blocks["__init__.py", "__all__"]
+    assert coverage_doc.render().count("| `frobnicate` | native | `exp` |") == 2
+    route = ("aten.frobnicate.default", "Tensor.frobnicate", "")
+    assert route in _api.aten_routes()
+    assert torch_import._route(*route[1:]) is af.Tensor.exp
+
+
+@pytest.mark.parametrize("line", [
+    "frobnicate    Tensor    torch Tensor    host",                 # a host row says why
+    "frobnicate    Tensor    torch Tensor    exp  -- why",          # only host / no-op rows do
+    "frobnicate    Module    torch           exp",                  # a home that is none
+    "frobnicate    Tensor    torch Tensor",                         # how it runs is missing
+])
+def test_a_malformed_row_is_refused(line):
+    with pytest.raises(ValueError, match="bad row"):
+        _api._row(line)
+
+
+def test_an_indented_line_continues_the_row_above():
+    rows = _api._lines("""
+a    Tensor  Tensor  host
+     -- one
+        two
+b    F       F       decomposed
+""")
+    assert rows == ["a    Tensor  Tensor  host -- one two", "b    F       F       decomposed"]
+
+
+def _strings(module) -> set[str]:
+    """The string constants of a module's code, docstrings left out."""
+    tree = ast.parse(pathlib.Path(module.__file__).read_text())
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return {n.value for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs}
+
+
+def test_the_readers_of_the_table_name_no_torch_name_of_their_own():
+    """coverage_doc and torch_import take every torch name and ATen op from the table: a second
+    map (`NATIVE = {"abs": "abs", ...}`, `"aten.exp.default": ...`) would show up here."""
+    from aneforge import coverage_doc, torch_import
+    names = {r.name for r in _api.ROWS} | {n for _, n, _ in _api.ABSENT}
+    for module in (coverage_doc, torch_import):
+        strings = _strings(module)
+        assert not strings & names, module.__name__
+        assert not {s for s in strings if s.startswith("aten.")}, module.__name__
+    assert set(torch_import.routes()) == {op for op, _, _ in _api.aten_routes()}
 
 
 # ---- one name, one result: smoke calls on every surface a row is on --------------------------

@@ -1,4 +1,6 @@
 """af.from_torch: torch modules through torch.export run, train and export like aneforge's own."""
+import inspect
+
 import numpy as np
 import pytest
 import torch
@@ -6,6 +8,7 @@ import torch.nn as tnn
 
 import aneforge as af
 import aneforge.nn.functional as F
+from aneforge import _api, torch_import
 
 
 class Block(tnn.Module):
@@ -140,3 +143,21 @@ def test_assert_close_uses_fp16_aware_tolerances():
         af.testing.assert_close(af.tensor(x) * 1.05, x)
     with pytest.raises(AssertionError, match="shape"):
         af.testing.assert_close(af.tensor(x), x[:3])
+
+
+# ---- the routes come from aneforge/_api.py's table ---------------------------------------------
+ROUTES = _api.aten_routes()
+
+
+@pytest.mark.parametrize("op,implementation,adapter", ROUTES, ids=[r[0] for r in ROUTES])
+def test_each_route_is_an_aten_op_whose_arguments_its_function_takes(op, implementation, adapter):
+    """A table row's ATen overload exists in torch, and the function it runs (the row's own, or
+    the adapter the row names) accepts the overload's arguments as torch.export passes them:
+    positional ones by position, keyword-only ones by name."""
+    _, name, overload = op.split(".")
+    schema = getattr(getattr(torch.ops.aten, name), overload)._schema
+    fn = torch_import.routes()[op]
+    assert (fn is None) == (adapter == "skip")
+    if fn is not None:
+        args = [a.name for a in schema.arguments if not a.kwarg_only]
+        inspect.signature(fn).bind(*args, **{a.name: a for a in schema.arguments if a.kwarg_only})
