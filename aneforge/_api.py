@@ -454,7 +454,7 @@ def _names(names: list[str], head: str, tail: str) -> str:
 
 
 class _Written(str):
-    """An annotation shown as written: tensor.py's are strings (`from __future__ import
+    """An annotation shown as written: the Tensor modules' are strings (`from __future__ import
     annotations`), which inspect would print quoted."""
     def __repr__(self) -> str:
         return self.replace('"', "").replace("'", "")

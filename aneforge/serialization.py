@@ -27,6 +27,9 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .creation import tensor
+from .tensor import Tensor
+
 # numpy dtype <-> torch's storage class name (the legacy names torch still pickles).
 STORAGES = {"float16": "HalfStorage", "float32": "FloatStorage", "float64": "DoubleStorage",
             "int64": "LongStorage", "int32": "IntStorage", "int16": "ShortStorage",
@@ -151,7 +154,6 @@ def _strides(shape) -> tuple:
 
 def _as_array(obj) -> np.ndarray | None:
     """numpy data of an aneforge tensor, a numpy array or scalar, or a torch tensor."""
-    from .tensor import Tensor
     if isinstance(obj, Tensor):
         return obj.numpy()
     if isinstance(obj, (np.ndarray, np.generic)):
@@ -239,7 +241,6 @@ class _Reader(pickle.Unpickler):
 
 def _to_tensors(obj):
     """Arrays (the reader's tensors) as aneforge tensors, inside any container."""
-    from .creation import tensor
     if isinstance(obj, np.ndarray):
         return tensor(obj)
     if isinstance(obj, dict):

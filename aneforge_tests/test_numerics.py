@@ -85,7 +85,7 @@ def test_matmul_rounds_each_product_to_fp16():
 
 def _reduce(op, x):
     """MIL reduce_sum / reduce_mean itself: Tensor.sum / mean of more than 16 float16 terms is
-    a matmul (aneforge.reductions)."""
+    a matmul (aneforge.tensor.reduce)."""
     return record_op(op, {"x": x}, {"axes": None, "keep_dims": False})
 
 

@@ -1,4 +1,4 @@
-"""Torch-level reductions give torch's answers at long reduced lengths (aneforge.reductions).
+"""Torch-level reductions give torch's answers at long reduced lengths (aneforge.tensor.reduce).
 
 The engine's reduce_sum keeps an fp16 running sum, so a long torch-level sum goes through the
 matmul's wide accumulator instead. Each case runs forward AND backward against torch in float64
@@ -12,7 +12,7 @@ import torch
 import aneforge as af
 import aneforge.nn.functional as F
 import aneforge.passes as P
-from aneforge import reductions
+from aneforge.tensor import reduce as reductions
 from aneforge.tensor import record_op
 
 FWD_RTOL = 2.0 ** -9     # four fp16 roundings of the result: the narrow sums miss by 1e-2..0.5

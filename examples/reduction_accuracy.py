@@ -12,7 +12,7 @@ exact sum, in fp16 ulps of sum|x| (rms and worst), of:
           the output rounded to fp16 -- written out below so the table does not depend on which
           matmul model the simulator currently uses.
 
-The table is where aneforge.reductions.NARROW_MAX (16) comes from. A second table shows
+The table is where aneforge.tensor.reduce.NARROW_MAX (16) comes from. A second table shows
 torch-level results through aneforge's route, through MIL reduce_sum / reduce_mean alone (the
 naive lowering), and from torch in float64 on the same fp16 inputs (needs torch).
 """

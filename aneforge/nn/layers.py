@@ -11,6 +11,8 @@ from . import functional as F
 from . import init
 from .module import Module
 from .parameter import Parameter
+from ..creation import ones, tensor, zeros
+from ..tensor.elementwise import where
 
 
 def _param(*shape) -> Parameter:
@@ -440,7 +442,6 @@ class _BatchNorm(Module):
         self.weight = Parameter(np.ones(num_features)) if affine else None
         self.bias = Parameter(np.zeros(num_features)) if affine else None
         if track_running_stats:
-            from ..creation import ones, tensor, zeros
             self.register_buffer("running_mean", zeros(num_features))
             self.register_buffer("running_var", ones(num_features))
             self.register_buffer("num_batches_tracked", tensor(0))
@@ -659,7 +660,6 @@ class MultiheadAttention(Module):
     def _additive_mask(attn_mask, key_padding_mask, is_causal, q):
         """One float mask [B or 1, 1, L, S]: bool masks (True = not allowed, torch's
         convention here) become -inf additions, as torch."""
-        from ..functions import where
         mask, l = None, q.shape[-2]
         if is_causal and attn_mask is None:
             raise ValueError("MultiheadAttention: is_causal needs the causal attn_mask too "

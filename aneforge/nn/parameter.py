@@ -5,6 +5,7 @@ import numpy as np
 
 from ..tensor import Tensor
 from ..trace import leaf
+from ..creation import tensor
 
 
 def host_array(value) -> np.ndarray:
@@ -38,7 +39,6 @@ class Parameter(Tensor):
     __slots__ = ()
 
     def __init__(self, data=None, requires_grad: bool = True):
-        from ..creation import tensor
         src = tensor(np.zeros(0) if data is None else host_array(data))
         node = leaf(src.numpy(), src.tensor_type, requires_grad)
         super().__init__(node)

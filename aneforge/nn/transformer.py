@@ -11,6 +11,8 @@ import numpy as np
 from . import functional as F
 from .layers import Dropout, LayerNorm, Linear, MultiheadAttention
 from .module import Module, ModuleList
+from ..creation import tensor
+from . import init
 
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
@@ -201,7 +203,6 @@ class Transformer(Module):
             TransformerDecoderLayer(**layer), num_decoder_layers,
             LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
         self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
-        from . import init
         for p in self.parameters():
             if p.ndim > 1:
                 init.xavier_uniform_(p)
@@ -218,5 +219,4 @@ class Transformer(Module):
     @staticmethod
     def generate_square_subsequent_mask(sz: int, device=None, dtype=None):
         """A float [sz, sz] mask: 0 on and below the diagonal, -inf above (torch's)."""
-        from ..creation import tensor
         return tensor(np.triu(np.full((sz, sz), -np.inf), 1))

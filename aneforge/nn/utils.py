@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..autograd import no_grad
 from ..tensor.reduce import reduce
 from ..tensor import Tensor
+from ..creation import tensor
 
 
 def _norm(g: Tensor) -> Tensor:
@@ -31,7 +32,6 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0) -> Tens
     params = [p for p in ([parameters] if isinstance(parameters, Tensor) else parameters)
               if p.grad is not None]
     if not params:
-        from ..creation import tensor
         return tensor(0.0)
     norms = [_norm(p.grad) for p in params]
     total = norms[0]

@@ -1,7 +1,7 @@
 """Helpers for the gradient rules written beside each op.
 
 Rules build their results from the Tensors they are given: Tensor methods, and `op` / `const`
-below, which record through one of those Tensors. So the rules never import tensor.py, which
+below, which record through one of those Tensors. So the rules never import aneforge.tensor, which
 sits above the op definitions (docs/architecture.md, "Layers")."""
 from __future__ import annotations
 

@@ -126,7 +126,7 @@ def _uniform(t) -> float | None:
 def _matmul_vjp(g, ins, attrs, out):
     """out = X' @ Y' with X' = x^T if transpose_x, Y' = y^T if transpose_y.
 
-    A sum written as x @ column(v) (aneforge.reductions) has the cotangent g * v broadcast over
+    A sum written as x @ column(v) (aneforge.tensor.reduce) has the cotangent g * v broadcast over
     the column's length: recorded as that elementwise product, not the outer-product matmul,
     whose outputs (g / K for a mean) fall below 2**-14 for long reductions and are flushed to
     zero by the matmul output port on M1 (ane-guide datapath chapter); elementwise ops keep them.

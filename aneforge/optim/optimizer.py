@@ -24,8 +24,9 @@ from ..context import CTX
 from ..autograd import enable_grad, no_grad
 from ..creation import tensor
 from ..errors import AneforgeError
-from ..nn.parameter import assign
+from ..nn.parameter import assign, host_array
 from ..tensor import Tensor
+from ..tensor.elementwise import where
 
 MASTER_WEIGHTS = ("compensated", "fp16")
 
@@ -188,7 +189,7 @@ class Optimizer:
             if lo is not None:
                 new_state["lo"] = lo
             for old, new in [(p, new_p)] + [(state[k], v) for k, v in new_state.items()]:
-                update.writes.append((old, new if ok is None else _select(ok, new, old)))
+                update.writes.append((old, new if ok is None else where(ok, new, old)))
         update.ok = ok
         update.targets = ([new.ref for _, new in update.writes] + [p.grad.ref for _, p in live] +
                         ([ok.ref] if ok is not None else []))
@@ -261,8 +262,8 @@ class Optimizer:
         for i, saved in state_dict["state"].items():
             p = params[int(i)]
             if "step" in saved:
-                steps.append(int(float(np.asarray(_host(saved["step"])).reshape(-1)[0])))
-            state[p] = self._loaded_state(p, {k: _host(v) for k, v in saved.items() if k != "step"})
+                steps.append(int(float(np.asarray(host_array(saved["step"])).reshape(-1)[0])))
+            state[p] = self._loaded_state(p, {k: host_array(v) for k, v in saved.items() if k != "step"})
         for g, saved in zip(self.param_groups, groups):
             g.update({k: (tuple(v) if isinstance(g.get(k), tuple) else v)
                       for k, v in saved.items() if k in g and k != "params"})
@@ -280,11 +281,6 @@ class Optimizer:
         return out
 
 
-def _host(value):
-    from ..nn.parameter import host_array
-    return host_array(value)
-
-
 def _check_loadable(opt: Optimizer, groups: list, state: dict, params: list) -> None:
     sizes = [len(g["params"]) for g in opt.param_groups]
     saved = [len(g["params"]) for g in groups]
@@ -297,7 +293,7 @@ def _check_loadable(opt: Optimizer, groups: list, state: dict, params: list) -> 
                              f"has {len(params)} parameters")
         shape = params[int(i)].shape
         for k, v in s.items():
-            got = np.shape(_host(v))
+            got = np.shape(host_array(v))
             if k != "step" and got != shape:
                 raise ValueError(f"loaded state dict: state[{i}][{k!r}] has shape {got}, the "
                                  f"parameter has shape {shape}")
@@ -337,11 +333,6 @@ def _all_finite(grads: list[Tensor]) -> Tensor:
     return peak < float("inf")         # NaN compares false, so NaN counts as not finite
 
 
-def _select(ok: Tensor, new: Tensor, old: Tensor) -> Tensor:
-    from ..functions import where
-    return where(ok, new, old)
-
-
 class _StagedUpdate:
     """One recorded (lazy) update: new values for parameters and state, and what it was recorded
     from, so a step planned early is adopted only if nothing it read has changed since."""
@@ -369,7 +360,6 @@ class _StagedUpdate:
     def commit(self) -> None:
         for old, new in self.writes:
             old.set_(new)
-
 
 
 def _inputs(opt: Optimizer, live: list) -> tuple:
