@@ -225,14 +225,14 @@ def test_places_of_live_values_never_overlap(monkeypatch):
     for s, _ in exe.constants + exe.inputs:
         born[s] = -1
     for k, (step, frees) in enumerate(zip(exe.steps, plan.frees)):    # as the plan keeps them
-        for s in step[4]:
+        for s in step.outs:
             born.setdefault(s, segment_start(k) if s in plan.local else k)
         for s in frees:
             dead[s] = segment_end(k)
     keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
     spans = []
     for s, o in plan.place.items():
-        size = plan_mod.BLOCK if s in plan.local else int(np.prod(exe.info[s][0]))
+        size = plan_mod.BLOCK if s in plan.local else int(np.prod(exe.info[s].shape))
         spans.append((s, o, size, born[s], n if s in keep else dead.get(s, n)))
     assert plan.local, "an AdamW step has values that exist one block at a time"
     for i, (s, o, size, b, d) in enumerate(spans):
@@ -482,7 +482,7 @@ def test_exact_ops_written_into_their_places_are_identical(monkeypatch, name):
         return INTO_CASES[name](x, y).numpy()
     same_bits(*both(monkeypatch, run))
     direct = [step for e in made if e.plan for step, _, _ in e.plan.entries
-              if step is not None and step[5] is plan_mod._INTO]
+              if step is not None and step.store is plan_mod._INTO]
     assert direct, "no step wrote into its place"
 
 
@@ -542,7 +542,7 @@ def test_tiles_of_size_one_axes_run_as_broadcast_copies(monkeypatch):
                 ((c * 1.5).repeat(2, 3) + 1.0).numpy()]
     for a, b in zip(*both(monkeypatch, run)):
         same_bits(a, b)
-    kinds = [[(step[1].op_type if step is not None else "fused") for step, _, _ in e.plan.entries]
+    kinds = [[(step.ctx.op_type if step is not None else "fused") for step, _, _ in e.plan.entries]
              for e in made if e.plan]
     tiles = [k for ks in kinds for k in ks if k == "tile"]
     assert len(tiles) == 1                      # the repeat of a 24-long axis only
@@ -556,7 +556,7 @@ def _opcodes(made) -> list:
 
 
 def _kernel_ops(made) -> list:
-    return [step[1].op_type for e in made if e.plan for step, _, _ in e.plan.entries
+    return [step.ctx.op_type for e in made if e.plan for step, _, _ in e.plan.entries
             if step is not None]
 
 
@@ -635,9 +635,9 @@ def test_the_label_chain_of_a_training_step_fuses(monkeypatch):
     run in the fused VM: a training step's kernel steps are its matmuls."""
     plan_mod.TABLES.clear()             # the suite before may have made LIMIT tables
     exe = _step_executable(monkeypatch)
-    kernel = {step[1].op_type for step, _, _ in exe.plan.entries if step is not None}
+    kernel = {step.ctx.op_type for step, _, _ in exe.plan.entries if step is not None}
     assert kernel <= {"matmul", "linear"}, kernel
-    bounded = [s for s in exe.plan.views if exe.info[s][1] not in plan_mod._FLOAT]
+    bounded = [s for s in exe.plan.views if exe.info[s].dtype not in plan_mod._FLOAT]
     assert bounded, "int and bool values live in the arena"
 
 
@@ -745,7 +745,7 @@ def test_a_zero_maximum_of_both_signs_runs_its_kernel(monkeypatch):
     original = plan_mod.Plan._call
 
     def spy(self, env, step, stores):
-        settled.append(step[1].op_type)
+        settled.append(step.ctx.op_type)
         return original(self, env, step, stores)
     monkeypatch.setattr(plan_mod.Plan, "_call", spy)
 

@@ -16,7 +16,7 @@ from ..errors import DTypeError
 from ..numerics import Numerics
 from ..ops import REGISTRY
 from . import memory
-from .steps import gather, nan_hazard
+from .steps import Slot, Step, gather, nan_hazard
 from .base import Backend
 
 
@@ -54,12 +54,13 @@ class SimExecutable:
         self.outputs = [(slot[id(v)], v.dtype.np) for v in f.outputs]
         self.constants = []
         self.steps, self.ops = [], []
-        # slot -> (static shape or None, dtype): what the run plan (runtime/plan.py) lays out
+        # slot -> its Slot (static shape or None, dtype): what the run plan (runtime/plan.py)
+        # lays out
         self.info = [None] * self.n_slots
         for v in f.block.vars():
             shape = getattr(v, "shape", None)
             static = shape is not None and all(type(n) is int for n in shape)
-            self.info[slot[id(v)]] = (tuple(shape) if static else None, v.dtype)
+            self.info[slot[id(v)]] = Slot(tuple(shape) if static else None, v.dtype)
         for op in f.block.operations:
             opdef = REGISTRY[op.type]
             outs = [slot[id(v)] for v in op.outputs]
@@ -69,8 +70,8 @@ class SimExecutable:
                 self.constants.append((outs[0], _coerce_nan(numerics, val, op.name)))
                 continue
             store = None if opdef.exact else [_storer(numerics, v.dtype) for v in op.outputs]
-            self.steps.append((opdef.simulate, OpContext(numerics, op),
-                               _arg_plan(op, slot, opdef.inputs), op.attrs, outs, store))
+            self.steps.append(Step(opdef.simulate, OpContext(numerics, op),
+                                   _reads(op, slot, opdef.inputs), op.attrs, outs, store))
             self.ops.append(op)
         # Integer outputs narrowed at the boundary (int32 -> int16): the engine would wrap
         # silently; the simulator checks the value before the cast instead.
@@ -87,12 +88,12 @@ class SimExecutable:
         once, not the sum of all of them (ExecuTorch's memory planning, by lifetime)."""
         self.readers: dict = {}            # slot -> the steps reading it, in order
         for k, step in enumerate(self.steps):
-            for p in step[2]:
+            for p in step.reads:
                 for s in (() if p is None else p if isinstance(p, tuple) else (p,)):
                     self.readers.setdefault(s, []).append(k)
         last = {s: ks[-1] for s, ks in self.readers.items()}
         for k, step in enumerate(self.steps):
-            for s in step[4]:
+            for s in step.outs:
                 last.setdefault(s, k)          # written but never read: dropped at once
         keep = {s for s, _ in self.outputs} | {s for s, _, _ in self.narrowed}
         self.frees = [[] for _ in self.steps]
@@ -142,8 +143,8 @@ class SimExecutable:
         return self.plan
 
     def _steps(self, env) -> None:
-        for (fn, ctx, plan, attrs, outs, store), frees in zip(self.steps, self.frees):
-            res = fn(ctx, *gather(env, plan), **attrs)
+        for (simulate, ctx, reads, attrs, outs, store), frees in zip(self.steps, self.frees):
+            res = simulate(ctx, *gather(env, reads), **attrs)
             res = (res,) if len(outs) == 1 else res
             for i, (s, r) in enumerate(zip(outs, res)):
                 env[s] = r if store is None else store[i](r)
@@ -171,13 +172,11 @@ def _coerce_nan(numerics, a: np.ndarray, name: str) -> np.ndarray:
     return np.where(nan, np.float32(np.inf), a).astype(a.dtype, copy=False)
 
 
-def _arg_plan(op, slot, names):
-    plan = []
-    for k in names:
-        v = op.inputs.get(k)
-        plan.append(None if v is None else
-                    tuple(slot[id(u)] for u in v) if isinstance(v, tuple) else slot[id(v)])
-    return plan
+def _reads(op, slot, names) -> list:
+    """The slots a step reads, one entry per input name (`Step.reads`)."""
+    return [None if (v := op.inputs.get(k)) is None else
+            tuple(slot[id(u)] for u in v) if isinstance(v, tuple) else slot[id(v)]
+            for k in names]
 
 
 class SimBackend(Backend):
