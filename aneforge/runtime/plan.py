@@ -79,7 +79,7 @@ _BOUNDS = {
                                        "cast")},
 }
 _EXACT = 1 << 24            # float32 holds every integer up to this
-# elementwise ops a chain of one value's functions may hold (`Plan._composites`), besides
+# elementwise ops a chain of one value's functions may hold (`RunPlan._composites`), besides
 # the pointwise ones run as lookups
 _CHAINED = {"add", "sub", "mul", "real_div", "maximum", "minimum", "abs", "sqrt", "relu"}
 # ops whose result holds its input's elements in the same order (one flat loop)
@@ -92,7 +92,7 @@ _TABLE = 1 << 16            # entries of a lookup table: one per fp16 bit patter
 _INTO = object()            # a step's store: its kernel writes into the result's place
 _F16 = np.dtype(np.float16)
 _BOOL = (0, 1)
-_ENV, _STORE, _ROUND, _COPY = range(4)     # where a step's result goes (`Plan._stores`)
+_ENV, _STORE, _ROUND, _COPY = range(4)     # where a step's result goes (`RunPlan._stores`)
 _FOLDS = {name for pair in REDUCE.values() for name in pair}
 
 
@@ -200,7 +200,7 @@ class Arena:
             self.free[k - 1][1] += self.free.pop(k)[1]
 
 
-class Plan:
+class RunPlan:
     """An executable's steps over an arena, with runs of fusable ops grouped into one call."""
 
     def __init__(self, exe):

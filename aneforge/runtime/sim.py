@@ -78,12 +78,12 @@ class SimExecutable:
         self.narrowed = [(slot[id(v.op.inputs["x"])], v.dtype.np, v.name) for v in f.outputs
                          if v.op is not None and v.op.type == "cast" and v.dtype.np.kind in "iu"
                          and v.op.inputs["x"].dtype.np.itemsize > v.dtype.np.itemsize]
-        self._plan_lifetimes()
+        self._schedule_frees()
         self.blank = [None] * self.n_slots
-        self.runs, self.plan = 0, None
+        self.runs, self.run_plan = 0, None
 
-    def _plan_lifetimes(self) -> None:
-        """The memory plan: each value is dropped right after the last step that reads it
+    def _schedule_frees(self) -> None:
+        """When each value is freed (`self.frees`, by step): each value is dropped right after the last step that reads it
         (program outputs stay), so a run's peak memory is the largest set of values alive at
         once, not the sum of all of them (ExecuTorch's memory planning, by lifetime)."""
         self.readers: dict = {}            # slot -> the steps reading it, in order
@@ -103,15 +103,16 @@ class SimExecutable:
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         self.runs += 1
-        plan = self._planned()
-        if plan is not None and kernels._fast() is not None and plan.lock.acquire(blocking=False):
+        run_plan = self._ready_run_plan()
+        if run_plan is not None and kernels._fast() is not None and \
+                run_plan.lock.acquire(blocking=False):
             try:                            # the arena: one run at a time; others interpret
                 with kernels.blas_calls():
-                    env = plan.run(inputs)
+                    env = run_plan.run(inputs)
                 self._check_narrowed(env)
-                return plan.outputs(env)
+                return run_plan.outputs(env)
             finally:
-                plan.lock.release()
+                run_plan.lock.release()
         env: list = [None] * self.n_slots
         self.load_inputs(env, inputs)
         for s, value in self.constants:
@@ -130,7 +131,7 @@ class SimExecutable:
         """Input `a` in its carried form (float32 for fp16), NaN coerced (engine specials)."""
         return _coerce_nan(self.numerics, kernels.astype(a, carrier), name)
 
-    def _planned(self):
+    def _ready_run_plan(self):
         """The run plan (runtime/plan.py), built on the second run (or the first, under
         ANEFORGE_SIM_PLAN=always) when the compiled kernels are on; None otherwise."""
         from . import plan
@@ -138,9 +139,10 @@ class SimExecutable:
         if choice == "never" or (choice == "auto" and self.runs < 2):
             return None
         # the compiled kernels loaded (not just installed), and the standard store rounding
-        if self.plan is None and kernels._fast() is not None and type(self.numerics) is Numerics:
-            self.plan = plan.Plan(self)
-        return self.plan
+        if self.run_plan is None and kernels._fast() is not None and \
+                type(self.numerics) is Numerics:
+            self.run_plan = plan.RunPlan(self)
+        return self.run_plan
 
     def _steps(self, env) -> None:
         for (simulate, ctx, reads, attrs, outs, store), frees in zip(self.steps, self.frees):
