@@ -12,9 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CompileWallError
+from .registry import WHOLE, layout_ops
 
-# Ops that only move data: a value seen through them is still the reduce's output.
-_TRANSPARENT = {"reshape", "expand_dims", "squeeze", "transpose", "tile"}
+# Ops whose result holds nothing but their input's values (moved, repeated): a value seen
+# through them is still the reduce's output.
+_TRANSPARENT = layout_ops(*WHOLE)
 
 
 def source_op(var):

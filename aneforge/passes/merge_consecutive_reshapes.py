@@ -1,10 +1,11 @@
 """merge_consecutive_reshapes (exact)."""
 from __future__ import annotations
 
+from ..ops.registry import layout_ops
 from .graph import producer
 from .registry import register
 
-RESHAPES = ("reshape", "expand_dims", "squeeze")   # each only relabels the same elements
+RESHAPES = tuple(sorted(layout_ops("same_order")))   # each only relabels the same elements
 
 
 @register("merge_consecutive_reshapes", exact=True)

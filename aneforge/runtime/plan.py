@@ -34,27 +34,14 @@ import numpy as np
 
 from .. import dtypes, kernels
 from ..ops import REGISTRY
+from ..ops.registry import WHOLE, layout_ops
 from .steps import gather, nan_hazard
 
 # MIL op -> (opcode under IEEE specials, opcode under the engine's specials): the ops whose
-# numpy kernel is one IEEE float32 operation per element (aneforge/ops/elementwise.py,
-# relu in activations.py).
-FUSED = {
-    "add": ("add", "add"), "sub": ("sub", "sub"), "mul": ("mul", "mul"),
-    "real_div": ("div", "div_engine"), "maximum": ("maximum", "maximum"),
-    "minimum": ("minimum", "minimum"), "abs": ("abs", "abs"),
-    "sqrt": ("sqrt", "sqrt_engine"), "relu": ("relu", "relu"),
-    # data movement and float casts: a copy, rounded when the result is fp16
-    "reshape": ("copy", "copy"), "expand_dims": ("copy", "copy"), "squeeze": ("copy", "copy"),
-    "identity": ("copy", "copy"),
-    # comparisons (to 1.0 / 0.0) and select: exact
-    **{name: (name, name) for name in ("less", "less_equal", "greater", "greater_equal",
-                                        "equal", "not_equal", "logical_not")},
-    "select": ("select", "select"),
-}
+# numpy kernel is one IEEE float32 operation per element, or a copy (`OpDef.fused`)
+FUSED = {name: op.fused for name, op in REGISTRY.items() if op.fused}
 # reductions over trailing axes -> (opcode with an fp32 accumulator, with the narrow fp16 one)
-REDUCE = {"reduce_sum": ("sum", "sum16"), "reduce_mean": ("mean", "mean16"),
-          "reduce_max": ("max", "max"), "reduce_min": ("min", "min")}
+REDUCE = {name: op.fold for name, op in REGISTRY.items() if op.fold}
 
 
 def _hull(*bounds):
@@ -75,15 +62,18 @@ _BOUNDS = {
     "minimum": lambda x, y: _corners(min, x, y),
     "abs": lambda x: (max(0, x[0], -x[1]), max(-x[0], x[1])),
     "select": lambda cond, a, b: _hull(a, b),
-    **{name: lambda x: x for name in ("reshape", "expand_dims", "squeeze", "identity", "tile",
-                                       "cast")},
+    "cast": lambda x: x,            # an int to an int: `_exact` checks the range fits its dtype
+    # data movement: the input's values, moved or repeated
+    **{name: lambda x: x for name in layout_ops(*WHOLE)},
 }
 _EXACT = 1 << 24            # float32 holds every integer up to this
 # elementwise ops a chain of one value's functions may hold (`RunPlan._composites`), besides
-# the pointwise ones run as lookups
-_CHAINED = {"add", "sub", "mul", "real_div", "maximum", "minimum", "abs", "sqrt", "relu"}
-# ops whose result holds its input's elements in the same order (one flat loop)
-_SAME_ORDER = {"reshape", "expand_dims", "squeeze", "identity", "cast"}
+# the pointwise ones run as lookups: the fused ones that compute (an exact one only copies or
+# selects: a table saves nothing). Comparisons and logical_not are here too, but their bool
+# results never join an fp16 chain.
+_CHAINED = {name for name, op in REGISTRY.items() if op.fused and op.elementwise and not op.exact}
+# ops whose result holds its input's elements in the same order: one flat loop over them
+_SAME_ORDER = layout_ops("same_order")
 _FLOAT = (dtypes.float16, dtypes.float32)
 _ALIGN = 16                 # elements (64 bytes): each value starts on a cache line
 BLOCK = 1024                # elements per block of a blocked run (a few fit in the level-1 cache)
