@@ -16,8 +16,9 @@ _EXPANSIONS = tuple(sorted(layout_ops("repeat", "same_order")))
 @register("remove_redundant_broadcasts", exact=True)
 def remove_redundant_broadcasts(graph) -> int:
     """An operand of a broadcasting op (elementwise binary, comparison, select) that was
-    tiled, or given leading 1-axes by a same-order op (expand_dims, reshape, ...), is read before the expansion when
-    the op's result keeps its type: broadcasting does the same work without materializing it.
+    tiled, or given leading 1-axes by a same-order op (expand_dims, reshape, ...), is read
+    before the expansion when the op's result keeps its type: broadcasting does the same work
+    without materializing it.
     Autograd's `expand` of a reduced cotangent (tile) is the common case.
 
         before                                       after
