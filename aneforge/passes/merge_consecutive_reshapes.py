@@ -11,7 +11,8 @@ RESHAPES = tuple(sorted(layout_ops("same_order")))   # each only relabels the sa
 @register("merge_consecutive_reshapes", exact=True)
 def merge_consecutive_reshapes(graph) -> int:
     """A reshape (or expand_dims / squeeze / identity: every op of layout "same_order") of a
-    reshape reads the first one's input: one reshape to the final shape. The inner one goes when nothing else reads it (DCE).
+    reshape reads the first one's input: one reshape to the final shape. The inner one goes
+    when nothing else reads it (DCE).
 
         before                                   after
         %a = reshape(x=%x, shape=[6, 4])         %c = reshape(x=%x, shape=[2, 12])

@@ -83,9 +83,10 @@ class SimExecutable:
         self.runs, self.run_plan = 0, None
 
     def _schedule_frees(self) -> None:
-        """When each value is freed (`self.frees`, by step): each value is dropped right after the last step that reads it
-        (program outputs stay), so a run's peak memory is the largest set of values alive at
-        once, not the sum of all of them (ExecuTorch's memory planning, by lifetime)."""
+        """When each value is freed (`self.frees`, by step): right after the last step that
+        reads it (program outputs stay), so a run's peak memory is the largest set of values
+        alive at once, not the sum of all of them (ExecuTorch's memory planning, by
+        lifetime)."""
         self.readers: dict = {}            # slot -> the steps reading it, in order
         for k, step in enumerate(self.steps):
             for p in step.reads:
