@@ -505,7 +505,8 @@ def test_tall_narrow_ops_run_by_columns_identically(monkeypatch, model):
     made = _executables(monkeypatch)
     for a, b in zip(*both(monkeypatch, run)):
         same_bits(a, b)
-    narrow = [row for e in made if e.run_plan for step, code, _ in e.run_plan.entries if step is None
+    narrow = [row for e in made if e.run_plan for step, code, _ in e.run_plan.entries
+              if step is None
               for row in code if row[3] < kernels_fused().NARROW and row[2] >= 4 * row[3]]
     assert narrow
 
@@ -542,8 +543,8 @@ def test_tiles_of_size_one_axes_run_as_broadcast_copies(monkeypatch):
                 ((c * 1.5).repeat(2, 3) + 1.0).numpy()]
     for a, b in zip(*both(monkeypatch, run)):
         same_bits(a, b)
-    kinds = [[(step.ctx.op_type if step is not None else "fused") for step, _, _ in e.run_plan.entries]
-             for e in made if e.run_plan]
+    kinds = [[(step.ctx.op_type if step is not None else "fused")
+              for step, _, _ in e.run_plan.entries] for e in made if e.run_plan]
     tiles = [k for ks in kinds for k in ks if k == "tile"]
     assert len(tiles) == 1                      # the repeat of a 24-long axis only
 
