@@ -186,8 +186,8 @@ def test_ports_by_name_with_packed_sizes_in_program_order(consts, step):
     assert [b for _, b in ins] == [int(np.prod(v.shape)) * v.dtype.np.itemsize for v in f.inputs]
 
 
-def test_the_call_plan(consts):
-    got = ane.plan(consts, "/m/model.mil", "/m/bundle")
+def test_the_call_sequence(consts):
+    got = ane.setup_calls(consts, "/m/model.mil", "/m/bundle")
     O, U, C = e5rt.Out, e5rt.Use, e5rt.Call
     port = [
         C("e5rt_execution_stream_operation_retain_input_port", (U("op"), "x", O("port:x"))),
@@ -222,8 +222,8 @@ def test_the_call_plan(consts):
 
 
 def test_every_call_matches_its_signature_and_uses_only_handles_made_before(step):
-    calls = ane.plan(step, "/m/model.mil", "/m/bundle") + [e5rt.EXECUTE]
-    calls += e5rt.release_plan(calls)
+    calls = ane.setup_calls(step, "/m/model.mil", "/m/bundle") + [e5rt.EXECUTE]
+    calls += e5rt.release_calls(calls)
     made = set()
     kinds = {"out": e5rt.Out, "handle": e5rt.Use, "release": e5rt.Use, "str": str, "u64": int}
     for c in calls:
@@ -244,8 +244,8 @@ def test_every_call_matches_its_signature_and_uses_only_handles_made_before(step
 
 
 def test_release_plan_releases_in_reverse_order_of_creation(consts):
-    calls = ane.plan(consts, "m", "b")
-    released = [c.args[0].name for c in e5rt.release_plan(calls)]
+    calls = ane.setup_calls(consts, "m", "b")
+    released = [c.args[0].name for c in e5rt.release_calls(calls)]
     made = [a.name for c in calls for a in c.args if isinstance(a, e5rt.Out)]
     assert released == [n for n in reversed(made) if not n.startswith("data:")]
     assert released[-1] == "config" and released[0] == "stream"
@@ -283,7 +283,7 @@ def test_session_marshals_handles_strings_and_integers_through_ctypes():
             return f
 
     s = e5rt.Session(Library())
-    s.run(e5rt.compile_plan("/m/model.mil", "/m/bundle")[:3])
+    s.run(e5rt.compile_calls("/m/model.mil", "/m/bundle")[:3])
     assert seen == [("e5rt_e5_compiler_config_options_create", ("out",)),
                     ("e5rt_e5_compiler_config_options_set_cache_bundle_location", (0x1000, b"/m/bundle")),
                     ("e5rt_e5_compiler_create_with_config", ("out", 0x1000))]
@@ -304,7 +304,7 @@ def test_a_missing_release_function_is_skipped_not_fatal():
             return ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))(
                 lambda p: calls.append(fn) or 0)
     s = e5rt.Session(Library())
-    s.run(e5rt.compile_plan("m", "b")[:1])
+    s.run(e5rt.compile_calls("m", "b")[:1])
     s.close()
     assert calls == ["e5rt_e5_compiler_config_options_create"] and s.made == []
 
@@ -314,7 +314,7 @@ def test_a_failing_call_names_itself():
         def __getattr__(self, fn):
             return ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))(lambda p: 11)
     with pytest.raises(e5rt.E5RTError, match="e5rt_e5_compiler_config_options_create returned status 11"):
-        e5rt.Session(Library()).run(e5rt.compile_plan("m", "b")[:1])
+        e5rt.Session(Library()).run(e5rt.compile_calls("m", "b")[:1])
 
 
 def test_run_copies_inputs_to_and_outputs_from_the_bound_buffers(consts):

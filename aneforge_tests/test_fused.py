@@ -137,7 +137,7 @@ def test_a_long_flat_chain_runs_blocked_and_identical(monkeypatch):
     made = _executables(monkeypatch)
     clear_cache()
     run()
-    blocks = [block for e in made for step, _, block in e.plan.entries if step is None]
+    blocks = [block for e in made for step, _, block in e.run_plan.entries if step is None]
     assert plan_mod.BLOCK in blocks
 
 
@@ -173,7 +173,7 @@ def test_auto_plans_from_the_second_run(monkeypatch):
 
     def spy(self, inputs):
         out = original(self, inputs)
-        seen.append((id(self), self.runs, self.plan is not None))
+        seen.append((id(self), self.runs, self.run_plan is not None))
         return out
     monkeypatch.setattr(SimExecutable, "run", spy)
     x = np.arange(12, dtype=np.float16).reshape(3, 4) + 0.125
@@ -195,7 +195,7 @@ def _step_executable(monkeypatch):
 
 def test_the_plan_fuses_runs_and_reuses_places(monkeypatch):
     exe = _step_executable(monkeypatch)
-    plan = exe.plan
+    plan = exe.run_plan
     fused = [code for step, code, _ in plan.entries if step is None]
     fused_ops = sum(len(c) for c in fused)
     assert fused_ops >= len(exe.steps) // 2          # most of an AdamW step is elementwise
@@ -209,7 +209,7 @@ def test_places_of_live_values_never_overlap(monkeypatch):
     segment a value lives to the segment's end, and a block-local value holds BLOCK elements
     for the whole segment."""
     exe = _step_executable(monkeypatch)
-    plan = exe.plan
+    plan = exe.run_plan
     seg, n = plan.segment, len(exe.steps)
 
     def segment_end(k):
@@ -225,14 +225,14 @@ def test_places_of_live_values_never_overlap(monkeypatch):
     for s, _ in exe.constants + exe.inputs:
         born[s] = -1
     for k, (step, frees) in enumerate(zip(exe.steps, plan.frees)):    # as the plan keeps them
-        for s in step[4]:
+        for s in step.outs:
             born.setdefault(s, segment_start(k) if s in plan.local else k)
         for s in frees:
             dead[s] = segment_end(k)
     keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
     spans = []
     for s, o in plan.place.items():
-        size = plan_mod.BLOCK if s in plan.local else int(np.prod(exe.info[s][0]))
+        size = plan_mod.BLOCK if s in plan.local else int(np.prod(exe.info[s].shape))
         spans.append((s, o, size, born[s], n if s in keep else dead.get(s, n)))
     assert plan.local, "an AdamW step has values that exist one block at a time"
     for i, (s, o, size, b, d) in enumerate(spans):
@@ -280,7 +280,7 @@ def test_steady_state_memory_is_flat(monkeypatch):
     assert second - first < 300 * 4096, f"grew by {second - first} bytes over 300 steps"
 
     exe = max(made, key=lambda e: len(e.steps))
-    arena = exe.plan.arena
+    arena = exe.run_plan.arena
     monkeypatch.setattr(SimExecutable, "run", original_run)
     inputs = runs[id(exe)]
     tracemalloc.start()
@@ -291,7 +291,7 @@ def test_steady_state_memory_is_flat(monkeypatch):
     tracemalloc.stop()
     # what remains is CPython's free lists filling (bounded: flat after ~2000 steps)
     assert second - first < 64 * 1024, f"the executable grew by {second - first} bytes"
-    assert exe.plan.arena is arena                   # the same memory, every run
+    assert exe.run_plan.arena is arena                   # the same memory, every run
 
 
 def test_concurrent_runs_are_right(monkeypatch):
@@ -370,7 +370,7 @@ def test_the_arena_holds_a_few_values_of_a_long_chain(monkeypatch):
     y.sum().numpy()
     exe = max(made, key=lambda e: len(e.steps))
     one = 128 * 128 * 4
-    assert exe.plan.arena.nbytes < 8 * one, exe.plan.arena.nbytes / one
+    assert exe.run_plan.arena.nbytes < 8 * one, exe.run_plan.arena.nbytes / one
 
 
 def test_planned_inputs_coerce_nan_and_warn(monkeypatch):
@@ -427,7 +427,7 @@ def test_pointwise_lookup_every_fp16_value(monkeypatch, model, name):
     plain, planned = both(monkeypatch, run)
     for a, b in zip(plain, planned):
         same_bits(a, b)
-    lookups = [row for e in made if e.plan for step, code, _ in e.plan.entries
+    lookups = [row for e in made if e.run_plan for step, code, _ in e.run_plan.entries
                if step is None for row in code if row[0] == kernels_fused().LOOKUP]
     assert lookups or name in plan_mod.FUSED
 
@@ -481,8 +481,8 @@ def test_exact_ops_written_into_their_places_are_identical(monkeypatch, name):
         x, y = af.tensor(a, requires_grad=name == "slice_grad"), af.tensor(b)
         return INTO_CASES[name](x, y).numpy()
     same_bits(*both(monkeypatch, run))
-    direct = [step for e in made if e.plan for step, _, _ in e.plan.entries
-              if step is not None and step[5] is plan_mod._INTO]
+    direct = [step for e in made if e.run_plan for step, _, _ in e.run_plan.entries
+              if step is not None and step.store is plan_mod._INTO]
     assert direct, "no step wrote into its place"
 
 
@@ -505,7 +505,8 @@ def test_tall_narrow_ops_run_by_columns_identically(monkeypatch, model):
     made = _executables(monkeypatch)
     for a, b in zip(*both(monkeypatch, run)):
         same_bits(a, b)
-    narrow = [row for e in made if e.plan for step, code, _ in e.plan.entries if step is None
+    narrow = [row for e in made if e.run_plan for step, code, _ in e.run_plan.entries
+              if step is None
               for row in code if row[3] < kernels_fused().NARROW and row[2] >= 4 * row[3]]
     assert narrow
 
@@ -521,7 +522,7 @@ def test_past_the_table_limit_pointwise_ops_are_computed(monkeypatch):
     x = af.tensor(SPECIAL.reshape(4, 5))
     got = [x.clamp(-1.0, b).numpy() for b in (2.0, 3.0, 4.0)]
     assert len(plan_mod.TABLES.offset) == 2
-    lookups = [sum(row[0] == kernels_fused().LOOKUP for step, code, _ in e.plan.entries
+    lookups = [sum(row[0] == kernels_fused().LOOKUP for step, code, _ in e.run_plan.entries
                    if step is None for row in code) for e in made]
     assert lookups == [1, 1, 0]
     monkeypatch.setenv("ANEFORGE_SIM_PLAN", "never")
@@ -542,8 +543,8 @@ def test_tiles_of_size_one_axes_run_as_broadcast_copies(monkeypatch):
                 ((c * 1.5).repeat(2, 3) + 1.0).numpy()]
     for a, b in zip(*both(monkeypatch, run)):
         same_bits(a, b)
-    kinds = [[(step[1].op_type if step is not None else "fused") for step, _, _ in e.plan.entries]
-             for e in made if e.plan]
+    kinds = [[(step.ctx.op_type if step is not None else "fused")
+              for step, _, _ in e.run_plan.entries] for e in made if e.run_plan]
     tiles = [k for ks in kinds for k in ks if k == "tile"]
     assert len(tiles) == 1                      # the repeat of a 24-long axis only
 
@@ -551,12 +552,12 @@ def test_tiles_of_size_one_axes_run_as_broadcast_copies(monkeypatch):
 # ---- compares, select, casts and int / bool values in the arena ------------------------------
 def _opcodes(made) -> list:
     """The opcode names of every fused row the planned executables in `made` run."""
-    return [kernels_fused().OPCODES[row[0]] for e in made if e.plan
-            for step, code, _ in e.plan.entries if step is None for row in code]
+    return [kernels_fused().OPCODES[row[0]] for e in made if e.run_plan
+            for step, code, _ in e.run_plan.entries if step is None for row in code]
 
 
 def _kernel_ops(made) -> list:
-    return [step[1].op_type for e in made if e.plan for step, _, _ in e.plan.entries
+    return [step.ctx.op_type for e in made if e.run_plan for step, _, _ in e.run_plan.entries
             if step is not None]
 
 
@@ -635,9 +636,9 @@ def test_the_label_chain_of_a_training_step_fuses(monkeypatch):
     run in the fused VM: a training step's kernel steps are its matmuls."""
     plan_mod.TABLES.clear()             # the suite before may have made LIMIT tables
     exe = _step_executable(monkeypatch)
-    kernel = {step[1].op_type for step, _, _ in exe.plan.entries if step is not None}
+    kernel = {step.ctx.op_type for step, _, _ in exe.run_plan.entries if step is not None}
     assert kernel <= {"matmul", "linear"}, kernel
-    bounded = [s for s in exe.plan.views if exe.info[s][1] not in plan_mod._FLOAT]
+    bounded = [s for s in exe.run_plan.views if exe.info[s].dtype not in plan_mod._FLOAT]
     assert bounded, "int and bool values live in the arena"
 
 
@@ -742,12 +743,12 @@ def test_a_zero_maximum_of_both_signs_runs_its_kernel(monkeypatch):
     monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
     made = _executables(monkeypatch)
     settled = []
-    original = plan_mod.Plan._call
+    original = plan_mod.RunPlan._call
 
     def spy(self, env, step, stores):
-        settled.append(step[1].op_type)
+        settled.append(step.ctx.op_type)
         return original(self, env, step, stores)
-    monkeypatch.setattr(plan_mod.Plan, "_call", spy)
+    monkeypatch.setattr(plan_mod.RunPlan, "_call", spy)
 
     def run():
         x = af.tensor(rows) * 1.0
@@ -785,7 +786,7 @@ def test_chains_of_one_value_run_as_one_lookup(monkeypatch, model, name):
     same_bits(*both(monkeypatch, run))
     chains = [key for key in plan_mod.TABLES.offset if key[0] == "chain"]
     assert chains, "no chain ran as a lookup"
-    dead = sum(len(e.plan.dead) for e in made if e.plan)
+    dead = sum(len(e.run_plan.dead) for e in made if e.run_plan)
     assert dead >= 1
 
 
@@ -804,4 +805,4 @@ def test_a_chains_value_lives_until_its_lookup(monkeypatch):
         u = (y * 2.0 + 1.0) * y                  # made (after h * u's h) while x is dead
         return (h * u + (h.exp() + 1.0)).numpy()  # h -> exp -> + 1: a lookup of x, last
     same_bits(*both(monkeypatch, run))
-    assert any(e.plan.dead for e in made if e.plan)
+    assert any(e.run_plan.dead for e in made if e.run_plan)

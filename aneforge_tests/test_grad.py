@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import aneforge as af
-from aneforge.runtime.walls import check_walls
+from aneforge.ops.walls import check_walls
 from optable import CASES, af_inputs, arrays, call, torch_inputs
 
 RTOL = 2.0 ** -7

@@ -39,14 +39,24 @@ from numba import njit
 
 from .compiled import _from_half_bits, _to_half_bits, r16, r16_ieee
 
-# opcodes, named by the ops they run (runtime/plan.py maps MIL ops to them); `_op` lists
-# the elementwise ones in this order, `_fold` the reductions
+# The opcodes, named by what they run: the one table of their numbers. An op's OpDef names
+# its opcodes (`fused`, `fold`: aneforge/ops/registry.py) and the run plan maps them here;
+# the compiled functions below compare against the named numbers, never a literal. The
+# reductions come last (from REDUCE on).
 OPCODES = ("add", "sub", "mul", "div", "div_engine", "maximum", "minimum", "abs", "sqrt",
            "sqrt_engine", "relu", "copy", "less", "less_equal", "greater", "greater_equal",
            "equal", "not_equal", "nonzero", "logical_not", "select", "lookup",
            "sum16", "mean16", "sum", "mean", "max", "min")
 OP = {name: i for i, name in enumerate(OPCODES)}
 SELECT, LOOKUP, REDUCE = OP["select"], OP["lookup"], OP["sum16"]
+# numba reads module-level ints as constants of the compiled code
+_ADD, _SUB, _MUL, _DIV, _DIV_ENGINE = OP["add"], OP["sub"], OP["mul"], OP["div"], OP["div_engine"]
+_MAXIMUM, _MINIMUM, _ABS, _SQRT = OP["maximum"], OP["minimum"], OP["abs"], OP["sqrt"]
+_SQRT_ENGINE, _RELU = OP["sqrt_engine"], OP["relu"]
+_LESS, _LESS_EQUAL, _GREATER = OP["less"], OP["less_equal"], OP["greater"]
+_GREATER_EQUAL, _EQUAL, _NOT_EQUAL = OP["greater_equal"], OP["equal"], OP["not_equal"]
+_NONZERO, _LOGICAL_NOT = OP["nonzero"], OP["logical_not"]
+_SUM16, _MEAN16, _MEAN, _MAX, _MIN = OP["sum16"], OP["mean16"], OP["mean"], OP["max"], OP["min"]
 ROW = ("opcode", "store", "rows", "cols", "out", "a", "a_rs", "a_cs", "b", "b_rs", "b_cs",
        "local", "c", "c_rs", "c_cs", "step")
 WIDTH = len(ROW)    # int64 fields per op; `step`: the plan's step the row runs
@@ -63,7 +73,7 @@ def _truth(t):
     return _ONE if t else _ZERO
 
 
-# One small compiled function per elementwise opcode, in OPCODES order. `_line` takes
+# One small compiled function per elementwise opcode. `_line` takes
 # the function as an argument: numba compiles one specialisation of `_line` per function, each
 # small, with the function inlined (a single `_apply(op, x, y)` chain inlined into one loop per
 # opcode made `_op` take ~40 s to compile).
@@ -232,49 +242,49 @@ def _operand(arena, start, stride, cols, scratch, filled):
 def _op(out, x, y, z, op, store, tables, at):
     """out = op(x, y) (select: x ? y : z; lookup: the table at `at`, at x), stored: one
     specialised loop per opcode (the opcode is constant over the loop)."""
-    if op == 0:
+    if op == _ADD:
         _line(out, x, y, _self._add, store)
-    elif op == 1:
+    elif op == _SUB:
         _line(out, x, y, _self._sub, store)
-    elif op == 2:
+    elif op == _MUL:
         _line(out, x, y, _self._mul, store)
-    elif op == 3:
+    elif op == _DIV:
         _line(out, x, y, _self._div, store)
-    elif op == 4:
+    elif op == _DIV_ENGINE:
         _line(out, x, y, _self._div_engine, store)
-    elif op == 5:
+    elif op == _MAXIMUM:
         _line(out, x, y, _self._maximum, store)
-    elif op == 6:
+    elif op == _MINIMUM:
         _line(out, x, y, _self._minimum, store)
-    elif op == 7:
+    elif op == _ABS:
         _line(out, x, y, _self._abs, store)
-    elif op == 8:
+    elif op == _SQRT:
         _line(out, x, y, _self._sqrt, store)
-    elif op == 9:
+    elif op == _SQRT_ENGINE:
         _line(out, x, y, _self._sqrt_engine, store)
-    elif op == 10:
+    elif op == _RELU:
         _line(out, x, y, _self._relu, store)
-    elif op == 12:
+    elif op == _LESS:
         _line(out, x, y, _self._less, -1)
-    elif op == 13:
+    elif op == _LESS_EQUAL:
         _line(out, x, y, _self._less_equal, -1)
-    elif op == 14:
+    elif op == _GREATER:
         _line(out, x, y, _self._greater, -1)
-    elif op == 15:
+    elif op == _GREATER_EQUAL:
         _line(out, x, y, _self._greater_equal, -1)
-    elif op == 16:
+    elif op == _EQUAL:
         _line(out, x, y, _self._equal, -1)
-    elif op == 17:
+    elif op == _NOT_EQUAL:
         _line(out, x, y, _self._not_equal, -1)
-    elif op == 18:
+    elif op == _NONZERO:
         _line(out, x, y, _self._nonzero, -1)
-    elif op == 19:
+    elif op == _LOGICAL_NOT:
         _line(out, x, y, _self._logical_not, -1)
     elif op == SELECT:
         _select_line(out, x, y, z)
     elif op == LOOKUP:              # stored results: no rounding after
         _lookup_line(out, x, tables, at)
-    else:
+    else:                           # copy
         _line(out, x, y, _self._copy, store)
 
 
@@ -347,7 +357,7 @@ def _extremum(x, op):
         v = x[c]
         if acc != acc:
             break
-        if v != v or (v > acc if op == REDUCE + 4 else v < acc):
+        if v != v or (v > acc if op == _MAX else v < acc):
             acc = v
     if acc == _ZERO:
         signs = 0
@@ -363,15 +373,15 @@ def _extremum(x, op):
 def _fold(x, op, mode):
     """One row's reduction (the opcodes from REDUCE: sum16, mean16, sum, mean, max, min);
     returns (value, settled)."""
-    if op >= REDUCE + 4:
+    if op == _MAX or op == _MIN:
         return _extremum(x, op)
-    if op <= REDUCE + 1:
+    if op == _SUM16 or op == _MEAN16:
         acc = x[0]
         for c in range(1, x.size):
             acc = r16(acc + x[c], mode)
     else:
         acc = _ZERO + _pairwise(x, x.size)     # numpy's sum starts from its identity
-    if op == REDUCE + 1 or op == REDUCE + 3:
+    if op == _MEAN16 or op == _MEAN:
         acc = acc / np.float32(x.size)
     return acc, True
 

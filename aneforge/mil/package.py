@@ -50,7 +50,7 @@ def export(obj, path: str) -> str:
     if not str(path).endswith(".mlpackage"):
         raise AneforgeError(f"export writes a Core ML package: name it '*.mlpackage', not {path!r}")
     program = validate(_program_of(obj))
-    from ..runtime.walls import check_walls
+    from ..ops.walls import check_walls
     check_walls(program)
     program = core_ml_boundary(program)
     with tempfile.TemporaryDirectory() as tmp:

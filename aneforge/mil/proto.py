@@ -35,7 +35,7 @@ from ..ir import Block, Function, Operation, Program, TensorType, Var
 from ..ir.dag import fresh_name
 from ..ops import REGISTRY, validate
 from ..ops.registry import apply_to_vars
-from ..runtime.walls import check_walls
+from ..ops.walls import check_walls
 from .checks import io_problem, name_problem, raise_problem, shape_problem
 
 PACKAGE = "CoreML.Specification.MILSpec"

@@ -16,7 +16,7 @@ from ..ir import Block, Function, Operation, Program, TensorType, Var
 from ..ir.dag import fresh_name
 from ..ops import REGISTRY, validate
 from ..ops.registry import REQUIRED, apply_to_vars
-from ..runtime.walls import check_walls
+from ..ops.walls import check_walls
 from .checks import as_name, io_problem, name_problem, shape_problem
 from .proto import ATTR_FITS, ATTR_KINDS, STORED_AS_ATTRIBUTE
 from .proto import OPSETS as PROTO_OPSETS
@@ -41,7 +41,7 @@ RULES = {
     "argument-type": "a compile-time argument has the kind and dtype the op takes",
     "op-check": "the op's own checks pass (broadcasting, dtypes, sizes)",
     "type-mismatch": "declared result types are the ones the op infers",
-    "compile-wall": "not a graph the ANE compiler rejects (runtime/walls.py)",
+    "compile-wall": "not a graph the ANE compiler rejects (ops/walls.py)",
     "literal": "values are well formed and fit their type",
     "opset": "the function's opset is one aneforge writes (ios15..ios18)",
     "unsupported": "no construct aneforge cannot run (bf16 values, state types, BLOBFILE "

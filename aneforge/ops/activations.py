@@ -107,9 +107,11 @@ ACTIVATIONS = {
     "tanh": np.tanh,
     "silu": _silu,
 }
+# relu's kernel is one float32 operation: it runs in the fused VM as well
+_FUSED = {"relu": ("relu", "relu")}
 for _name, _fn in ACTIVATIONS.items():
     define(_name, ("x",), _float_unary(_name), _activation(_fn, TABLES.get(_name)),
-           pointwise=True)
+           pointwise=True, elementwise=1, fused=_FUSED.get(_name))
 
 
 def _softplus(x):
@@ -133,7 +135,7 @@ def _collapse_at_inf(fn):
 SPECIAL_ACTIVATIONS = {"softplus": _softplus, "softsign": _softsign}
 for _name, _fn in SPECIAL_ACTIVATIONS.items():
     define(_name, ("x",), _float_unary(_name), _activation(_fn, engine=_collapse_at_inf(_fn)),
-           pointwise=True)
+           pointwise=True, elementwise=1)
 
 
 _GELU = {"table": _activation(lambda x, mode: GELU_MODES[mode](x), TABLES["gelu"]),
@@ -146,7 +148,7 @@ def _gelu(ctx, x, mode):
 
 
 define("gelu", ("x",), _gelu_infer, _gelu, attrs={"mode": Attr("str", "EXACT")},
-       pointwise=True)
+       pointwise=True, elementwise=1)
 
 
 def _clip_infer(t, attrs):
@@ -159,7 +161,7 @@ def _clip_infer(t, attrs):
 
 define("clip", ("x",), _clip_infer,
        elementwise(lambda x, alpha, beta: np.clip(x, np.float32(alpha), np.float32(beta))),
-       attrs={"alpha": Attr("scalar"), "beta": Attr("scalar")}, pointwise=True)
+       attrs={"alpha": Attr("scalar"), "beta": Attr("scalar")}, pointwise=True, elementwise=1)
 
 
 def _softmax_infer(t, attrs):
@@ -252,7 +254,7 @@ def _leaky_relu_infer(t, attrs):
 
 define("leaky_relu", ("x",), _leaky_relu_infer,
        elementwise(lambda x, alpha: np.where(x >= 0, x, x * np.float32(alpha))),
-       attrs={"alpha": Attr("scalar")}, pointwise=True)
+       attrs={"alpha": Attr("scalar")}, pointwise=True, elementwise=1)
 attach("leaky_relu", lambda g, ins, a, out: {"x": where(ins["x"] > 0, g, g * a["alpha"])})
 
 

@@ -23,26 +23,29 @@ def _engine_div(x, y):
     return np.true_divide(x, positive_zero(y))
 
 
-# name: (IEEE kernel, dtypes, the engine's special-value behaviour where it differs)
+# name: (IEEE kernel, dtypes, the engine's special-value behaviour where it differs, the
+# fused-VM opcodes under IEEE and engine specials: `OpDef.fused`, None for pow, whose numpy
+# kernel is not one float32 operation)
 ARITHMETIC = {
-    "add": (np.add, NUMERIC, None),
-    "sub": (np.subtract, NUMERIC, None),
-    "mul": (np.multiply, NUMERIC, None),
-    "real_div": (np.true_divide, FLOATS, _engine_div),
-    "pow": (np.power, FLOATS, None),
-    "maximum": (np.maximum, NUMERIC, None),
-    "minimum": (np.minimum, NUMERIC, None),
+    "add": (np.add, NUMERIC, None, ("add", "add")),
+    "sub": (np.subtract, NUMERIC, None, ("sub", "sub")),
+    "mul": (np.multiply, NUMERIC, None, ("mul", "mul")),
+    "real_div": (np.true_divide, FLOATS, _engine_div, ("div", "div_engine")),
+    "pow": (np.power, FLOATS, None, None),
+    "maximum": (np.maximum, NUMERIC, None, ("maximum", "maximum")),
+    "minimum": (np.minimum, NUMERIC, None, ("minimum", "minimum")),
 }
-for _name, (_fn, _allowed, _engine) in ARITHMETIC.items():
-    define(_name, ("x", "y"), _binary_infer(_name, _allowed), elementwise(_fn, _engine))
+for _name, (_fn, _allowed, _engine, _fused) in ARITHMETIC.items():
+    define(_name, ("x", "y"), _binary_infer(_name, _allowed), elementwise(_fn, _engine),
+           elementwise=2, fused=_fused)
 
 COMPARISONS = {
     "less": np.less, "less_equal": np.less_equal, "greater": np.greater,
     "greater_equal": np.greater_equal, "equal": np.equal, "not_equal": np.not_equal,
 }
-for _name, _fn in COMPARISONS.items():
+for _name, _fn in COMPARISONS.items():      # fused: an opcode of the same name, to 1.0 / 0.0
     define(_name, ("x", "y"), _binary_infer(_name, NUMERIC, dtypes.bool_),
-           lambda nm, x, y, _fn=_fn: _fn(x, y))
+           lambda nm, x, y, _fn=_fn: _fn(x, y), elementwise=2, fused=(_name, _name))
 
 def _unary_infer(name, allowed):
     def infer(t, attrs):
@@ -52,7 +55,7 @@ def _unary_infer(name, allowed):
 
 
 define("logical_not", ("x",), _unary_infer("logical_not", (dtypes.bool_,)),
-       lambda nm, x: np.logical_not(x))
+       lambda nm, x: np.logical_not(x), elementwise=1, fused=("logical_not", "logical_not"))
 
 
 def _rsqrt(x, epsilon):
@@ -72,20 +75,21 @@ def _engine_log(x, epsilon):
 
 
 # name: (IEEE kernel, dtypes, attributes, the engine's special-value behaviour where it differs:
-# sqrt(-0) = +0, rsqrt(-0) = +inf, log(+0) = -45440; sbryngelson/ane-guide 03-numerics.md)
+# sqrt(-0) = +0, rsqrt(-0) = +inf, log(+0) = -45440; sbryngelson/ane-guide 03-numerics.md;
+# the fused-VM opcodes under IEEE and engine specials, or None: `OpDef.fused`)
 UNARY = {
-    "exp": (np.exp, FLOATS, {}, None),
-    "log": (_log, FLOATS, {"epsilon": Attr("scalar", 1e-45)}, _engine_log),
-    "sqrt": (np.sqrt, FLOATS, {}, lambda x: positive_zero(np.sqrt(x))),
+    "exp": (np.exp, FLOATS, {}, None, None),
+    "log": (_log, FLOATS, {"epsilon": Attr("scalar", 1e-45)}, _engine_log, None),
+    "sqrt": (np.sqrt, FLOATS, {}, lambda x: positive_zero(np.sqrt(x)), ("sqrt", "sqrt_engine")),
     "rsqrt": (_rsqrt, FLOATS, {"epsilon": Attr("scalar", 1e-12)},
-              lambda x, epsilon: 1.0 / positive_zero(np.sqrt(x + np.float32(epsilon)))),
-    "abs": (np.abs, NUMERIC, {}, None),
-    "sin": (np.sin, FLOATS, {}, None),
-    "cos": (np.cos, FLOATS, {}, None),
+              lambda x, epsilon: 1.0 / positive_zero(np.sqrt(x + np.float32(epsilon))), None),
+    "abs": (np.abs, NUMERIC, {}, None, ("abs", "abs")),
+    "sin": (np.sin, FLOATS, {}, None, None),
+    "cos": (np.cos, FLOATS, {}, None, None),
 }
-for _name, (_fn, _allowed, _attrs, _engine) in UNARY.items():
+for _name, (_fn, _allowed, _attrs, _engine, _fused) in UNARY.items():
     define(_name, ("x",), _unary_infer(_name, _allowed), elementwise(_fn, _engine), attrs=_attrs,
-           pointwise=True)
+           pointwise=True, elementwise=1, fused=_fused)
 
 
 # ---- gradient rules: vjp(g, ins, attrs, out) -> {input name: cotangent} ------------------

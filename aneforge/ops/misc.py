@@ -19,7 +19,8 @@ def _const_infer(t, attrs):
     return same_type(val.shape, dt)
 
 
-define("identity", ("x",), lambda t, attrs: t["x"], lambda nm, x: x, exact=True)
+define("identity", ("x",), lambda t, attrs: t["x"], lambda nm, x: x, exact=True,
+       layout="same_order", elementwise=1, fused=("copy", "copy"))
 
 define("const", (), _const_infer, lambda nm, val: val, attrs={"val": Attr("value")})
 
@@ -39,7 +40,8 @@ def _cast_sim(ctx, x, dtype):
     return x                                  # the simulator stores it in `dtype`
 
 
-define("cast", ("x",), _cast_infer, _cast_sim, attrs={"dtype": Attr("str")})
+# not `fused`: whether it runs as a copy depends on its dtypes (the run plan decides)
+define("cast", ("x",), _cast_infer, _cast_sim, attrs={"dtype": Attr("str")}, elementwise=1)
 
 
 # ---- gradient rules ----------------------------------------------------------------------

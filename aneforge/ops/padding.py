@@ -63,7 +63,7 @@ def _pad_into(ctx, out, x, pad, mode, constant_val):
     out[tuple(slice(b, b + n) for n, (b, _) in zip(x.shape, w))] = x
 
 
-define("pad", ("x",), _pad_infer, _pad_sim, exact=True,
+define("pad", ("x",), _pad_infer, _pad_sim, exact=True, layout="assemble",
        attrs={"pad": Attr("ints"), "mode": Attr("str", "constant"),
               "constant_val": Attr("scalar", 0.0)}, into=_pad_into)
 

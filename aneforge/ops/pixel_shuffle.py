@@ -29,7 +29,7 @@ def _pixel_shuffle_sim(ctx, x, upscale_factor):
 
 
 define("pixel_shuffle", ("x",), _pixel_shuffle_infer, _pixel_shuffle_sim,
-       attrs={"upscale_factor": Attr("int")}, exact=True)
+       attrs={"upscale_factor": Attr("int")}, exact=True, layout="reorder")
 
 
 def _pixel_shuffle_vjp(g, ins, attrs, out):

@@ -70,10 +70,16 @@ def _extremum_sim(fn):
 
 
 REDUCE_ATTRS = {"axes": Attr("ints", None), "keep_dims": Attr("bool", False)}
-for _name, _sim, _exact in (("reduce_sum", _sum_sim, False), ("reduce_mean", _mean_sim, False),
-                            ("reduce_max", _extremum_sim(np.max), True),
-                            ("reduce_min", _extremum_sim(np.min), True)):
-    define(_name, ("x",), _reduce_infer(_name), _sim, attrs=dict(REDUCE_ATTRS), exact=_exact)
+# name: (kernel, exact, the fused-VM opcodes with an fp32 and with an fp16 accumulator)
+REDUCTIONS = {
+    "reduce_sum": (_sum_sim, False, ("sum", "sum16")),
+    "reduce_mean": (_mean_sim, False, ("mean", "mean16")),
+    "reduce_max": (_extremum_sim(np.max), True, ("max", "max")),
+    "reduce_min": (_extremum_sim(np.min), True, ("min", "min")),
+}
+for _name, (_sim, _exact, _fold) in REDUCTIONS.items():
+    define(_name, ("x",), _reduce_infer(_name), _sim, attrs=dict(REDUCE_ATTRS), exact=_exact,
+           fold=_fold)
 
 
 def _arg_infer(name):

@@ -21,6 +21,25 @@ from ..ir.validate import ValidationError, validate as validate_ir
 
 REQUIRED = object()
 
+# What a data-movement op's result holds of its input x (`OpDef.layout`; None: the op computes
+# new values). The passes, the run plan and the compile walls ask for kinds, not op names.
+LAYOUTS = {
+    # x's elements in the same (C) order: only the shape changes, so a flat loop copies it
+    # and a chain of them is one reshape (reshape, expand_dims, squeeze, identity)
+    "same_order": "x's elements, same order",
+    # each of x's elements once, in another order (transpose, pixel_shuffle)
+    "reorder": "x's elements, reordered",
+    # x's elements, some repeated (tile)
+    "repeat": "x's elements, repeated",
+    # some of x's elements (slice_by_index, split)
+    "part": "some of x's elements",
+    # x's elements next to other values (concat: other inputs; pad: a constant)
+    "assemble": "x's elements and others",
+}
+# Kinds whose result holds nothing but x's values, each at least once: a value seen through
+# them is still x (what the compile walls and the zero-finding passes look through).
+WHOLE = ("same_order", "reorder", "repeat")
+
 
 class Attr(NamedTuple):
     """A compile-time argument. `kind` says how MIL types it:
@@ -41,6 +60,15 @@ class OpDef:
     variadic: frozenset = frozenset()
     const_inputs: frozenset = frozenset()   # tensor inputs MIL requires to be const
     exact: bool = False                     # its result needs no rounding (moves/selects values)
+    layout: str | None = None               # a data-movement op's kind (LAYOUTS), else None
+    # how many inputs it combines element by element, broadcasting (numpy / MIL rules): 1 for
+    # a unary elementwise op, 2 binary, 3 select; 0 for any other op
+    elementwise: int = 0
+    # its fused-VM opcode (kernels/fused.py OPCODES) under IEEE specials and under the
+    # engine's, when its kernel is one float32 operation per element; else None
+    fused: tuple[str, str] | None = None
+    # a reduction's fused-VM opcode with an fp32 accumulator and with the narrow fp16 one
+    fold: tuple[str, str] | None = None
     # each result element depends on its own input element and the attributes only (a unary
     # elementwise op): the run plan may evaluate it once per fp16 value and look results up
     pointwise: bool = False
@@ -49,6 +77,14 @@ class OpDef:
     # way, saving a copy (concat, pad)
     into: Callable | None = None
     vjp: Callable | None = None
+
+    def __post_init__(self):
+        if self.layout is not None and self.layout not in LAYOUTS:
+            raise AneforgeError(f"op {self.name!r}: layout {self.layout!r} is not one of "
+                                f"{list(LAYOUTS)}")
+        if self.elementwise not in range(len(self.inputs) + 1):
+            raise AneforgeError(f"op {self.name!r}: elementwise={self.elementwise} but it has "
+                                f"{len(self.inputs)} input(s)")
 
     def full_attrs(self, attrs: dict[str, Any]) -> dict[str, Any]:
         unknown = set(attrs) - set(self.attrs)
@@ -139,6 +175,20 @@ def register(opdef: OpDef) -> OpDef:
 
 def define(name: str, inputs: tuple[str, ...], infer, simulate, **kw) -> OpDef:
     return register(OpDef(name, inputs, infer, simulate, **kw))
+
+
+def layout_ops(*kinds: str) -> frozenset:
+    """The ops whose `layout` is one of `kinds` (LAYOUTS)."""
+    unknown = set(kinds) - set(LAYOUTS)
+    if unknown:
+        raise AneforgeError(f"no layout kind(s) {sorted(unknown)}; they are {list(LAYOUTS)}")
+    return frozenset(name for name, op in REGISTRY.items() if op.layout in kinds)
+
+
+def elementwise_ops(arity: int | None = None) -> frozenset:
+    """The elementwise ops (of `arity` inputs, or any)."""
+    return frozenset(name for name, op in REGISTRY.items()
+                     if op.elementwise and arity in (None, op.elementwise))
 
 
 def _var_type(v) -> TensorType:

@@ -22,8 +22,9 @@ def _reshape_infer(t, attrs):
     return same_type(shape, x.dtype)
 
 
+# The same-order ops run in the fused VM as a flat copy (`fused`).
 define("reshape", ("x",), _reshape_infer, lambda nm, x, shape: x.reshape(shape),
-       attrs={"shape": Attr("ints")}, exact=True)
+       attrs={"shape": Attr("ints")}, exact=True, layout="same_order", fused=("copy", "copy"))
 
 
 def _transpose_infer(t, attrs):
@@ -35,7 +36,7 @@ def _transpose_infer(t, attrs):
 
 
 define("transpose", ("x",), _transpose_infer, lambda nm, x, perm: np.transpose(x, perm),
-       attrs={"perm": Attr("ints")}, exact=True)
+       attrs={"perm": Attr("ints")}, exact=True, layout="reorder")
 
 
 def _expand_dims_infer(t, attrs):
@@ -50,7 +51,7 @@ def _expand_dims_infer(t, attrs):
 
 define("expand_dims", ("x",), _expand_dims_infer,
        lambda nm, x, axes: np.expand_dims(x, tuple(attrs_axes(axes, x.ndim + len(axes)))),
-       attrs={"axes": Attr("ints")}, exact=True)
+       attrs={"axes": Attr("ints")}, exact=True, layout="same_order", fused=("copy", "copy"))
 
 
 def attrs_axes(axes, rank):
@@ -72,7 +73,8 @@ def _squeeze_sim(nm, x, axes):
     return np.squeeze(x) if axes is None else np.squeeze(x, tuple(a % x.ndim for a in axes))
 
 
-define("squeeze", ("x",), _squeeze_infer, _squeeze_sim, attrs={"axes": Attr("ints", None)}, exact=True)
+define("squeeze", ("x",), _squeeze_infer, _squeeze_sim, attrs={"axes": Attr("ints", None)},
+       exact=True, layout="same_order", fused=("copy", "copy"))
 
 
 def _concat_infer(t, attrs):
@@ -114,7 +116,7 @@ def _concat_into(nm, out, values, axis, interleave):
 
 define("concat", ("values",), _concat_infer, _concat_sim, variadic=frozenset({"values"}),
        attrs={"axis": Attr("int"), "interleave": Attr("bool", False)}, exact=True,
-       into=_concat_into)
+       layout="assemble", into=_concat_into)
 
 
 def _split_sizes(t, attrs):
@@ -147,7 +149,8 @@ def _split_sim(nm, x, num_splits, split_sizes, axis):
 
 
 define("split", ("x",), _split_infer, _split_sim,
-       attrs={"num_splits": Attr("int", None), "split_sizes": Attr("ints", None), "axis": Attr("int")}, exact=True)
+       attrs={"num_splits": Attr("int", None), "split_sizes": Attr("ints", None), "axis": Attr("int")},
+       exact=True, layout="part")
 
 
 def slices(shape, begin, end, stride, begin_mask, end_mask, squeeze_mask):
@@ -211,7 +214,8 @@ def _width_crop(ctx, r):
 
 define("slice_by_index", ("x",), _slice_infer, _slice_sim, attrs={
     "begin": Attr("ints"), "end": Attr("ints"), "stride": Attr("ints"),
-    "begin_mask": Attr("bools"), "end_mask": Attr("bools"), "squeeze_mask": Attr("bools")}, exact=True)
+    "begin_mask": Attr("bools"), "end_mask": Attr("bools"), "squeeze_mask": Attr("bools")},
+    exact=True, layout="part")
 
 
 def _tile_infer(t, attrs):
@@ -221,7 +225,9 @@ def _tile_infer(t, attrs):
     return same_type([n * r for n, r in zip(x.shape, reps)], x.dtype)
 
 
-define("tile", ("x",), _tile_infer, lambda nm, x, reps: np.tile(x, reps), attrs={"reps": Attr("ints")}, exact=True)
+# not `fused`: a tile runs as a copy only when it broadcasts (the run plan decides)
+define("tile", ("x",), _tile_infer, lambda nm, x, reps: np.tile(x, reps), attrs={"reps": Attr("ints")},
+       exact=True, layout="repeat")
 
 
 def _select_infer(t, attrs):
@@ -235,7 +241,8 @@ def _select_infer(t, attrs):
     return same_type(shape, t["a"].dtype)
 
 
-define("select", ("cond", "a", "b"), _select_infer, lambda nm, cond, a, b: np.where(cond, a, b), exact=True)
+define("select", ("cond", "a", "b"), _select_infer, lambda nm, cond, a, b: np.where(cond, a, b),
+       exact=True, elementwise=3, fused=("select", "select"))
 
 
 # ---- gradient rules ----------------------------------------------------------------------

@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops.registry import WHOLE, layout_ops
 from .graph import const_value, producer
 from .registry import register
+
+# ops whose result holds nothing but their input's values: zeros seen through them are zeros
+_MOVES = tuple(sorted(layout_ops(*WHOLE)))
 
 
 @register("concat_zeros_to_pad", exact=False)
@@ -38,7 +42,7 @@ def concat_zeros_to_pad(graph) -> int:
 
 
 def _is_zero(v) -> bool:
-    while (op := producer(v, "tile", "expand_dims", "reshape", "squeeze")) is not None:
+    while (op := producer(v, *_MOVES)) is not None:
         v = op.inputs["x"]
     val = const_value(v)
     if val is not None:

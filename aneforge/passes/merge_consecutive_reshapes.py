@@ -1,16 +1,18 @@
 """merge_consecutive_reshapes (exact)."""
 from __future__ import annotations
 
+from ..ops.registry import layout_ops
 from .graph import producer
 from .registry import register
 
-RESHAPES = ("reshape", "expand_dims", "squeeze")   # each only relabels the same elements
+RESHAPES = tuple(sorted(layout_ops("same_order")))   # each only relabels the same elements
 
 
 @register("merge_consecutive_reshapes", exact=True)
 def merge_consecutive_reshapes(graph) -> int:
-    """A reshape (or expand_dims / squeeze) of a reshape reads the first one's input: one
-    reshape to the final shape. The inner one goes when nothing else reads it (DCE).
+    """A reshape (or expand_dims / squeeze / identity: every op of layout "same_order") of a
+    reshape reads the first one's input: one reshape to the final shape. The inner one goes
+    when nothing else reads it (DCE).
 
         before                                   after
         %a = reshape(x=%x, shape=[6, 4])         %c = reshape(x=%x, shape=[2, 12])

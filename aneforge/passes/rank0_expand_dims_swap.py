@@ -1,10 +1,11 @@
 """rank0_expand_dims_swap (exact)."""
 from __future__ import annotations
 
+from ..ops.registry import elementwise_ops
 from .graph import binary_with_const, const_value, next_op
 from .registry import register
 
-BINARY = ("add", "sub", "mul", "real_div", "pow", "maximum", "minimum")
+BINARY = tuple(sorted(elementwise_ops(2)))
 
 
 @register("rank0_expand_dims_swap", exact=True)

@@ -1,15 +1,13 @@
 """reduce_transposes (exact; a simplified form of coremltools' pass)."""
 from __future__ import annotations
 
+from ..ops.registry import elementwise_ops
 from .graph import producer, splat
 from .registry import register
 
 # Ops that act on each element alone: a permutation of the axes commutes with them.
-UNARY = frozenset({"relu", "exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "sigmoid", "tanh",
-                   "erf", "silu", "gelu", "softplus", "softsign", "clip", "leaky_relu", "cast",
-                   "identity", "logical_not"})
-BINARY = frozenset({"add", "sub", "mul", "real_div", "pow", "maximum", "minimum", "less",
-                    "less_equal", "greater", "greater_equal", "equal", "not_equal"})
+UNARY = elementwise_ops(1)
+BINARY = elementwise_ops(2)
 
 
 @register("reduce_transposes", exact=True)

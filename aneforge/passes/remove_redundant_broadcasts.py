@@ -2,22 +2,23 @@
 from __future__ import annotations
 
 from ..ops import REGISTRY
-from ..ops.registry import apply_to_vars
+from ..ops.registry import apply_to_vars, elementwise_ops, layout_ops
 from .graph import producer
 from .registry import register
 
 # Ops that broadcast their operands (numpy / MIL rules): a tiled or leading-1 operand may be
 # read as it was before it was expanded.
-BROADCASTING = frozenset({"add", "sub", "mul", "real_div", "pow", "maximum", "minimum", "less",
-                          "less_equal", "greater", "greater_equal", "equal", "not_equal",
-                          "select"})
+BROADCASTING = elementwise_ops(2) | elementwise_ops(3)
+# ops that may have expanded an operand: repeats, and relabellings that add leading 1-axes
+_EXPANSIONS = tuple(sorted(layout_ops("repeat", "same_order")))
 
 
 @register("remove_redundant_broadcasts", exact=True)
 def remove_redundant_broadcasts(graph) -> int:
     """An operand of a broadcasting op (elementwise binary, comparison, select) that was
-    tiled, or given leading 1-axes by expand_dims / reshape, is read before the expansion when
-    the op's result keeps its type: broadcasting does the same work without materializing it.
+    tiled, or given leading 1-axes by a same-order op (expand_dims, reshape, ...), is read
+    before the expansion when the op's result keeps its type: broadcasting does the same work
+    without materializing it.
     Autograd's `expand` of a reduced cotangent (tile) is the common case.
 
         before                                       after
@@ -38,11 +39,11 @@ def remove_redundant_broadcasts(graph) -> int:
 
 
 def _unexpanded(v):
-    op = producer(v, "tile", "expand_dims", "reshape")
+    op = producer(v, *_EXPANSIONS)
     if op is None:
         return None
     src = op.inputs["x"]
-    if op.type == "tile" or _strip(src.shape) == _strip(v.shape):
+    if REGISTRY[op.type].layout == "repeat" or _strip(src.shape) == _strip(v.shape):
         return src
     return None
 

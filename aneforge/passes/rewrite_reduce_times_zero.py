@@ -1,7 +1,7 @@
 """rewrite_reduce_times_zero (exact; ANE-specific; opt-in)."""
 from __future__ import annotations
 
-from ..runtime.walls import _is_zero_const, _source
+from ..ops.walls import is_zero_const, source_op
 from .registry import register
 
 
@@ -25,8 +25,8 @@ def rewrite_reduce_times_zero(graph) -> int:
         if op.type != "mul":
             continue
         for r, z in ((op.inputs["x"], op.inputs["y"]), (op.inputs["y"], op.inputs["x"])):
-            src = _source(r)
-            if src is None or not src.type.startswith("reduce_") or not _is_zero_const(z):
+            src = source_op(r)
+            if src is None or not src.type.startswith("reduce_") or not is_zero_const(z):
                 continue
             if r.dtype != op.outputs[0].dtype:
                 continue

@@ -3,11 +3,11 @@ to Espresso's private `e5rt_*` C API through ctypes, compiled for the ANE alone 
 0x4), ports bound by name to buffers, executed synchronously. Pure Python, no build step.
 
     program ─ model_files ─► <cache>/<content hash>/model.mil + weights/weight.bin
-            ─ probe (child process) ─ compile_plan, port_plan, stream_plan (e5rt.py) ─► run
+            ─ probe (child process) ─ compile_calls, port_calls, stream_calls (e5rt.py) ─► run
 
 What is verifiable off-device is data and is tested on Linux: the MIL text, the weight file
 (Core ML's blob storage v2, byte for byte as coremltools writes it), the port names, sizes
-and order, the exact call plan. The calls themselves run only on a Mac.
+and order, the exact call sequence. The calls themselves run only on a Mac.
 
 Limits (public reports, docs/macos.md): about 110-128 programs per process, past which
 compiles fail silently or the process dies, so this backend refuses to compile beyond
@@ -107,11 +107,11 @@ def check_ports(program) -> None:
                            f"values computed by the program (not inputs returned as they are)")
 
 
-def plan(program, mil_path: str, bundle_dir: str) -> list[e5rt.Call]:
+def setup_calls(program, mil_path: str, bundle_dir: str) -> list[e5rt.Call]:
     """Every call that makes `program` runnable, in order (the execute call is e5rt.EXECUTE)."""
     ins, outs = ports(program)
-    return (e5rt.compile_plan(mil_path, bundle_dir) + e5rt.port_plan(ins, outs)
-            + e5rt.stream_plan())
+    return (e5rt.compile_calls(mil_path, bundle_dir) + e5rt.port_calls(ins, outs)
+            + e5rt.stream_calls())
 
 
 # --------------------------------------------------------------------------- the backend
@@ -215,7 +215,7 @@ class AneBackend(Backend):
         bundle = os.path.join(os.path.dirname(mil_path), "bundle")
         probe(mil_path, bundle)
         session = e5rt.Session()
-        session.run(plan(program, mil_path, bundle))
+        session.run(setup_calls(program, mil_path, bundle))
         return AneExecutable(program, session, bundle)
 
 

@@ -27,10 +27,10 @@ class Backend:
 
     def admit(self, program) -> None:
         """What every backend checks before compiling: that it can run here, that the Program
-        is valid MIL, and that it avoids the graphs the ANE compiler rejects (walls.py)."""
+        is valid MIL, and that it avoids the graphs the ANE compiler rejects (ops/walls.py)."""
         from ..errors import BackendUnavailable
         from ..ops import validate
-        from .walls import check_walls
+        from ..ops.walls import check_walls
         ok, why = self.available()
         if not ok:
             raise BackendUnavailable(f"backend {self.name!r} cannot run here: {why}")

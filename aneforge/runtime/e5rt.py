@@ -1,8 +1,8 @@
-"""The Espresso `e5rt_*` C API as a call plan: data first, ctypes second.
+"""The Espresso `e5rt_*` C API as call sequences: data first, ctypes second.
 
 Every call the `ane` backend makes is a `Call(fn, args)` built by the pure functions below
-(`compile_plan`, `port_plan`, `stream_plan`, `release_plan`), so the exact sequence is tested
-off-device. `Session.run(calls)` then makes each call: one ctypes line against Espresso.
+(`compile_calls`, `port_calls`, `stream_calls`, `release_calls`), so the exact sequence is
+tested off-device. `Session.run(calls)` then makes each call: one ctypes line against Espresso.
 
 Facts (public code, not yet run by aneforge; see docs/macos.md):
 - The symbols are exported by /System/Library/PrivateFrameworks/Espresso.framework/Espresso
@@ -45,8 +45,9 @@ class Call:
     args: tuple
 
 
-# Argument kinds of every function the plans call: "out" void**, "handle" void*, "str" const
-# char*, "u64" an integer (see the module docstring). Releases take the handle's address.
+# Argument kinds of every function the call sequences make: "out" void**, "handle" void*,
+# "str" const char*, "u64" an integer (see the module docstring). Releases take the handle's
+# address.
 SIGNATURES: dict[str, tuple[str, ...]] = {
     "e5rt_e5_compiler_config_options_create": ("out",),
     "e5rt_e5_compiler_config_options_set_cache_bundle_location": ("handle", "str"),
@@ -92,7 +93,7 @@ REQUIRED = sorted(SIGNATURES)
 SIGNATURES.update({fn: ("release",) for fn in RELEASES.values()})
 
 
-def compile_plan(mil_path: str, bundle_dir: str, force: bool = False) -> list[Call]:
+def compile_calls(mil_path: str, bundle_dir: str, force: bool = False) -> list[Call]:
     """Compile `mil_path` (its weights/ beside it) for the ANE alone, and make one operation
     of its function `main` whose intermediate buffers e5rt allocates."""
     return [
@@ -116,7 +117,7 @@ def compile_plan(mil_path: str, bundle_dir: str, force: bool = False) -> list[Ca
     ]
 
 
-def port_plan(inputs: list[tuple[str, int]], outputs: list[tuple[str, int]]) -> list[Call]:
+def port_calls(inputs: list[tuple[str, int]], outputs: list[tuple[str, int]]) -> list[Call]:
     """Per port (name, bytes), inputs then outputs: retain the port by its MIL name, allocate a
     buffer of its packed size, take the buffer's data pointer, bind the buffer to the port."""
     calls = []
@@ -132,7 +133,7 @@ def port_plan(inputs: list[tuple[str, int]], outputs: list[tuple[str, int]]) -> 
     return calls
 
 
-def stream_plan() -> list[Call]:
+def stream_calls() -> list[Call]:
     return [Call("e5rt_execution_stream_create", (Out("stream"),)),
             Call("e5rt_execution_stream_encode_operation", (Use("stream"), Use("op")))]
 
@@ -140,7 +141,7 @@ def stream_plan() -> list[Call]:
 EXECUTE = Call("e5rt_execution_stream_execute_sync", (Use("stream"),))
 
 
-def release_plan(calls: list[Call]) -> list[Call]:
+def release_calls(calls: list[Call]) -> list[Call]:
     """Release every handle `calls` created, last created first (data pointers belong to their
     buffers and are not released)."""
     made = [a.name for c in calls for a in c.args if isinstance(a, Out)]
@@ -159,7 +160,7 @@ class E5RTError(RuntimeError):
 
 
 class Session:
-    """Makes the calls of plans against the loaded Espresso library and holds the handles
+    """Makes call sequences against the loaded Espresso library and holds the handles
     they wrote. macOS only: nothing here runs off-device."""
 
     def __init__(self, lib=None):
@@ -199,7 +200,7 @@ class Session:
         return a.encode() if isinstance(a, str) else a
 
     def close(self) -> None:
-        calls, self.made = release_plan(self.made), []
+        calls, self.made = release_calls(self.made), []
         self.run([c for c in calls if hasattr(self.lib, c.fn)])
         self.made = []
 
@@ -208,7 +209,7 @@ def probe(mil_path: str, bundle_dir: str) -> None:
     """Compile in this process and exit: run by the backend in a child process first, because
     some compile failures throw C++ exceptions that kill the process (tmc/apple `slotgauge`)."""
     s = Session()
-    s.run(compile_plan(mil_path, bundle_dir))
+    s.run(compile_calls(mil_path, bundle_dir))
     s.close()
 
 

@@ -34,27 +34,14 @@ import numpy as np
 
 from .. import dtypes, kernels
 from ..ops import REGISTRY
+from ..ops.registry import WHOLE, layout_ops
 from .steps import gather, nan_hazard
 
 # MIL op -> (opcode under IEEE specials, opcode under the engine's specials): the ops whose
-# numpy kernel is one IEEE float32 operation per element (aneforge/ops/elementwise.py,
-# relu in activations.py).
-FUSED = {
-    "add": ("add", "add"), "sub": ("sub", "sub"), "mul": ("mul", "mul"),
-    "real_div": ("div", "div_engine"), "maximum": ("maximum", "maximum"),
-    "minimum": ("minimum", "minimum"), "abs": ("abs", "abs"),
-    "sqrt": ("sqrt", "sqrt_engine"), "relu": ("relu", "relu"),
-    # data movement and float casts: a copy, rounded when the result is fp16
-    "reshape": ("copy", "copy"), "expand_dims": ("copy", "copy"), "squeeze": ("copy", "copy"),
-    "identity": ("copy", "copy"),
-    # comparisons (to 1.0 / 0.0) and select: exact
-    **{name: (name, name) for name in ("less", "less_equal", "greater", "greater_equal",
-                                        "equal", "not_equal", "logical_not")},
-    "select": ("select", "select"),
-}
+# numpy kernel is one IEEE float32 operation per element, or a copy (`OpDef.fused`)
+FUSED = {name: op.fused for name, op in REGISTRY.items() if op.fused}
 # reductions over trailing axes -> (opcode with an fp32 accumulator, with the narrow fp16 one)
-REDUCE = {"reduce_sum": ("sum", "sum16"), "reduce_mean": ("mean", "mean16"),
-          "reduce_max": ("max", "max"), "reduce_min": ("min", "min")}
+REDUCE = {name: op.fold for name, op in REGISTRY.items() if op.fold}
 
 
 def _hull(*bounds):
@@ -75,15 +62,18 @@ _BOUNDS = {
     "minimum": lambda x, y: _corners(min, x, y),
     "abs": lambda x: (max(0, x[0], -x[1]), max(-x[0], x[1])),
     "select": lambda cond, a, b: _hull(a, b),
-    **{name: lambda x: x for name in ("reshape", "expand_dims", "squeeze", "identity", "tile",
-                                       "cast")},
+    "cast": lambda x: x,            # an int to an int: `_exact` checks the range fits its dtype
+    # data movement: the input's values, moved or repeated
+    **{name: lambda x: x for name in layout_ops(*WHOLE)},
 }
 _EXACT = 1 << 24            # float32 holds every integer up to this
-# elementwise ops a chain of one value's functions may hold (`Plan._composites`), besides
-# the pointwise ones run as lookups
-_CHAINED = {"add", "sub", "mul", "real_div", "maximum", "minimum", "abs", "sqrt", "relu"}
-# ops whose result holds its input's elements in the same order (one flat loop)
-_SAME_ORDER = {"reshape", "expand_dims", "squeeze", "identity", "cast"}
+# elementwise ops a chain of one value's functions may hold (`RunPlan._composites`), besides
+# the pointwise ones run as lookups: the fused ones that compute (an exact one only copies or
+# selects: a table saves nothing). Comparisons and logical_not are here too, but their bool
+# results never join an fp16 chain.
+_CHAINED = {name for name, op in REGISTRY.items() if op.fused and op.elementwise and not op.exact}
+# ops whose result holds its input's elements in the same order: one flat loop over them
+_SAME_ORDER = layout_ops("same_order")
 _FLOAT = (dtypes.float16, dtypes.float32)
 _ALIGN = 16                 # elements (64 bytes): each value starts on a cache line
 BLOCK = 1024                # elements per block of a blocked run (a few fit in the level-1 cache)
@@ -92,7 +82,7 @@ _TABLE = 1 << 16            # entries of a lookup table: one per fp16 bit patter
 _INTO = object()            # a step's store: its kernel writes into the result's place
 _F16 = np.dtype(np.float16)
 _BOOL = (0, 1)
-_ENV, _STORE, _ROUND, _COPY = range(4)     # where a step's result goes (`Plan._stores`)
+_ENV, _STORE, _ROUND, _COPY = range(4)     # where a step's result goes (`RunPlan._stores`)
 _FOLDS = {name for pair in REDUCE.values() for name in pair}
 
 
@@ -200,7 +190,7 @@ class Arena:
             self.free[k - 1][1] += self.free.pop(k)[1]
 
 
-class Plan:
+class RunPlan:
     """An executable's steps over an arena, with runs of fusable ops grouped into one call."""
 
     def __init__(self, exe):
@@ -217,9 +207,9 @@ class Plan:
         self.dead = self._composites(shapes)
         self.local = self._locals()
         self.place, size = self._places()
-        self.views = {s: self.arena[o:o + size(s)].reshape(exe.info[s][0])
+        self.views = {s: self.arena[o:o + size(s)].reshape(exe.info[s].shape)
                       for s, o in self.place.items() if s not in self.local}
-        self.fp16 = {s for s in self.views if exe.info[s][1] == dtypes.float16}
+        self.fp16 = {s for s in self.views if exe.info[s].dtype == dtypes.float16}
         self.start = list(exe.blank)       # each run's environment before its inputs
         for s, value in exe.constants:
             if s in self.views:
@@ -239,7 +229,7 @@ class Plan:
                     for (s, carrier), name in zip(exe.inputs, exe.input_names)]
         # the program's outputs: (slot, its arena place flat and its shape, or None; dtype)
         self.outs = [(s, self.views[s].reshape(-1) if s in self.views else None,
-                      exe.info[s][0], dtype) for s, dtype in exe.outputs]
+                      exe.info[s].shape, dtype) for s, dtype in exe.outputs]
         longest = max([int(code[:, 2:4].max()) for step, code, _ in self.entries
                        if step is None] + [BLOCK])
         self.scratch = [np.empty(longest, np.float32) for _ in range(3)]
@@ -253,11 +243,11 @@ class Plan:
         it exactly (`_bounds`) and the ops making and reading it all run fused (kernels read
         their own dtypes), found by dropping values until nothing changes."""
         exe = self.exe
-        made = {s: k for k, step in enumerate(exe.steps) for s in step[4]}
+        made = {s: k for k, step in enumerate(exe.steps) for s in step.outs}
         ends = {s for s, _ in exe.outputs} | {s for s, _, _ in exe.narrowed}
         bounded = set(self._bounds()) - ends
-        self.placed = {s for s, (shape, dtype) in enumerate(exe.info) if shape is not None
-                       and (dtype in _FLOAT or s in bounded)}
+        self.placed = {s for s, slot in enumerate(exe.info) if slot.shape is not None
+                       and (slot.dtype in _FLOAT or s in bounded)}
         while True:
             self.opcode = {}
             shapes = [self._loops(k, op) for k, op in enumerate(exe.ops)]
@@ -274,32 +264,33 @@ class Plan:
         within +-2**24 and its dtype's range."""
         exe, bound = self.exe, {}
         for s, _ in exe.inputs:
-            dtype = exe.info[s][1].np
+            dtype = exe.info[s].dtype.np
             if dtype.kind in "iu" and dtype.itemsize <= 2:
                 bound[s] = (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
         for s, value in exe.constants:
             if value.dtype.kind in "iub" and value.size:
                 bound[s] = (int(value.min()), int(value.max()))
         for k, op in enumerate(exe.ops):
-            ins, outs = [p for p in exe.steps[k][2] if p is not None], exe.steps[k][4]
+            ins, outs = [p for p in exe.steps[k].reads if p is not None], exe.steps[k].outs
             rule = _BOUNDS.get(op.type)
             if len(outs) == 1 and rule is not None and not any(isinstance(p, tuple) for p in ins):
-                got = [bound.get(p, _BOOL if exe.info[p][1] == dtypes.bool_ else None)
+                got = [bound.get(p, _BOOL if exe.info[p].dtype == dtypes.bool_ else None)
                        for p in ins]
                 bound[outs[0]] = None if None in got else rule(*got)
-        for s, (_, dtype) in enumerate(exe.info):
-            if dtype == dtypes.bool_:
+        for s, slot in enumerate(exe.info):
+            if slot.dtype == dtypes.bool_:
                 bound[s] = _BOOL
-        return {s: b for s, b in bound.items() if b is not None and _exact(exe.info[s][1], b)}
+        return {s: b for s, b in bound.items() if b is not None and _exact(exe.info[s].dtype, b)}
 
     def _loops(self, k, op):
         """(rows, cols, [(rs, cs) per operand], operand slots) when step k can run fused (its
         opcode's name noted in `self.opcode`), else None."""
         exe = self.exe
-        fn, ctx, plan, attrs, outs, store = exe.steps[k]
+        step = exe.steps[k]
+        outs = step.outs
         if len(outs) != 1 or outs[0] not in self.placed:
             return None
-        ins = [p for p in plan if p is not None]
+        ins = [p for p in step.reads if p is not None]
         if not ins or any(isinstance(p, tuple) or p not in self.placed for p in ins):
             return None
         name = self._opcode(k, op, ins)
@@ -308,13 +299,14 @@ class Plan:
         if op.type in REDUCE:
             # a sequential fold may run over leading axes too (numpy's pairwise sum only
             # along a contiguous row)
-            loops = _reduction(exe.info[ins[0]][0], attrs["axes"], name not in ("sum", "mean"))
+            loops = _reduction(exe.info[ins[0]].shape, step.attrs["axes"],
+                               name not in ("sum", "mean"))
         else:
-            out_shape = exe.info[outs[0]][0]
+            out_shape = exe.info[outs[0]].shape
             if op.type in _SAME_ORDER:      # same elements, same order
                 shape, strides = (math.prod(out_shape),), [[1]]
             else:
-                shape, strides = out_shape, [_strides(exe.info[p][0], out_shape) for p in ins]
+                shape, strides = out_shape, [_strides(exe.info[p].shape, out_shape) for p in ins]
             loops = _collapse(shape, strides)
         if loops is None:
             return None
@@ -324,19 +316,19 @@ class Plan:
     def _opcode(self, k, op, ins) -> str | None:
         """The fused opcode's name step k runs as, or None (it runs its kernel)."""
         exe = self.exe
-        x, out = exe.info[ins[0]], exe.info[exe.steps[k][4][0]]
+        x, out = exe.info[ins[0]], exe.info[exe.steps[k].outs[0]]
         if op.type in FUSED:
             return FUSED[op.type][exe.numerics.specials == "engine"]
         if op.type == "tile":           # a tile of size-1 axes only is a broadcast copy
-            reps = exe.steps[k][3]["reps"]
-            return None if any(r != 1 and n != 1 for n, r in zip(x[0], reps)) else "copy"
+            reps = exe.steps[k].attrs["reps"]
+            return None if any(r != 1 and n != 1 for n, r in zip(x.shape, reps)) else "copy"
         if op.type == "cast":           # float to int truncates: its kernel
-            return "nonzero" if out[1] == dtypes.bool_ else \
-                None if out[1] not in _FLOAT and x[1] in _FLOAT else "copy"
+            return "nonzero" if out.dtype == dtypes.bool_ else \
+                None if out.dtype not in _FLOAT and x.dtype in _FLOAT else "copy"
         if op.type in REDUCE:
-            if x[1] not in _FLOAT or out[1] not in _FLOAT:
+            if x.dtype not in _FLOAT or out.dtype not in _FLOAT:
                 return None
-            narrow = x[1] == dtypes.float16 and exe.numerics.reduce_accumulate == "fp16"
+            narrow = x.dtype == dtypes.float16 and exe.numerics.reduce_accumulate == "fp16"
             return REDUCE[op.type][narrow]
         return "lookup" if self._lookup(k, op, ins[0]) else None
 
@@ -346,11 +338,10 @@ class Plan:
         values, so the bits are the same by construction) is noted in `self.tables`."""
         exe = self.exe
         step = exe.steps[k]
-        if not (REGISTRY[op.type].pointwise and step[5] is not None
-                and exe.info[x][1] == dtypes.float16 == exe.info[step[4][0]][1]):
+        if not (REGISTRY[op.type].pointwise and step.store is not None
+                and exe.info[x].dtype == dtypes.float16 == exe.info[step.outs[0]].dtype):
             return False
-        fn, ctx, _, attrs, _, _ = step
-        key = (ctx.op_type, repr(sorted(attrs.items())), exe.numerics)
+        key = (step.ctx.op_type, repr(sorted(step.attrs.items())), exe.numerics)
         at = TABLES.find(key, lambda: self._table(step))
         if at is None:
             return False
@@ -361,9 +352,9 @@ class Plan:
         """A pointwise step's stored result for every fp16 bit pattern, as fp16 bits: its
         kernel, then the rounding a planned step's result gets (`run`); each rounded value is
         an fp16 value, so its bits hold it exactly (a NaN keeps no payload, as in the store)."""
-        fn, ctx, _, attrs, _, _ = step
         with np.errstate(all="ignore"):
-            r = np.ascontiguousarray(fn(ctx, _every_fp16(), **attrs), dtype=np.float32)
+            r = np.ascontiguousarray(step.simulate(step.ctx, _every_fp16(), **step.attrs),
+                                     dtype=np.float32)
         stored = np.empty(_TABLE, np.float32)
         self._compiled.round16(np.broadcast_to(r, (_TABLE,)).copy(), stored,
                                self.exe.numerics.store_mode)
@@ -387,13 +378,13 @@ class Plan:
         for k, op in enumerate(exe.ops):
             x = self._chained(k, op, shapes, root)
             if x is not None:
-                root[exe.steps[k][4][0]] = x
+                root[exe.steps[k].outs[0]] = x
                 members.setdefault(x, []).append(k)
-        made, composite = {exe.steps[k][4][0]: k for k in range(len(exe.steps))}, {}
+        made, composite = {exe.steps[k].outs[0]: k for k in range(len(exe.steps))}, {}
         for x, steps in members.items():
             inside = set(steps)
             for k in steps:
-                v = exe.steps[k][4][0]
+                v = exe.steps[k].outs[0]
                 if v in self.keep or not inside.issuperset(exe.readers.get(v, ())):
                     chain = self._chain(k, root, made)
                     if len(chain) > 1 and self._compose(k, x, chain, shapes):
@@ -404,11 +395,11 @@ class Plan:
         """The one fp16 value step k's result is an elementwise function of (its inputs are
         it, values chained from it, or scalar constants), or None."""
         exe, constants = self.exe, self.constant
-        out = exe.steps[k][4][0]
-        if shapes[k] is None or exe.info[out][1] != dtypes.float16 or not (
+        out = exe.steps[k].outs[0]
+        if shapes[k] is None or exe.info[out].dtype != dtypes.float16 or not (
                 op.type in _CHAINED or self.opcode[k] == "lookup"):
             return None
-        ins = [p for p in exe.steps[k][2] if p is not None]
+        ins = [p for p in exe.steps[k].reads if p is not None]
         if any(p in constants and constants[p].size != 1 for p in ins):
             return None
         sources = {root.get(p, p) for p in ins if p not in constants}
@@ -422,7 +413,7 @@ class Plan:
         while todo:
             j = todo.pop()
             chain.add(j)
-            todo += [made[p] for p in exe.steps[j][2] if p in root and made[p] not in chain]
+            todo += [made[p] for p in exe.steps[j].reads if p in root and made[p] not in chain]
         return sorted(chain)
 
     def _compose(self, k, x, chain, shapes) -> bool:
@@ -436,7 +427,7 @@ class Plan:
         if at is None:
             return False
         self.tables[k], self.opcode[k] = at, "lookup"
-        n = math.prod(exe.info[x][0])
+        n = math.prod(exe.info[x].shape)
         shapes[k] = (1, n, [(0, 1)], [x])
         last = max(j for j, f in enumerate(self.frees) if x in f) if any(
             x in f for f in self.frees) else None
@@ -449,11 +440,11 @@ class Plan:
         """A chain's structure: its ops, attributes, wiring and constants' values."""
         exe, constants, index, parts = self.exe, self.constant, {x: 0}, []
         for j in chain:
-            _, ctx, plan, attrs, outs, _ = exe.steps[j]
+            step = exe.steps[j]
             refs = tuple(None if p is None else index[p] if p in index else
-                         ("const", repr(constants[p].reshape(-1).tolist())) for p in plan)
-            parts.append((ctx.op_type, repr(sorted(attrs.items())), refs))
-            index[outs[0]] = len(index)
+                         ("const", repr(constants[p].reshape(-1).tolist())) for p in step.reads)
+            parts.append((step.ctx.op_type, repr(sorted(step.attrs.items())), refs))
+            index[step.outs[0]] = len(index)
         return tuple(parts)
 
     def _chain_table(self, x, chain):
@@ -463,18 +454,19 @@ class Plan:
         value = {x: _every_fp16()}
         with np.errstate(all="ignore"):
             for j in chain:
-                fn, ctx, plan, attrs, outs, store = exe.steps[j]
+                step = exe.steps[j]
                 args = [None if p is None else value[p] if p in value else
-                        constants[p].reshape(()) for p in plan]
-                r = fn(ctx, *args, **attrs)
-                value[outs[0]] = np.broadcast_to(r if store is None else store[0](r), (_TABLE,))
-        return self._bits(value[exe.steps[chain[-1]][4][0]])
+                        constants[p].reshape(()) for p in step.reads]
+                r = step.simulate(step.ctx, *args, **step.attrs)
+                stored = r if step.store is None else step.store[0](r)
+                value[step.outs[0]] = np.broadcast_to(stored, (_TABLE,))
+        return self._bits(value[exe.steps[chain[-1]].outs[0]])
 
     def _unneeded(self, composite, root) -> set:
         """Chain steps whose results no step still reads (composites read only x)."""
         exe, dead = self.exe, set()
         for k in reversed(range(len(exe.steps))):
-            v = exe.steps[k][4][0] if len(exe.steps[k][4]) == 1 else None
+            v = exe.steps[k].outs[0] if len(exe.steps[k].outs) == 1 else None
             if v not in root or k in composite or v in self.keep:
                 continue
             if all(r in dead or r in composite for r in exe.readers.get(v, ())):
@@ -489,7 +481,7 @@ class Plan:
         for k, step in enumerate(exe.steps):
             if seg[k] is None or not seg[k][1]:
                 continue
-            for s in step[4]:
+            for s in step.outs:
                 inside = readers.get(s) and all(seg[r] == seg[k] for r in readers[s])
                 if inside and s not in self.keep:
                     local.add(s)
@@ -502,13 +494,13 @@ class Plan:
         exe, arena, place, seg = self.exe, Arena(), {}, self.segment
 
         def size(s):
-            return math.prod(exe.info[s][0])
+            return math.prod(exe.info[s].shape)
         for s, _ in exe.constants + exe.inputs:
             if s in self.placed and s not in place:
                 place[s] = arena.take(size(s))
         pending, local = [], []
         for k, (step, frees) in enumerate(zip(exe.steps, self.frees)):
-            for s in step[4]:
+            for s in step.outs:
                 if s in self.local:
                     place[s] = arena.take(BLOCK)
                     local.append(s)
@@ -529,13 +521,13 @@ class Plan:
     def _row(self, k, loops):
         """Step k's row of fused code (kernels/fused.py)."""
         exe, p, name = self.exe, self.place, self.opcode[k]
-        outs, store = exe.steps[k][4], exe.steps[k][5]
+        outs, store = exe.steps[k].outs, exe.steps[k].store
         rows, cols, st, ins = loops
         st, ins = st + st[:1] * (3 - len(st)), ins + ins[:1] * (3 - len(ins))
         flags = sum(1 << i for i, s in enumerate((outs[0], *ins)) if s in self.local)
         # exact ops (data movement, select) store their values as they are, as the executor
         # does; a lookup's table holds stored results
-        fp16 = exe.info[outs[0]][1] == dtypes.float16
+        fp16 = exe.info[outs[0]].dtype == dtypes.float16
         rnd = exe.numerics.store_mode if fp16 and store is not None and name != "lookup" else -1
         b = (self.tables[k] if name == "lookup" else exe.numerics.mode
              if exe.ops[k].type in REDUCE else p[ins[1]])
@@ -565,9 +557,8 @@ class Plan:
         """How a step's results reach their places: (slot, kind, view, flat view, store fn)
         each, kind _ENV (kept as is, off the arena), _STORE (its store, off the arena),
         _ROUND (rounded to fp16 into its place) or _COPY (copied into its place)."""
-        _, _, _, _, outs, store = step
-        out = []
-        for i, s in enumerate(outs):
+        store, out = step.store, []
+        for i, s in enumerate(step.outs):
             view = self.views.get(s)
             if view is None:
                 kind = _ENV if store is None or store is _INTO else _STORE
@@ -580,11 +571,12 @@ class Plan:
     def _direct(self, k):
         """Step k as the run executes it: an exact op that can write its one result straight
         into the result's arena place (`OpDef.into`) does; others return it."""
-        fn, ctx, plan, attrs, outs, store = step = self.exe.steps[k]
-        into = REGISTRY[ctx.op_type].into
-        if into is None or store is not None or len(outs) != 1 or outs[0] not in self.views:
+        step = self.exe.steps[k]
+        into = REGISTRY[step.ctx.op_type].into
+        if into is None or step.store is not None or len(step.outs) != 1 or \
+                step.outs[0] not in self.views:
             return step
-        return into, ctx, plan, attrs, outs, _INTO
+        return step._replace(simulate=into, store=_INTO)
 
     # -- running -----------------------------------------------------------------------------
     def _load(self, env, inputs) -> None:
@@ -640,11 +632,11 @@ class Plan:
 
     def _call(self, env, step, stores) -> None:
         """A step run by its kernel, its results put as `_stores` says."""
-        fn, ctx, plan, attrs, outs, store = step
+        simulate, ctx, reads, attrs, outs, store = step
         if store is _INTO:
-            fn(ctx, stores[0][2], *gather(env, plan), **attrs)
+            simulate(ctx, stores[0][2], *gather(env, reads), **attrs)
             return
-        res = fn(ctx, *gather(env, plan), **attrs)
+        res = simulate(ctx, *gather(env, reads), **attrs)
         for (s, kind, view, flat, put), r in zip(stores, (res,) if len(outs) == 1 else res):
             if kind == _ROUND:
                 src = np.ascontiguousarray(r, dtype=np.float32)

@@ -16,7 +16,7 @@ from ..errors import DTypeError
 from ..numerics import Numerics
 from ..ops import REGISTRY
 from . import memory
-from .steps import gather, nan_hazard
+from .steps import Slot, Step, gather, nan_hazard
 from .base import Backend
 
 
@@ -54,12 +54,13 @@ class SimExecutable:
         self.outputs = [(slot[id(v)], v.dtype.np) for v in f.outputs]
         self.constants = []
         self.steps, self.ops = [], []
-        # slot -> (static shape or None, dtype): what the run plan (runtime/plan.py) lays out
+        # slot -> its Slot (static shape or None, dtype): what the run plan (runtime/plan.py)
+        # lays out
         self.info = [None] * self.n_slots
         for v in f.block.vars():
             shape = getattr(v, "shape", None)
             static = shape is not None and all(type(n) is int for n in shape)
-            self.info[slot[id(v)]] = (tuple(shape) if static else None, v.dtype)
+            self.info[slot[id(v)]] = Slot(tuple(shape) if static else None, v.dtype)
         for op in f.block.operations:
             opdef = REGISTRY[op.type]
             outs = [slot[id(v)] for v in op.outputs]
@@ -69,30 +70,31 @@ class SimExecutable:
                 self.constants.append((outs[0], _coerce_nan(numerics, val, op.name)))
                 continue
             store = None if opdef.exact else [_storer(numerics, v.dtype) for v in op.outputs]
-            self.steps.append((opdef.simulate, OpContext(numerics, op),
-                               _arg_plan(op, slot, opdef.inputs), op.attrs, outs, store))
+            self.steps.append(Step(opdef.simulate, OpContext(numerics, op),
+                                   _reads(op, slot, opdef.inputs), op.attrs, outs, store))
             self.ops.append(op)
         # Integer outputs narrowed at the boundary (int32 -> int16): the engine would wrap
         # silently; the simulator checks the value before the cast instead.
         self.narrowed = [(slot[id(v.op.inputs["x"])], v.dtype.np, v.name) for v in f.outputs
                          if v.op is not None and v.op.type == "cast" and v.dtype.np.kind in "iu"
                          and v.op.inputs["x"].dtype.np.itemsize > v.dtype.np.itemsize]
-        self._plan_lifetimes()
+        self._schedule_frees()
         self.blank = [None] * self.n_slots
-        self.runs, self.plan = 0, None
+        self.runs, self.run_plan = 0, None
 
-    def _plan_lifetimes(self) -> None:
-        """The memory plan: each value is dropped right after the last step that reads it
-        (program outputs stay), so a run's peak memory is the largest set of values alive at
-        once, not the sum of all of them (ExecuTorch's memory planning, by lifetime)."""
+    def _schedule_frees(self) -> None:
+        """When each value is freed (`self.frees`, by step): right after the last step that
+        reads it (program outputs stay), so a run's peak memory is the largest set of values
+        alive at once, not the sum of all of them (ExecuTorch's memory planning, by
+        lifetime)."""
         self.readers: dict = {}            # slot -> the steps reading it, in order
         for k, step in enumerate(self.steps):
-            for p in step[2]:
+            for p in step.reads:
                 for s in (() if p is None else p if isinstance(p, tuple) else (p,)):
                     self.readers.setdefault(s, []).append(k)
         last = {s: ks[-1] for s, ks in self.readers.items()}
         for k, step in enumerate(self.steps):
-            for s in step[4]:
+            for s in step.outs:
                 last.setdefault(s, k)          # written but never read: dropped at once
         keep = {s for s, _ in self.outputs} | {s for s, _, _ in self.narrowed}
         self.frees = [[] for _ in self.steps]
@@ -102,15 +104,16 @@ class SimExecutable:
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         self.runs += 1
-        plan = self._planned()
-        if plan is not None and kernels._fast() is not None and plan.lock.acquire(blocking=False):
+        run_plan = self._ready_run_plan()
+        if run_plan is not None and kernels._fast() is not None and \
+                run_plan.lock.acquire(blocking=False):
             try:                            # the arena: one run at a time; others interpret
                 with kernels.blas_calls():
-                    env = plan.run(inputs)
+                    env = run_plan.run(inputs)
                 self._check_narrowed(env)
-                return plan.outputs(env)
+                return run_plan.outputs(env)
             finally:
-                plan.lock.release()
+                run_plan.lock.release()
         env: list = [None] * self.n_slots
         self.load_inputs(env, inputs)
         for s, value in self.constants:
@@ -129,7 +132,7 @@ class SimExecutable:
         """Input `a` in its carried form (float32 for fp16), NaN coerced (engine specials)."""
         return _coerce_nan(self.numerics, kernels.astype(a, carrier), name)
 
-    def _planned(self):
+    def _ready_run_plan(self):
         """The run plan (runtime/plan.py), built on the second run (or the first, under
         ANEFORGE_SIM_PLAN=always) when the compiled kernels are on; None otherwise."""
         from . import plan
@@ -137,13 +140,14 @@ class SimExecutable:
         if choice == "never" or (choice == "auto" and self.runs < 2):
             return None
         # the compiled kernels loaded (not just installed), and the standard store rounding
-        if self.plan is None and kernels._fast() is not None and type(self.numerics) is Numerics:
-            self.plan = plan.Plan(self)
-        return self.plan
+        if self.run_plan is None and kernels._fast() is not None and \
+                type(self.numerics) is Numerics:
+            self.run_plan = plan.RunPlan(self)
+        return self.run_plan
 
     def _steps(self, env) -> None:
-        for (fn, ctx, plan, attrs, outs, store), frees in zip(self.steps, self.frees):
-            res = fn(ctx, *gather(env, plan), **attrs)
+        for (simulate, ctx, reads, attrs, outs, store), frees in zip(self.steps, self.frees):
+            res = simulate(ctx, *gather(env, reads), **attrs)
             res = (res,) if len(outs) == 1 else res
             for i, (s, r) in enumerate(zip(outs, res)):
                 env[s] = r if store is None else store[i](r)
@@ -171,13 +175,11 @@ def _coerce_nan(numerics, a: np.ndarray, name: str) -> np.ndarray:
     return np.where(nan, np.float32(np.inf), a).astype(a.dtype, copy=False)
 
 
-def _arg_plan(op, slot, names):
-    plan = []
-    for k in names:
-        v = op.inputs.get(k)
-        plan.append(None if v is None else
-                    tuple(slot[id(u)] for u in v) if isinstance(v, tuple) else slot[id(v)])
-    return plan
+def _reads(op, slot, names) -> list:
+    """The slots a step reads, one entry per input name (`Step.reads`)."""
+    return [None if (v := op.inputs.get(k)) is None else
+            tuple(slot[id(u)] for u in v) if isinstance(v, tuple) else slot[id(v)]
+            for k in names]
 
 
 class SimBackend(Backend):

@@ -3,26 +3,32 @@ multiplied by exactly 0 (or a constant that rounds to 0 in fp16) fails ANECCompi
 project, github.com/sbryngelson/ANEForge, `docs/developer/autograd.md` and `docs/mil-primer.md`).
 
 Every backend checks these at compile time, so a program that runs on the simulator is one
-that compiles on the engine.
+that compiles on the engine. They live beside the ops (they need op semantics, not a backend)
+so that the MIL readers (mil/), the backends (runtime/) and the passes (rewrite_reduce_times_zero
+reads `source_op` and `is_zero_const`) all import them from below.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import CompileWallError
+from .registry import WHOLE, layout_ops
 
-# Ops that only move data: a value seen through them is still the reduce's output.
-_TRANSPARENT = {"reshape", "expand_dims", "squeeze", "transpose", "tile"}
+# Ops whose result holds nothing but their input's values (moved, repeated): a value seen
+# through them is still the reduce's output.
+_TRANSPARENT = layout_ops(*WHOLE)
 
 
-def _source(var):
+def source_op(var):
+    """The op making `var`, seen through ops that only move data (None for an input)."""
     while var.op is not None and var.op.type in _TRANSPARENT:
         var = var.op.inputs["x"]
     return var.op
 
 
-def _is_zero_const(var) -> bool:
-    op = _source(var)
+def is_zero_const(var) -> bool:
+    """Whether `var` is (data movement of) a float const that is 0 once rounded to fp16."""
+    op = source_op(var)
     if op is None or op.type != "const":
         return False
     val = op.attrs["val"]
@@ -37,8 +43,8 @@ def check_reduce_times_zero(program) -> None:
             continue
         x, y = op.inputs["x"], op.inputs["y"]
         for a, b in ((x, y), (y, x)):
-            src = _source(a)
-            if src is not None and src.type.startswith("reduce_") and _is_zero_const(b):
+            src = source_op(a)
+            if src is not None and src.type.startswith("reduce_") and is_zero_const(b):
                 raise CompileWallError(
                     f"op {op.name!r}: mul({src.type} output, 0) fails the ANE compiler "
                     f"(ANECCompile), also when the multiplier underflows fp16 to 0. Build zeros "
