@@ -28,6 +28,7 @@ import threading
 import numpy as np
 
 from . import reference
+from .threads import PARALLEL_MACS, threads
 
 CHOICES = ("auto", "numpy", "numba")
 _choice = [os.environ.get("ANEFORGE_KERNELS", "auto").strip().lower() or "auto"]
@@ -124,17 +125,6 @@ def matmul(x, y, mode: int) -> np.ndarray:
     if out.size:
         fast.matmul(x3, y3, bx, by, out, mode)
     return out.reshape(batch + out.shape[1:])
-
-
-PARALLEL_MACS = 1 << 20     # smaller matmuls run on one thread (a hand-off costs more)
-
-
-def threads() -> int:
-    """Threads for large matmuls: ANEFORGE_THREADS, else the CPUs this process may use."""
-    env = os.environ.get("ANEFORGE_THREADS")
-    if env:
-        return max(1, int(env))
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 @functools.lru_cache(maxsize=1)
