@@ -11,4 +11,4 @@ os.environ.setdefault("ANEFORGE_BACKEND", "sim")
 try:
     import numba  # noqa: F401
 except ImportError:
-    collect_ignore = ["aneforge/kernels/compiled.py", "aneforge_tests/exhaustive16.py"]
+    collect_ignore = ["aneforge/hardware/kernels/compiled.py", "aneforge_tests/exhaustive16.py"]

@@ -17,16 +17,16 @@ from __future__ import annotations
 import builtins
 
 from . import dtypes
-from .realization import cache_info, clear_cache, set_cache_limit
+from .core.realization import cache_info, clear_cache, set_cache_limit
 from .creation import (arange, eye, from_numpy, full, full_like, linspace, manual_seed, ones,
                        ones_like, rand, randint, randn, tensor, zeros, zeros_like)
 from .dtypes import bool_ as bool  # noqa: A001  (torch spells it af.bool)
 from .dtypes import float16, float32, half, int8, int16, int32, uint8, uint16
 from .errors import (ANEHazardWarning, AneforgeError, BackendUnavailable, CompileWallError,
                      DTypeError, LimitError, OutOfMemoryError, ShapeError)
-from .numerics import Numerics, get_numerics, numerics, set_numerics
+from .hardware.numerics import Numerics, get_numerics, numerics, set_numerics
 from .runtime import backends, get_backend, set_backend
-from .targets import get_target, is_native, op_info, set_target, target
+from .hardware.targets import get_target, is_native, op_info, set_target, target
 from .tensor import Tensor
 from .autograd import (enable_grad, grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)
@@ -60,7 +60,7 @@ long = int32
 
 def realize(*tensors: Tensor) -> None:
     """Compute several tensors with one program run (one compile per signature)."""
-    from .realization import realize as _realize
+    from .core.realization import realize as _realize
     _realize([t.ref for t in tensors])
 
 
@@ -68,7 +68,7 @@ def program(*tensors: Tensor):
     """The traced IR Program that realizing `tensors` would compile (nothing is compiled or
     run), before the pass pipeline: `aneforge.passes.run(af.program(t))` gives the optimized
     one. For a realized tensor, the (optimized) program that computed it."""
-    from .realization import program_for
+    from .core.realization import program_for
     return program_for([t.ref for t in tensors])
 
 
@@ -117,9 +117,9 @@ def cross_compile_check(obj, target=None):
     >>> af.cross_compile_check(x.exp(), target="M4").ok
     True
     """
-    from .realization import program_for
+    from .core.realization import program_for
     from .ir import Program
-    from .targets import cross_compile_check as check
+    from .hardware.targets import cross_compile_check as check
     if isinstance(getattr(obj, "program", None), Program):      # a load_mil function
         obj = obj.program
     if not isinstance(obj, Program):

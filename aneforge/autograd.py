@@ -26,7 +26,7 @@ from .ops import REGISTRY
 from .ops._grad import zeros
 from .tensor.base import TensorBase
 from .tensor.reduce import reduce
-from .trace import SEQ
+from .core.trace import SEQ
 
 
 # ---- grad mode -----------------------------------------------------------------------

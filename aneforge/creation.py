@@ -1,18 +1,18 @@
-"""Creating tensors from host data. Host data always enters a program as an input, never as a
-baked constant, so new values of the same shape reuse the compiled program."""
+"""Creating tensors: af.zeros, af.rand, af.arange, ... (af.tensor itself is aneforge.tensor.core's).
+Host data always enters a program as an input, never as a baked constant, so new values of the
+same shape reuse the compiled program."""
 from __future__ import annotations
 
 import numbers
 
 import numpy as np
 
-from . import dtypes, kernels
+from . import dtypes
 from .context import CTX
-from .ir.types import TensorType
 from .tensor import Tensor
 from .tensor.args import _sizes
 from .tensor.core import _leaf, _stored, tensor
-from .trace import leaf
+
 
 def manual_seed(seed: int) -> None:
     """Seed aneforge's random generator (rand, randn, nn.init, dropout masks)."""

@@ -33,14 +33,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import dtypes, realization
+from . import dtypes
+from .core import realization
 from .context import CTX
 from .errors import AneforgeError
 from .ir.types import TensorType
-from .numerics import get_numerics
+from .hardware.numerics import get_numerics
 from .passes import get_pipeline
 from .tensor import Tensor
-from .trace import leaf
+from .core.trace import leaf
 
 
 class NotReplayable(AneforgeError):

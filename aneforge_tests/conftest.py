@@ -39,7 +39,7 @@ def coremltools_types(pymil) -> dict:
 def step_program(model, loss_fn, inputs):
     """The traced program of one optimizer step (forward, backward, update, loss) of `model`."""
     import aneforge as af
-    from aneforge.realization import recording
+    from aneforge.core.realization import recording
     opt = af.optim.AdamW(model.parameters(), lr=1e-3)
     with recording() as runs:
         loss_fn(model(inputs[0]), *inputs[1:]).backward()

@@ -17,7 +17,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from aneforge.kernels.compiled import _bits, _float, r16, threads
+from aneforge.hardware.kernels.compiled import _bits, _float, r16, threads
 
 CHUNK = 1 << 24
 

@@ -121,7 +121,8 @@ NEW_ROW = "frobnicate    Tensor    torch Tensor    exp             frobnicate.de
 def test_adding_a_name_is_one_row(monkeypatch):
     """A new Tensor method plus its row gives the af.X forwarder and __all__ entries, the
     coverage page's lines and the ATen route: nothing else is edited."""
-    from aneforge import coverage_doc, torch_import
+    from aneforge.docgen import torch_coverage as coverage_doc
+    from aneforge import torch_import
     row = _api._row(NEW_ROW)
     monkeypatch.setattr(af.Tensor, "frobnicate", af.Tensor.exp, raising=False)
     monkeypatch.setattr(_api, "ROWS", _api.ROWS + (row,))
@@ -168,7 +169,8 @@ def _strings(module) -> set[str]:
 def test_the_readers_of_the_table_name_no_torch_name_of_their_own():
     """coverage_doc and torch_import take every torch name and ATen op from the table: a second
     map (`NATIVE = {"abs": "abs", ...}`, `"aten.exp.default": ...`) would show up here."""
-    from aneforge import coverage_doc, torch_import
+    from aneforge.docgen import torch_coverage as coverage_doc
+    from aneforge import torch_import
     names = {r.name for r in _api.ROWS} | {n for _, n, _ in _api.ABSENT}
     for module in (coverage_doc, torch_import):
         strings = _strings(module)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import aneforge as af
-from aneforge import kernels
+from aneforge.hardware import kernels
 
 
 class FakeLibrary:

@@ -10,7 +10,8 @@ import torch
 import aneforge as af
 import aneforge.nn as nn
 import aneforge.nn.functional as F
-from aneforge import _api, coverage_doc
+from aneforge import _api
+from aneforge.docgen import torch_coverage as coverage_doc
 from test_api_surfaces import _args
 
 ROOT = pathlib.Path(af.__file__).parent.parent
@@ -21,7 +22,7 @@ ALSO = {"max": {"reduce_argmax"}, "min": {"reduce_argmin"}}      # (values, indi
 def test_the_page_is_in_sync_with_the_tables():
     page = (ROOT / "docs" / "torch_coverage.md").read_text()
     assert page == coverage_doc.render(), \
-        "docs/torch_coverage.md is stale: run `python -m aneforge.coverage_doc --write`"
+        "docs/torch_coverage.md is stale: run `python -m aneforge.docgen.torch_coverage --write`"
 
 
 def sample(name):

@@ -14,8 +14,8 @@ import torch
 
 import aneforge as af
 import aneforge.nn.functional as F
-from aneforge import kernels
-from aneforge.kernels import reference
+from aneforge.hardware import kernels
+from aneforge.hardware.kernels import reference
 from aneforge.tensor import record_op
 from aneforge.ops.activation_tables import build, lookup
 from aneforge.ops.activations import TABLES

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import aneforge as af
-from aneforge.realization import recording
+from aneforge.core.realization import recording
 
 torch = pytest.importorskip("torch")
 

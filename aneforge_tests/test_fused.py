@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import aneforge as af
-from aneforge import kernels
-from aneforge.realization import clear_cache
-from aneforge.numerics import FAMILY
+from aneforge.hardware import kernels
+from aneforge.core.realization import clear_cache
+from aneforge.hardware.numerics import FAMILY
 from aneforge.runtime import plan as plan_mod
 from aneforge.runtime.sim import SimExecutable
 
@@ -433,7 +433,7 @@ def test_pointwise_lookup_every_fp16_value(monkeypatch, model, name):
 
 
 def kernels_fused():
-    from aneforge.kernels import fused
+    from aneforge.hardware.kernels import fused
     return fused
 
 

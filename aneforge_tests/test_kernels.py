@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aneforge import kernels
-from aneforge.kernels import reference
+from aneforge.hardware import kernels
+from aneforge.hardware.kernels import reference
 
 MODES = {"nearest_even": 0, "flush": 1, "half_away": 2, "half_away+flush": 3}
 needs_numba = pytest.mark.skipif(not kernels.available(),
@@ -169,7 +169,7 @@ def test_exhaustive_sweep_finds_a_wrong_rounding():
     above 1.0 at the 0xFFF patterns past each tie, and at the 4 ties to an odd neighbour."""
     from numba import njit
     from exhaustive16 import count_mismatches
-    from aneforge.kernels.compiled import _bits, _float
+    from aneforge.hardware.kernels.compiled import _bits, _float
 
     @njit
     def toward_zero(v, mode):
@@ -311,7 +311,7 @@ def test_import_does_not_import_numba():
 
 
 def test_environment_switch_forces_numpy():
-    code = "from aneforge import kernels; print(kernels.active())"
+    code = "from aneforge.hardware import kernels; print(kernels.active())"
     assert _python(code, ANEFORGE_KERNELS="numpy") == "numpy"
     if kernels.available():
         assert _python(code, ANEFORGE_KERNELS="auto") == "numba"
@@ -319,7 +319,7 @@ def test_environment_switch_forces_numpy():
 
 def test_without_numba_the_numpy_kernels_run(tmp_path):
     (tmp_path / "numba.py").write_text("raise ImportError('no numba here')\n")
-    code = ("import numpy as np, aneforge as af; from aneforge import kernels; "
+    code = ("import numpy as np, aneforge as af; from aneforge.hardware import kernels; "
             "v = (af.tensor([[1.0, 2.0]]) @ af.tensor([[3.0], [4.0]])).item(); "
             "print(v, kernels.active())")
     import os
@@ -410,7 +410,7 @@ def test_tile_matmul_zeros_of_x_against_inf_and_nan_in_y(n):
 @needs_numba
 @pytest.mark.parametrize("shape", [((300, 70), (70, 1)), ((2, 90, 64), (64, 40))])
 def test_tile_matmul_split_over_threads(monkeypatch, shape):
-    from aneforge.kernels import compiled
+    from aneforge.hardware.kernels import compiled
     monkeypatch.setattr(compiled, "PARALLEL_MACS", 0)
     monkeypatch.setenv("ANEFORGE_THREADS", "2")
     rng = np.random.default_rng(4)

@@ -162,8 +162,8 @@ def test_ir_imports_nothing_from_ops():
 
 
 def test_passes_runtime_and_mil_stay_below_the_front():
-    front = ("aneforge.tensor", "aneforge.autograd", "aneforge.realization", "aneforge.optim",
-             "aneforge.nn", "aneforge.functions", "aneforge.creation", "aneforge.trace",
+    front = ("aneforge.tensor", "aneforge.autograd", "aneforge.core.realization", "aneforge.optim",
+             "aneforge.nn", "aneforge.functions", "aneforge.creation", "aneforge.core.trace",
              "aneforge.adapters")
     graph = import_graph()
     up = {m: sorted(d for d in deps if _in(d, front) or d == "aneforge")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import aneforge as af
-from aneforge import kernels
+from aneforge.hardware import kernels
 import aneforge.nn as nn
 import aneforge.nn.functional as F
 
@@ -118,7 +118,7 @@ def test_planned_peak_matches_the_simulators_lifetimes():
 
 
 def test_a_program_over_the_memory_budget_is_refused_before_allocating(monkeypatch):
-    from aneforge.realization import clear_cache
+    from aneforge.core.realization import clear_cache
     clear_cache()
     x = af.ones(4096)[None, None].expand(64, 64, 4096)        # 64 MiB carried in float32
     monkeypatch.setenv("ANEFORGE_SIM_MAX_BYTES", "16M")
@@ -130,7 +130,7 @@ def test_a_program_over_the_memory_budget_is_refused_before_allocating(monkeypat
 
 
 def test_a_malformed_memory_budget_says_what_it_expects(monkeypatch):
-    from aneforge.realization import clear_cache
+    from aneforge.core.realization import clear_cache
     clear_cache()                                   # the budget is read when a program compiles
     monkeypatch.setenv("ANEFORGE_SIM_MAX_BYTES", "lots")
     with pytest.raises(ValueError, match="K, M or G suffix"):

@@ -18,7 +18,7 @@ from aneforge import dtypes
 from aneforge.errors import AneforgeError, CompileWallError, DTypeError, LimitError, ShapeError
 from aneforge.ir import Block, Function, Operation, Program, TensorType, Var
 from aneforge.mil import proto
-from aneforge.numerics import get_numerics
+from aneforge.hardware.numerics import get_numerics
 from aneforge.ops import REGISTRY, validate
 from aneforge.runtime.sim import SimBackend
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import aneforge as af
-from aneforge.numerics import Numerics
+from aneforge.hardware.numerics import Numerics
 from aneforge.tensor import record_op
 
 

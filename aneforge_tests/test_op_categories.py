@@ -10,8 +10,8 @@ import pytest
 
 from aneforge import dtypes
 from aneforge.errors import AneforgeError
-from aneforge.kernels import fused
-from aneforge.numerics import Numerics
+from aneforge.hardware.kernels import fused
+from aneforge.hardware.numerics import Numerics
 from aneforge.ops import REGISTRY
 from aneforge.ops.registry import LAYOUTS, OpDef, elementwise_ops, layout_ops
 

@@ -14,7 +14,7 @@ import aneforge.nn.functional as F
 import aneforge.passes as P
 from aneforge import dtypes
 from aneforge.ir import Block, Function, Program
-from aneforge.numerics import get_numerics
+from aneforge.hardware.numerics import get_numerics
 from aneforge.ops import validate
 from aneforge.runtime.sim import SimBackend
 from aneforge.tensor import const, record_op

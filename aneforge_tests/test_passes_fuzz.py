@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import aneforge as af
 import aneforge.passes as P
 from aneforge import dtypes
-from aneforge.numerics import Numerics, get_numerics
+from aneforge.hardware.numerics import Numerics, get_numerics
 from aneforge.ops import validate
 from aneforge.runtime.sim import SimBackend
 from test_mil_proto import Builder

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import aneforge.passes as P
-from aneforge.realization import Cut, boundary_shape, to_transport
-from aneforge.numerics import get_numerics
+from aneforge.core.realization import Cut, boundary_shape, to_transport
+from aneforge.hardware.numerics import get_numerics
 from aneforge.runtime.sim import SimBackend
 from optable import CASES, af_inputs, arrays, call
 from test_coreml_accepts import backward

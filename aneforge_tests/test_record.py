@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import aneforge as af
-from aneforge import dtypes, realization
+from aneforge import dtypes
+from aneforge.core import realization
 from aneforge.context import CTX
 
-trace = sys.modules["aneforge.trace"]
+trace = sys.modules["aneforge.core.trace"]
 
 
 def planned(t):

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 import aneforge as af
-from aneforge import scalar_consts
+from aneforge.core import scalar_consts
 
 F16 = np.float16
 

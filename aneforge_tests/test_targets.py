@@ -1,4 +1,4 @@
-"""ANE targets (aneforge/targets.py): the tables, the setting, caps at record time at their
+"""ANE targets (aneforge/hardware/targets.py): the tables, the setting, caps at record time at their
 boundaries per target, op support per family, the cross-compile report, the generated docs."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import aneforge as af
-from aneforge import targets
+from aneforge.hardware import targets
 from aneforge.context import CTX
 from aneforge.mil.syntax import MILSyntaxError
 from aneforge.tensor import const, record_op
@@ -319,10 +319,10 @@ def test_report_names_the_width_slice_hazard_on_pre_a16_families():
 
 # ---- the generated docs ----------------------------------------------------------------------
 def test_capabilities_doc_is_in_sync_with_the_tables():
-    from aneforge.targets_doc import render
+    from aneforge.docgen.capabilities import render
     path = ROOT / "docs" / "capabilities.md"
     assert path.read_text() == render(), \
-        "docs/capabilities.md is stale: run `python -m aneforge.targets_doc --write`"
+        "docs/capabilities.md is stale: run `python -m aneforge.docgen.capabilities --write`"
 
 
 def test_report_takes_a_load_mil_function():

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aneforge import kernels
-from aneforge.kernels import reference
+from aneforge.hardware import kernels
+from aneforge.hardware.kernels import reference
 
 pytestmark = pytest.mark.skipif(not kernels.available(),
                                 reason="numba is not installed: no compiled kernels to compare")
@@ -25,7 +25,7 @@ SPECIALS = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0 ** -24
 
 
 def _wide_cpu():
-    from aneforge.kernels import compiled
+    from aneforge.hardware.kernels import compiled
     return compiled.WIDE
 
 
@@ -96,7 +96,7 @@ def test_fast_paths_equal_reference(data):
 
 def test_ordinary_data_takes_the_plain_tile():
     """The fast path is not dead code: fp16 data clears the check; each hazard fails it."""
-    from aneforge.kernels import compiled
+    from aneforge.hardware.kernels import compiled
     rng = np.random.default_rng(0)
     x, y = _fp16(rng, (16, 64)), _fp16(rng, (64, 32))
 
@@ -119,7 +119,7 @@ def test_ordinary_data_takes_the_plain_tile():
 def test_tiny_products_need_the_exponent_floor():
     """Where the plain tile and the floored one differ (a partial below 2**-115 after a
     cancellation), the matmul gives the floored result (the check sends the block there)."""
-    from aneforge.kernels import compiled
+    from aneforge.hardware.kernels import compiled
     lanes = np.float32([1.5 * 2.0 ** -115, -(2.0 ** -115), 2.0 ** -125, 0.0])
     floored = compiled._default_tile(*lanes, 0, 0)
     assert floored != compiled._plain_tile(*lanes, 0, 0)
@@ -156,7 +156,7 @@ def test_each_tile_sum_with_carries(seed, m):
 def test_thread_split_shares_cover_every_task(monkeypatch, threads, shape):
     """Every share of the split is run, the calling thread's first one too: more threads
     than tasks, uneven shares, thin and block tasks."""
-    from aneforge.kernels import compiled
+    from aneforge.hardware.kernels import compiled
     monkeypatch.setattr(compiled, "PARALLEL_MACS", 0)
     monkeypatch.setenv("ANEFORGE_THREADS", threads)
     rng = np.random.default_rng(int(threads))
@@ -167,7 +167,7 @@ def test_shares_the_pool_never_starts_run_on_the_calling_thread(monkeypatch):
     """A pool thread that gets no CPU (a busy machine): the calling thread takes its shares
     back and the output is whole."""
     from concurrent.futures import Future
-    from aneforge.kernels import compiled
+    from aneforge.hardware.kernels import compiled
 
     class Idle:                       # a pool whose jobs never start (cancel() succeeds)
         def submit(self, fn, *args):
@@ -215,7 +215,7 @@ def wide_sum(p, acc):
     """acc + the tile of each lane's products p[0..3], by `_plain_wide` (a_k = 1: the
     products are y's rows; 32 lanes at a time, two runs of 16); returns (result, lanes
     done)."""
-    from aneforge.kernels import compiled
+    from aneforge.hardware.kernels import compiled
     o = acc.copy()
     done = compiled._plain_wide(o, p[0], p[1], p[2], p[3], *np.float32([1, 1, 1, 1]))
     return o, done
@@ -265,7 +265,7 @@ def test_wide_tile_named_cases():
 def test_generic_plain_tile_still_equals_reference():
     """The plain tile's scalar form (`_no_wide`: CPUs without AVX-512, and the lanes past the
     last 16) over the hazard families: it stays bit-equal to the reference."""
-    from aneforge.kernels import compiled
+    from aneforge.hardware.kernels import compiled
     rng = np.random.default_rng(11)
     for fx, fy in (("fp16", "carries"), ("carries", "big"), ("fp16", "fp16")):
         x, y = FAMILIES[fx](rng, (8, 13)), FAMILIES[fy](rng, (13, 40))
@@ -301,7 +301,7 @@ def test_the_wide_tile_follows_numbas_cpu_features(monkeypatch):
     """The 16-lane tile is compiled in exactly when numba targets AVX-512F and DQ (its own
     feature string: NUMBA_CPU_FEATURES wins over the host's)."""
     from numba.core import config
-    from aneforge.kernels import compiled
+    from aneforge.hardware.kernels import compiled
     monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+fma,+avx512f,+avx512dq,+avx512vl")
     assert compiled._avx512()
     monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+fma,+avx512f")

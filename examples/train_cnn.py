@@ -97,7 +97,7 @@ def load_data(seed: int = 0):
 def _recorded(fn):
     """The optimized program (and its inputs) that computes the tensors `fn()` returns: the
     largest of the programs run."""
-    from aneforge.realization import recording
+    from aneforge.core.realization import recording
     with recording() as runs:
         af.realize(*fn())
     return max(runs, key=lambda r: len(r.program.main.block.operations))
@@ -106,7 +106,7 @@ def _recorded(fn):
 def _sim_ms(runs, repeat: int) -> list[float]:
     """Median simulator time (ms) of one run of each program (no host recording or replay),
     timed in alternation so that load from other processes hits them alike."""
-    from aneforge.numerics import get_numerics
+    from aneforge.hardware.numerics import get_numerics
     from aneforge.runtime.sim import SimBackend
     exes = [(SimBackend().compile(r.program, get_numerics()), r.inputs) for r in runs]
     times = [[] for _ in exes]

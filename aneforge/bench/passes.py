@@ -17,7 +17,7 @@ def _raw(run_step):
     """(Program, inputs) that `run_step()` compiles and runs to compute the loss it returns,
     as recorded (no passes)."""
     import aneforge.passes as P
-    from aneforge.realization import recording
+    from aneforge.core.realization import recording
     with P.pipeline("none"), recording() as runs:
         loss = run_step()
         loss.item()
@@ -100,7 +100,7 @@ def transformer_programs(batch: int = 4, tokens: int = 16, d: int = 64):
 def measure(name: str, program, inputs) -> list[tuple[str, float, str]]:
     """Rows: op counts and simulator time per run, before and after the default pipeline."""
     import aneforge.passes as P
-    from aneforge.numerics import get_numerics
+    from aneforge.hardware.numerics import get_numerics
     from aneforge.runtime.sim import SimBackend
     optimized = copy.deepcopy(program)
     report = P.run(optimized, "default")

@@ -14,14 +14,14 @@ from .workloads import char_lm, cnn, matmul, mlp, train_step
 def threads() -> int:
     """Threads aneforge computes with: the compiled kernels' pool, else one (numpy's
     elementwise loops are single-threaded; the fp16-product matmul does not use BLAS)."""
-    from .. import kernels
+    from ..hardware import kernels
     if kernels.active() == "numba":
         return kernels.threads()
     return 1
 
 
 def machine() -> str:
-    from .. import kernels
+    from ..hardware import kernels
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if kernels.active() == "numba":
         import numba

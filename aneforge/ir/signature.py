@@ -1,6 +1,6 @@
 """The structural key of a Program: ops, attributes, shapes, dtypes and wiring — never names or
 input data, so two programs that differ only in SSA names share a key (`Program.signature`).
-The compile cache keys the trace the same way, from the Nodes (`aneforge.realization`), with the
+The compile cache keys the trace the same way, from the Nodes (`aneforge.core.realization`), with the
 op keys and canonical attributes defined here.
 """
 from __future__ import annotations

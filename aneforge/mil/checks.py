@@ -8,7 +8,7 @@ import re
 
 from ..dtypes import IO_DTYPES
 from ..errors import AneforgeError, DTypeError, LimitError, ShapeError
-from ..limits import MAX_AXIS, MAX_RANK
+from ..hardware.limits import MAX_AXIS, MAX_RANK
 
 IO_NAMES = ", ".join(sorted(d.name for d in IO_DTYPES))
 NAME = re.compile(r"@?[A-Za-z_][A-Za-z0-9_]*\Z")     # as text.py tokenizes names

@@ -48,9 +48,9 @@ class MILFunction:
         return list(self.program.main.outputs)
 
     def __call__(self, *args, **kwargs):
-        from ..numerics import get_numerics
+        from ..hardware.numerics import get_numerics
         from ..runtime import get_backend
-        from ..targets import get_target
+        from ..hardware.targets import get_target
         backend, numerics = get_backend(), get_numerics()
         key = (backend.name, numerics, get_target().name)
         if key not in self._compiled:

@@ -10,7 +10,8 @@ import difflib
 
 import numpy as np
 
-from .. import dtypes, targets
+from .. import dtypes
+from ..hardware import targets
 from ..errors import AneforgeError, CompileWallError
 from ..ir import Block, Function, Operation, Program, TensorType, Var
 from ..ir.dag import fresh_name
@@ -29,7 +30,7 @@ RULES = {
                 "int32, bf16 and bool live only inside a program)",
     "io-rank": "program inputs and outputs have rank >= 1 (Core ML's function signature)",
     "axis-limit": "every axis is 1..65536, and a program input's within the chosen target's "
-                  "caps (aneforge.targets)",
+                  "caps (aneforge.hardware.targets)",
     "rank-limit": "rank <= 5",
     "required-argument": "every input and required argument is given; MIL text spells out "
                          "log's epsilon and gelu's mode although aneforge has defaults",

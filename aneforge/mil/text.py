@@ -25,7 +25,7 @@ import re
 import numpy as np
 
 from ..errors import AneforgeError
-from ..limits import MAX_RANK
+from ..hardware.limits import MAX_RANK
 from ..ops import REGISTRY
 from .resolve import resolve
 from .syntax import (Arg, FunctionSyntax, Literal, MILSyntaxError, ProgramSyntax, Ref, Statement,

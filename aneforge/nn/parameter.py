@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tensor import Tensor
-from ..trace import leaf
+from ..core.trace import leaf
 from ..creation import tensor
 
 

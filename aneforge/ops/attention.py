@@ -12,7 +12,8 @@ import math
 
 import numpy as np
 
-from .. import dtypes, kernels
+from .. import dtypes
+from ..hardware import kernels
 from ._common import FLOATS, broadcast, require_dtype, require_same_dtype, same_type
 from ._grad import attach, where
 from .activations import _softmax

@@ -14,7 +14,8 @@ import math
 
 import numpy as np
 
-from .. import dtypes, kernels, limits
+from .. import dtypes
+from ..hardware import kernels, limits
 from ._common import FLOATS, require_dtype, require_same_dtype, same_type
 from ._grad import attach, const, op
 from .linalg import fp16_matmul, port

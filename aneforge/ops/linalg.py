@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes, hazards, kernels
+from .. import dtypes
+from ..hardware import hazards, kernels
 from ._common import FLOATS, broadcast, require_dtype, require_same_dtype, same_type
 from ._grad import attach, op
 from .registry import Attr, define, shape_error

@@ -8,7 +8,8 @@ import math
 
 import numpy as np
 
-from .. import dtypes, kernels
+from .. import dtypes
+from ..hardware import kernels
 from ._common import NUMERIC, norm_axes, norm_axis, require_dtype, same_type
 from ._grad import attach, expand_reduced, where, zeros
 from .registry import Attr, define

@@ -14,7 +14,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from .. import limits
+from ..hardware import limits
 from ..errors import AneforgeError, ShapeError
 from ..ir.types import TensorType
 from ..ir.validate import ValidationError, validate as validate_ir

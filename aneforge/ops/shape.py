@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from .. import dtypes, hazards
+from .. import dtypes
+from ..hardware import hazards
 from ._common import (broadcast, norm_axes, norm_axis, require_dtype, require_same_dtype,
                       same_type)
 from ._grad import attach, op, where, zeros

@@ -19,7 +19,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .. import realization
+from ..core import realization
 from ..context import CTX
 from ..autograd import enable_grad, no_grad
 from ..creation import tensor

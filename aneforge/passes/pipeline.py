@@ -242,8 +242,8 @@ def run(program, passes=None, numerics=None, **options) -> Report:
     >>> report.ops_before, report.ops_after
     (4, 1)
     """
-    from ..numerics import get_numerics
-    from ..targets import get_target
+    from ..hardware.numerics import get_numerics
+    from ..hardware.targets import get_target
     spec = passes if isinstance(passes, Pipeline) else (
         get_pipeline() if passes is None and not options else Pipeline.build(passes, **options))
     start = time.perf_counter()

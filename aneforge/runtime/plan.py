@@ -2,7 +2,7 @@
 every float value gets a fixed place in one float32 arena, assigned by lifetime (a place is
 reused once its value is dead, as ExecuTorch's memory planning does), and each run of
 consecutive elementwise ops and last-axis reductions becomes one compiled call over that arena
-(aneforge/kernels/fused.py) instead of one numpy call and one rounding call per op. A pointwise
+(aneforge/hardware/kernels/fused.py) instead of one numpy call and one rounding call per op. A pointwise
 op from fp16 to fp16 (exp, erf, gelu, ...) joins such a run as a lookup in a table of its own
 stored results for all 65536 fp16 inputs, and so does a chain of elementwise ops fed by one
 fp16 value (`_composites`: a table of the chain's result); concat and pad write straight into
@@ -32,7 +32,8 @@ import threading
 
 import numpy as np
 
-from .. import dtypes, kernels
+from .. import dtypes
+from ..hardware import kernels
 from ..ops import REGISTRY
 from ..ops.registry import WHOLE, layout_ops
 from .steps import gather, nan_hazard
@@ -194,7 +195,7 @@ class RunPlan:
     """An executable's steps over an arena, with runs of fusable ops grouped into one call."""
 
     def __init__(self, exe):
-        from ..kernels import compiled, fused
+        from ..hardware.kernels import compiled, fused
         self.exe, self._compiled, self._fused = exe, compiled, fused
         self.lock = threading.Lock()     # one run at a time uses the arena
         self.tables = {}                 # step -> its lookup table's offset (`_lookup`)

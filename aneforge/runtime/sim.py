@@ -1,5 +1,5 @@
 """The fp16-faithful ANE simulator: runs a Program op by op with the registry's numpy kernels
-under one `Numerics` model (aneforge/numerics.py). It is the default backend off macOS.
+under one `Numerics` model (aneforge/hardware/numerics.py). It is the default backend off macOS.
 
 Inside a run, fp16 values are carried in float32 arrays. Each kernel computes wide (fp32); the
 executor then stores the result in the op's declared dtype: fp16 results are rounded with
@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes, kernels
+from .. import dtypes
+from ..hardware import kernels
 from ..errors import DTypeError
-from ..numerics import Numerics
+from ..hardware.numerics import Numerics
 from ..ops import REGISTRY
 from . import memory
 from .steps import Slot, Step, gather, nan_hazard

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from .. import hazards
+from ..hardware import hazards
 
 
 class Step(NamedTuple):

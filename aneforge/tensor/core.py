@@ -21,14 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from .. import realization, dtypes, kernels, scalar_consts
+from ..core import realization, scalar_consts
+from .. import dtypes
+from ..hardware import kernels
 from ..autograd import backward, no_grad
 from ..context import CTX
 from ..dtypes import DType
 from ..errors import AneforgeError
 from ..ir.types import TensorType
-from ..limits import check_shape
-from ..trace import Node, leaf, record, record_binary
+from ..hardware.limits import check_shape
+from ..core.trace import Node, leaf, record, record_binary
 from .args import norm_dim
 from .casts import CastsMixin
 from .elementwise import ElementwiseMixin

@@ -6,7 +6,7 @@ from .. import dtypes
 from ..context import CTX
 from ..errors import AneforgeError
 from ..ops._grad import zeros
-from ..trace import SEQ
+from ..core.trace import SEQ
 from .base import TensorBase
 
 

@@ -42,7 +42,8 @@ import math
 
 import numpy as np
 
-from .. import dtypes, limits
+from .. import dtypes
+from ..hardware import limits
 from ..ops._grad import zeros
 from .args import _dim_or_axis, _need_float, minmax, norm_dim
 from .base import TensorBase

@@ -1,6 +1,6 @@
 """ANE compile targets: each family's chips, caps, op support and the numerics that differ.
 
-Two tables ship inside the package, in `aneforge/data/`:
+Two tables ship inside the package, in `aneforge/hardware/data/`:
 
 - `targets.csv`: one row per ANE compiler target (h11 … h18, t0/t1, m9/m11, u1-u3), its family
   (A13 = M1, A14 = M2, A15 = M3, A16 = M4/M5) and that family's limits;
@@ -10,7 +10,7 @@ Two tables ship inside the package, in `aneforge/data/`:
 Both were compiled from the public measurements of the ANEForge research project
 (github.com/sbryngelson/ANEForge, MIT) on M1-M5 hardware; each row's note names its source.
 Nothing in them was measured by aneforge. `docs/capabilities.md` is generated from them
-(`python -m aneforge.targets_doc --write`).
+(`python -m aneforge.docgen.capabilities --write`).
 
 The target in force is a process-wide setting, as numerics and the backend are:
 
@@ -44,8 +44,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .context import CTX
-from .errors import AneforgeError, LimitError
+from ..context import CTX
+from ..errors import AneforgeError, LimitError
 
 DATA = Path(__file__).parent / "data"
 # op_catalog.csv's column for each family

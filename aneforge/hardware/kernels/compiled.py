@@ -18,7 +18,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .threads import PARALLEL_MACS, threads     # the thread policy, shared with the BLAS matmuls
+from .threads import PARALLEL_MACS, threads
 
 # Kernels taking a function (the rounding, the tile's sum) are called through small wrappers
 # that fix it at compile time: a function passed from Python costs numba a type lookup per call,

@@ -19,16 +19,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import dtypes, kernels
-from .context import CTX
-from .errors import AneforgeError, DTypeError
-from . import passes
-from .ir import Block, Function, Operation, Program, TensorType, Var
-from .ir.dag import fresh_name
-from .numerics import get_numerics
-from .targets import get_target
+from .. import dtypes
+from ..hardware import kernels
+from ..context import CTX
+from ..errors import AneforgeError, DTypeError
+from .. import passes
+from ..ir import Block, Function, Operation, Program, TensorType, Var
+from ..ir.dag import fresh_name
+from ..hardware.numerics import get_numerics
+from ..hardware.targets import get_target
 from .trace import prekey_leaves
-from .runtime import get_backend
+from ..runtime import get_backend
 
 
 @dataclass
@@ -69,7 +70,7 @@ def recording():
     traced, before the passes (for inspection, tests and benchmarks).
 
     >>> import aneforge as af
-    >>> from aneforge.realization import recording
+    >>> from aneforge.core.realization import recording
     >>> with recording() as runs:
     ...     (af.ones(3) * 2.0).numpy().tolist()
     [2.0, 2.0, 2.0]

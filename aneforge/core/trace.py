@@ -9,10 +9,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from .context import CTX
-from .ir.signature import canonical, op_key
-from .ir.types import TensorType
-from .ops import REGISTRY
+from ..context import CTX
+from ..ir.signature import canonical, op_key
+from ..ir.types import TensorType
+from ..ops import REGISTRY
 
 
 SEQ = itertools.count()

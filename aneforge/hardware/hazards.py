@@ -18,9 +18,9 @@ import os
 import sys
 import warnings
 
-from .errors import ANEHazardWarning
+from ..errors import ANEHazardWarning
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # aneforge/
 
 
 def _user_frame():

@@ -2,13 +2,13 @@
 and the longest matmul contraction.
 
 Two layers of checks: the limits every family's MIL parser applies (rank 0..5, every axis
-1..65536), always; then the caps of the target you chose (`aneforge.targets`: per-axis spatial
+1..65536), always; then the caps of the target you chose (`aneforge.hardware.targets`: per-axis spatial
 and channel caps, the conv kernel width), when one is chosen.
 """
 from __future__ import annotations
 
 from . import targets
-from .errors import LimitError
+from ..errors import LimitError
 
 MAX_RANK = 5              # rank 0..5; rank 6 fails ANECCompile (ANEForge docs/developer/op-quirks.md)
 MAX_AXIS = 65536          # every axis 1..65536 at MIL parse (ANEForge docs/capabilities.md)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import kernels
-from .context import CTX
+from ..context import CTX
 
 F16_TINY = np.float32(2.0 ** -14)     # smallest normal fp16
 F16_MAX = np.float32(65504.0)
@@ -81,7 +81,7 @@ class Numerics:
     def round16(self, x) -> np.ndarray:
         """Round to the nearest fp16 value under this model, returned as float32.
 
-        The simulator carries fp16 values in float32 arrays; `aneforge.kernels.round16` rounds
+        The simulator carries fp16 values in float32 arrays; `aneforge.hardware.kernels.round16` rounds
         them (numba when installed, else numpy float32 arithmetic: numpy's own float16
         conversion is an order of magnitude slower, and two orders slower on subnormals).
         Under `specials="engine"` a NaN result (an indeterminate form: inf - inf, 0 * inf,
@@ -105,7 +105,7 @@ PRESETS = {"per_product": {"accumulator": "per_product", "matmul_products": "fp1
 
 
 def for_target(target) -> Numerics:
-    """The default numerics model of an ANE target (a Target from aneforge.targets)."""
+    """The default numerics model of an ANE target (a Target from aneforge.hardware.targets)."""
     model = _BY_FAMILY.get(target.family)
     if model is None:
         model = _BY_FAMILY[target.family] = Numerics(**FAMILY.get(target.family, {}))

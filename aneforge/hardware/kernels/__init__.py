@@ -7,7 +7,7 @@ Both give bit-identical results (aneforge_tests/test_kernels.py).
 One switch picks the implementation: the environment variable `ANEFORGE_KERNELS` read at
 import (`auto`, the default: numba if importable; `numpy`; `numba`), or `use()`:
 
->>> from aneforge import kernels
+>>> from aneforge.hardware import kernels
 >>> previous = kernels.use("numpy")      # force the numpy reference
 >>> kernels.active()
 'numpy'
