@@ -13,10 +13,33 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 import aneforge
 
 ROOT = pathlib.Path(aneforge.__file__).parent
 BELOW_THE_FRONT = ("aneforge.ir", "aneforge.passes", "aneforge.runtime", "aneforge.mil")
+
+# docs/architecture.md's layer drawing, bottom to top: a module imports only from its own layer
+# or below (the longest matching prefix names a module's layer).
+LAYERS = (
+    ("aneforge.errors", "aneforge.dtypes", "aneforge.context", "aneforge.hardware"),
+    ("aneforge.ir",),
+    ("aneforge.ops",),
+    ("aneforge.core.trace",),
+    ("aneforge.passes", "aneforge.runtime", "aneforge.mil"),
+    ("aneforge.core",),
+    ("aneforge.tensor.elementwise", "aneforge.tensor.products", "aneforge.tensor.reduce",
+     "aneforge.tensor.movement", "aneforge.tensor.scan", "aneforge.tensor.indexing",
+     "aneforge.tensor.inplace", "aneforge.tensor.casts", "aneforge.tensor.args",
+     "aneforge.tensor.base"),
+    ("aneforge.autograd",),
+    ("aneforge.tensor",),
+    ("aneforge.nn", "aneforge.optim", "aneforge.amp", "aneforge.functions", "aneforge.adapters",
+     "aneforge.creation", "aneforge.linalg", "aneforge._api"),
+    ("aneforge.replay", "aneforge.serialization", "aneforge.torch_import", "aneforge.testing",
+     "aneforge.bench", "aneforge.docgen", "aneforge"),
+)
 
 
 def _modules() -> dict[str, tuple[pathlib.Path, bool]]:
@@ -153,6 +176,23 @@ def test_no_cycle_runs_through_ir_passes_runtime_or_mil():
         f"  {len(c)} modules: {', '.join(c)}" for c in bad)
 
 
+def layer_of(module: str) -> int | None:
+    best = None
+    for i, layer in enumerate(LAYERS):
+        for prefix in layer:
+            if _in(module, (prefix,)) and (best is None or len(prefix) > best[1]):
+                best = (i, len(prefix))
+    return None if best is None else best[0]
+
+
+def test_every_module_has_a_layer_and_imports_only_downward():
+    graph = import_graph()
+    assert not [m for m in graph if layer_of(m) is None], "modules missing from LAYERS"
+    up = sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps
+                if layer_of(d) > layer_of(m))
+    assert not up, "imports up the layers (docs/architecture.md, Layers):\n  " + "\n  ".join(up)
+
+
 def test_ir_imports_nothing_from_ops():
     graph = import_graph()
     reach = {m: sorted(d for d in deps if _in(d, ("aneforge.ops",)))
@@ -177,3 +217,12 @@ def test_import_aneforge_does_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=str(ROOT.parent))
     assert out.stdout.strip() == "False"
+
+
+def test_the_layer_check_sees_an_upward_import(monkeypatch):
+    real = import_graph()
+    planted = {**real, "aneforge.ops.registry": real["aneforge.ops.registry"] | {
+        "aneforge.tensor.core"}}
+    monkeypatch.setitem(globals(), "import_graph", lambda: planted)
+    with pytest.raises(AssertionError, match="aneforge.ops.registry -> aneforge.tensor.core"):
+        test_every_module_has_a_layer_and_imports_only_downward()
