@@ -18,7 +18,7 @@ class DTypeError(AneforgeError, TypeError):
 
 
 class CompileWallError(AneforgeError):
-    """A graph the ANE compiler is known to reject (see aneforge/runtime/walls.py for each wall and its public source)."""
+    """A graph the ANE compiler is known to reject (see aneforge/ops/walls.py for each wall and its public source)."""
 
 
 class BackendUnavailable(AneforgeError, RuntimeError):

@@ -1,4 +1,4 @@
-"""The kernels (aneforge/kernels): the numpy reference pinned on its hard cases, the compiled
+"""The kernels (aneforge/hardware/kernels): the numpy reference pinned on its hard cases, the compiled
 (numba) kernels bit-equal to it, and round16 checked on every float32 against a definition.
 
 "Bit-equal" means equal float32 bits, except that a NaN only has to be a NaN (the engine never

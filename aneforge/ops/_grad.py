@@ -29,7 +29,7 @@ def where(cond, a, b):
 def zeros(x):
     """Zeros of x's shape and dtype (false for bool), built from x: the one way aneforge makes
     zeros inside a program. x - x, never mul(x, 0): mul(reduce(...), 0) fails ANECCompile
-    (a measured compiler rejection; `runtime/walls.py` refuses it in the simulator too)."""
+    (a measured compiler rejection; `ops/walls.py` refuses it in the simulator too)."""
     if x.dtype.name == "bool":
         return x & False
     return x - x

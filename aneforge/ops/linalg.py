@@ -2,7 +2,7 @@
 by a 12-bit truncating adder, a wide fp32 sum across tiles), then the output port (saturation
 at 2**15, subnormal flush on M1), then the fp16 store (sbryngelson/ane-guide,
 part-6-silicon/20-datapath-mac.md and part-1-machine/03-numerics.md). The kernels live in
-aneforge/kernels."""
+aneforge/hardware/kernels."""
 from __future__ import annotations
 
 import numpy as np
