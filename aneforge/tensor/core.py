@@ -1,16 +1,15 @@
-"""Tensor: a torch-named handle on one value of the lazy trace.
+"""The Tensor class: a torch-named handle `(node, output index)` on one value of the lazy trace.
 
-Every method records MIL ops (checked for shapes, dtypes and ANE limits at once) and returns
-new Tensors; nothing runs until a value is needed (`.numpy()`, `.item()`, `.tolist()`,
-`repr`, `bool`), when the live subgraph is compiled once per shape signature and run.
+This module owns what every method stands on: the handle and its static facts, gradients and
+`backward`, realization (`.numpy()`, `.item()`, ...), recording (`record_op`), operands by
+torch's promotion rules, constants, and leaves of host data (`af.tensor`). The torch methods
+themselves come from the family modules beside it (see `aneforge.tensor`).
 
->>> import numpy as np, aneforge as af
->>> x = af.tensor(np.arange(6.0).reshape(2, 3))
->>> y = (x * 2 + 1).relu().sum(dim=1)
->>> y.shape, y.dtype
-((2,), aneforge.float16)
->>> y.tolist()
-[9.0, 27.0]
+>>> import aneforge as af
+>>> w = af.tensor([1.0, -2.0], requires_grad=True)
+>>> (w * w).sum().backward()
+>>> w.grad.tolist(), w.is_leaf
+([2.0, -4.0], True)
 """
 from __future__ import annotations
 
