@@ -12,3 +12,15 @@ try:
     import numba  # noqa: F401
 except ImportError:
     collect_ignore = ["aneforge/hardware/kernels/compiled.py", "aneforge_tests/exhaustive16.py"]
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def fresh_auto_scale():
+    """Each test (and doctest) starts from automatic gradient scaling's defaults: its scale
+    adapts across backward passes, and tests stay independent of the order they run in."""
+    from aneforge.context import CTX
+    CTX.auto_scale, CTX.model_scales[:] = None, []
+    yield

@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from .context import CTX
+from .core import autoscale
 from .errors import AneforgeError
 from .ir.dag import topological
 from .ops import REGISTRY
@@ -127,7 +128,7 @@ def _vjp(node, cotangents: list, at) -> dict:
     return rule(gs[0] if single else gs, _inputs(node, at), node.attrs, outs[0] if single else outs)
 
 
-def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool) -> dict:
+def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool, order=None) -> dict:
     """Cotangents of every requires-grad value reachable from `roots`, keyed by (id(node), i).
 
     As in torch, a graph is differentiated once unless `retain_graph`: a second walk through an
@@ -136,7 +137,7 @@ def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool) -> dict:
     grads: dict = {}
     for r, s in zip(roots, seeds):
         _accumulate(grads, r.ref, s)
-    order = _topo([r.ref[0] for r in roots])
+    order = order if order is not None else _topo([r.ref[0] for r in roots])
     if any(n.freed for n in order):
         raise AneforgeError("Trying to backward through the graph a second time. Specify "
                             "retain_graph=True when calling backward() (or af.grad) the first "
@@ -232,26 +233,62 @@ def _seed(t: "Tensor", gradient) -> "Tensor":
 
 
 def backward(tensor: "Tensor", gradient=None, retain_graph: bool | None = None) -> None:
-    """Accumulate d(tensor)/d(leaf) into `.grad` of every leaf that requires grad."""
+    """Accumulate d(tensor)/d(leaf) into `.grad` of every leaf that requires grad. A floating
+    root is differentiated with automatic gradient scaling (aneforge.core.autoscale): the walk
+    is seeded with the loss scale, and each `.grad` gets the unscaled value."""
     if not tensor.requires_grad:
         raise AneforgeError("element 0 of tensors does not require grad: nothing to "
                             "differentiate (create parameters with requires_grad=True)")
-    grads = _backprop([tensor], [_seed(tensor, gradient)], bool(retain_graph))
+    order = _topo([tensor.ref[0]]) if CTX.model_scales else None
+    scaler = _auto_scaler(tensor, order)
+    seed = _seed(tensor, gradient)
+    if scaler is not None:
+        scale = _scale_input(tensor, scaler)
+        seed = seed * scale.to(seed.dtype)
+    grads = _backprop([tensor], [seed], bool(retain_graph), order)
+    targets = [k for k, (ref, _) in grads.items()
+               if _current(ref[0]).op is None and _current(ref[0]).requires_grad]
+    auto = None
+    if scaler is not None and targets:
+        with no_grad():
+            peaks = autoscale.scale(targets, grads, scale)
+        leaves_now = tuple(weakref.ref(_current(grads[k][0][0])) for k in targets)
+        auto = autoscale.Scaled(scaler, peaks, leaves_now, scale,
+                                [grads[k][1].ref for k in targets])
+        scaler.pending.append(auto)
     leaves = []
     capture = CTX.thread.capture
     with no_grad():
-        for ref, g in grads.values():
-            node = _current(ref[0])
-            if node.op is None and node.requires_grad:
-                if capture is not None:
-                    capture.backward_into(node)
-                node.grad = g if node.grad is None else node.grad + g
-                leaves.append(node)
+        for k in targets:
+            node = _current(grads[k][0][0])
+            g = grads[k][1]
+            if capture is not None:
+                capture.backward_into(node)
+            node.grad = g if node.grad is None else node.grad + g
+            leaves.append(node)
     records = CTX.thread.backward_records
     records[:] = [r for r in records if r.pending()]
-    records.append(BackwardRecord(tensor, leaves))
+    records.append(BackwardRecord(tensor, leaves, auto))
     if CTX.thread.capture is not None:
         CTX.thread.capture.records.append(records[-1])
+
+
+def _auto_scaler(root, order) -> "autoscale.AutoScaler | None":
+    """The scaler for a backward from `root`: none for an explicit GradScaler's scaled loss
+    (no double scaling) or a non-floating root."""
+    if not root.dtype.is_float or getattr(root, "scaler", None) is not None:
+        return None
+    leaves = [n for n in order if n.op is None] if order is not None else []
+    return autoscale.scaler_for(leaves)
+
+
+def _scale_input(root, scaler) -> "Tensor":
+    """The loss scale as a host scalar: a program input, which af.compile's replays read anew."""
+    scale = root._as_tensor(scaler.scale)
+    capture = CTX.thread.capture
+    if capture is not None:
+        capture.provide(scale, lambda: scaler.scale)
+    return scale
 
 
 def _current(node):
@@ -271,11 +308,12 @@ class BackwardRecord:
     `root` may carry `companions`, values the same program should also return (GradScaler's
     scaled loss names the unscaled one), and `scaler` (whose settings the step will use).
     """
-    __slots__ = ("root", "leaves")
+    __slots__ = ("root", "leaves", "auto")
 
-    def __init__(self, root: "Tensor", leaves: list):
+    def __init__(self, root: "Tensor", leaves: list, auto=None):
         self.root = root                                  # strong: it is the graph the grads hold anyway
         self.leaves = {id(n): weakref.ref(n) for n in leaves}
+        self.auto = auto                                  # autoscale.Scaled, if scaled
 
     def touches(self, node) -> bool:
         ref = self.leaves.get(id(node))
@@ -298,7 +336,7 @@ class BackwardRecord:
     def outputs(self) -> list:
         """(node, index) of the root and its companions: a step returns them with the update."""
         values = [self.root, *getattr(self.root, "companions", ())]
-        return [t.ref for t in values]
+        return [t.ref for t in values] + (self.auto.refs() if self.auto is not None else [])
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,

@@ -63,6 +63,12 @@ class Context:
     participants: weakref.WeakSet = field(default_factory=weakref.WeakSet)
     thread: ThreadState = field(default_factory=ThreadState)
     realized_seq: int = -1        # trace.SEQ at the latest realization (older plans are stale)
+    # automatic gradient scaling (core/autoscale.py): the default scaler (None: made on first
+    # use), per-model settings [(parameter handles, scaler or None for off)], and the live
+    # modules (parameter names for its warnings)
+    auto_scale: Any = None
+    model_scales: list = field(default_factory=list)
+    modules: weakref.WeakSet = field(default_factory=weakref.WeakSet)
 
 
 CTX = Context()

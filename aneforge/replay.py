@@ -34,7 +34,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import dtypes
-from .core import realization
+from .core import autoscale, realization
 from .context import CTX
 from .errors import AneforgeError
 from .ir.types import TensorType
@@ -114,11 +114,13 @@ class Capture:
     def host_write(self) -> None:
         self.refusals.append("it sets a tensor from host data")
 
-    def ran(self, cut, entry) -> None:
+    def ran(self, cut, entry, rescues: list = ()) -> None:
+        """A program ran; `rescues`: automatic scaling's rules for running it again unscaled
+        (aneforge.core.autoscale.rescue), which a replay applies the same way."""
         j = len(self.runs)
         for k, (node, i) in enumerate(cut.outputs):
             self.outputs[(id(node), i)] = (j, k)
-        run = _Run(entry, [(n, i) for n, i in cut.leaves], list(cut.outputs))
+        run = _Run(entry, [(n, i) for n, i in cut.leaves], list(cut.outputs), list(rescues))
         self.runs.append(run)
         self.actions.append(("run", run))
 
@@ -188,10 +190,11 @@ class Capture:
 
 class _Run:
     __slots__ = ("entry", "leaves", "outputs", "sources", "in_types", "out_types", "in_boundary",
-                 "out_boundary")
+                 "out_boundary", "rescues")
 
-    def __init__(self, entry, leaves, outputs):
+    def __init__(self, entry, leaves, outputs, rescues=()):
         self.entry, self.leaves, self.outputs, self.sources = entry, leaves, outputs, []
+        self.rescues = list(rescues)
 
     def settle(self) -> None:
         """Keep the types of the program's inputs and outputs, not the capture's nodes (and
@@ -301,6 +304,8 @@ def _run(run: _Run, arrays: list) -> list:
               realization.to_transport(a, dtype).reshape(shape)
               for a, (dtype, shape, convert) in zip(arrays, run.in_boundary)]
     results = run.entry.executable.run(inputs)
+    if run.rescues:
+        results = autoscale.rescue(run.entry.executable.run, inputs, results, run.rescues)
     CTX.cache.hits += 1
     outs = []
     for r, (np_dtype, shape) in zip(results, run.out_boundary):

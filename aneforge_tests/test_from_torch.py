@@ -125,7 +125,9 @@ def test_compare_reports_agreement_and_catches_a_difference():
     report = af.testing.compare(model, net, (x,), rtol=2.0 ** -5)
     assert report.ok, str(report)
     with af.numerics("per_product"):
-        assert af.testing.compare(model, net, (x,)).ok
+        # 2**-7 held unscaled; automatic gradient scaling moves where the backward pass rounds
+        # (qkv.bias: 0.6% -> 0.9% of its scale): still well inside the datapath's 2**-5 above
+        assert af.testing.compare(model, net, (x,), rtol=2.0 ** -6).ok
     assert [r.name for r in report][:2] == ["output 0", "grad ln1.weight"]
     with af.no_grad():
         w = model.state_dict()["proj.bias"]

@@ -636,8 +636,9 @@ def test_the_label_chain_of_a_training_step_fuses(monkeypatch):
     run in the fused VM: a training step's kernel steps are its matmuls."""
     plan_mod.TABLES.clear()             # the suite before may have made LIMIT tables
     exe = _step_executable(monkeypatch)
-    kernel = {step.ctx.op_type for step, _, _ in exe.run_plan.entries if step is not None}
-    assert kernel <= {"matmul", "linear"}, kernel
+    kernel = [step.ctx.op_type for step, _, _ in exe.run_plan.entries if step is not None]
+    # automatic gradient scaling gathers the pass's per-parameter peaks with one concat
+    assert set(kernel) - {"concat"} <= {"matmul", "linear"} and kernel.count("concat") <= 1, kernel
     bounded = [s for s in exe.run_plan.views if exe.info[s].dtype not in plan_mod._FLOAT]
     assert bounded, "int and bool values live in the arena"
 

@@ -28,6 +28,7 @@ from ..ir import Block, Function, Operation, Program, TensorType, Var
 from ..ir.dag import fresh_name
 from ..hardware.numerics import get_numerics
 from ..hardware.targets import get_target
+from . import autoscale
 from .trace import prekey_leaves
 from ..runtime import get_backend
 
@@ -272,7 +273,9 @@ def realize(refs: list[tuple]) -> None:
     if CTX.thread.backward_records:
         for participant in list(CTX.participants):
             refs += participant.join_realization(refs)
+        refs += autoscale.pending_refs()
     run(refs)
+    autoscale.settle()
 
 
 def run(refs: list[tuple]) -> None:
@@ -306,13 +309,16 @@ def run(refs: list[tuple]) -> None:
     program, exe = entry.program, entry.executable
     inputs = [to_transport(n.data[i], n.types[i].dtype).reshape(boundary_shape(n.types[i].shape))
               for n, i in cut.leaves]
+    rules = autoscale.rescue_rules(cut.leaves, cut.outputs)
     if CTX.thread.capture is not None:
-        CTX.thread.capture.ran(cut, entry)
+        CTX.thread.capture.ran(cut, entry, rules)
     if CTX.recorders:
         run = Run(program, inputs, Cut(pending).program())
         for log in CTX.recorders:
             log.append(run)
     results = exe.run(inputs)
+    if rules:
+        results = autoscale.rescue(exe.run, inputs, results, rules)
     by_node: dict = {}
     for (node, i), r in zip(cut.outputs, results):
         by_node.setdefault(node, {})[i] = from_transport(r, node.types[i].dtype).reshape(

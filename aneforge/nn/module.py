@@ -32,6 +32,7 @@ class Module:
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "training", True)
+        CTX.modules.add(self)          # parameter names for automatic scaling's warnings
 
     def __setattr__(self, name, value):
         if "_parameters" not in self.__dict__:

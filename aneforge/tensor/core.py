@@ -298,6 +298,8 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
 
     @data.setter
     def data(self, value) -> None:
+        if isinstance(value, _Data) and value._base is self:
+            return                      # `x.data += d`: the in-place op already wrote it back
         self.set_(self._as_tensor(value))
 
     def __getattr__(self, name: str):

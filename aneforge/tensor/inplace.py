@@ -101,3 +101,17 @@ class InplaceMixin(TensorBase):
         [1.0, 2.0]
         """
         return self._inplace(lambda: src if isinstance(src, TensorBase) else self._as_tensor(src))
+
+    # Python's augmented assignment on a tensor is in place, as in torch (`p -= lr * p.grad`
+    # under no_grad updates the parameter; without these Python would rebind the name only).
+    def __iadd__(self, other) -> "Tensor":
+        return self.add_(other)
+
+    def __isub__(self, other) -> "Tensor":
+        return self.sub_(other)
+
+    def __imul__(self, other) -> "Tensor":
+        return self.mul_(other)
+
+    def __itruediv__(self, other) -> "Tensor":
+        return self.div_(other)

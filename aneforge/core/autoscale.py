@@ -1,0 +1,266 @@
+"""Automatic gradient scaling: fp16 backward passes that keep torch's small gradients.
+
+On the ANE every value is fp16 and the matmul output port of M1-class engines flushes results
+below 2**-14 to zero (docs/numerics.md), so the many small terms of a backward pass (a
+LayerNorm bias's gradient is a sum of thousands of values around 1e-6) vanish, and ordinary
+torch training code silently gets wrong gradients. `backward()` therefore seeds the walk with
+the loss scale S instead of 1 (a program input, a power of two: no recompile when it changes),
+so every value of the backward pass is S times larger, and gives each leaf the gradient
+`raw * (1/S)`: `.grad` reads at torch's scale (an inf or NaN gradient stays one, as torch's).
+
+A pass that overflows (a scaled value past fp16's 65504, or the matmul port's 2**15) is run
+again, in the same program call, with S = 1: the program is the same, only its scale input
+changes (`rescue`; af.compile's replays do the same). So a step never reads an overflow the
+scale caused; only a gradient that is inf or NaN at S = 1 too stays one, and then an
+optimizer's step is skipped in the program (weights and state untouched, as torch's
+GradScaler does). After a rescue the scale drops to what the pass's gradients allow; after
+`growth_interval` clean passes it grows to that, while the largest scaled gradient stays under
+HEADROOM (8x below the port's 2**15).
+
+Each pass also returns its per-leaf peaks max|g| at torch's scale: the scaler reads them after
+the program ran, to choose the scale, and to warn (once per parameter) when a gradient is too
+small for fp16 even scaled. Explicit `af.amp.GradScaler` losses are not scaled again.
+"""
+from __future__ import annotations
+
+import warnings
+import weakref
+
+import numpy as np
+
+from ..context import CTX
+from ..errors import ANEHazardWarning
+
+FP16_NORMAL = 2.0 ** -14       # smallest normal fp16: matmul outputs below it flush on M1
+FP16_STEP = 2.0 ** -24         # smallest fp16 subnormal: nothing smaller exists
+HEADROOM = 2.0 ** 12           # largest scaled gradient growth may aim for (port: 2**15)
+
+
+class AutoScaler:
+    """The loss scale of automatic gradient scaling, and what the passes it scaled showed.
+
+    >>> import aneforge as af
+    >>> s = af.amp.auto_scaler()
+    >>> s.scale, s.enabled
+    (1024.0, True)
+    """
+
+    def __init__(self, init_scale: float = 1024.0, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 200,
+                 max_scale: float = 32768.0, enabled: bool = True):
+        self.scale, self.growth_factor, self.backoff_factor = float(init_scale), growth_factor, backoff_factor
+        self.growth_interval, self.max_scale, self.enabled = growth_interval, max_scale, enabled
+        self.clean_passes = 0
+        self.skipped_steps = 0           # passes not finite even unscaled (their steps skipped)
+        self.rescued_passes = 0          # passes that overflowed scaled and ran again at S = 1
+        self._rescued = False            # the pass observed next was rescued
+        self.pending: list = []          # Scaled passes not observed yet
+        self._warned: dict = {}          # id(handle) -> weakref: warned about (once each)
+
+    def state_dict(self) -> dict:
+        return {"scale": self.scale, "growth_factor": self.growth_factor,
+                "backoff_factor": self.backoff_factor, "growth_interval": self.growth_interval,
+                "_growth_tracker": self.clean_passes, "skipped_steps": self.skipped_steps,
+                "rescued_passes": self.rescued_passes}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.scale = float(state["scale"])
+        self.growth_factor = float(state["growth_factor"])
+        self.backoff_factor = float(state["backoff_factor"])
+        self.growth_interval = int(state["growth_interval"])
+        self.clean_passes = int(state["_growth_tracker"])
+        self.skipped_steps = int(state.get("skipped_steps", 0))
+        self.rescued_passes = int(state.get("rescued_passes", 0))
+
+    # ---- after a scaled pass ran ----------------------------------------------------------
+    def observe(self, handles: tuple, peaks) -> None:
+        """A scaled pass's per-leaf peaks (torch-scale host values) came back: choose the next
+        scale, and warn where a gradient underflowed. (Runs after every replayed step: kept to
+        a few numpy calls.)"""
+        rescued, self._rescued = self._rescued, False
+        peaks = peaks.reshape(-1)
+        low, top = float(peaks.min()), float(peaks.max())
+        if not top < float("inf") or low != low:        # inf, or NaN (which compares false)
+            self.scale = max(self.scale * self.backoff_factor, 1.0)
+            self.clean_passes = 0
+            self.skipped_steps += 1
+            warnings.warn(f"automatic gradient scaling: a gradient is inf or NaN (also unscaled), "
+                          f"as it would be in torch. The loss scale is now {self.scale:g} "
+                          f"(af.amp.auto_scaler() has the state)", RuntimeWarning, stacklevel=2)
+            return
+        if low < FP16_STEP / 0.05:
+            self._warn_underflow(handles, peaks.astype(np.float64))
+        self.clean_passes += 1
+        if rescued or top * self.scale > 4 * HEADROOM:     # overflowed, or about to: lower now
+            self.scale, self.clean_passes = self._fit(top), 0
+        elif self.clean_passes >= self.growth_interval:
+            self.scale, self.clean_passes = max(self.scale, self._fit(top)), 0
+
+    def _fit(self, top: float) -> float:
+        """The largest power of two that keeps a pass whose largest gradient is `top` under
+        HEADROOM."""
+        if not top > 0:
+            return self.max_scale
+        return float(min(max(2.0 ** np.floor(np.log2(HEADROOM / top)), 1.0), self.max_scale))
+
+    def _warn_underflow(self, handles: tuple, peaks: np.ndarray) -> None:
+        """A parameter whose scaled gradient is all zeros while others are not, or whose
+        gradient at torch's scale is too small for fp16 to hold to 5%: warn, once each."""
+        tiny = (peaks > 0) & (peaks < FP16_STEP / 0.05)
+        small = tiny | ((peaks == 0) & (peaks > 0).any())
+        if not small.any():
+            return
+        for k in np.flatnonzero(small):
+            p = _holder(handles[k]())
+            if p is None or (id(p) in self._warned and self._warned[id(p)]() is p):
+                continue
+            self._warned[id(p)] = weakref.ref(p)
+            peak = peaks[k]
+            what = "is all zeros" if peak == 0 else f"peaks at {peak:.2g}"
+            warnings.warn(
+                f"automatic gradient scaling: the gradient of {_name(p)} {what} while others "
+                f"are not: where torch's is nonzero, it underflowed fp16 (smallest normal "
+                f"6.1e-5; M1's matmul flushes below it). Raise the scale "
+                f"(af.amp.set_auto_scale(True, init_scale=...)), scale that parameter's use "
+                f"up, or keep it on the host in fp32.", ANEHazardWarning, stacklevel=2)
+
+
+class Scaled:
+    """One scaled backward pass: its per-leaf peaks (a lazy tensor), weak references to the
+    leaves it reached (for names in warnings), its scale input and its gradients."""
+    __slots__ = ("scaler", "peaks", "handles", "scale", "views")
+
+    def __init__(self, scaler: AutoScaler, peaks, handles: tuple, scale, views: list):
+        self.scaler, self.peaks, self.handles = scaler, peaks, handles
+        self.scale, self.views = scale, views
+
+    def refs(self) -> list:
+        return [self.peaks.ref]
+
+
+def default() -> AutoScaler:
+    if CTX.auto_scale is None:
+        CTX.auto_scale = AutoScaler()
+    return CTX.auto_scale
+
+
+def scaler_for(leaves: list) -> AutoScaler | None:
+    """The scaler of a backward pass reaching `leaves` (nodes): a model's own setting when every
+    leaf is one of its parameters' current values, else the default; None when off."""
+    chosen = default()
+    if CTX.model_scales:
+        nodes = {id(n) for n in leaves}
+        for params, setting in CTX.model_scales:
+            mine = {id(p.ref[0]) for p in params}
+            if nodes and nodes <= mine:
+                chosen = setting
+                break
+    return chosen if chosen is not None and chosen.enabled else None
+
+
+def scale(leaves: list, grads: dict, seed_scale):
+    """Turn the raw (scaled) gradients of `leaves` into torch-scale ones, in place in `grads`
+    (key -> (ref, tensor)); return the pass's per-leaf peaks max|g| at torch's scale (inf or
+    NaN where a gradient is not finite). `seed_scale` is the scale the pass was seeded with."""
+    inv = 1.0 / seed_scale
+    raws = [grads[k][1] for k in leaves]
+    peaks = _stack([g.abs().amax().reshape(1).to(inv.dtype) for g in raws]) * inv
+    for k, g in zip(leaves, raws):
+        grads[k] = (grads[k][0], g * inv.to(g.dtype))
+    return peaks
+
+
+def _stack(parts: list):
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    return first._record("concat", {"values": tuple(parts)}, {"axis": 0})
+
+
+def settle() -> None:
+    """After a realization: observe every scaled pass whose peaks it computed (and, inside
+    af.compile's capture, have each replay observe it again at this point)."""
+    for scaler in _scalers():
+        if not scaler.pending:
+            continue
+        ready = [p for p in scaler.pending if p.peaks.ref[0].data is not None]
+        if not ready:
+            continue
+        scaler.pending = [p for p in scaler.pending if p.peaks.ref[0].data is None]
+        capture = CTX.thread.capture
+        for p in ready:
+            scaler.observe(p.handles, np.asarray(p.peaks.value()))
+            if capture is not None:
+                capture.effect(_observer(scaler, p.handles), p.peaks)
+
+
+def pending_refs() -> list:
+    """What a realization computes too while scaled passes are pending: their flags and peaks
+    (the scale's next value needs them) and their gradients (they come with the pass)."""
+    out = []
+    for scaler in _scalers():
+        for p in scaler.pending:
+            if p.peaks.ref[0].data is None:
+                out += [p.peaks.ref, *p.views]
+    return out
+
+
+def rescue_rules(leaves: list, outputs: list) -> list:
+    """For a program about to run: (scale input index, peaks output index, scaler) of each
+    scaled pass it computes, so that `rescue` can run an overflowed pass again at S = 1."""
+    at_in = {(id(n), i): k for k, (n, i) in enumerate(leaves)}
+    at_out = {(id(n), i): k for k, (n, i) in enumerate(outputs)}
+    rules = []
+    for scaler in _scalers():
+        for p in scaler.pending:
+            n, i = p.scale.ref
+            k_in, k_out = at_in.get((id(n), i)), at_out.get((id(p.peaks.ref[0]), p.peaks.ref[1]))
+            if k_in is not None and k_out is not None:
+                rules.append((k_in, k_out, scaler))
+    return rules
+
+
+def rescue(run, inputs: list, results: list, rules: list) -> list:
+    """`run(inputs)` gave `results`: if a scaled pass in it overflowed, run again with that
+    pass's scale input at 1 (the same program, same inputs otherwise) and return those."""
+    bad = [(k_in, scaler) for k_in, k_out, scaler in rules
+           if not np.isfinite(results[k_out]).all()]
+    if not bad:
+        return results
+    inputs = list(inputs)
+    for k_in, scaler in bad:
+        inputs[k_in] = np.ones_like(inputs[k_in])
+        scaler._rescued = True
+        scaler.rescued_passes += 1
+    return run(inputs)
+
+
+def _scalers() -> list:
+    return [s for s in [CTX.auto_scale, *(s for _, s in CTX.model_scales)] if s is not None]
+
+
+def _observer(scaler: AutoScaler, handles: tuple):
+    return lambda peaks: scaler.observe(handles, peaks)
+
+
+def _holder(node):
+    """The handle (a parameter) whose value leaf `node` is or was."""
+    if node is None:
+        return None
+    if node.owner is not None and node.owner() is not None:
+        return node.owner()
+    for module in list(CTX.modules):
+        for _, q in module.named_parameters():
+            if q.ref[0] is node:
+                return q
+    return None
+
+
+def _name(p) -> str:
+    """`layer.weight`-style name of parameter handle p: the longest (outermost module's)."""
+    names = [(name, module) for module in list(CTX.modules)
+             for name, q in module.named_parameters() if q is p]
+    if not names:
+        return f"a parameter of shape {tuple(p.shape)}"
+    name, module = max(names, key=lambda nm: len(nm[0]))
+    return f"parameter {name!r} of {type(module).__name__}"

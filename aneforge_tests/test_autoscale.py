@@ -1,0 +1,287 @@
+"""fp16 training matches fp32 torch with unmodified torch code: automatic gradient scaling.
+
+Models of each family (a nanoGPT-style LM, a BatchNorm CNN, an MLP; torch_style_models.py) run
+the same training code in both libraries from the same weights, under M1's numerics (matmul
+outputs below 2**-14 flush) and M4's (kept). Each numeric claim is also shown to fail with the
+scaling switched off.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import aneforge as af
+from torch_style_models import MODELS
+
+TARGETS = ("M1", "M4")
+
+
+def _pair(name):
+    torch.manual_seed(0)
+    tm, data = MODELS[name](torch)
+    am, _ = MODELS[name](af)
+    am.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
+    return tm, am, data
+
+
+def _t(x):
+    return torch.from_numpy(x)
+
+
+def _a(x):
+    return af.tensor(x.astype(np.int32) if x.dtype == np.int64 else x)
+
+
+def _grad_errors(name) -> dict:
+    """Per parameter: max|af .grad - torch .grad| / max|torch .grad| after one backward."""
+    tm, am, data = _pair(name)
+    x, y = data(np.random.default_rng(1))
+    tm(_t(x), _t(y)).backward()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        am(_a(x), _a(y)).backward()
+    want = dict(tm.named_parameters())
+    return {n: float(np.abs(p.grad.numpy().astype(np.float32) - want[n].grad.numpy()).max()
+                     / np.abs(want[n].grad.numpy()).max()) for n, p in am.named_parameters()}
+
+
+def _losses(name, update: str, lr: float, steps: int = 30):
+    """Final losses of `steps` steps of the same training code in torch and in aneforge."""
+    tm, am, data = _pair(name)
+    rng = np.random.default_rng(1)
+    batches = [data(rng) for _ in range(steps)]
+    out = []
+    for lib, m, conv in ((torch, tm, _t), (af, am, _a)):
+        opt = lib.optim.AdamW(m.parameters(), lr=lr) if update == "adamw" else None
+        for x, y in batches:
+            if opt is not None:
+                opt.zero_grad()
+            else:
+                for p in m.parameters():
+                    p.grad = None
+            loss = m(conv(x), conv(y))
+            loss.backward()
+            if opt is not None:
+                opt.step()
+            elif update == "data":
+                for p in m.parameters():
+                    p.data += -lr * p.grad
+            else:
+                with lib.no_grad():
+                    for p in m.parameters():
+                        p -= lr * p.grad
+        out.append(float(loss.item()))
+    return out
+
+
+# The one gradient that misses 5e-2, and not by underflow: behind BatchNorm, conv2's weight
+# gradient is a sum of ~2048 terms that cancel (BatchNorm's backward makes them sum to ~0), and
+# M4's fp16 rounding sends ties away from zero (a bias, where round-to-even has none): 5.8% of
+# its scale at scale 1024, 5.4% even with fp32 BLAS accumulation, 2.7% on M1.
+ENGINE_LIMITED = {("cnn", "M4", "conv2.weight"): 7e-2}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", ["gpt", "cnn", "mlp"])
+def test_every_gradient_at_step_0_is_torchs(name, target):
+    with af.target(target):
+        errors = _grad_errors(name)
+    over = {k: round(v, 3) for k, v in errors.items()
+            if v > ENGINE_LIMITED.get((name, target, k), 5e-2)}
+    assert not over, over
+
+
+@pytest.mark.parametrize("name", ["gpt", "cnn"])
+def test_without_the_scaling_m1_gradients_underflow(name):
+    af.amp.set_auto_scale(False)
+    with af.target("M1"):
+        errors = _grad_errors(name)
+    assert sum(v > 5e-2 for v in errors.values()) >= 3, errors
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name, lr", [("gpt", 3e-3), ("cnn", 1e-3)])
+def test_thirty_adamw_steps_end_where_torchs_do(name, lr, target):
+    with af.target(target):
+        want, got = _losses(name, "adamw", lr)
+    assert abs(got - want) <= 0.01 * want, (got, want)
+
+
+def test_without_the_scaling_the_lm_trains_off_torch():
+    af.amp.set_auto_scale(False)
+    with af.target("M1"):
+        want, got = _losses("gpt", "adamw", 3e-3)
+    assert abs(got - want) > 0.03 * want, (got, want)
+
+
+@pytest.mark.parametrize("update", ["data", "no_grad"])
+def test_hand_written_updates_follow_torch(update):
+    """`p.data += -lr * p.grad` and `with no_grad(): p -= lr * p.grad` (in place, as torch)."""
+    with af.target("M1"):
+        want, got = _losses("gpt", update, 0.1, steps=12)
+    assert abs(got - want) <= 0.01 * want, (got, want)
+
+
+def test_augmented_assignment_is_in_place():
+    w = af.nn.Parameter(af.tensor([1.0, 2.0]))
+    alias = w
+    with af.no_grad():
+        w -= 0.5
+        w *= 2.0
+    assert alias is w and w.tolist() == [1.0, 3.0] and w.is_leaf and w.requires_grad
+    with pytest.raises(af.AneforgeError, match="no_grad"):
+        w += 1.0                                   # a leaf that requires grad, grad mode on
+
+
+# ---- the scale itself: overflow, growth, visibility --------------------------------------------
+def test_an_overflowing_pass_runs_again_unscaled():
+    """Gradients past fp16 / 1024 overflow at the default scale: the program runs again at
+    scale 1 (same program, one more call), .grad is torch's, and the scale drops."""
+    w = af.nn.Parameter(af.tensor([0.5, -2.0, 3.0]))
+    opt = af.optim.SGD([w], lr=1e-4)
+    ((w * 30.0) * (w * 30.0)).sum().backward()             # d/dw = 1800 w: 5400 * 1024 > 65504
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                     # no overflow warning: rescued
+        g = w.grad.numpy()
+    np.testing.assert_allclose(g, 1800 * np.array([0.5, -2.0, 3.0]), rtol=2e-3)
+    scaler = af.amp.auto_scaler()
+    assert scaler.rescued_passes == 1 and scaler.scale < 1024
+    opt.step()
+    assert np.isfinite(w.numpy()).all()
+
+
+def test_a_gradient_inf_at_scale_1_stays_inf_as_in_torch():
+    x = af.tensor([0.0, 4.0], requires_grad=True)
+    with pytest.warns(RuntimeWarning, match="inf or NaN"):
+        x.sqrt().sum().backward()
+        g = x.grad.numpy()
+    tx = torch.tensor([0.0, 4.0], requires_grad=True)
+    tx.sqrt().sum().backward()
+    assert g[0] == tx.grad[0] == float("inf") and g[1] == 0.25
+
+
+def test_the_scale_grows_only_while_gradients_leave_headroom():
+    af.amp.set_auto_scale(True, init_scale=256.0, growth_interval=2)
+    w = af.nn.Parameter(af.tensor([1e-3, 2e-3]))
+    for _ in range(4):
+        w.grad = None
+        (w * w).sum().backward()
+        w.grad.numpy()
+    assert af.amp.auto_scaler().scale > 256.0
+    big = af.nn.Parameter(af.tensor([50.0]))
+    af.amp.set_auto_scale(True, init_scale=256.0)
+    (big * big).sum().backward()
+    big.grad.numpy()                                     # peak 100: 100 * 256 > 4 * 2**12
+    assert af.amp.auto_scaler().scale <= 2.0 ** 12 / 100
+
+
+def test_state_is_visible_and_it_can_be_turned_off():
+    scaler = af.amp.auto_scaler()
+    assert scaler.enabled and scaler.scale == 1024.0
+    assert set(scaler.state_dict()) >= {"scale", "skipped_steps", "rescued_passes"}
+    assert af.amp.set_auto_scale(False) is None and not af.amp.auto_scaler().enabled
+    w = af.nn.Parameter(af.ones(2))
+    (w * w).sum().backward()
+    assert CTX_records()[-1].auto is None
+
+
+def CTX_records():
+    from aneforge.context import CTX
+    return CTX.thread.backward_records
+
+
+def test_per_model_setting():
+    a, b = af.nn.Linear(2, 2), af.nn.Linear(2, 2)
+    af.amp.set_auto_scale(False, model=a)
+    mine = af.amp.set_auto_scale(True, model=b, init_scale=64.0)
+    assert af.amp.auto_scaler(b) is mine and af.amp.auto_scaler(a) is None
+    x = af.ones(1, 2)
+    a(x).sum().backward()
+    assert CTX_records()[-1].auto is None
+    b(x).sum().backward()
+    assert CTX_records()[-1].auto.scaler is mine and mine.scale == 64.0
+
+
+def test_an_underflowing_parameter_is_named_once():
+    model = af.nn.Linear(4, 1)
+    x = af.tensor(np.full((2, 4), 1e-7, np.float32))        # weight grad 2e-7: fp16 holds ~3 bits
+    with pytest.warns(af.ANEHazardWarning, match="'weight' of Linear"):
+        for _ in range(2):
+            model.zero_grad()
+            model(x).sum().backward()
+            model.weight.grad.numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", af.ANEHazardWarning)
+        model.zero_grad()
+        model(x).sum().backward()
+        model.weight.grad.numpy()                          # warned once, not every step
+
+
+# ---- composition: GradScaler, autocast, af.compile ---------------------------------------------
+def test_an_explicit_grad_scaler_is_not_scaled_twice():
+    w = af.nn.Parameter(af.tensor([1.0, 2.0]))
+    opt = af.optim.SGD([w], lr=0.1)
+    scaler = af.amp.GradScaler("cuda", init_scale=512.0)
+    scaler.scale((w * w).sum()).backward()
+    assert CTX_records()[-1].auto is None
+    scaler.step(opt)
+    scaler.update()
+    assert w.tolist() == [0.7998046875, 1.599609375]
+
+
+def test_grad_scaler_follows_torchs_signature():
+    s = af.amp.GradScaler("cuda", init_scale=256.0, growth_factor=2.0, backoff_factor=0.5,
+                          growth_interval=100, enabled=True)
+    assert s.get_scale() == 256.0 and s.device == "cuda"
+    with pytest.raises(TypeError, match="first argument is the device"):
+        af.amp.GradScaler(256.0)
+    with pytest.raises(ValueError, match="device must be one of"):
+        af.amp.GradScaler("tpu")
+
+
+def test_autocast_is_accepted_and_changes_nothing():
+    x = af.tensor([1.5, 2.5])
+    with af.autocast("cuda", dtype=af.float16):
+        y = x * 2
+    assert y.dtype == af.float16 and y.tolist() == [3.0, 5.0]
+
+    @af.amp.autocast(device_type="cpu")
+    def double(t):
+        return t * 2
+    assert double(x).tolist() == [3.0, 5.0]
+    with pytest.warns(RuntimeWarning, match="bfloat16"):
+        af.autocast("cuda", dtype="bfloat16")
+    with pytest.raises(ValueError, match="device_type"):
+        af.autocast("tpu")
+
+
+def test_a_replayed_step_matches_the_eager_loop_through_a_rescue():
+    """af.compile: one compile, the same losses as eager, and a pass that overflows at the
+    current scale is rescued in the replay as in the eager call."""
+    def run(compiled: bool):
+        af.manual_seed(0)
+        af.amp.set_auto_scale(True, init_scale=1024.0)
+        model = af.nn.Linear(8, 1)
+        opt = af.optim.SGD(model.parameters(), lr=1e-4)
+
+        def step(x):
+            opt.zero_grad()
+            loss = (model(af.tensor(x)) ** 2).sum()
+            loss.backward()
+            opt.step()
+            return loss
+        step = af.compile(step) if compiled else step
+        rng = np.random.default_rng(0)
+        xs = [rng.standard_normal((4, 8)).astype(np.float32) * (30.0 if i == 3 else 1.0)
+              for i in range(6)]
+        before = af.amp.auto_scaler().rescued_passes
+        losses = [float(step(x).item()) for x in xs]
+        return losses, af.amp.auto_scaler().rescued_passes - before
+    eager, eager_rescues = run(False)
+    af.clear_cache()
+    replayed, replay_rescues = run(True)
+    assert replayed == eager and eager_rescues == replay_rescues >= 1
+    assert af.cache_info().misses <= 2
