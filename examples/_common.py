@@ -39,20 +39,19 @@ def train_aneforge(model, train, test, epochs, batch_size, lr, weight_decay, pro
     make_optimizer = make_optimizer or (lambda params: af.optim.AdamW(
         params, lr=lr, weight_decay=weight_decay))
     opt = make_optimizer(model.parameters())
-    scaler = af.amp.GradScaler(init_scale=256.0)
     (x, y), losses = train, []
     steps = list(batches(len(x), batch_size, epochs))
     before = af.cache_info().misses
     start = time.perf_counter()
     log = Progress("aneforge", len(steps), epochs, progress)
 
+    # The step is torch's, unchanged: backward() scales the fp16 gradients automatically.
     @af.compile            # captured on the first step, replayed after: one program per step
     def train_step(xb, yb):
         loss = F.cross_entropy(model(af.tensor(xb)), af.tensor(yb))
         opt.zero_grad()
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
+        loss.backward()
+        opt.step()
         return loss
 
     times = []

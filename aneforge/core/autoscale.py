@@ -17,12 +17,13 @@ GradScaler does). After a rescue the scale drops to what the pass's gradients al
 `growth_interval` clean passes it grows to that, while the largest scaled gradient stays under
 HEADROOM (8x below the port's 2**15).
 
-Each pass also returns its per-leaf peaks max|g| at torch's scale: the scaler reads them after
+Each pass also returns its peaks (largest and smallest max|g| at torch's scale): the scaler reads them after
 the program ran, to choose the scale, and to warn (once per parameter) when a gradient is too
 small for fp16 even scaled. Explicit `af.amp.GradScaler` losses are not scaled again.
 """
 from __future__ import annotations
 
+import math
 import warnings
 import weakref
 
@@ -74,13 +75,12 @@ class AutoScaler:
 
     # ---- after a scaled pass ran ----------------------------------------------------------
     def observe(self, handles: tuple, peaks) -> None:
-        """A scaled pass's per-leaf peaks (torch-scale host values) came back: choose the next
+        """A scaled pass's peaks (its largest and smallest max|g|, at torch's scale) came back: choose the next
         scale, and warn where a gradient underflowed. (Runs after every replayed step: kept to
         a few numpy calls.)"""
         rescued, self._rescued = self._rescued, False
-        peaks = peaks.reshape(-1)
-        low, top = float(peaks.min()), float(peaks.max())
-        if not top < float("inf") or low != low:        # inf, or NaN (which compares false)
+        top, low = peaks.ravel().tolist()
+        if not math.isfinite(top + low):         # an inf or a NaN
             self.scale = max(self.scale * self.backoff_factor, 1.0)
             self.clean_passes = 0
             self.skipped_steps += 1
@@ -89,7 +89,7 @@ class AutoScaler:
                           f"(af.amp.auto_scaler() has the state)", RuntimeWarning, stacklevel=2)
             return
         if low < FP16_STEP / 0.05:
-            self._warn_underflow(handles, peaks.astype(np.float64))
+            self._warn_underflow(handles)
         self.clean_passes += 1
         if rescued or top * self.scale > 4 * HEADROOM:     # overflowed, or about to: lower now
             self.scale, self.clean_passes = self._fit(top), 0
@@ -103,19 +103,24 @@ class AutoScaler:
             return self.max_scale
         return float(min(max(2.0 ** np.floor(np.log2(HEADROOM / top)), 1.0), self.max_scale))
 
-    def _warn_underflow(self, handles: tuple, peaks: np.ndarray) -> None:
-        """A parameter whose scaled gradient is all zeros while others are not, or whose
-        gradient at torch's scale is too small for fp16 to hold to 5%: warn, once each."""
-        tiny = (peaks > 0) & (peaks < FP16_STEP / 0.05)
-        small = tiny | ((peaks == 0) & (peaks > 0).any())
-        if not small.any():
-            return
-        for k in np.flatnonzero(small):
-            p = _holder(handles[k]())
-            if p is None or (id(p) in self._warned and self._warned[id(p)]() is p):
+    def _warn_underflow(self, handles: tuple) -> None:
+        """Some gradient of the pass peaks below what fp16 holds to 5% (or is all zeros while
+        others are not): find which from the leaves' gradients on the host, and warn once
+        each. (Rare: only when the pass's smallest peak is that small.)"""
+        peaks = []
+        for ref in handles:
+            p = _holder(ref())
+            g = None if p is None else p.grad
+            data = None if g is None else g.ref[0].data
+            peaks.append((p, -1.0 if data is None else float(np.abs(
+                np.asarray(data[g.ref[1]], np.float64)).max())))
+        others = any(v > 0 for _, v in peaks)
+        for p, peak in peaks:
+            if p is None or peak < 0 or not (0 < peak < FP16_STEP / 0.05 or (peak == 0 and others)):
+                continue
+            if id(p) in self._warned and self._warned[id(p)]() is p:
                 continue
             self._warned[id(p)] = weakref.ref(p)
-            peak = peaks[k]
             what = "is all zeros" if peak == 0 else f"peaks at {peak:.2g}"
             warnings.warn(
                 f"automatic gradient scaling: the gradient of {_name(p)} {what} while others "
@@ -160,14 +165,17 @@ def scaler_for(leaves: list) -> AutoScaler | None:
 
 def scale(leaves: list, grads: dict, seed_scale):
     """Turn the raw (scaled) gradients of `leaves` into torch-scale ones, in place in `grads`
-    (key -> (ref, tensor)); return the pass's per-leaf peaks max|g| at torch's scale (inf or
-    NaN where a gradient is not finite). `seed_scale` is the scale the pass was seeded with."""
+    (key -> (ref, tensor)); return the pass's peaks: [largest max|g|, smallest max|g|] over its
+    leaves, at torch's scale (inf or NaN when a gradient is not finite)."""
     inv = 1.0 / seed_scale
     raws = [grads[k][1] for k in leaves]
-    peaks = _stack([g.abs().amax().reshape(1).to(inv.dtype) for g in raws]) * inv
+    tops = [g.abs().amax().to(inv.dtype) for g in raws]
+    top, low = tops[0], tops[0]
+    for t in tops[1:]:
+        top, low = top.maximum(t), low.minimum(t)
     for k, g in zip(leaves, raws):
         grads[k] = (grads[k][0], g * inv.to(g.dtype))
-    return peaks
+    return _stack([top.reshape(1), low.reshape(1)]) * inv
 
 
 def _stack(parts: list):
@@ -224,7 +232,7 @@ def rescue(run, inputs: list, results: list, rules: list) -> list:
     """`run(inputs)` gave `results`: if a scaled pass in it overflowed, run again with that
     pass's scale input at 1 (the same program, same inputs otherwise) and return those."""
     bad = [(k_in, scaler) for k_in, k_out, scaler in rules
-           if not np.isfinite(results[k_out]).all()]
+           if not math.isfinite(sum(results[k_out].ravel().tolist()))]
     if not bad:
         return results
     inputs = list(inputs)
