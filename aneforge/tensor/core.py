@@ -25,6 +25,7 @@ from .. import dtypes
 from ..hardware import kernels
 from ..autograd import backward, no_grad
 from ..context import CTX
+from ..devices import THE_DEVICE, device, use
 from ..dtypes import DType
 from ..errors import AneforgeError
 from ..ir.types import TensorType
@@ -37,6 +38,7 @@ from .indexing import IndexingMixin
 from .inplace import InplaceMixin
 from .movement import MovementMixin
 from .products import ProductsMixin
+from .random import RandomMixin
 from .reduce import ReduceMixin
 from .scan import ScanMixin
 
@@ -44,7 +46,7 @@ _F16_LO = 2.0 ** -14          # fp16's smallest normal: numbers in [_F16_LO, 655
 
 
 class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMixin,
-             IndexingMixin, InplaceMixin, CastsMixin):
+             IndexingMixin, InplaceMixin, CastsMixin, RandomMixin):
     """A torch-named handle on one value of the lazy trace: `(node, output index)`. This class
     holds the handle, its static facts, gradients, realization and recording; the torch methods
     come from the families it is composed of (aneforge/tensor/*.py)."""
@@ -71,6 +73,12 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
     @property
     def dtype(self) -> DType:
         return self.tensor_type.dtype
+
+    @property
+    def device(self) -> device:
+        """The one device aneforge has, `device(type='ane')` (equal to "cpu" and "mps" too:
+        see aneforge.devices)."""
+        return THE_DEVICE
 
     @property
     def ndim(self) -> int:
@@ -263,6 +271,9 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
     def _as_tensor(self, value) -> "Tensor":
         return value if isinstance(value, Tensor) else tensor(value)
 
+    def _draw(self, draw, dtype) -> "Tensor":
+        return host_draw(draw, dtype)
+
     # ---- arithmetic ------------------------------------------------------------------
     def _binary(self, op: str, other, reverse: bool = False, floating: bool = False):
         if type(other) is float or type(other) is int:      # a Python number: a const
@@ -434,16 +445,19 @@ def _number_dtype(x: Tensor, value, floating: bool) -> DType:
 
 
 # ---- host data: a new leaf (a program input, never a baked constant) ----------------------
-def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
+def tensor(data, dtype=None, *, device=None, requires_grad: bool = False,
+           pin_memory: bool = False) -> Tensor:
     """A tensor holding a copy of `data` (nested lists, numbers, numpy arrays, torch tensors).
 
     Floating data becomes float16, the ANE's type (values are rounded to fp16 now); integers
-    become int32 and booleans bool.
+    become int32 and booleans bool. `device` may name the one device ("cpu", "mps", "ane");
+    `pin_memory` is accepted (host data is copied into each program's inputs anyway).
 
     >>> import aneforge as af
     >>> af.tensor([[1.0, 2.0], [3.0, 4.0]]).dtype
     aneforge.float16
     """
+    use(device, "af.tensor")
     source = data
     arr = _host_array(data)
     _check_int_range(arr)
@@ -481,6 +495,13 @@ def _leaf(arr: np.ndarray, dt, requires_grad: bool = False, source=None, remake=
     if capture is not None:
         capture.created_leaf(t.ref[0], source, remake)
     return t
+
+
+def host_draw(draw, dtype) -> Tensor:
+    """A leaf holding `draw()` (a host random draw); af.compile draws again on each replay, as
+    an eager call would."""
+    dt = dtypes.as_dtype(dtype)
+    return _leaf(draw(), dt, remake=lambda: _stored(draw(), dt))
 
 
 def _stored(arr: np.ndarray, dt) -> np.ndarray:
