@@ -76,8 +76,10 @@ def default_convert(data):
         return {k: default_convert(v) for k, v in data.items()}
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return type(data)(*(default_convert(d) for d in data))
-    if isinstance(data, (list, tuple)):
-        return type(data)(default_convert(d) for d in data)
+    if isinstance(data, tuple):
+        return [default_convert(d) for d in data]          # a list, as torch's
+    if isinstance(data, abc.Sequence) and not isinstance(data, (str, bytes)):
+        return _same_type(data, [default_convert(d) for d in data])
     return data
 
 
