@@ -5,10 +5,10 @@ import numpy as np
 
 from ..creation import tensor
 from .optimizer import Optimizer
-from .roots import RootState, root_mean
+from .roots import MomentumInput, RootState, root_mean
 
 
-class RMSprop(RootState, Optimizer):
+class RMSprop(MomentumInput, RootState, Optimizer):
     """torch.optim.RMSprop. The running average of g^2 is kept as its square root
     (aneforge/optim/roots.py); `state_dict()` reports torch's `square_avg`.
 
@@ -40,6 +40,9 @@ class RMSprop(RootState, Optimizer):
             state["grad_avg"] = tensor(z)
         return state
 
+    def hyper(self, group, step):
+        return {"lr": group["lr"], "momentum": group["momentum"]}
+
     def update(self, p, g, state, h, group):
         alpha = group["alpha"]
         g = -g if group["maximize"] else g
@@ -54,7 +57,7 @@ class RMSprop(RootState, Optimizer):
         avg = r + max(group["eps"], 2.0 ** -24)
         step = g / avg
         if group["momentum"]:
-            step = state["momentum_buffer"] * group["momentum"] + step
+            step = state["momentum_buffer"] * h["momentum"] + step
             new["momentum_buffer"] = step
         return step * -h["lr"], new
 

@@ -19,8 +19,9 @@ from ..creation import tensor
 TINY = 2.0 ** -14
 
 
-def root_mean(r, g, beta: float, gain: float | None = None):
-    """sqrt(beta * r^2 + gain * g^2) (gain defaults to 1 - beta) from r and g, in fp16 range."""
+def root_mean(r, g, beta, gain=None):
+    """sqrt(beta * r^2 + gain * g^2) (gain defaults to 1 - beta) from r and g, in fp16 range;
+    beta and gain are numbers or per-step inputs (scalar tensors)."""
     a = r.maximum(g.abs()).maximum(TINY)
     rn, gn = r / a, g / a
     return a * (rn * rn * beta + gn * gn * (1 - beta if gain is None else gain)).sqrt()
@@ -53,3 +54,13 @@ class RootState:
             if ours not in saved and theirs in saved:          # torch's state
                 saved = {**saved, ours: np.sqrt(np.asarray(saved[theirs], np.float32))}
         return super()._loaded_state(p, saved)
+
+
+class MomentumInput:
+    """An optimizer mixin: `momentum` reaches the program as a per-step input (OneCycleLR
+    cycles it each step without recompiling); whether it is zero stays structure (a momentum
+    buffer exists or not), so af.compile captures again when that changes."""
+    dynamic = ("lr", "momentum")
+
+    def _structure(self) -> tuple:
+        return super()._structure() + (tuple(bool(g["momentum"]) for g in self.param_groups),)

@@ -5,9 +5,10 @@ import numpy as np
 
 from ..creation import tensor
 from .optimizer import Optimizer
+from .roots import MomentumInput
 
 
-class SGD(Optimizer):
+class SGD(MomentumInput, Optimizer):
     """torch.optim.SGD.
 
     >>> import aneforge as af
@@ -33,7 +34,8 @@ class SGD(Optimizer):
 
     def hyper(self, group, step):
         # torch starts the buffer as a copy of the first gradient: (1 - dampening) from then on
-        return {"lr": group["lr"], "fresh": 1.0 if step == 1 else 1.0 - group["dampening"]}
+        return {"lr": group["lr"], "fresh": 1.0 if step == 1 else 1.0 - group["dampening"],
+                "momentum": group["momentum"]}
 
     def update(self, p, g, state, h, group):
         g = -g if group["maximize"] else g
@@ -41,7 +43,7 @@ class SGD(Optimizer):
             g = g + p * group["weight_decay"]
         new = {}
         if group["momentum"]:
-            buf = state["momentum_buffer"] * group["momentum"] + g * h["fresh"]
+            buf = state["momentum_buffer"] * h["momentum"] + g * h["fresh"]
             new["momentum_buffer"] = buf
-            g = g + buf * group["momentum"] if group["nesterov"] else buf
+            g = g + buf * h["momentum"] if group["nesterov"] else buf
         return g * -h["lr"], new
