@@ -99,11 +99,11 @@ class Module:
 
     def _state(self):
         """(name, tensor) in torch's state_dict order: each module's parameters, then its
-        persistent buffers, then its children's."""
-        seen = set()
+        persistent buffers, then its children's. A tied parameter (one Parameter registered
+        under two names, as GPT's `lm_head.weight = wte.weight`) is listed under each name, as
+        torch's state_dict holds it."""
         for mprefix, m in self.named_modules():
-            own = [(n, p) for n, p in m._parameters.items() if p is not None and id(p) not in seen]
-            seen.update(id(p) for _, p in own)
+            own = [(n, p) for n, p in m._parameters.items() if p is not None]
             own += [(n, b) for n, b in m._buffers.items()
                     if b is not None and n not in m._non_persistent]
             for name, t in own:
