@@ -17,8 +17,6 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 
 class ThreadState(threading.local):
     """State one thread sees on its own: two threads training two models never interfere."""

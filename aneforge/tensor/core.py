@@ -99,7 +99,17 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
         self.requires_grad_(value)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
-        """Make a leaf track gradients (torch: only leaves can change this)."""
+        """Make a leaf track gradients (torch: only leaves can change this). A computed value
+        that does not require grad is a leaf to torch (`w = af.randn(3, 4) * 0.1` then
+        `w.requires_grad = True`): it is computed and this handle becomes a leaf holding it.
+
+        >>> import aneforge as af
+        >>> w = af.ones(2) * 0.5
+        >>> w.requires_grad_().is_leaf, w.tolist()
+        (True, [0.5, 0.5])
+        """
+        if not self.is_leaf and not self.requires_grad:
+            self.set_(self)
         if not self.is_leaf:
             raise AneforgeError("requires_grad can only be changed on a leaf; use detach() on "
                                 "a computed tensor")
