@@ -174,3 +174,10 @@ def test_random_fill_of_a_parameter_needs_no_grad_as_torch():
     with af.no_grad():
         w.uniform_(-1, 1)
     assert w.is_leaf and w.requires_grad and np.abs(w.numpy()).max() <= 1
+
+
+def test_default_generator_is_what_manual_seed_seeds():
+    assert af.manual_seed(9) is af.default_generator
+    a = af.rand(3, generator=af.default_generator).tolist()
+    af.manual_seed(9)
+    assert af.rand(3).tolist() == a and af.default_generator.initial_seed() == 9
