@@ -183,3 +183,36 @@ def test_one_cycle_training_compiles_once_and_matches_torch(opt_name):
     want = pt.detach().numpy()
     np.testing.assert_allclose(pa.numpy().astype(np.float32), want,
                                atol=2 ** -7 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("opt_name", ["SGD", "Adam"])
+def test_one_cycle_under_af_compile_replays_and_matches_eager(opt_name):
+    """A captured step replays with the cycled lr and momentum (beta1) as inputs: the function
+    runs in Python once or twice (capture), not once per step, and gives the eager losses."""
+    rng = np.random.default_rng(1)
+    w0 = rng.standard_normal((4, 3)).astype(np.float16)
+    xs = rng.standard_normal((10, 8, 4)).astype(np.float16)
+
+    def train(compiled):
+        p = nn.Parameter(w0)
+        kw = dict(lr=0.01) if opt_name == "Adam" else dict(lr=0.01, momentum=0.9)
+        opt = getattr(af.optim, opt_name)([p], **kw)
+        sched = AS.OneCycleLR(opt, max_lr=0.05, total_steps=10, final_div_factor=100.0)
+        calls = []
+
+        def step(x):
+            calls.append(1)
+            opt.zero_grad()
+            loss = ((af.tensor(x) @ p).tanh() ** 2).mean()
+            loss.backward()
+            opt.step()
+            sched.step()
+            return loss
+        fn = af.compile(step) if compiled else step
+        losses = [fn(x).item() for x in xs]
+        return losses, p.numpy(), len(calls), opt.param_groups[0]
+    eager, w_eager, _, g_eager = train(False)
+    replayed, w_replayed, calls, g_replayed = train(True)
+    assert calls <= 2
+    assert replayed == eager and np.array_equal(w_replayed, w_eager)
+    assert g_replayed["lr"] == g_eager["lr"]

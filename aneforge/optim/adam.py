@@ -11,10 +11,11 @@ import numpy as np
 
 from ..creation import tensor
 from .optimizer import Optimizer
+from .momentum import CycledMomentum
 from .roots import RootState, root_mean
 
 
-class Adam(RootState, Optimizer):
+class Adam(CycledMomentum, RootState, Optimizer):
     """torch.optim.Adam (amsgrad is not supported).
 
     >>> import aneforge as af
@@ -27,7 +28,7 @@ class Adam(RootState, Optimizer):
 
     decoupled = False
     ROOTS = {"exp_avg_sqrt": "exp_avg_sq"}
-    dynamic = ("lr", "betas")      # program inputs: OneCycleLR cycles beta1 without recompiling
+    MOMENTUM = "betas"             # OneCycleLR cycles beta1 (aneforge/optim/momentum.py)
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, maximize: bool = False,
@@ -43,15 +44,14 @@ class Adam(RootState, Optimizer):
         b1, b2 = group["betas"]
         return {"step_size": group["lr"] / (1 - b1 ** step),
                 "inv_sqrt_bc2": 1 / math.sqrt(1 - b2 ** step),
-                "lr_decay": group["lr"] * group["weight_decay"],
-                "b1": b1, "c1": 1 - b1, "b2": b2, "c2": 1 - b2}
+                "lr_decay": group["lr"] * group["weight_decay"], **self.momentum_hyper(group)}
 
     def update(self, p, g, state, h, group):
         g = -g if group["maximize"] else g
         if group["weight_decay"] and not self.decoupled:
             g = g + p * group["weight_decay"]
-        m = state["exp_avg"] * h["b1"] + g * h["c1"]
-        r = root_mean(state["exp_avg_sqrt"], g, h["b2"], h["c2"])
+        m = state["exp_avg"] * self.momentum(group, h) + g * self.one_minus_momentum(group, h)
+        r = root_mean(state["exp_avg_sqrt"], g, group["betas"][1])
         denom = r * h["inv_sqrt_bc2"] + max(group["eps"], 2.0 ** -24)
         delta = -(m / denom) * h["step_size"]
         if group["weight_decay"] and self.decoupled:

@@ -5,10 +5,11 @@ import numpy as np
 
 from ..creation import tensor
 from .optimizer import Optimizer
-from .roots import MomentumInput, RootState, root_mean
+from .momentum import CycledMomentum
+from .roots import RootState, root_mean
 
 
-class RMSprop(MomentumInput, RootState, Optimizer):
+class RMSprop(CycledMomentum, RootState, Optimizer):
     """torch.optim.RMSprop. The running average of g^2 is kept as its square root
     (aneforge/optim/roots.py); `state_dict()` reports torch's `square_avg`.
 
@@ -41,7 +42,7 @@ class RMSprop(MomentumInput, RootState, Optimizer):
         return state
 
     def hyper(self, group, step):
-        return {"lr": group["lr"], "momentum": group["momentum"]}
+        return {"lr": group["lr"], **self.momentum_hyper(group)}
 
     def update(self, p, g, state, h, group):
         alpha = group["alpha"]
@@ -57,7 +58,7 @@ class RMSprop(MomentumInput, RootState, Optimizer):
         avg = r + max(group["eps"], 2.0 ** -24)
         step = g / avg
         if group["momentum"]:
-            step = state["momentum_buffer"] * h["momentum"] + step
+            step = state["momentum_buffer"] * self.momentum(group, h) + step
             new["momentum_buffer"] = step
         return step * -h["lr"], new
 

@@ -55,12 +55,3 @@ class RootState:
                 saved = {**saved, ours: np.sqrt(np.asarray(saved[theirs], np.float32))}
         return super()._loaded_state(p, saved)
 
-
-class MomentumInput:
-    """An optimizer mixin: `momentum` reaches the program as a per-step input (OneCycleLR
-    cycles it each step without recompiling); whether it is zero stays structure (a momentum
-    buffer exists or not), so af.compile captures again when that changes."""
-    dynamic = ("lr", "momentum")
-
-    def _structure(self) -> tuple:
-        return super()._structure() + (tuple(bool(g["momentum"]) for g in self.param_groups),)

@@ -5,10 +5,10 @@ import numpy as np
 
 from ..creation import tensor
 from .optimizer import Optimizer
-from .roots import MomentumInput
+from .momentum import CycledMomentum
 
 
-class SGD(MomentumInput, Optimizer):
+class SGD(CycledMomentum, Optimizer):
     """torch.optim.SGD.
 
     >>> import aneforge as af
@@ -35,7 +35,7 @@ class SGD(MomentumInput, Optimizer):
     def hyper(self, group, step):
         # torch starts the buffer as a copy of the first gradient: (1 - dampening) from then on
         return {"lr": group["lr"], "fresh": 1.0 if step == 1 else 1.0 - group["dampening"],
-                "momentum": group["momentum"]}
+                **self.momentum_hyper(group)}
 
     def update(self, p, g, state, h, group):
         g = -g if group["maximize"] else g
@@ -43,7 +43,8 @@ class SGD(MomentumInput, Optimizer):
             g = g + p * group["weight_decay"]
         new = {}
         if group["momentum"]:
-            buf = state["momentum_buffer"] * h["momentum"] + g * h["fresh"]
+            momentum = self.momentum(group, h)
+            buf = state["momentum_buffer"] * momentum + g * h["fresh"]
             new["momentum_buffer"] = buf
-            g = g + buf * h["momentum"] if group["nesterov"] else buf
+            g = g + buf * momentum if group["nesterov"] else buf
         return g * -h["lr"], new
