@@ -117,8 +117,9 @@ class _Flags:
 
 class Backends:
     """`af.backends`: called, each backend's name -> (available here, why); as attributes, torch's
-    `torch.backends.mps` (available: "mps" is the one device) and `torch.backends.cudnn` (not
-    available; its flags such as `benchmark` are accepted and have no effect).
+    `torch.backends.mps` (available: "mps" is the one device), `torch.backends.cudnn` and
+    `torch.backends.cuda` (not available; flags such as `cudnn.benchmark` or
+    `cuda.matmul.allow_tf32` are accepted and have no effect).
 
     >>> import aneforge as af
     >>> af.backends()["sim"][0], af.backends.mps.is_available(), af.backends.cudnn.is_available()
@@ -131,6 +132,8 @@ class Backends:
         self.mps = _Flags(True)
         self.cudnn = _Flags(False, benchmark=False, deterministic=False, enabled=True,
                             allow_tf32=False)
+        self.cuda = _Flags(False, matmul=_Flags(False, allow_tf32=False,
+                                                allow_fp16_reduced_precision_reduction=True))
 
     def __call__(self) -> dict:
         return self._listing()

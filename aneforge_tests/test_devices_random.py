@@ -53,7 +53,10 @@ def test_cuda_is_a_clear_error_where_used():
     assert af.cuda.is_available() is False and af.cuda.device_count() == 0
     assert af.backends.mps.is_available() and not af.backends.cudnn.is_available()
     assert af.backends()["sim"][0]
-    af.backends.cudnn.benchmark = True          # torch scripts set it; accepted
+    af.backends.cudnn.benchmark = True          # torch scripts set these (nanoGPT); accepted
+    af.backends.cuda.matmul.allow_tf32 = True
+    af.backends.cudnn.allow_tf32 = True
+    assert af.backends.cuda.matmul.allow_tf32 and not af.backends.cuda.is_available()
 
 
 def test_tensor_to_signatures():

@@ -97,3 +97,16 @@ def test_small_gradients_stay_in_range():
 def test_bad_arguments_raise_as_torch_does(make, match):
     with pytest.raises(ValueError, match=match):
         make([nn.Parameter(af.ones(2))])
+
+
+def test_torch_only_keywords_are_accepted_and_amsgrad_refused():
+    """nanoGPT passes fused=... when torch's signature has it; foreach etc. pick torch kernels."""
+    import inspect
+    for name in ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta"):
+        ours = set(inspect.signature(getattr(af.optim, name)).parameters) - {"master_weights"}
+        theirs = set(inspect.signature(getattr(torch.optim, name)).parameters)
+        assert theirs - ours <= {"decoupled_weight_decay"}, name
+    af.optim.AdamW([nn.Parameter(af.ones(2))], lr=1e-3, betas=(0.9, 0.95), fused=False,
+                   foreach=None)
+    with pytest.raises(NotImplementedError, match="amsgrad"):
+        af.optim.Adam([nn.Parameter(af.ones(2))], amsgrad=True)

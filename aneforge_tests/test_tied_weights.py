@@ -66,6 +66,8 @@ def test_tied_parameter_is_listed_once_and_saved_under_both_names():
     assert m.lm_head.weight is m.transformer.wte.weight
     assert [n for n, _ in m.named_parameters()] == [n for n, _ in t.named_parameters()]
     assert len(list(m.parameters())) == len(list(t.parameters()))
+    assert [n for n, _ in m.named_parameters(remove_duplicate=False)] == \
+        [n for n, _ in t.named_parameters(remove_duplicate=False)]
     assert list(m.state_dict()) == list(t.state_dict())
     assert {"lm_head.weight", "transformer.wte.weight"} <= set(m.state_dict())
 

@@ -135,12 +135,15 @@ class Module:
         for _, m in self.named_modules():
             yield m
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True):
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True):
+        """(name, parameter) pairs; a tied parameter once, under its first name (all its
+        names with remove_duplicate=False, as torch)."""
         seen = set()
         mods = self.named_modules(prefix) if recurse else [(prefix, self)]
         for mprefix, m in mods:
             for name, p in m._parameters.items():
-                if id(p) not in seen:
+                if p is not None and (id(p) not in seen or not remove_duplicate):
                     seen.add(id(p))
                     yield (f"{mprefix}.{name}" if mprefix else name), p
 

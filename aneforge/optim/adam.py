@@ -31,8 +31,13 @@ class Adam(CycledMomentum, RootState, Optimizer):
     MOMENTUM = "betas"             # OneCycleLR cycles beta1 (aneforge/optim/momentum.py)
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, maximize: bool = False,
-                 master_weights: str = "compensated"):
+                 weight_decay: float = 0.0, amsgrad: bool = False, *, foreach=None,
+                 maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused=None, master_weights: str = "compensated"):
+        if amsgrad:
+            raise NotImplementedError(f"{type(self).__name__}(amsgrad=True) is not supported in "
+                                      f"aneforge; pass amsgrad=False")
+        # foreach / capturable / differentiable / fused choose torch's kernels: one program here
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, maximize=maximize), master_weights)
 
@@ -65,6 +70,8 @@ class AdamW(Adam):
     decoupled = True
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2, maximize: bool = False,
-                 master_weights: str = "compensated"):
-        super().__init__(params, lr, betas, eps, weight_decay, maximize, master_weights)
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *, foreach=None,
+                 maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused=None, master_weights: str = "compensated"):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         master_weights=master_weights)
