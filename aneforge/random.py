@@ -3,10 +3,11 @@ engine behind them.
 
 A Generator owns an *engine*: the object that draws. The engine is numpy's PCG64
 (`np.random.Generator`), and the draws aneforge makes go through the numpy Generator methods
-`random`, `standard_normal`, `uniform`, `normal`, `integers`, `permutation` and `choice`, with the
-engine's state behind `get_state` / `set_state`. An engine that reproduces torch's CPU stream
-(mt19937 and torch's transforms) plugs in by providing those methods and setting
-`Generator.ENGINE` to its constructor from a seed; nothing else changes.
+`random`, `standard_normal`, `uniform`, `normal`, `integers`, `permutation` and `choice`, and
+`get_state` / `set_state` save and restore the engine's `bit_generator.state` (a JSON-able
+dict). An engine that reproduces torch's CPU stream (mt19937 and torch's transforms) plugs in
+by providing those methods and setting `Generator.ENGINE` to its constructor from a seed;
+nothing else changes.
 
 >>> import aneforge as af
 >>> g = af.Generator().manual_seed(3)
