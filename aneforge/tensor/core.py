@@ -255,6 +255,19 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
     def __int__(self) -> int:
         return int(self.item())
 
+    def __index__(self) -> int:
+        """A one-element integer tensor as a Python index (`data[i:i + 8]` for `i` in
+        `af.randint(...)`), as torch allows.
+
+        >>> import aneforge as af
+        >>> list(range(10))[af.tensor(3):af.tensor([5])]
+        [3, 4]
+        """
+        if self.dtype.is_float or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return int(self.item())
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
