@@ -74,6 +74,10 @@ batch_norm            F         torch* F        decomposed      batch_norm.defau
                                        _native_batch_norm_legit_no_training.default:_batch_norm_eval
 backward              Tensor    Tensor          host
     -- records the gradient ops (autograd); they run with the next realization
+bernoulli             Tensor    torch Tensor    host
+    -- drawn on the host from the realized probabilities; enters programs as an input
+bernoulli_            Tensor    Tensor          host
+    -- a host draw (see bernoulli)
 binary_cross_entropy_with_logits F         torch* F        decomposed
 bmm                   Tensor    torch Tensor    matmul          bmm.default
 bool                  Tensor    Tensor          cast
@@ -103,6 +107,8 @@ count_nonzero         Tensor    torch Tensor    decomposed
 cpu                   Tensor    Tensor          no-op
     -- one device
 cross_entropy         F         F               decomposed
+cuda                  Tensor    Tensor          host
+    -- raises: no CUDA device (use "cpu", "mps" or "ane", or drop the call)
 cummax                Tensor    torch Tensor    decomposed
 cummin                Tensor    torch Tensor    decomposed
 cumprod               Tensor    torch Tensor    decomposed
@@ -179,6 +185,8 @@ movedim               Tensor    torch Tensor    transpose
 mse_loss              F         F               decomposed
 mul                   Tensor    torch Tensor    mul             mul.Tensor
 mul_                  Tensor    Tensor          mul
+multinomial           Tensor    torch Tensor    host
+    -- drawn on the host from the realized weights; the result (a static shape) is an input
 multiply              Tensor    torch Tensor    mul
 nan_to_num            Tensor    torch Tensor    decomposed
 narrow                Tensor    torch Tensor    slice_by_index
@@ -187,6 +195,8 @@ neg                   Tensor    torch Tensor    decomposed      neg.default
 negative              Tensor    torch Tensor    decomposed
 nll_loss              F         F               decomposed
 norm                  Tensor    torch Tensor    decomposed
+normal_               Tensor    Tensor          host
+    -- a host draw from the generator, entering programs as an input
 normalize             F         F               decomposed
 numel                 Tensor    torch Tensor    host
     -- the static element count (no program)
@@ -260,6 +270,8 @@ type                  Tensor    Tensor          host
 type_as               Tensor    Tensor          cast
 unbind                Tensor    torch Tensor    decomposed
 unflatten             Tensor    torch Tensor    reshape
+uniform_              Tensor    Tensor          host
+    -- a host draw (see normal_)
 unsqueeze             Tensor    torch Tensor    expand_dims     unsqueeze.default
 var                   Tensor    torch Tensor    decomposed
 var_mean              functions torch           decomposed
@@ -296,11 +308,7 @@ torch   nonzero            the result's shape depends on the data; ANE programs 
                            (use masks: where, masked_fill)
 torch   unique             data-dependent output shape (see nonzero)
 torch   masked_select      data-dependent output shape (see nonzero)
-torch   multinomial        random draws are made on the host and fed to the program (af.rand,
-                           af.randn, dropout masks); sampling is left to numpy
 torch   sparse_coo_tensor  no sparse storage on the ANE
-torch   cuda               one device: the ANE (or its simulator); `.to(device)` and `.cpu()` are
-                           accepted and ignored
 Tensor  index_put_         programs are static SSA: build the new value with where, scatter or cat
                            (`x[i] = v` raises with that advice)
 Tensor  exp_               in-place versions exist for add_, sub_, mul_, div_, clamp_, zero_, fill_,

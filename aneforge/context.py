@@ -17,8 +17,6 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 
 class ThreadState(threading.local):
     """State one thread sees on its own: two threads training two models never interfere."""
@@ -49,7 +47,7 @@ class CompileCache:
 
 @dataclass
 class Context:
-    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    rng: Any = None               # the default af.Generator (aneforge.random.default_generator)
     numerics: Any = None          # numerics.Numerics; None: the ANE model
     target: Any = None            # targets.Target; None: the default (host chip, else M1)
     backend: str = "sim"

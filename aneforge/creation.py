@@ -1,6 +1,11 @@
-"""Creating tensors: af.zeros, af.rand, af.arange, ... (af.tensor itself is aneforge.tensor.core's).
-Host data always enters a program as an input, never as a baked constant, so new values of the
-same shape reuse the compiled program."""
+"""Creating tensors: af.zeros, af.rand, af.arange, af.randperm, ... (af.tensor itself is
+aneforge.tensor.core's). Host data always enters a program as an input, never as a baked
+constant, so new values of the same shape reuse the compiled program.
+
+Every function takes torch's `device=` ("cpu", "mps" and "ane" name the one device; "cuda"
+raises, saying what to use) and `requires_grad=`; the random ones take `generator=`
+(aneforge.random: the default generator, which `af.manual_seed` seeds, when None).
+"""
 from __future__ import annotations
 
 import numbers
@@ -8,19 +13,18 @@ import numbers
 import numpy as np
 
 from . import dtypes
-from .context import CTX
+from .devices import use
+from .random import engine
+from .random import manual_seed  # noqa: F401  (af.manual_seed's home)
 from .tensor import Tensor
 from .tensor.args import _sizes
-from .tensor.core import _leaf, _stored, tensor
+from .tensor.core import _leaf, _stored, host_draw, tensor
 
 
-def manual_seed(seed: int) -> None:
-    """Seed aneforge's random generator (rand, randn, nn.init, dropout masks)."""
-    CTX.rng = np.random.default_rng(seed)
-
-
-def generator() -> np.random.Generator:
-    return CTX.rng
+def generator(gen=None):
+    """The engine draws come from: `gen`'s, else the default generator's (numpy's Generator
+    methods: `random`, `standard_normal`, `integers`, ...)."""
+    return engine(gen)
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -31,49 +35,88 @@ def from_numpy(array: np.ndarray) -> Tensor:
 def host_random(draw, dtype) -> Tensor:
     """A leaf holding `draw()` (a host random draw from `generator()`); af.compile draws again
     on each replay, as an eager call would."""
-    dt = dtypes.as_dtype(dtype)
-    return _leaf(draw(), dt, remake=lambda: _stored(draw(), dt))
-
-
-def _random(draw, dt, requires_grad=False) -> Tensor:
-    return _leaf(draw(), dt, requires_grad, remake=lambda: _stored(draw(), dt))
+    return host_draw(draw, dtype)
 
 
 def _dtype(dtype, default=dtypes.float16):
     return default if dtype is None else dtypes.as_dtype(dtype)
 
 
-def full(size, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
-    """A tensor of `size` filled with `fill_value`."""
+def _make(array, dt, device, requires_grad: bool, what: str, remake=None) -> Tensor:
+    """A new leaf holding `array` as `dt`, after torch's checks of `device` and `requires_grad`."""
+    use(device, what)
+    if requires_grad and not dt.is_float:
+        raise RuntimeError(f"{what}: only tensors of floating point dtype can require gradients "
+                           f"(got {dt}); pass a float dtype, or requires_grad=False")
+    return _leaf(array, dt, requires_grad, remake=remake)
+
+
+def _random(draw, dt, device, requires_grad: bool, what: str) -> Tensor:
+    """A leaf of the host draw `draw()`: af.compile draws again on each replay."""
+    return _make(draw(), dt, device, requires_grad, what, remake=lambda: _stored(draw(), dt))
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of `size` filled with `fill_value` (its dtype follows the value, as torch's).
+
+    >>> import aneforge as af
+    >>> af.full((2,), 7).tolist(), af.full((1,), 0.5).dtype
+    ([7, 7], aneforge.float16)
+    """
     default = (dtypes.bool_ if isinstance(fill_value, bool) else
                dtypes.int32 if isinstance(fill_value, numbers.Integral) else dtypes.float16)
-    dt = _dtype(dtype, default)
-    return _leaf(np.full(_sizes((size,)), fill_value), dt, requires_grad)
+    return _make(np.full(_sizes((size,)), fill_value), _dtype(dtype, default), device,
+                 requires_grad, "af.full")
 
 
-def zeros(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False,
+          pin_memory: bool = False) -> Tensor:
     """A tensor of zeros; `af.zeros(2, 3)` or `af.zeros((2, 3))`."""
-    return _leaf(np.zeros(_sizes(size)), _dtype(dtype), requires_grad)
+    return _make(np.zeros(_sizes(size)), _dtype(dtype), device, requires_grad, "af.zeros")
 
 
-def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+def ones(*size, dtype=None, device=None, requires_grad: bool = False,
+         pin_memory: bool = False) -> Tensor:
     """A tensor of ones; `af.ones(2, 3)` or `af.ones((2, 3))`."""
-    return _leaf(np.ones(_sizes(size)), _dtype(dtype), requires_grad)
+    return _make(np.ones(_sizes(size)), _dtype(dtype), device, requires_grad, "af.ones")
 
 
-def zeros_like(t: Tensor, dtype=None) -> Tensor:
-    return zeros(t.shape, dtype=dtype or t.dtype)
+def empty(*size, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False,
+          memory_format=None) -> Tensor:
+    """A tensor whose values are unspecified in torch: zeros here (host memory is never
+    uninitialized in a program input)."""
+    return _make(np.zeros(_sizes(size)), _dtype(dtype), device, requires_grad, "af.empty")
 
 
-def ones_like(t: Tensor, dtype=None) -> Tensor:
-    return ones(t.shape, dtype=dtype or t.dtype)
+def _like(t: Tensor, dtype) -> dtypes.DType:
+    return t.dtype if dtype is None else dtypes.as_dtype(dtype)
 
 
-def full_like(t: Tensor, fill_value, dtype=None) -> Tensor:
-    return full(t.shape, fill_value, dtype=dtype or t.dtype)
+def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False,
+               memory_format=None) -> Tensor:
+    return zeros(input.shape, dtype=_like(input, dtype), device=device,
+                 requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None) -> Tensor:
+def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False,
+              memory_format=None) -> Tensor:
+    return ones(input.shape, dtype=_like(input, dtype), device=device, requires_grad=requires_grad)
+
+
+def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False,
+               memory_format=None) -> Tensor:
+    return empty(input.shape, dtype=_like(input, dtype), device=device,
+                 requires_grad=requires_grad)
+
+
+def full_like(input: Tensor, fill_value, *, dtype=None, device=None,
+              requires_grad: bool = False, memory_format=None) -> Tensor:
+    return full(input.shape, fill_value, dtype=_like(input, dtype), device=device,
+                requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None,
+           requires_grad: bool = False) -> Tensor:
     """Values from `start` to `end` (exclusive) by `step`; integers give int32, like torch's int64.
 
     >>> import aneforge as af
@@ -83,42 +126,97 @@ def arange(start, end=None, step=1, dtype=None) -> Tensor:
     if end is None:
         start, end = 0, start
     ints = all(isinstance(v, numbers.Integral) for v in (start, end, step))
-    return _leaf(np.arange(start, end, step), _dtype(dtype, dtypes.int32 if ints else dtypes.float16))
+    return _make(np.arange(start, end, step), _dtype(dtype, dtypes.int32 if ints else dtypes.float16),
+                 device, requires_grad, "af.arange")
 
 
-def eye(n: int, m: int | None = None, dtype=None) -> Tensor:
-    return _leaf(np.eye(n, m), _dtype(dtype))
+def eye(n: int, m: int | None = None, *, dtype=None, device=None,
+        requires_grad: bool = False) -> Tensor:
+    return _make(np.eye(n, m), _dtype(dtype), device, requires_grad, "af.eye")
 
 
-def rand(*size, dtype=None, requires_grad: bool = False) -> Tensor:
-    """Uniform samples from [0, 1), drawn on the host from the generator `manual_seed` seeds."""
-    shape = _sizes(size)
-    return _random(lambda: generator().random(shape), _dtype(dtype), requires_grad)
+def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False,
+         pin_memory: bool = False) -> Tensor:
+    """Uniform samples from [0, 1), drawn on the host from `generator` (default: the one
+    `af.manual_seed` seeds)."""
+    eng, shape = engine(generator), _sizes(size)
+    return _random(lambda: eng.random(shape), _dtype(dtype), device, requires_grad, "af.rand")
 
 
-def randn(*size, dtype=None, requires_grad: bool = False) -> Tensor:
-    """Standard normal samples, drawn on the host from the generator `manual_seed` seeds."""
-    shape = _sizes(size)
-    return _random(lambda: generator().standard_normal(shape), _dtype(dtype), requires_grad)
+def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False,
+          pin_memory: bool = False) -> Tensor:
+    """Standard normal samples, drawn on the host from `generator` (default: the one
+    `af.manual_seed` seeds)."""
+    eng, shape = engine(generator), _sizes(size)
+    return _random(lambda: eng.standard_normal(shape), _dtype(dtype), device, requires_grad,
+                   "af.randn")
 
 
-def randint(low, high=None, size=(), dtype=None) -> Tensor:
-    if high is None:
-        low, high = 0, low
-    shape = _sizes((size,))
-    return _random(lambda: generator().integers(low, high, shape), _dtype(dtype, dtypes.int32))
-
-
-def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False) -> Tensor:
-    """`steps` evenly spaced values from start to end inclusive (computed on the host in
-    fp32 as torch: the first half from start, the second from end).
+def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None,
+            requires_grad: bool = False) -> Tensor:
+    """Integers from [low, high) (int32, torch's int64), as `af.randint(high, size)` or
+    `af.randint(low, high, size)`.
 
     >>> import aneforge as af
-    >>> af.linspace(0, 1, 5).tolist()
-    [0.0, 0.25, 0.5, 0.75, 1.0]
+    >>> x = af.randint(3, 7, (100,))
+    >>> x.dtype, 3 <= x.min().item() and x.max().item() < 7
+    (aneforge.int32, True)
+    """
+    if high is None:
+        low, high = 0, low
+    elif not isinstance(high, numbers.Integral) and size == ():     # randint(high, size)
+        low, high, size = 0, low, high
+    eng, shape = engine(generator), _sizes((size,))
+    return _random(lambda: eng.integers(low, high, shape), _dtype(dtype, dtypes.int32), device,
+                   requires_grad, "af.randint")
+
+
+def randperm(n: int, *, generator=None, dtype=None, device=None,
+             requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    """A random permutation of 0 .. n-1 (int32, torch's int64).
+
+    >>> import aneforge as af
+    >>> sorted(af.randperm(5).tolist())
+    [0, 1, 2, 3, 4]
+    """
+    eng = engine(generator)
+    return _random(lambda: eng.permutation(n), _dtype(dtype, dtypes.int32), device,
+                   requires_grad, "af.randperm")
+
+
+def rand_like(input: Tensor, *, generator=None, dtype=None, device=None,
+              requires_grad: bool = False, memory_format=None) -> Tensor:
+    return rand(input.shape, generator=generator, dtype=_like(input, dtype), device=device,
+                requires_grad=requires_grad)
+
+
+def randn_like(input: Tensor, *, generator=None, dtype=None, device=None,
+               requires_grad: bool = False, memory_format=None) -> Tensor:
+    return randn(input.shape, generator=generator, dtype=_like(input, dtype), device=device,
+                 requires_grad=requires_grad)
+
+
+def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, generator=None,
+                 dtype=None, device=None, requires_grad: bool = False,
+                 memory_format=None) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, input.shape, generator=generator, dtype=_like(input, dtype),
+                   device=device, requires_grad=requires_grad)
+
+
+def linspace(start, end, steps: int, *, dtype=None, device=None,
+             requires_grad: bool = False) -> Tensor:
+    """`steps` evenly spaced values from start to end inclusive (computed on the host in
+    fp32 as torch: the first half from start, the second from end; one step is `start`).
+
+    >>> import aneforge as af
+    >>> af.linspace(0, 1, 5).tolist(), af.linspace(2, 3, 1).tolist()
+    ([0.0, 0.25, 0.5, 0.75, 1.0], [2.0])
     """
     i = np.arange(steps, dtype=np.float32)
     step = np.float32((end - start) / (steps - 1)) if steps > 1 else np.float32(0)
-    vals = np.where(i < steps // 2, np.float32(start) + i * step,
+    vals = np.where(i < max(steps // 2, 1), np.float32(start) + i * step,
                     np.float32(end) - (steps - 1 - i) * step)
+    use(device, "af.linspace")
     return tensor(vals, dtype=_dtype(dtype), requires_grad=requires_grad)

@@ -23,7 +23,8 @@ BELOW_THE_FRONT = ("aneforge.ir", "aneforge.passes", "aneforge.runtime", "anefor
 # docs/architecture.md's layer drawing, bottom to top: a module imports only from its own layer
 # or below (the longest matching prefix names a module's layer).
 LAYERS = (
-    ("aneforge.errors", "aneforge.dtypes", "aneforge.context", "aneforge.hardware"),
+    ("aneforge.errors", "aneforge.dtypes", "aneforge.context", "aneforge.hardware",
+     "aneforge.devices", "aneforge.random"),
     ("aneforge.ir",),
     ("aneforge.ops",),
     ("aneforge.core.trace",),
@@ -31,12 +32,14 @@ LAYERS = (
     ("aneforge.core",),
     ("aneforge.tensor.elementwise", "aneforge.tensor.products", "aneforge.tensor.reduce",
      "aneforge.tensor.movement", "aneforge.tensor.scan", "aneforge.tensor.indexing",
-     "aneforge.tensor.inplace", "aneforge.tensor.casts", "aneforge.tensor.args",
+     "aneforge.tensor.inplace", "aneforge.tensor.casts", "aneforge.tensor.random",
+     "aneforge.tensor.args",
      "aneforge.tensor.base"),
     ("aneforge.autograd",),
     ("aneforge.tensor",),
     ("aneforge.nn", "aneforge.optim", "aneforge.amp", "aneforge.functions", "aneforge.adapters",
-     "aneforge.creation", "aneforge.linalg", "aneforge._api"),
+     "aneforge.creation", "aneforge.linalg", "aneforge._api", "aneforge.cuda",
+     "aneforge.utils"),
     ("aneforge.replay", "aneforge.serialization", "aneforge.torch_import", "aneforge.testing",
      "aneforge.bench", "aneforge.docgen", "aneforge"),
 )

@@ -271,11 +271,25 @@ def realize(refs: list[tuple]) -> None:
         return
     refs = list(refs)
     if CTX.thread.backward_records:
+        refs += _sibling_grads(refs)
         for participant in list(CTX.participants):
             refs += participant.join_realization(refs)
         refs += autoscale.pending_refs()
     run(refs)
     autoscale.settle()
+
+
+def _sibling_grads(refs: list[tuple]) -> list[tuple]:
+    """Every pending gradient of a backward() whose gradients `refs` reads: the first `.grad`
+    read computes them all in one program, so reading N parameters' gradients one by one runs
+    one program, not N (each one a new cut, and a compile per signature)."""
+    wanted = {id(n) for n, _ in refs if n.data is None}
+    out = []
+    for record in CTX.thread.backward_records:
+        grads = [g.ref for g in record.grads()]
+        if any(id(n) in wanted for n, _ in grads):
+            out += grads
+    return out
 
 
 def run(refs: list[tuple]) -> None:

@@ -3,8 +3,8 @@
 Everything per name comes from aneforge/_api.py: the torch names and their surfaces (af.X,
 Tensor.X, F.X) and how each runs (its "runs as" column: the MIL op a native name records, or
 decomposed / host / no-op with the note) from TABLE, what is absent on purpose, and why, from
-ABSENT. `aneforge.nn`, `aneforge.optim` and `aneforge.__all__` give the class and other name
-lists. aneforge_tests/test_coverage_doc.py checks that the page equals `render()`, that each
+ABSENT. `aneforge.nn`, `aneforge.optim`, `aneforge.optim.lr_scheduler`, `aneforge.utils.data`
+and `aneforge.__all__` give the class and other name lists. aneforge_tests/test_coverage_doc.py checks that the page equals `render()`, that each
 "native" name records its MIL op, and that each absent name is torch's and not aneforge's, so
 the page and the code never drift apart.
 """
@@ -16,6 +16,8 @@ import sys
 import aneforge as af
 
 from .. import _api, nn, optim
+from ..optim import lr_scheduler
+from ..utils import data
 from .capabilities import generate
 
 SURFACE_TITLES = {"torch": "`torch.X` as `af.X`", "Tensor": "`torch.Tensor.X` as `Tensor.X`",
@@ -78,6 +80,8 @@ def totals() -> dict[str, int]:
             **{k: kinds.count(k) for k in ("native", "decomposed", "host", "no op")},
             "`nn` classes (layers, losses, containers)": len(_public(nn)),
             "`optim` classes": len(_public(optim)),
+            "`optim.lr_scheduler` classes": len(_public(lr_scheduler)),
+            "`utils.data` names": len(data.__all__),
             "other `af.*` functions and classes": len(_others()),
             "absent on purpose": len(_api.ABSENT)}
 
@@ -98,9 +102,21 @@ def render() -> str:
         "torch's update formulas, recorded into the training step's program; `state_dict()` "
         "and `load_state_dict()` resume training bit-equal.")
     lines += _names_section(
+        "`torch.optim.lr_scheduler` as `af.optim.lr_scheduler`", _public(lr_scheduler),
+        "torch's schedules, arguments and defaults; the lr (and OneCycleLR's momentum or beta1) "
+        "is a program input, so a schedule never recompiles.")
+    lines += _names_section(
+        "`torch.utils.data` as `aneforge.utils.data`", sorted(data.__all__),
+        "Map-style and iterable datasets, the samplers and the DataLoader with torch's "
+        "arguments and default collation; batches are tensors of host data (program inputs); "
+        "`num_workers` is accepted and loading runs in this process.")
+    lines += _names_section(
         "Other `af.*` names", _others(),
         "Creation (host data becomes program inputs), grad modes, checkpoints (`save`/`load` "
-        "in torch's file format), compilation, targets and backends.")
+        "in torch's file format), compilation, targets and backends. Devices: `cpu`, `mps` "
+        "and `ane` name the one device (where the backend runs programs) wherever torch takes "
+        "a device; `cuda` raises `DeviceError` saying what to use; "
+        "`af.cuda.is_available()` is False and `af.backends.mps.is_available()` True.")
     lines += ["## Absent on purpose", "", "| surface | torch name | why |", "|---|---|---|"]
     lines += [f"| {s} | `{n}` | {why} |" for s, n, why in _api.ABSENT]
     return "\n".join(lines).rstrip() + "\n"

@@ -4,9 +4,13 @@ from __future__ import annotations
 from collections import OrderedDict, namedtuple
 from typing import Iterator
 
+from .. import dtypes
+from ..autograd import no_grad
 from ..context import CTX
+from ..devices import use
 from ..errors import AneforgeError
 from ..tensor import Tensor
+from ..tensor.casts import TYPE_DTYPES, placement
 from .parameter import Parameter, assign as set_value, host_array
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -96,11 +100,11 @@ class Module:
 
     def _state(self):
         """(name, tensor) in torch's state_dict order: each module's parameters, then its
-        persistent buffers, then its children's."""
-        seen = set()
+        persistent buffers, then its children's. A tied parameter (one Parameter registered
+        under two names, as GPT's `lm_head.weight = wte.weight`) is listed under each name, as
+        torch's state_dict holds it."""
         for mprefix, m in self.named_modules():
-            own = [(n, p) for n, p in m._parameters.items() if p is not None and id(p) not in seen]
-            seen.update(id(p) for _, p in own)
+            own = [(n, p) for n, p in m._parameters.items() if p is not None]
             own += [(n, b) for n, b in m._buffers.items()
                     if b is not None and n not in m._non_persistent]
             for name, t in own:
@@ -132,12 +136,15 @@ class Module:
         for _, m in self.named_modules():
             yield m
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True):
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True):
+        """(name, parameter) pairs; a tied parameter once, under its first name (all its
+        names with remove_duplicate=False, as torch)."""
         seen = set()
         mods = self.named_modules(prefix) if recurse else [(prefix, self)]
         for mprefix, m in mods:
             for name, p in m._parameters.items():
-                if id(p) not in seen:
+                if p is not None and (id(p) not in seen or not remove_duplicate):
                     seen.add(id(p))
                     yield (f"{mprefix}.{name}" if mprefix else name), p
 
@@ -168,6 +175,56 @@ class Module:
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
+
+    # ---- placement and dtype ---------------------------------------------------------
+    def to(self, *args, device=None, dtype=None, non_blocking: bool = False,
+           memory_format=None) -> "Module":
+        """torch's `module.to(device)`, `.to(dtype)`, `.to(device, dtype)`, `.to(tensor)`: the
+        device is checked ("cpu", "mps", "ane" are the one device; "cuda" raises, saying what
+        to use); a dtype casts the floating parameters and buffers in place (torch's rule: integer
+        buffers keep theirs). Returns the module.
+
+        >>> import aneforge as af, aneforge.nn as nn
+        >>> m = nn.Linear(2, 2).to("mps")
+        >>> m.to(af.float32).weight.dtype, m.half().bias.dtype
+        (aneforge.float32, aneforge.float16)
+        """
+        _, dtype = placement(args, device, dtype, f"{type(self).__name__}.to()")
+        if dtype is not None:
+            dtype = dtypes.as_dtype(dtype)
+            if not dtype.is_float:
+                raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got "
+                                f"desired dtype={dtype}")
+            self._cast(dtype)
+        return self
+
+    def _cast(self, dtype) -> "Module":
+        """Each floating parameter and buffer holds its value as `dtype` (the handles stay, so
+        optimizers built already keep working on them)."""
+        with no_grad():
+            for t in list(self.parameters()) + list(self.buffers()):
+                if t.dtype.is_float and t.dtype != dtype:
+                    t.set_(t.detach().to(dtype))
+        return self
+
+    def cpu(self) -> "Module":
+        return self
+
+    def cuda(self, device=None) -> "Module":
+        """Raises: aneforge has no CUDA device (use "cpu", "mps" or "ane", or drop the call)."""
+        use("cuda", f"{type(self).__name__}.cuda()")
+        return self
+
+    def half(self) -> "Module":
+        return self._cast(dtypes.float16)
+
+    def float(self) -> "Module":
+        return self._cast(dtypes.float32)
+
+    def type(self, dst_type) -> "Module":
+        """Cast the floating parameters and buffers to `dst_type` (a dtype or a type string)."""
+        dst_type = TYPE_DTYPES.get(dst_type, dst_type) if isinstance(dst_type, str) else dst_type
+        return self._cast(dtypes.as_dtype(dst_type))
 
     # ---- state -----------------------------------------------------------------------
     def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False):

@@ -1,9 +1,7 @@
 """Adam and AdamW with torch's update formulas, in fp16 programs.
 
-The second moment is stored as its square root, r = sqrt(v), updated as a scaled hypot:
-r' = a * sqrt(b2 * (r/a)^2 + (1 - b2) * (g/a)^2) with a = max(r, |g|). v itself would leave
-fp16's range (g = 1e-4 gives v = 1e-8, below fp16's smallest subnormal); r stays where g is.
-`state_dict()` reports torch's `exp_avg_sq` = r^2.
+The second moment is stored as its square root, r = sqrt(v) (aneforge/optim/roots.py: v
+itself would leave fp16's range); `state_dict()` reports torch's `exp_avg_sq` = r^2.
 """
 from __future__ import annotations
 
@@ -13,12 +11,11 @@ import numpy as np
 
 from ..creation import tensor
 from .optimizer import Optimizer
+from .momentum import CycledMomentum
+from .roots import RootState, root_mean
 
-# fp16's smallest normal: keeps a = max(r, |g|, TINY) away from 0 (0/0 before any gradient)
-TINY = 2.0 ** -14
 
-
-class Adam(Optimizer):
+class Adam(CycledMomentum, RootState, Optimizer):
     """torch.optim.Adam (amsgrad is not supported).
 
     >>> import aneforge as af
@@ -30,10 +27,17 @@ class Adam(Optimizer):
     """
 
     decoupled = False
+    ROOTS = {"exp_avg_sqrt": "exp_avg_sq"}
+    MOMENTUM = "betas"             # OneCycleLR cycles beta1 (aneforge/optim/momentum.py)
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, maximize: bool = False,
-                 master_weights: str = "compensated"):
+                 weight_decay: float = 0.0, amsgrad: bool = False, *, foreach=None,
+                 maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused=None, master_weights: str = "compensated"):
+        if amsgrad:
+            raise NotImplementedError(f"{type(self).__name__}(amsgrad=True) is not supported in "
+                                      f"aneforge; pass amsgrad=False")
+        # foreach / capturable / differentiable / fused choose torch's kernels: one program here
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, maximize=maximize), master_weights)
 
@@ -45,37 +49,19 @@ class Adam(Optimizer):
         b1, b2 = group["betas"]
         return {"step_size": group["lr"] / (1 - b1 ** step),
                 "inv_sqrt_bc2": 1 / math.sqrt(1 - b2 ** step),
-                "lr_decay": group["lr"] * group["weight_decay"]}
+                "lr_decay": group["lr"] * group["weight_decay"], **self.momentum_hyper(group)}
 
     def update(self, p, g, state, h, group):
-        b1, b2 = group["betas"]
         g = -g if group["maximize"] else g
         if group["weight_decay"] and not self.decoupled:
             g = g + p * group["weight_decay"]
-        m = state["exp_avg"] * b1 + g * (1 - b1)
-        r = state["exp_avg_sqrt"]
-        a = r.maximum(g.abs()).maximum(TINY)
-        rn, gn = r / a, g / a
-        r = a * (rn * rn * b2 + gn * gn * (1 - b2)).sqrt()
+        m = state["exp_avg"] * self.momentum(group, h) + g * self.one_minus_momentum(group, h)
+        r = root_mean(state["exp_avg_sqrt"], g, group["betas"][1])
         denom = r * h["inv_sqrt_bc2"] + max(group["eps"], 2.0 ** -24)
         delta = -(m / denom) * h["step_size"]
         if group["weight_decay"] and self.decoupled:
             delta = delta - p * h["lr_decay"]
         return delta, {"exp_avg": m, "exp_avg_sqrt": r}
-
-    def state_dict(self) -> dict:
-        """torch's Adam state (`step`, `exp_avg`, `exp_avg_sq`), plus the exact `exp_avg_sqrt`
-        aneforge keeps (and `lo`, see Optimizer), so a reload resumes bit-equal."""
-        sd = super().state_dict()
-        for s in sd["state"].values():
-            r = s["exp_avg_sqrt"].numpy().astype(np.float32)
-            s["exp_avg_sq"] = tensor(r * r)
-        return sd
-
-    def _loaded_state(self, p, saved: dict) -> dict:
-        if "exp_avg_sqrt" not in saved and "exp_avg_sq" in saved:      # torch's state
-            saved = {**saved, "exp_avg_sqrt": np.sqrt(np.asarray(saved["exp_avg_sq"], np.float32))}
-        return super()._loaded_state(p, saved)
 
 
 class AdamW(Adam):
@@ -84,6 +70,8 @@ class AdamW(Adam):
     decoupled = True
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2, maximize: bool = False,
-                 master_weights: str = "compensated"):
-        super().__init__(params, lr, betas, eps, weight_decay, maximize, master_weights)
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *, foreach=None,
+                 maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused=None, master_weights: str = "compensated"):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         master_weights=master_weights)

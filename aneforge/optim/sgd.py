@@ -5,9 +5,10 @@ import numpy as np
 
 from ..creation import tensor
 from .optimizer import Optimizer
+from .momentum import CycledMomentum
 
 
-class SGD(Optimizer):
+class SGD(CycledMomentum, Optimizer):
     """torch.optim.SGD.
 
     >>> import aneforge as af
@@ -19,7 +20,8 @@ class SGD(Optimizer):
     """
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False,
+                 weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False,
+                 foreach=None, differentiable: bool = False, fused=None,
                  master_weights: str = "compensated"):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
@@ -33,7 +35,8 @@ class SGD(Optimizer):
 
     def hyper(self, group, step):
         # torch starts the buffer as a copy of the first gradient: (1 - dampening) from then on
-        return {"lr": group["lr"], "fresh": 1.0 if step == 1 else 1.0 - group["dampening"]}
+        return {"lr": group["lr"], "fresh": 1.0 if step == 1 else 1.0 - group["dampening"],
+                **self.momentum_hyper(group)}
 
     def update(self, p, g, state, h, group):
         g = -g if group["maximize"] else g
@@ -41,7 +44,8 @@ class SGD(Optimizer):
             g = g + p * group["weight_decay"]
         new = {}
         if group["momentum"]:
-            buf = state["momentum_buffer"] * group["momentum"] + g * h["fresh"]
+            momentum = self.momentum(group, h)
+            buf = state["momentum_buffer"] * momentum + g * h["fresh"]
             new["momentum_buffer"] = buf
-            g = g + buf * group["momentum"] if group["nesterov"] else buf
+            g = g + buf * momentum if group["nesterov"] else buf
         return g * -h["lr"], new

@@ -30,6 +30,11 @@ class TensorBase:
         """`value` if it is a tensor, else a new leaf holding host data (a program input)."""
         raise NotImplementedError
 
+    def _draw(self, draw, dtype):
+        """A new leaf holding the host array `draw()` as `dtype` (a random draw: af.compile
+        draws again on each replay, as an eager call would)."""
+        raise NotImplementedError
+
     def _at(self, node, idx: int = 0):
         """A new handle on output `idx` of trace node `node` (autograd wraps the values a
         gradient rule reads this way)."""

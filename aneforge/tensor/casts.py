@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .. import dtypes
+from ..devices import is_device, use
 from .base import TensorBase
 
 # torch's legacy type strings (Tensor.type()); int64/double name the int32/fp32 we compute in.
@@ -10,27 +11,53 @@ TYPE_NAMES = {"fp16": "torch.HalfTensor", "fp32": "torch.FloatTensor", "int32": 
               "uint16": "torch.UInt16Tensor", "bool": "torch.BoolTensor"}
 TYPE_DTYPES = {**{v: k for k, v in TYPE_NAMES.items()}, "torch.LongTensor": "int32",
                "torch.DoubleTensor": "fp32"}
-DEVICES = ("cpu", "ane", "mps", "cuda", "meta")     # all mean "wherever the backend runs"
+
+
+def placement(args, device=None, dtype=None, what: str = "to()"):
+    """(device, dtype) from torch's `.to(...)` arguments: `to(dtype)`, `to(device, dtype)`,
+    `to(other_tensor)`, `to(device=..., dtype=...)`. The device is checked (cuda raises, saying
+    what to use) and otherwise has no effect: there is one device."""
+    for a in args:
+        if is_device(a) or (isinstance(a, int) and not isinstance(a, bool)):
+            device = a
+        elif isinstance(a, TensorBase):
+            dtype = a.dtype
+        elif a is not None:
+            dtype = a
+    use(device, what)
+    return device, dtype
 
 
 class CastsMixin(TensorBase):
-    """dtype casts (MIL cast); devices are accepted and ignored."""
+    """dtype casts (MIL cast); the one device is accepted, others (cuda) raise."""
     __slots__ = ()
+    is_cuda = False
+    is_mps = False
 
-    def to(self, *args, dtype=None, **kwargs) -> "Tensor":
-        """Cast to a dtype (MIL cast). Devices are accepted and ignored, as in
-        `x.to("cpu")` or `x.to(device, dtype)`: the backend decides where programs run."""
-        for a in args:
-            if isinstance(a, str) and a.split(":")[0] in DEVICES:
-                continue
-            dtype = a
+    def to(self, *args, device=None, dtype=None, non_blocking: bool = False, copy: bool = False,
+           memory_format=None) -> "Tensor":
+        """Cast to a dtype (MIL cast), as `x.to(dtype)`, `x.to(device, dtype)`,
+        `x.to(other)` (its dtype) or keywords. The device may be "cpu", "mps" or "ane" (the one
+        device: the backend decides where programs run); "cuda" raises, saying so.
+
+        >>> import aneforge as af
+        >>> af.ones(2).to("mps", af.float32).dtype
+        aneforge.float32
+        """
+        _, dtype = placement(args, device, dtype, "Tensor.to()")
         if dtype is None:
-            return self
+            return self.clone() if copy else self
         dtype = dtypes.as_dtype(dtype)
-        return self if dtype == self.dtype else \
-            self._record("cast", {"x": self}, {"dtype": dtype.name})
+        if dtype == self.dtype:
+            return self.clone() if copy else self
+        return self._record("cast", {"x": self}, {"dtype": dtype.name})
 
-    def cpu(self) -> "Tensor":
+    def cpu(self, memory_format=None) -> "Tensor":
+        return self
+
+    def cuda(self, device=None, non_blocking: bool = False, memory_format=None) -> "Tensor":
+        """Raises: aneforge has no CUDA device (use "cpu", "mps" or "ane", or drop the call)."""
+        use("cuda", "Tensor.cuda()")
         return self
 
     def contiguous(self) -> "Tensor":

@@ -25,6 +25,7 @@ from .. import dtypes
 from ..hardware import kernels
 from ..autograd import backward, no_grad
 from ..context import CTX
+from ..devices import THE_DEVICE, device, use
 from ..dtypes import DType
 from ..errors import AneforgeError
 from ..ir.types import TensorType
@@ -37,6 +38,7 @@ from .indexing import IndexingMixin
 from .inplace import InplaceMixin
 from .movement import MovementMixin
 from .products import ProductsMixin
+from .random import RandomMixin
 from .reduce import ReduceMixin
 from .scan import ScanMixin
 
@@ -44,7 +46,7 @@ _F16_LO = 2.0 ** -14          # fp16's smallest normal: numbers in [_F16_LO, 655
 
 
 class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMixin,
-             IndexingMixin, InplaceMixin, CastsMixin):
+             IndexingMixin, InplaceMixin, CastsMixin, RandomMixin):
     """A torch-named handle on one value of the lazy trace: `(node, output index)`. This class
     holds the handle, its static facts, gradients, realization and recording; the torch methods
     come from the families it is composed of (aneforge/tensor/*.py)."""
@@ -73,6 +75,12 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
         return self.tensor_type.dtype
 
     @property
+    def device(self) -> device:
+        """The one device aneforge has, `device(type='ane')` (equal to "cpu" and "mps" too:
+        see aneforge.devices)."""
+        return THE_DEVICE
+
+    @property
     def ndim(self) -> int:
         return len(self.shape)
 
@@ -91,7 +99,17 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
         self.requires_grad_(value)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
-        """Make a leaf track gradients (torch: only leaves can change this)."""
+        """Make a leaf track gradients (torch: only leaves can change this). A computed value
+        that does not require grad is a leaf to torch (`w = af.randn(3, 4) * 0.1` then
+        `w.requires_grad = True`): it is computed and this handle becomes a leaf holding it.
+
+        >>> import aneforge as af
+        >>> w = af.ones(2) * 0.5
+        >>> w.requires_grad_().is_leaf, w.tolist()
+        (True, [0.5, 0.5])
+        """
+        if not self.is_leaf and not self.requires_grad:
+            self.set_(self)
         if not self.is_leaf:
             raise AneforgeError("requires_grad can only be changed on a leaf; use detach() on "
                                 "a computed tensor")
@@ -237,6 +255,19 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
     def __int__(self) -> int:
         return int(self.item())
 
+    def __index__(self) -> int:
+        """A one-element integer tensor as a Python index (`data[i:i + 8]` for `i` in
+        `af.randint(...)`), as torch allows.
+
+        >>> import aneforge as af
+        >>> list(range(10))[af.tensor(3):af.tensor([5])]
+        [3, 4]
+        """
+        if self.dtype.is_float or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return int(self.item())
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
@@ -262,6 +293,9 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
 
     def _as_tensor(self, value) -> "Tensor":
         return value if isinstance(value, Tensor) else tensor(value)
+
+    def _draw(self, draw, dtype) -> "Tensor":
+        return host_draw(draw, dtype)
 
     # ---- arithmetic ------------------------------------------------------------------
     def _binary(self, op: str, other, reverse: bool = False, floating: bool = False):
@@ -436,16 +470,19 @@ def _number_dtype(x: Tensor, value, floating: bool) -> DType:
 
 
 # ---- host data: a new leaf (a program input, never a baked constant) ----------------------
-def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
+def tensor(data, dtype=None, *, device=None, requires_grad: bool = False,
+           pin_memory: bool = False) -> Tensor:
     """A tensor holding a copy of `data` (nested lists, numbers, numpy arrays, torch tensors).
 
     Floating data becomes float16, the ANE's type (values are rounded to fp16 now); integers
-    become int32 and booleans bool.
+    become int32 and booleans bool. `device` may name the one device ("cpu", "mps", "ane");
+    `pin_memory` is accepted (host data is copied into each program's inputs anyway).
 
     >>> import aneforge as af
     >>> af.tensor([[1.0, 2.0], [3.0, 4.0]]).dtype
     aneforge.float16
     """
+    use(device, "af.tensor")
     source = data
     arr = _host_array(data)
     _check_int_range(arr)
@@ -483,6 +520,13 @@ def _leaf(arr: np.ndarray, dt, requires_grad: bool = False, source=None, remake=
     if capture is not None:
         capture.created_leaf(t.ref[0], source, remake)
     return t
+
+
+def host_draw(draw, dtype) -> Tensor:
+    """A leaf holding `draw()` (a host random draw); af.compile draws again on each replay, as
+    an eager call would."""
+    dt = dtypes.as_dtype(dtype)
+    return _leaf(draw(), dt, remake=lambda: _stored(draw(), dt))
 
 
 def _stored(arr: np.ndarray, dt) -> np.ndarray:
