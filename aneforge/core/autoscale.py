@@ -202,15 +202,19 @@ def settle() -> None:
                 capture.effect(_observer(scaler, p.handles), p.peaks)
 
 
-def pending_refs() -> list:
-    """What a realization computes too while scaled passes are pending: their flags and peaks
-    (the scale's next value needs them) and their gradients (they come with the pass)."""
-    out = []
-    for scaler in _scalers():
-        for p in scaler.pending:
-            if p.peaks.ref[0].data is None:
-                out += [p.peaks.ref, *p.views]
-    return out
+def pending_refs(refs: list) -> list:
+    """What a realization of `refs` computes too while scaled passes are pending: their peaks
+    (the scale's next value, and a rescue, need them) and their gradients (they come with the
+    pass). When `refs` are only gradients of some passes (a `.grad` read), just those passes;
+    otherwise (a value that may be computed from any of them) all of them."""
+    passes = [p for scaler in _scalers() for p in scaler.pending if p.peaks.ref[0].data is None]
+    if not passes:
+        return []
+    wanted = {(id(n), i) for n, i in refs if n.data is None}
+    mine = [p for p in passes if wanted & {(id(n), i) for n, i in p.views}]
+    views = {(id(n), i) for p in mine for n, i in p.views}
+    chosen = mine if wanted and wanted <= views else passes
+    return [r for p in chosen for r in (p.peaks.ref, *p.views)]
 
 
 def rescue_rules(leaves: list, outputs: list) -> list:

@@ -274,7 +274,7 @@ def realize(refs: list[tuple]) -> None:
         refs += _sibling_grads(refs)
         for participant in list(CTX.participants):
             refs += participant.join_realization(refs)
-        refs += autoscale.pending_refs()
+        refs += autoscale.pending_refs(refs)
     run(refs)
     autoscale.settle()
 
