@@ -11,11 +11,11 @@ so every value of the backward pass is S times larger, and gives each leaf the g
 A pass that overflows (a scaled value past fp16's 65504, or the matmul port's 2**15) is run
 again, in the same program call, with S = 1: the program is the same, only its scale input
 changes (`rescue`; af.compile's replays do the same). So a step never reads an overflow the
-scale caused; only a gradient that is inf or NaN at S = 1 too stays one, and then an
-optimizer's step is skipped in the program (weights and state untouched, as torch's
-GradScaler does). After a rescue the scale drops to what the pass's gradients allow; after
-`growth_interval` clean passes it grows to that, while the largest scaled gradient stays under
-HEADROOM (8x below the port's 2**15).
+scale caused; only a gradient that is inf or NaN at S = 1 too stays one (as torch's would).
+After each pass S follows its gradients: the largest power of two that keeps the largest
+gradient under HEADROOM (8x below the port's 2**15), up to a ceiling. A rescue (an
+intermediate value overflowed where the gradients did not) halves the ceiling; every
+`growth_interval` clean passes double it again, up to `max_scale`.
 
 Each pass also returns its peaks (largest and smallest max|g| at torch's scale): the scaler reads them after
 the program ran, to choose the scale, and to warn (once per parameter) when a gradient is too
@@ -52,6 +52,7 @@ class AutoScaler:
         self.scale, self.growth_factor, self.backoff_factor = float(init_scale), growth_factor, backoff_factor
         self.growth_interval, self.max_scale, self.enabled = growth_interval, max_scale, enabled
         self.clean_passes = 0
+        self.ceiling = max_scale          # lowered after a rescue, raised after clean passes
         self.skipped_steps = 0           # passes not finite even unscaled (their steps skipped)
         self.rescued_passes = 0          # passes that overflowed scaled and ran again at S = 1
         self._rescued = False            # the pass observed next was rescued
@@ -61,7 +62,8 @@ class AutoScaler:
     def state_dict(self) -> dict:
         return {"scale": self.scale, "growth_factor": self.growth_factor,
                 "backoff_factor": self.backoff_factor, "growth_interval": self.growth_interval,
-                "_growth_tracker": self.clean_passes, "skipped_steps": self.skipped_steps,
+                "_growth_tracker": self.clean_passes, "ceiling": self.ceiling,
+                "skipped_steps": self.skipped_steps,
                 "rescued_passes": self.rescued_passes}
 
     def load_state_dict(self, state: dict) -> None:
@@ -70,6 +72,7 @@ class AutoScaler:
         self.backoff_factor = float(state["backoff_factor"])
         self.growth_interval = int(state["growth_interval"])
         self.clean_passes = int(state["_growth_tracker"])
+        self.ceiling = float(state.get("ceiling", self.max_scale))
         self.skipped_steps = int(state.get("skipped_steps", 0))
         self.rescued_passes = int(state.get("rescued_passes", 0))
 
@@ -91,10 +94,13 @@ class AutoScaler:
         if low < FP16_STEP / 0.05:
             self._warn_underflow(handles)
         self.clean_passes += 1
-        if rescued or top * self.scale > 4 * HEADROOM:     # overflowed, or about to: lower now
-            self.scale, self.clean_passes = self._fit(top), 0
+        if rescued:                    # an intermediate overflowed: stay below that scale a while
+            self.ceiling = max(min(self.scale * self.backoff_factor, self._fit(top)), 1.0)
+            self.clean_passes = 0
         elif self.clean_passes >= self.growth_interval:
-            self.scale, self.clean_passes = max(self.scale, self._fit(top)), 0
+            self.ceiling = min(self.ceiling * self.growth_factor, self.max_scale)
+            self.clean_passes = 0
+        self.scale = min(self._fit(top), self.ceiling)
 
     def _fit(self, top: float) -> float:
         """The largest power of two that keeps a pass whose largest gradient is `top` under
