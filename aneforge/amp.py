@@ -63,8 +63,9 @@ def set_auto_scale(enabled: bool = True, model=None, **settings) -> AutoScaler |
     if model is None:
         scaler = default()
         if "init_scale" in settings:            # a fresh start: the adaptive state too
-            scaler.scale = float(settings.pop("init_scale"))
+            scaler.scale = scaler.init_scale = float(settings.pop("init_scale"))
             scaler.ceiling, scaler.clean_passes = scaler.max_scale, 0
+            scaler._groups.clear()
         for k, v in settings.items():
             if not hasattr(scaler, k):
                 raise TypeError(f"set_auto_scale: unknown setting {k!r}; AutoScaler takes "

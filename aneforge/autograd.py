@@ -250,6 +250,11 @@ def backward(tensor: "Tensor", gradient=None, retain_graph: bool | None = None) 
                if _current(ref[0]).op is None and _current(ref[0]).requires_grad]
     auto = None
     if scaler is not None and targets:
+        # the scale of this set of parameters (a model): each keeps its own adaptive state
+        group = tuple(_current(grads[k][0][0]).types[0] for k in targets)
+        scale.ref[0].data[0] = np.asarray(scaler.select(group), scale.dtype.np)
+        if CTX.thread.capture is not None:     # a replay reads the group's scale anew
+            CTX.thread.capture.provide(scale, lambda: scaler.select(group))
         with no_grad():
             peaks = autoscale.scale(targets, grads, scale)
         leaves_now = tuple(weakref.ref(_current(grads[k][0][0])) for k in targets)
@@ -283,12 +288,9 @@ def _auto_scaler(root, order) -> "autoscale.AutoScaler | None":
 
 
 def _scale_input(root, scaler) -> "Tensor":
-    """The loss scale as a host scalar: a program input, which af.compile's replays read anew."""
-    scale = root._as_tensor(scaler.scale)
-    capture = CTX.thread.capture
-    if capture is not None:
-        capture.provide(scale, lambda: scaler.scale)
-    return scale
+    """The loss scale as a host scalar: a program input (its value is set once the pass's
+    parameters are known: `AutoScaler.select`)."""
+    return root._as_tensor(scaler.scale)
 
 
 def _current(node):

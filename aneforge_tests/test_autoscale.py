@@ -285,3 +285,23 @@ def test_a_replayed_step_matches_the_eager_loop_through_a_rescue():
     replayed, replay_rescues = run(True)
     assert replayed == eager and eager_rescues == replay_rescues >= 1
     assert af.cache_info().misses <= 2
+
+
+def test_each_model_keeps_its_own_scale():
+    """A notebook trains one model, then another: the second starts from the initial scale,
+    not from what the first model's large gradients left."""
+    big = af.nn.Linear(4, 1)
+    for _ in range(3):
+        big.zero_grad()
+        (big(af.ones(2, 4) * 30) ** 2).sum().backward()
+        big.weight.grad.numpy()
+    first = af.amp.auto_scaler().scale
+    assert first < 1024
+    small = af.nn.Linear(3, 2)
+    (small(af.ones(1, 3)) * 1e-3).sum().backward()
+    small.weight.grad.numpy()
+    assert af.amp.auto_scaler().scale >= 1024           # its own state, fitted to its gradients
+    big.zero_grad()
+    (big(af.ones(2, 4) * 30) ** 2).sum().backward()
+    big.weight.grad.numpy()
+    assert af.amp.auto_scaler().scale <= first * 2      # and the first model's comes back

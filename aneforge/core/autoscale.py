@@ -53,11 +53,27 @@ class AutoScaler:
         self.growth_interval, self.max_scale, self.enabled = growth_interval, max_scale, enabled
         self.clean_passes = 0
         self.ceiling = max_scale          # lowered after a rescue, raised after clean passes
+        self.init_scale = float(init_scale)
+        self._leaves = None               # the parameter set whose state is active (select)
+        self._groups: dict = {}           # the other sets' (scale, ceiling, clean passes)
         self.skipped_steps = 0           # passes not finite even unscaled (their steps skipped)
         self.rescued_passes = 0          # passes that overflowed scaled and ran again at S = 1
         self._rescued = False            # the pass observed next was rescued
         self.pending: list = []          # Scaled passes not observed yet
         self._warned: dict = {}          # id(handle) -> weakref: warned about (once each)
+
+    def select(self, leaves: tuple) -> float:
+        """Make the adaptive state of the parameter set `leaves` (their types: a model's
+        signature) the active one, and return its scale: two models trained in one process
+        (a notebook) do not inherit each other's scale."""
+        if leaves != self._leaves:
+            self._groups[self._leaves] = (self.scale, self.ceiling, self.clean_passes)
+            if len(self._groups) > 64:
+                self._groups.pop(next(iter(self._groups)))
+            self.scale, self.ceiling, self.clean_passes = self._groups.pop(
+                leaves, (self.init_scale, self.max_scale, 0))
+            self._leaves = leaves
+        return self.scale
 
     def state_dict(self) -> dict:
         return {"scale": self.scale, "growth_factor": self.growth_factor,
