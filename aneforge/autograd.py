@@ -251,7 +251,7 @@ def backward(tensor: "Tensor", gradient=None, retain_graph: bool | None = None) 
     auto = None
     if scaler is not None and targets:
         # the scale of this set of parameters (a model): each keeps its own adaptive state
-        group = tuple(_current(grads[k][0][0]).types[0] for k in targets)
+        group = tuple(_identity(_current(grads[k][0][0])) for k in targets)
         scale.ref[0].data[0] = np.asarray(scaler.select(group), scale.dtype.np)
         if CTX.thread.capture is not None:     # a replay reads the group's scale anew
             CTX.thread.capture.provide(scale, lambda: scaler.select(group))
@@ -285,6 +285,12 @@ def _auto_scaler(root, order) -> "autoscale.AutoScaler | None":
         return None
     leaves = [n for n in order if n.op is None] if order is not None else []
     return autoscale.scaler_for(leaves)
+
+
+def _identity(node) -> int:
+    """Which parameter a leaf is: its handle's id (stable across steps), else the node's."""
+    owner = node.owner() if node.owner is not None else None
+    return id(owner) if owner is not None else id(node)
 
 
 def _scale_input(root, scaler) -> "Tensor":

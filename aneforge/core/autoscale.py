@@ -63,9 +63,9 @@ class AutoScaler:
         self._warned: dict = {}          # id(handle) -> weakref: warned about (once each)
 
     def select(self, leaves: tuple) -> float:
-        """Make the adaptive state of the parameter set `leaves` (their types: a model's
-        signature) the active one, and return its scale: two models trained in one process
-        (a notebook) do not inherit each other's scale."""
+        """Make the adaptive state of the parameter set `leaves` (the parameters' identities:
+        a model) the active one, and return its scale: two models trained in one process (a
+        notebook) do not inherit each other's scale."""
         if leaves != self._leaves:
             self._groups[self._leaves] = (self.scale, self.ceiling, self.clean_passes)
             if len(self._groups) > 64:

@@ -1,6 +1,8 @@
 """Parameter: a leaf Tensor that requires grad and that modules register."""
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..tensor import Tensor
@@ -42,6 +44,7 @@ class Parameter(Tensor):
         src = tensor(np.zeros(0) if data is None else host_array(data))
         node = leaf(src.numpy(), src.tensor_type, requires_grad)
         super().__init__(node)
+        node.owner = weakref.ref(self)      # the leaf is this parameter's value (Tensor.set_)
 
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
