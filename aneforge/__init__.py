@@ -22,8 +22,9 @@ from .creation import (arange, eye, from_numpy, full, full_like, linspace, manua
                        ones_like, rand, randint, randn, tensor, zeros, zeros_like)
 from .dtypes import bool_ as bool  # noqa: A001  (torch spells it af.bool)
 from .dtypes import float16, float32, half, int8, int16, int32, uint8, uint16
-from .errors import (ANEHazardWarning, AneforgeError, BackendUnavailable, CompileWallError,
-                     DTypeError, LimitError, OutOfMemoryError, ShapeError)
+from .errors import (ANEHazardWarning, AneforgeError, BackendUnavailable, CheckpointError,
+                     CompileWallError, DTypeError, Float16RangeWarning, LimitError,
+                     OutOfMemoryError, ShapeError)
 from .hardware.numerics import Numerics, get_numerics, numerics, set_numerics
 from .runtime import backends, get_backend, set_backend
 from .hardware.targets import get_target, is_native, op_info, set_target, target
@@ -151,7 +152,8 @@ __all__ = ["Tensor", "tensor", "from_numpy", "zeros", "ones", "full", "zeros_lik
            "dtypes",
            "float16", "float32", "half", "int8", "int16", "int32", "uint8", "uint16", "bool",
            "AneforgeError", "ANEHazardWarning", "ShapeError", "LimitError", "DTypeError",
-           "CompileWallError", "BackendUnavailable", "OutOfMemoryError", "no_grad", "inference_mode",
+           "CompileWallError", "BackendUnavailable", "OutOfMemoryError", "CheckpointError",
+           "Float16RangeWarning", "no_grad", "inference_mode",
            "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "grad", "nn", "optim", "amp", "passes", "compile", "from_torch",
            "testing", "save", "load"]

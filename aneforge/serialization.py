@@ -19,15 +19,20 @@ floating data as float16 (aneforge's storage type), integers as int32, bools as 
 from __future__ import annotations
 
 import io
+import math
 import os
 import pickle
 import struct
 import zipfile
+import zlib
 from collections import OrderedDict
 
 import numpy as np
 
+from .core import scalar_consts
 from .creation import tensor
+from .errors import AneforgeError, CheckpointError
+from .runtime import memory
 from .tensor import Tensor
 
 # numpy dtype <-> torch's storage class name (the legacy names torch still pickles).
@@ -187,73 +192,187 @@ def save(obj, f) -> None:
 
 
 # ---- reading ------------------------------------------------------------------------------
-class _Storage:
-    __slots__ = ("array",)
+# What a damaged archive or pickle raises from zipfile / pickle / struct: reported as damage.
+_DAMAGE = (pickle.UnpicklingError, zipfile.BadZipFile, zlib.error, EOFError, ValueError,
+           TypeError, IndexError, KeyError, AttributeError, struct.error, OverflowError,
+           UnicodeDecodeError, NotImplementedError, RecursionError, MemoryError)
+INT64_MAX = 2 ** 63 - 1
 
-    def __init__(self, array: np.ndarray):
-        self.array = array
+
+class _Storage(tuple):
+    """(record key, its array, its storage type). A tuple: a forged BUILD opcode cannot swap
+    the array."""
+    __slots__ = ()
 
 
-def _rebuild_tensor(storage: _Storage, offset: int, size, stride, requires_grad=False,
-                    hooks=None, metadata=None) -> np.ndarray:
-    item = storage.array.itemsize
-    view = np.lib.stride_tricks.as_strided(storage.array[offset:], tuple(size),
-                                           tuple(s * item for s in stride))
-    return view.copy()
+class _Archive:
+    """The records of one checkpoint archive, each checked before it is read."""
+
+    def __init__(self, z: zipfile.ZipFile, name: str):
+        self.z, self.name = z, name
+        names = z.namelist()
+        twice = sorted({n for n in names if names.count(n) > 1}) if len(set(names)) < len(names) else []
+        if twice:
+            raise self.error(f"the records {twice} appear more than once; which one is meant is "
+                             f"ambiguous")
+        self.names = set(names)
+        pkl = next((n for n in names if n.endswith("/data.pkl")), None)
+        if pkl is None:
+            raise self.error("the archive has no data.pkl record")
+        self.pkl, self.root = pkl, pkl[:-len("data.pkl")]
+
+    def error(self, what: str) -> CheckpointError:
+        return CheckpointError(f"af.load({self.name}): {what}. The file is damaged or not a "
+                               f"torch checkpoint: save it again or download it again")
+
+    def read(self, path: str, size: int | None = None) -> bytes:
+        """Record `path`, whose size must be `size` bytes if given (checked before reading)."""
+        if path not in self.names:
+            raise self.error(f"the record {path} is absent")
+        declared = self.z.getinfo(path).file_size
+        if size is not None and declared != size:
+            raise self.error(f"the record {path} has {declared} bytes where its storage needs "
+                             f"{size} (torch refuses it too)")
+        try:
+            raw = self.z.read(path)
+        except _DAMAGE as e:
+            raise self.error(f"the record {path} cannot be read ({type(e).__name__}: {e})") from e
+        if size is not None and len(raw) != size:
+            raise self.error(f"the record {path} holds {len(raw)} bytes where its storage needs "
+                             f"{size}")
+        return raw
 
 
 def _rebuild_parameter(data, requires_grad=True, hooks=None, *rest):
     return data
 
 
-_ALLOWED = {("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
+_ALLOWED = {("torch._utils", "_rebuild_tensor_v2"): "rebuild_tensor",
             ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
             ("collections", "OrderedDict"): OrderedDict}
 _ALLOWED.update({("torch", name): name for name in [*NUMPY_OF, BFLOAT16]})
 
 
-class _Reader(pickle.Unpickler):
-    """Only the names a tensor checkpoint needs: anything else is refused, never imported."""
+def _is_index(n) -> bool:
+    return type(n) is int and n >= 0
 
-    def __init__(self, data: bytes, records):
-        super().__init__(io.BytesIO(data))
-        self.records = records
+
+class _Reader(pickle.Unpickler):
+    """Only the names a tensor checkpoint needs: anything else is refused, never imported.
+    Every storage and tensor is checked against its record before anything is allocated."""
+
+    def __init__(self, archive: _Archive):
+        self.archive = archive
+        super().__init__(io.BytesIO(archive.read(archive.pkl)))
+        self.storages: dict[str, _Storage] = {}
 
     def find_class(self, module: str, name: str):
         found = _ALLOWED.get((module, name))
         if found is None:
-            raise pickle.UnpicklingError(
+            raise CheckpointError(
                 f"af.load: the checkpoint names {module}.{name}, which a checkpoint of tensors, "
                 f"containers and numbers does not need; refusing to load it (aneforge never "
                 f"runs code from a checkpoint)")
-        return found
+        return getattr(self, found) if found == "rebuild_tensor" else found
 
     def persistent_load(self, pid):
-        kind, storage, key, _location, numel = pid
-        if kind != "storage":
-            raise pickle.UnpicklingError(f"af.load: unknown persistent record {kind!r}")
-        raw = self.records(str(key))
-        if storage == BFLOAT16:         # the top half of a float32
-            bits = np.frombuffer(raw, "<u2").astype(np.uint32) << 16
-            return _Storage(bits.view(np.float32))
-        return _Storage(np.frombuffer(raw, NUMPY_OF[storage].newbyteorder("<")))
+        if not (type(pid) is tuple and len(pid) == 5 and pid[0] == "storage"):
+            raise self.archive.error(f"unknown persistent record {str(pid)[:80]}")
+        _, kind, key, _location, numel = pid
+        if not (isinstance(kind, str) and (kind in NUMPY_OF or kind == BFLOAT16)):
+            raise self.archive.error(f"a storage of unknown type {str(kind)[:40]}")
+        if not _is_index(numel) or not isinstance(key, (str, int)):
+            raise self.archive.error(f"storage {str(key)[:40]} declares {str(numel)[:40]} "
+                                     f"elements")
+        key = str(key)
+        made = self.storages.get(key)
+        if made is None:
+            made = self.storages[key] = _Storage((key, self._storage(kind, key, numel), kind))
+        if made[1].size != numel or made[2] != kind:
+            raise self.archive.error(f"storage {key} is declared twice, differently")
+        return made
+
+    def _storage(self, kind: str, key: str, numel: int) -> np.ndarray:
+        itemsize = 2 if kind == BFLOAT16 else NUMPY_OF[kind].itemsize
+        _check_memory(self.archive, f"storage {key}", numel * itemsize)
+        raw = self.archive.read(f"{self.archive.root}data/{key}", numel * itemsize)
+        if kind == BFLOAT16:            # the top half of a float32
+            return (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
+        if kind == "BoolStorage":       # any nonzero byte is True, as in torch
+            return np.frombuffer(raw, np.uint8) != 0
+        return np.frombuffer(raw, NUMPY_OF[kind].newbyteorder("<"))
+
+    def rebuild_tensor(self, storage, offset, size, stride, *rest) -> np.ndarray:
+        """torch._utils._rebuild_tensor_v2: a view of `storage`, copied, after torch's checks."""
+        if type(storage) is not _Storage:
+            raise self.archive.error("a tensor is built from something that is not a storage")
+        key, array, _ = storage
+        what = f"the tensor on storage {key}"
+        if not (_is_index(offset) and isinstance(size, (tuple, list))
+                and isinstance(stride, (tuple, list)) and len(size) == len(stride)
+                and all(map(_is_index, size)) and all(map(_is_index, stride))):
+            raise self.archive.error(f"{what} has offset {str(offset)[:40]}, size "
+                                     f"{str(size)[:80]}, stride {str(stride)[:80]}: not "
+                                     f"non-negative integers of one rank")
+        numel = math.prod(size)
+        if numel > INT64_MAX:
+            raise self.archive.error(f"{what} has size {tuple(size)}: {numel} elements, past "
+                                     f"int64 (torch's limit too)")
+        end = offset + sum((n - 1) * s for n, s in zip(size, stride)) + 1 if numel else offset
+        if end > array.size:
+            raise self.archive.error(
+                f"{what}: size {tuple(size)}, stride {tuple(stride)} and offset {offset} reach "
+                f"element {end - 1}, past the storage's {array.size} elements (torch refuses it too)")
+        _check_memory(self.archive, what, numel * (array.itemsize + 2))
+        view = np.lib.stride_tricks.as_strided(array[offset:], tuple(size),
+                                               tuple(s * array.itemsize for s in stride))
+        return view.copy()
 
 
-def _to_tensors(obj):
-    """Arrays (the reader's tensors) as aneforge tensors, inside any container."""
+def _check_memory(archive: _Archive, what: str, nbytes: int) -> None:
+    """Refuse a declared size the machine cannot hold, before anything is allocated."""
+    room = memory.budget()
+    if nbytes > room:
+        raise archive.error(f"{what} needs {nbytes} bytes, more than the {room} this machine "
+                            f"has available (ANEFORGE_SIM_MAX_BYTES raises the budget)")
+
+
+def _to_tensors(obj, path: str, losses: dict):
+    """Arrays (the reader's tensors) as aneforge tensors, inside any container; what their fp16
+    cast loses, by path, into `losses`."""
     if isinstance(obj, np.ndarray):
-        return tensor(obj)
+        return _to_tensor(obj, path, losses)
     if isinstance(obj, dict):
-        return type(obj)((k, _to_tensors(v)) for k, v in obj.items())
+        return type(obj)((k, _to_tensors(v, f"{path}[{k!r}]", losses)) for k, v in obj.items())
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_tensors(v) for v in obj)
+        return type(obj)(_to_tensors(v, f"{path}[{i}]", losses) for i, v in enumerate(obj))
     return obj
 
 
-def load(f, map_location=None, weights_only: bool = True):
+def _to_tensor(array: np.ndarray, path: str, losses: dict):
+    if array.dtype.kind == "f" and array.dtype != np.float16:
+        with np.errstate(over="ignore"):
+            half = array.astype(np.float16)
+        losses[path or "the tensor"] = scalar_consts.range_losses(array, half)
+        array = half
+    try:
+        return tensor(array)
+    except (AneforgeError, OverflowError) as e:
+        raise CheckpointError(f"af.load: tensor {path or '(the top level)'} of shape "
+                              f"{array.shape} cannot be an aneforge tensor: {e}") from e
+
+
+def load(f, map_location=None, weights_only: bool = True, *, strict_range: bool = False):
     """Load what `af.save` (or `torch.save`, for tensors and containers) wrote. Tensors come
     back as aneforge tensors. `map_location` is accepted for torch's signature (there is one
     device); loading never runs code from the file, whatever `weights_only` says.
+
+    Every record is checked against its tensors (absent, shorter or longer than declared, a
+    view past its storage, a size past the machine's memory) before anything is allocated: a
+    damaged file raises `CheckpointError` naming the record, never returns altered data.
+    Floating values stored as float16 that change beyond rounding (finite values past 65504
+    become inf, nonzero ones below 2**-25 become 0) give one `Float16RangeWarning` naming each
+    tensor; `strict_range=True` raises `CheckpointError` instead.
 
     >>> import io, aneforge as af
     >>> buf = io.BytesIO()
@@ -262,27 +381,47 @@ def load(f, map_location=None, weights_only: bool = True):
     >>> x.tolist(), meta
     ([1.0, 2.0], {'n': 1})
     """
+    name = str(f) if isinstance(f, (str, os.PathLike)) else "<file>"
     with _open(f, "rb") as handle:
-        if not zipfile.is_zipfile(handle):
-            raise ValueError("af.load: not a checkpoint archive (torch's zip format); files "
-                             "from torch.save(..., _use_new_zipfile_serialization=False) are "
-                             "not supported")
-        handle.seek(0)
-        with zipfile.ZipFile(handle) as z:
-            names = z.namelist()
-            pkl = next((n for n in names if n.endswith("/data.pkl")), None)
-            if pkl is None:
-                raise ValueError("af.load: the archive has no data.pkl record")
-            root = pkl[:-len("data.pkl")]
-            _check_byteorder(z, root, names)
-            reader = _Reader(z.read(pkl), lambda key: z.read(f"{root}data/{key}"))
-            return _to_tensors(reader.load())
+        obj = _unpickle(handle, name)
+    losses: dict = {}
+    try:
+        out = _to_tensors(obj, "", losses)
+    except RecursionError as e:
+        raise CheckpointError(f"af.load({name}): containers nested too deeply") from e
+    scalar_consts.report_range(f"af.load({name})", losses, strict_range, CheckpointError,
+                               "af.load(..., strict_range=True) raises instead")
+    return out
 
 
-def _check_byteorder(z: zipfile.ZipFile, root: str, names) -> None:
-    order = z.read(f"{root}byteorder").decode().strip() if f"{root}byteorder" in names else "little"
+def _unpickle(handle, name: str):
+    if not zipfile.is_zipfile(handle):
+        raise CheckpointError(f"af.load({name}): not a checkpoint archive (torch's zip format), "
+                              f"or one truncated before its zip directory; files from "
+                              f"torch.save(..., _use_new_zipfile_serialization=False) are not "
+                              f"supported")
+    handle.seek(0)
+    try:
+        z = zipfile.ZipFile(handle)
+    except _DAMAGE as e:
+        raise CheckpointError(f"af.load({name}): the zip directory is damaged ({e})") from e
+    with z:
+        archive = _Archive(z, name)
+        _check_byteorder(archive)
+        try:
+            return _Reader(archive).load()
+        except AneforgeError:
+            raise
+        except _DAMAGE as e:
+            raise archive.error(f"the record {archive.pkl} does not unpickle "
+                                f"({type(e).__name__}: {str(e)[:200]})") from e
+
+
+def _check_byteorder(archive: _Archive) -> None:
+    path = f"{archive.root}byteorder"
+    order = archive.read(path).decode(errors="replace").strip() if path in archive.names else "little"
     if order != "little":
-        raise ValueError(f"af.load: storages are {order}-endian; only little-endian is read")
+        raise archive.error(f"storages are {order[:20]!r}-endian; only little-endian is read")
 
 
 class _open:
