@@ -180,6 +180,6 @@ def report_range(where: str, losses: dict, strict: bool = False, error=ValueErro
         raise error(f"{where}: values change beyond fp16 rounding when stored as float16 ({parts}); "
                     f"nothing was loaded. {fix[0].upper()}{fix[1:]}")
     warnings.warn(f"{where}: values change beyond fp16 rounding when stored as float16, "
-                  f"aneforge's floating type ({parts}). To keep them: {fix}. {strict_hint}",
+                  f"aneforge's floating type ({parts}). To keep them: {fix}. {strict_hint}".strip(),
                   Float16RangeWarning,
                   stacklevel=stacklevel)
