@@ -216,6 +216,7 @@ class _Archive:
             raise self.error(f"the records {twice} appear more than once; which one is meant is "
                              f"ambiguous")
         self.names = set(names)
+        self.room = memory.budget()     # read once: /proc/meminfo per storage would be slow
         pkl = next((n for n in names if n.endswith("/data.pkl")), None)
         if pkl is None:
             raise self.error("the archive has no data.pkl record")
@@ -331,9 +332,8 @@ class _Reader(pickle.Unpickler):
 
 def _check_memory(archive: _Archive, what: str, nbytes: int) -> None:
     """Refuse a declared size the machine cannot hold, before anything is allocated."""
-    room = memory.budget()
-    if nbytes > room:
-        raise archive.error(f"{what} needs {nbytes} bytes, more than the {room} this machine "
+    if nbytes > archive.room:
+        raise archive.error(f"{what} needs {nbytes} bytes, more than the {archive.room} this machine "
                             f"has available (ANEFORGE_SIM_MAX_BYTES raises the budget)")
 
 
@@ -381,7 +381,7 @@ def load(f, map_location=None, weights_only: bool = True, *, strict_range: bool 
     >>> x.tolist(), meta
     ([1.0, 2.0], {'n': 1})
     """
-    name = str(f) if isinstance(f, (str, os.PathLike)) else "<file>"
+    name = str(f) if isinstance(f, (str, os.PathLike)) else getattr(f, "name", "<file>")
     with _open(f, "rb") as handle:
         obj = _unpickle(handle, name)
     losses: dict = {}

@@ -32,6 +32,8 @@ mode) instead of letting 1e5 become inf and 1e-9 become 0 silently.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import warnings
 
 import numpy as np
@@ -141,6 +143,31 @@ _SPLITTERS = {"mul": _mul, "real_div": _div, "add": _add, "sub": _sub}
 def apply_split(op: str, x, value, reverse: bool):
     """`x op value` (or `value op x` when `reverse`) with only fp16-normal constants."""
     return _SPLITTERS[op](x, float(value), reverse)
+
+
+# ---- numbers no exact route keeps: a float16 constant of +-inf -----------------------------
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # aneforge/
+F16_OVERFLOW = 65520.0      # 65504 + half its ulp: this and anything larger rounds to inf
+
+
+def overflows(value) -> bool:
+    """Whether the Python number `value` is finite but rounds to +-inf as a float16 constant."""
+    return type(value) in (float, int) and F16_OVERFLOW <= abs(value) < math.inf
+
+
+def warn_constant(value) -> None:
+    """A `Float16RangeWarning` at the user's line: `value` becomes an infinite fp16 constant."""
+    level, f = 2, sys._getframe(1)     # level 2: the caller's frame
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE):
+        f, level = f.f_back, level + 1
+    sign = "-inf" if value < 0 else "inf"
+    warnings.warn(f"the Python number {value!r} is past float16's range (+-65504): as a float16 "
+                  f"constant it is {sign}. torch computes x % c, x // c, fmod with the exact "
+                  f"number and refuses it in masked_fill, fill_, clamp, pow ('value cannot be "
+                  f"converted to type c10::Half without overflow'), so the result may differ. "
+                  f"Use a number within +-65504 (e.g. -65504 for a mask), compute in float32 "
+                  f"(x.float() % c), or rescale the operands", Float16RangeWarning,
+                  stacklevel=level)
 
 
 # ---- data from outside: what storing it as float16 loses ----------------------------------
