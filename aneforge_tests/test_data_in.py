@@ -132,7 +132,7 @@ def test_torch_views_load_exactly():
     (2, 4, "reach element 8, past the storage's 6 elements"),        # size
     (3, 3, "reach element 5, past the storage's 6 elements"),         # stride... in bounds
     (2, -1, "not non-negative integers"),
-    (2, 2 ** 62, "past the storage"),
+    (2, 2 ** 60, "past the storage"),
     (0, 7, "record archive/data/0 has 24 bytes where its storage needs 28"),   # storage numel
 ])
 def test_views_past_their_storage_are_refused(k, value, match):
@@ -149,7 +149,7 @@ def test_sizes_past_int64_and_past_memory_refused_before_allocating():
     """A stride-0 view of one element is a valid torch tensor of any size (what `expand` saves):
     loading it would allocate the whole. Refused by the size checks, before any allocation."""
     raw = torch_bytes({"e": torch.zeros(1).expand(4)})       # numel 1, offset 0, size 4, stride 0
-    for size, match in [(2 ** 64, "18446744073709551616 elements, past int64"),
+    for size, match in [(2 ** 64, "18446744073709551616 elements.*past int64"),
                         (2 ** 40, "needs 6597069766656 bytes, more than the")]:
         with pytest.raises(af.CheckpointError, match=match):
             af.load(io.BytesIO(with_pickle(raw, set_int(data_pkl(raw), 2, size))))
