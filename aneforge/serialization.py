@@ -208,8 +208,7 @@ INT64_MAX = 2 ** 63 - 1
 
 
 class _Storage(tuple):
-    """(record key, its array, its storage type). A tuple: a forged BUILD opcode cannot swap
-    the array."""
+    """(record key, its array, its storage type): only persistent ids make one."""
     __slots__ = ()
 
 
@@ -242,6 +241,7 @@ class _Archive:
         if info.flag_bits & 0x1:
             raise self.error(f"the record {path} is marked encrypted, which torch never writes")
         declared = info.file_size
+        _check_memory(self, f"the record {path}", declared)     # a compressed bomb included
         if size is not None and declared != size:
             raise self.error(f"the record {path} has {declared} bytes where its storage needs "
                              f"{size} (torch refuses it too)")
@@ -255,8 +255,7 @@ class _Archive:
         return raw
 
 
-# Bound methods of the reader where the pickle names functions: a forged BUILD cannot set
-# attributes on them (it could on a module-level function, for every later load).
+# What each allowed name is: a reader method's name (bound per load), or the object itself.
 _ALLOWED = {("torch._utils", "_rebuild_tensor_v2"): "rebuild_tensor",
             ("torch._utils", "_rebuild_parameter"): "rebuild_parameter",
             ("collections", "OrderedDict"): OrderedDict}
@@ -351,8 +350,7 @@ class _Reader:
     def global_(self):
         module, name = self.line(), self.line()
         found = _allowed(module, name)
-        self.stack.append(getattr(self, found) if isinstance(found, str) and
-                          found.startswith("rebuild") else found)
+        self.stack.append(getattr(self, found) if type(found) is str else found)
 
     def reduce(self):
         args, func = self.stack.pop(), self.stack[-1]

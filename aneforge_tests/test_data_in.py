@@ -157,9 +157,16 @@ def test_sizes_past_int64_and_past_memory_refused_before_allocating():
 
 
 def test_memory_budget_is_the_simulators(monkeypatch):
-    monkeypatch.setenv("ANEFORGE_SIM_MAX_BYTES", "64")
-    with pytest.raises(af.CheckpointError, match="needs 96 bytes, more than the 64"):
-        af.load(io.BytesIO(torch_bytes(torch.zeros(24))))          # 24 float32 + their fp16
+    monkeypatch.setenv("ANEFORGE_SIM_MAX_BYTES", "1000")
+    with pytest.raises(af.CheckpointError, match="storage 0 needs 1200 bytes, more than the 1000"):
+        af.load(io.BytesIO(torch_bytes(torch.zeros(200))))         # 200 float32 + their fp16
+    with pytest.raises(af.CheckpointError, match="storage 0 needs 1600 bytes, more than the 1000"):
+        af.load(io.BytesIO(torch_bytes(torch.zeros(400))))         # the record itself
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:    # 5000 bytes in ~30
+        z.writestr("archive/data.pkl", b"(" * 5000)
+    with pytest.raises(af.CheckpointError, match="data.pkl needs 5000 bytes, more than the 1000"):
+        af.load(io.BytesIO(bomb.getvalue()))
 
 
 def test_code_and_damaged_pickles_are_documented_errors(tmp_path):

@@ -192,7 +192,7 @@ def case_of(draw) -> dict:
     return {"shape": shape, "dtype": dtype, "seed": draw(st.integers(0, 2 ** 16)), "chain": chain}
 
 
-@settings(max_examples=int(os.environ.get("ANEFORGE_CHAIN_EXAMPLES", "120")), deadline=None,
+@settings(max_examples=int(os.environ.get("ANEFORGE_CHAIN_EXAMPLES", "600")), deadline=None,
           derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_random_op_chains_agree_with_torch(data):
