@@ -151,7 +151,11 @@ F16_OVERFLOW = 65520.0      # 65504 + half its ulp: this and anything larger rou
 
 
 def overflows(value) -> bool:
-    """Whether the Python number `value` is finite but rounds to +-inf as a float16 constant."""
+    """Whether the Python number `value` is finite but rounds to +-inf as a float16 constant.
+
+    >>> overflows(1e6), overflows(65519.0), overflows(float("inf"))
+    (True, False, False)
+    """
     return type(value) in (float, int) and F16_OVERFLOW <= abs(value) < math.inf
 
 
@@ -193,7 +197,13 @@ def report_range(where: str, losses: dict, strict: bool = False, error=ValueErro
                  strict_hint: str = "", stacklevel: int = 3) -> None:
     """One `Float16RangeWarning` (or `error` when `strict`) for every tensor of `losses`
     ({name: (overflowed, flushed)}) that lost values, naming each and the counts;
-    `strict_hint` says how to make it an error instead."""
+    `strict_hint` says how to make it an error instead.
+
+    >>> report_range("load", {"w": (2, 0), "b": (0, 0)}, strict=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: load: values change beyond fp16 rounding when stored as float16 (w: 2 finite value(s) past 65504 become +-inf); nothing was loaded. ...
+    """
     lost = {name: counts for name, counts in losses.items() if any(counts)}
     if not lost:
         return

@@ -271,7 +271,8 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
                 x = self._floating() if floating else self
                 if _scalar_dtype(x, other).is_float:  # fp16 cannot hold it: keep it exact
                     return scalar_consts.apply_split(op, x, other, reverse)
-            if scalar_consts.overflows(other) and _number_dtype(self, other, floating) is dtypes.float16:
+            if scalar_consts.overflows(other) and \
+                    _number_dtype(self, other, floating) is dtypes.float16:
                 scalar_consts.warn_constant(other)    # pow, maximum, minimum: no exact route
             dt = _number_dtype(self, other, floating)
             a = self if dt is self._node.types[self._idx].dtype else self.to(dt)
@@ -361,7 +362,7 @@ def const(value, dtype: DType) -> Tensor:
             scalar_consts.warn_constant(value)                  # no exact route: say so
         return Tensor(_number_node(value, dtype))
     array = np.asarray(value)
-    if dtype is dtypes.float16 and any(scalar_consts.range_losses(array)):
+    if dtype is dtypes.float16 and scalar_consts.range_losses(array)[0]:      # an inf made
         scalar_consts.warn_constant(float(array.flat[np.argmax(np.abs(array))]))
     with np.errstate(over="ignore"):
         return record_op("const", {}, {"val": array.astype(dtype.np)})
