@@ -26,8 +26,9 @@ from .random import Generator, get_rng_state, initial_seed, seed, set_rng_state
 from .random import default_generator as _default_generator
 from .dtypes import bool_ as bool  # noqa: A001  (torch spells it af.bool)
 from .dtypes import float16, float32, half, int8, int16, int32, uint8, uint16
-from .errors import (ANEHazardWarning, AneforgeError, BackendUnavailable, CompileWallError,
-                     DTypeError, LimitError, OutOfMemoryError, ShapeError)
+from .errors import (ANEHazardWarning, AneforgeError, BackendUnavailable, CheckpointError,
+                     CompileWallError, DTypeError, Float16RangeWarning, LimitError,
+                     OutOfMemoryError, ShapeError)
 from .hardware.numerics import Numerics, get_numerics, numerics, set_numerics
 from .runtime import backends as _backends, get_backend, set_backend
 from .hardware.targets import get_target, is_native, op_info, set_target, target
@@ -158,7 +159,8 @@ __all__ = ["Tensor", "tensor", "from_numpy", "zeros", "ones", "full", "zeros_lik
            "dtypes",
            "float16", "float32", "half", "int8", "int16", "int32", "uint8", "uint16", "bool",
            "AneforgeError", "ANEHazardWarning", "ShapeError", "LimitError", "DTypeError",
-           "CompileWallError", "BackendUnavailable", "OutOfMemoryError", "no_grad", "inference_mode",
+           "CompileWallError", "BackendUnavailable", "OutOfMemoryError", "CheckpointError",
+           "Float16RangeWarning", "no_grad", "inference_mode",
            "enable_grad", "set_grad_enabled", "autocast",
            "is_grad_enabled", "grad", "nn", "optim", "amp", "passes", "compile", "from_torch",
            "testing", "save", "load", "empty", "empty_like", "rand_like", "randn_like",

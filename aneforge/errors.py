@@ -1,4 +1,5 @@
 """The errors aneforge raises. Each message says what was asked, the limit, and what to do."""
+import pickle
 
 
 class AneforgeError(Exception):
@@ -28,6 +29,20 @@ class BackendUnavailable(AneforgeError, RuntimeError):
 class OutOfMemoryError(AneforgeError, MemoryError):
     """A program whose simulation needs more host memory than the budget (checked before any
     allocation; the budget is ANEFORGE_SIM_MAX_BYTES, else 90% of available memory)."""
+
+
+class CheckpointError(AneforgeError, ValueError, pickle.UnpicklingError):
+    """A checkpoint `af.load` refuses: damaged (a record absent, shorter or longer than its
+    tensor needs, a view past its storage, a pickle that does not parse), naming code, or
+    holding values float16 cannot hold under `strict_range=True`. Also a `ValueError` and a
+    `pickle.UnpicklingError`, what `torch.load` raises for a file it refuses."""
+
+
+class Float16RangeWarning(UserWarning):
+    """Values from outside (a checkpoint, a state_dict, host data, a Python number) that change
+    beyond rounding when stored as float16: finite values past 65504 become +-inf, nonzero values
+    below 2**-25 become 0. `warnings.simplefilter("error", aneforge.Float16RangeWarning)` makes
+    it an error."""
 
 
 class ANEHazardWarning(UserWarning):

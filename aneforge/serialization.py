@@ -8,26 +8,38 @@ checkpoint, and `af.load` reads a `torch.save` file of tensors.
 
 Nothing here runs pickled code. The writer emits the pickle opcodes itself (no `pickle.dumps`
 of Python objects: the only globals named are torch's tensor rebuild function, its storage
-classes and `collections.OrderedDict`, none of which is imported). The reader is an Unpickler
-whose `find_class` knows exactly those names and refuses every other (torch's
-`weights_only=True` allow-list is the same idea), mapping them to numpy.
+classes and `collections.OrderedDict`, none of which is imported). The reader interprets the
+pickle itself, with the opcodes and rules of torch's `weights_only=True` unpickler: it knows
+exactly those names (mapped to numpy) and refuses every other, before anything runs.
+
+Nothing read is trusted either: every record is checked against the tensors that use it
+(absent, duplicated, shorter or longer than its storage, a view past its storage, sizes past
+int64 or past the machine's memory) before anything is allocated, and a damaged file raises
+`CheckpointError` naming the record: never zero-filled or truncated data.
 
 What a checkpoint may hold: tensors (aneforge, numpy or torch), dicts (OrderedDict kept),
 lists, tuples, str, int, float, bool and None, nested. Tensors load as aneforge tensors:
-floating data as float16 (aneforge's storage type), integers as int32, bools as bool.
+floating data as float16 (aneforge's storage type, rounded once to nearest; values that change
+beyond rounding are reported), int64 as int32, other integers and bools as they are.
 """
 from __future__ import annotations
 
 import io
+import math
 import os
 import pickle
+import pickletools
 import struct
 import zipfile
+import zlib
 from collections import OrderedDict
 
 import numpy as np
 
+from .core import scalar_consts
 from .creation import tensor
+from .errors import AneforgeError, CheckpointError
+from .runtime import memory
 from .tensor import Tensor
 
 # numpy dtype <-> torch's storage class name (the legacy names torch still pickles).
@@ -187,73 +199,371 @@ def save(obj, f) -> None:
 
 
 # ---- reading ------------------------------------------------------------------------------
-class _Storage:
-    __slots__ = ("array",)
-
-    def __init__(self, array: np.ndarray):
-        self.array = array
-
-
-def _rebuild_tensor(storage: _Storage, offset: int, size, stride, requires_grad=False,
-                    hooks=None, metadata=None) -> np.ndarray:
-    item = storage.array.itemsize
-    view = np.lib.stride_tricks.as_strided(storage.array[offset:], tuple(size),
-                                           tuple(s * item for s in stride))
-    return view.copy()
+# What a damaged archive raises from zipfile, and a damaged pickle from the reader below (a
+# stack or memo entry missing, a call with the wrong arguments, an unhashable key, bad UTF-8).
+_ZIP_DAMAGE = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, struct.error,
+               OverflowError, NotImplementedError)
+_PICKLE_DAMAGE = (IndexError, KeyError, TypeError, ValueError)
+INT64_MAX = 2 ** 63 - 1
 
 
-def _rebuild_parameter(data, requires_grad=True, hooks=None, *rest):
-    return data
+class _Storage(tuple):
+    """(record key, its array, its storage type): only persistent ids make one."""
+    __slots__ = ()
 
 
-_ALLOWED = {("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
-            ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+class _Archive:
+    """The records of one checkpoint archive, each checked before it is read."""
+
+    def __init__(self, z: zipfile.ZipFile, name: str):
+        self.z, self.name = z, name
+        names = z.namelist()
+        twice = sorted({n for n in names if names.count(n) > 1}) if len(set(names)) < len(names) else []
+        if twice:
+            raise self.error(f"the records {twice} appear more than once; which one is meant is "
+                             f"ambiguous")
+        self.names = set(names)
+        self.room = memory.budget()     # read once: /proc/meminfo per storage would be slow
+        pkl = next((n for n in names if n.endswith("/data.pkl")), None)
+        if pkl is None:
+            raise self.error("the archive has no data.pkl record")
+        self.pkl, self.root = pkl, pkl[:-len("data.pkl")]
+
+    def error(self, what: str) -> CheckpointError:
+        return CheckpointError(f"af.load({self.name}): {what}. The file is damaged or not a "
+                               f"torch checkpoint: save it again or download it again")
+
+    def read(self, path: str, size: int | None = None) -> bytes:
+        """Record `path`, whose size must be `size` bytes if given (checked before reading)."""
+        if path not in self.names:
+            raise self.error(f"the record {path} is absent")
+        info = self.z.getinfo(path)
+        if info.flag_bits & 0x1:
+            raise self.error(f"the record {path} is marked encrypted, which torch never writes")
+        declared = info.file_size
+        _check_memory(self, f"the record {path}", declared)     # a compressed bomb included
+        if size is not None and declared != size:
+            raise self.error(f"the record {path} has {declared} bytes where its storage needs "
+                             f"{size} (torch refuses it too)")
+        try:
+            raw = self.z.read(path)
+        except _ZIP_DAMAGE as e:
+            raise self.error(f"the record {path} cannot be read ({type(e).__name__}: {e})") from e
+        if size is not None and len(raw) != size:
+            raise self.error(f"the record {path} holds {len(raw)} bytes where its storage needs "
+                             f"{size}")
+        return raw
+
+
+# What each allowed name is: a reader method's name (bound per load), or the object itself.
+_ALLOWED = {("torch._utils", "_rebuild_tensor_v2"): "rebuild_tensor",
+            ("torch._utils", "_rebuild_parameter"): "rebuild_parameter",
             ("collections", "OrderedDict"): OrderedDict}
-_ALLOWED.update({("torch", name): name for name in [*NUMPY_OF, BFLOAT16]})
 
 
-class _Reader(pickle.Unpickler):
-    """Only the names a tensor checkpoint needs: anything else is refused, never imported."""
+class _StorageType(str):
+    """torch.FloatStorage & co. as the pickle names them: a marker only persistent ids take
+    (a plain string "FloatStorage" is not one, and a marker left as a value is refused)."""
+    __slots__ = ()
 
-    def __init__(self, data: bytes, records):
-        super().__init__(io.BytesIO(data))
-        self.records = records
 
-    def find_class(self, module: str, name: str):
-        found = _ALLOWED.get((module, name))
-        if found is None:
-            raise pickle.UnpicklingError(
-                f"af.load: the checkpoint names {module}.{name}, which a checkpoint of tensors, "
-                f"containers and numbers does not need; refusing to load it (aneforge never "
-                f"runs code from a checkpoint)")
-        return found
+_ALLOWED.update({("torch", name): _StorageType(name) for name in [*NUMPY_OF, BFLOAT16]})
+_VALUES = (str, bytes, int, float, complex, bool, type(None))     # what a checkpoint may hold
+
+
+def _allowed(module: str, name: str):
+    found = _ALLOWED.get((module, name))
+    if found is None:
+        raise CheckpointError(
+            f"af.load: the checkpoint names {module}.{name}, which a checkpoint of tensors, "
+            f"containers and numbers does not need; refusing to load it (aneforge never "
+            f"runs code from a checkpoint)")
+    return found
+
+
+def _scan(data: bytes) -> None:
+    """Before anything runs, every name the pickle imports is allowed (protocol 4's
+    STACK_GLOBAL included, so a `pickle.dumps` of code is named too)."""
+    strings = []
+    for op, arg, _ in pickletools.genops(data):
+        if op.name == "GLOBAL":
+            _allowed(*arg.split(" ", 1))
+        elif op.name == "STACK_GLOBAL" and len(strings) >= 2:
+            _allowed(*strings[-2:])
+        if isinstance(arg, str):
+            strings.append(arg)
+
+
+def _is_index(n) -> bool:
+    return type(n) is int and n >= 0
+
+
+class _Reader:
+    """The pickle interpreted opcode by opcode, with the opcodes and rules of torch's
+    weights-only unpickler (torch/_weights_only_unpickler.py): only the names a tensor checkpoint
+    needs (anything else refused, never imported), appends only to lists, items only into dicts.
+    Every storage and tensor is checked against its record before anything is allocated."""
+
+    def __init__(self, archive: _Archive):
+        self.archive = archive
+        self.data = archive.read(archive.pkl)
+        _scan(self.data)
+        self.pos, self.stack, self.marks, self.memo = 0, [], [], {}
+        self.storages: dict[str, _Storage] = {}
+
+    def load(self):
+        while True:
+            code = self.read(1)
+            if code == pickle.STOP:
+                return self.stack.pop()
+            run = _OPS.get(code)
+            if run is None:
+                raise self.archive.error(
+                    f"{self.archive.pkl} uses the pickle opcode {code!r} (byte {self.pos - 1}), "
+                    f"which torch's weights-only loader does not run either")
+            run(self)
+
+    def read(self, n: int) -> bytes:
+        chunk = self.data[self.pos:self.pos + n]
+        if len(chunk) < n:
+            raise self.archive.error(f"{self.archive.pkl} ends inside an opcode: it is truncated")
+        self.pos += n
+        return chunk
+
+    def line(self) -> str:
+        end = self.data.find(b"\n", self.pos)
+        if end < 0:
+            raise self.archive.error(f"{self.archive.pkl} ends inside a name: it is truncated")
+        text, self.pos = self.data[self.pos:end].decode("utf-8"), end + 1
+        return text
+
+    def pop_mark(self) -> list:
+        items, self.stack = self.stack, self.marks.pop()
+        return items
+
+    def target(self, kinds: tuple, what: str):
+        if type(self.stack[-1]) not in kinds:
+            raise self.archive.error(f"{what} into a {type(self.stack[-1]).__name__}")
+        return self.stack[-1]
+
+    # ---- the opcodes (pickle's names) ----------------------------------------------------
+    def global_(self):
+        module, name = self.line(), self.line()
+        found = _allowed(module, name)
+        self.stack.append(getattr(self, found) if type(found) is str else found)
+
+    def reduce(self):
+        args, func = self.stack.pop(), self.stack[-1]
+        if func not in (self.rebuild_tensor, self.rebuild_parameter, OrderedDict) or \
+                type(args) is not tuple:
+            raise self.archive.error(f"a call of {str(func)[:40]} on {str(args)[:40]}")
+        self.stack[-1] = func(*args)
+
+    def newobj(self):
+        args, cls = self.stack.pop(), self.stack.pop()
+        if cls is not OrderedDict or type(args) is not tuple:
+            raise self.archive.error(f"a new object of {str(cls)[:40]}")
+        self.stack.append(OrderedDict.__new__(OrderedDict, *args))
+
+    def build(self):
+        state = self.stack.pop()            # attributes of an OrderedDict: not data, dropped
+        if type(self.stack[-1]) is not OrderedDict or not isinstance(state, dict):
+            raise self.archive.error(f"a state set on a {type(self.stack[-1]).__name__}")
+
+    def setitems(self):
+        items = self.pop_mark()
+        into = self.target((dict, OrderedDict), "items")
+        if len(items) % 2:
+            raise self.archive.error("a key without a value")
+        for k in range(0, len(items), 2):
+            into[items[k]] = items[k + 1]
+
+    def persid(self):
+        self.stack.append(self.persistent_load(self.stack.pop()))
+
+    def rebuild_parameter(self, data, requires_grad=True, hooks=None, *rest):
+        return data
 
     def persistent_load(self, pid):
-        kind, storage, key, _location, numel = pid
-        if kind != "storage":
-            raise pickle.UnpicklingError(f"af.load: unknown persistent record {kind!r}")
-        raw = self.records(str(key))
-        if storage == BFLOAT16:         # the top half of a float32
-            bits = np.frombuffer(raw, "<u2").astype(np.uint32) << 16
-            return _Storage(bits.view(np.float32))
-        return _Storage(np.frombuffer(raw, NUMPY_OF[storage].newbyteorder("<")))
+        if not (type(pid) is tuple and len(pid) == 5 and pid[0] == "storage"):
+            raise self.archive.error(f"unknown persistent record {str(pid)[:80]}")
+        _, kind, key, _location, numel = pid
+        if type(kind) is not _StorageType:
+            raise self.archive.error(f"a storage of unknown type {str(kind)[:40]}")
+        if not _is_index(numel) or not isinstance(key, (str, int)):
+            raise self.archive.error(f"storage {str(key)[:40]} declares {str(numel)[:40]} "
+                                     f"elements")
+        key = str(key)
+        made = self.storages.get(key)
+        if made is None:
+            made = self.storages[key] = _Storage((key, self._storage(kind, key, numel), kind))
+        if made[1].size != numel or made[2] != kind:
+            raise self.archive.error(f"storage {key} is declared twice, differently")
+        return made
+
+    def _storage(self, kind: str, key: str, numel: int) -> np.ndarray:
+        itemsize = 2 if kind == BFLOAT16 else NUMPY_OF[kind].itemsize
+        _check_memory(self.archive, f"storage {key}", numel * itemsize)
+        raw = self.archive.read(f"{self.archive.root}data/{key}", numel * itemsize)
+        if kind == BFLOAT16:            # the top half of a float32
+            return (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
+        if kind == "BoolStorage":       # any nonzero byte is True, as in torch
+            return np.frombuffer(raw, np.uint8) != 0
+        return np.frombuffer(raw, NUMPY_OF[kind].newbyteorder("<"))
+
+    def rebuild_tensor(self, storage, offset, size, stride, *rest) -> np.ndarray:
+        """torch._utils._rebuild_tensor_v2: a view of `storage`, copied, after torch's checks."""
+        if type(storage) is not _Storage:
+            raise self.archive.error("a tensor is built from something that is not a storage")
+        key, array, _ = storage
+        what = f"the tensor on storage {key}"
+        if not (_is_index(offset) and isinstance(size, (tuple, list))
+                and isinstance(stride, (tuple, list)) and len(size) == len(stride)
+                and all(map(_is_index, size)) and all(map(_is_index, stride))):
+            raise self.archive.error(f"{what} has offset {str(offset)[:40]}, size "
+                                     f"{str(size)[:80]}, stride {str(stride)[:80]}: not "
+                                     f"non-negative integers of one rank")
+        numel = math.prod(size)
+        if max(numel, offset, *stride) * array.itemsize > INT64_MAX:
+            raise self.archive.error(f"{what} has size {tuple(size)} ({numel} elements), stride "
+                                     f"{tuple(stride)}, offset {offset}: past int64 in bytes "
+                                     f"(torch's sizes are int64 too)")
+        end = offset + sum((n - 1) * s for n, s in zip(size, stride)) + 1 if numel else offset
+        if end > array.size:
+            raise self.archive.error(
+                f"{what}: size {tuple(size)}, stride {tuple(stride)} and offset {offset} reach "
+                f"element {end - 1}, past the storage's {array.size} elements (torch refuses it too)")
+        _check_memory(self.archive, what, numel * (array.itemsize + 2))
+        view = np.lib.stride_tricks.as_strided(array[offset:], tuple(size),
+                                               tuple(s * array.itemsize for s in stride))
+        return view.copy()
 
 
-def _to_tensors(obj):
-    """Arrays (the reader's tensors) as aneforge tensors, inside any container."""
+def _push(value):
+    return lambda r: r.stack.append(value() if callable(value) else value)
+
+
+def _push_read(fmt: str):
+    size = struct.calcsize(fmt)
+    return lambda r: r.stack.append(struct.unpack(fmt, r.read(size))[0])
+
+
+def _memo_put(fmt: str):
+    size = struct.calcsize(fmt)
+    return lambda r: r.memo.__setitem__(struct.unpack(fmt, r.read(size))[0], r.stack[-1])
+
+
+def _memo_get(fmt: str):
+    size = struct.calcsize(fmt)
+    return lambda r: r.stack.append(r.memo[struct.unpack(fmt, r.read(size))[0]])
+
+
+def _tuple(n: int):
+    def run(r: _Reader):
+        if len(r.stack) < n:
+            raise IndexError("stack underflow")
+        r.stack[len(r.stack) - n:] = [tuple(r.stack[len(r.stack) - n:])]
+    return run
+
+
+def _tuple_mark(r: _Reader):
+    items = r.pop_mark()            # first: it swaps the stack
+    r.stack.append(tuple(items))
+
+
+def _append(r: _Reader):
+    item = r.stack.pop()
+    r.target((list,), "an append").append(item)
+
+
+def _appends(r: _Reader):
+    items = r.pop_mark()
+    r.target((list,), "an append").extend(items)
+
+
+def _setitem(r: _Reader):
+    value, key = r.stack.pop(), r.stack.pop()
+    r.target((dict, OrderedDict), "an item")[key] = value
+
+
+def _mark(r: _Reader):
+    r.marks.append(r.stack)
+    r.stack = []
+
+
+def _text(r: _Reader, n: int) -> str:
+    return str(r.read(n), "utf-8", "surrogatepass")
+
+
+_OPS = {
+    pickle.PROTO: lambda r: r.read(1), pickle.GLOBAL: _Reader.global_,
+    pickle.REDUCE: _Reader.reduce, pickle.NEWOBJ: _Reader.newobj, pickle.BUILD: _Reader.build,
+    pickle.APPEND: _append, pickle.APPENDS: _appends, pickle.SETITEM: _setitem,
+    pickle.SETITEMS: _Reader.setitems, pickle.MARK: _mark,
+    pickle.TUPLE: _tuple_mark,
+    pickle.TUPLE1: _tuple(1), pickle.TUPLE2: _tuple(2), pickle.TUPLE3: _tuple(3),
+    pickle.NONE: _push(None), pickle.NEWFALSE: _push(False), pickle.NEWTRUE: _push(True),
+    pickle.EMPTY_TUPLE: _push(()), pickle.EMPTY_LIST: _push(list), pickle.EMPTY_DICT: _push(dict),
+    pickle.EMPTY_SET: _push(set), pickle.BININT: _push_read("<i"), pickle.BININT1: _push_read("<B"),
+    pickle.BININT2: _push_read("<H"), pickle.BINFLOAT: _push_read(">d"),
+    pickle.BINUNICODE: lambda r: r.stack.append(_text(r, struct.unpack("<I", r.read(4))[0])),
+    pickle.SHORT_BINSTRING: lambda r: r.stack.append(_text(r, r.read(1)[0])),
+    pickle.LONG1: lambda r: r.stack.append(int.from_bytes(r.read(r.read(1)[0]), "little", signed=True)),
+    pickle.BINPERSID: _Reader.persid, pickle.BINGET: _memo_get("<B"),
+    pickle.LONG_BINGET: _memo_get("<I"), pickle.BINPUT: _memo_put("<B"),
+    pickle.LONG_BINPUT: _memo_put("<I"),
+}
+
+
+def _check_memory(archive: _Archive, what: str, nbytes: int) -> None:
+    """Refuse a declared size the machine cannot hold, before anything is allocated."""
+    if nbytes > archive.room:
+        raise archive.error(f"{what} needs {nbytes} bytes, more than the {archive.room} this machine "
+                            f"has available (ANEFORGE_SIM_MAX_BYTES raises the budget)")
+
+
+def _to_tensors(obj, path: str, losses: dict):
+    """Arrays (the reader's tensors) as aneforge tensors, inside any container; what their fp16
+    cast loses, by path, into `losses`. Anything but data (a storage, a rebuild function or a
+    storage type the pickle names but never calls) is refused."""
     if isinstance(obj, np.ndarray):
-        return tensor(obj)
-    if isinstance(obj, dict):
-        return type(obj)((k, _to_tensors(v)) for k, v in obj.items())
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_tensors(v) for v in obj)
-    return obj
+        return _to_tensor(obj, path, losses)
+    if type(obj) in (dict, OrderedDict):
+        return type(obj)((_to_tensors(k, f"{path} key", losses), _to_tensors(v, f"{path}[{k!r}]", losses))
+                         for k, v in obj.items())
+    if type(obj) in (list, tuple, set, frozenset):
+        return type(obj)(_to_tensors(v, f"{path}[{i}]", losses) for i, v in enumerate(obj))
+    if type(obj) in _VALUES:
+        return obj
+    raise CheckpointError(f"af.load: {path or 'the top level'} holds {str(obj)[:60]}, which is not "
+                          f"data (a name the pickle refers to but never applies): the file is "
+                          f"damaged or forged")
 
 
-def load(f, map_location=None, weights_only: bool = True):
+def _to_tensor(array: np.ndarray, path: str, losses: dict):
+    if array.dtype.kind == "f" and array.dtype != np.float16:
+        with np.errstate(over="ignore"):
+            half = array.astype(np.float16)
+        losses[path or "the tensor"] = scalar_consts.range_losses(array, half)
+        array = half
+    try:
+        return tensor(array)
+    except (AneforgeError, OverflowError) as e:
+        raise CheckpointError(f"af.load: tensor {path or '(the top level)'} of shape "
+                              f"{array.shape} cannot be an aneforge tensor: {e}") from e
+
+
+def load(f, map_location=None, weights_only: bool = True, *, strict_range: bool = False):
     """Load what `af.save` (or `torch.save`, for tensors and containers) wrote. Tensors come
     back as aneforge tensors. `map_location` is accepted for torch's signature (there is one
     device); loading never runs code from the file, whatever `weights_only` says.
+
+    Every record is checked against its tensors (absent, shorter or longer than declared, a
+    view past its storage, a size past the machine's memory) before anything is allocated: a
+    damaged file raises `CheckpointError` naming the record, never returns altered data.
+    Floating values stored as float16 that change beyond rounding (finite values past 65504
+    become inf, nonzero ones below 2**-25 become 0) give one `Float16RangeWarning` naming each
+    tensor; `strict_range=True` raises `CheckpointError` instead.
 
     >>> import io, aneforge as af
     >>> buf = io.BytesIO()
@@ -262,27 +572,48 @@ def load(f, map_location=None, weights_only: bool = True):
     >>> x.tolist(), meta
     ([1.0, 2.0], {'n': 1})
     """
+    name = str(f) if isinstance(f, (str, os.PathLike)) else getattr(f, "name", "<file>")
     with _open(f, "rb") as handle:
-        if not zipfile.is_zipfile(handle):
-            raise ValueError("af.load: not a checkpoint archive (torch's zip format); files "
-                             "from torch.save(..., _use_new_zipfile_serialization=False) are "
-                             "not supported")
+        obj = _unpickle(handle, name)
+    losses: dict = {}
+    try:
+        out = _to_tensors(obj, "", losses)
+    except RecursionError as e:
+        raise CheckpointError(f"af.load({name}): containers nested too deeply") from e
+    scalar_consts.report_range(f"af.load({name})", losses, strict_range, CheckpointError,
+                               "af.load(..., strict_range=True) raises instead")
+    return out
+
+
+def _unpickle(handle, name: str):
+    try:
+        is_zip = zipfile.is_zipfile(handle)
         handle.seek(0)
-        with zipfile.ZipFile(handle) as z:
-            names = z.namelist()
-            pkl = next((n for n in names if n.endswith("/data.pkl")), None)
-            if pkl is None:
-                raise ValueError("af.load: the archive has no data.pkl record")
-            root = pkl[:-len("data.pkl")]
-            _check_byteorder(z, root, names)
-            reader = _Reader(z.read(pkl), lambda key: z.read(f"{root}data/{key}"))
-            return _to_tensors(reader.load())
+        z = zipfile.ZipFile(handle) if is_zip else None
+    except _ZIP_DAMAGE as e:
+        raise CheckpointError(f"af.load({name}): the zip directory is damaged ({e})") from e
+    if z is None:
+        raise CheckpointError(f"af.load({name}): not a checkpoint archive (torch's zip format), "
+                              f"or one truncated before its zip directory; files from "
+                              f"torch.save(..., _use_new_zipfile_serialization=False) are not "
+                              f"supported")
+    with z:
+        archive = _Archive(z, name)
+        _check_byteorder(archive)
+        try:
+            return _Reader(archive).load()
+        except AneforgeError:
+            raise
+        except _PICKLE_DAMAGE as e:
+            raise archive.error(f"the record {archive.pkl} does not unpickle "
+                                f"({type(e).__name__}: {str(e)[:200]})") from e
 
 
-def _check_byteorder(z: zipfile.ZipFile, root: str, names) -> None:
-    order = z.read(f"{root}byteorder").decode().strip() if f"{root}byteorder" in names else "little"
+def _check_byteorder(archive: _Archive) -> None:
+    path = f"{archive.root}byteorder"
+    order = archive.read(path).decode(errors="replace").strip() if path in archive.names else "little"
     if order != "little":
-        raise ValueError(f"af.load: storages are {order}-endian; only little-endian is read")
+        raise archive.error(f"storages are {order[:20]!r}-endian; only little-endian is read")
 
 
 class _open:

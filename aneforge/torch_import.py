@@ -20,6 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import dtypes, functions
+from .core.scalar_consts import range_losses, report_range
 from .creation import tensor
 from .errors import AneforgeError
 from .nn import functional as F
@@ -232,13 +233,14 @@ def from_torch(module, example_inputs, **export_kwargs) -> TorchModule:
                             f"forward (batch norm running statistics in training mode); export "
                             f"it in eval mode (module.eval()), or use af.nn layers for training")
     state = ep.state_dict
-    params = {s.target: Parameter(state[s.target].detach().float().numpy())
+    hosts = {s.target: _host(state[s.target] if s.target in state else ep.constants[s.target])
+             for s in sig.input_specs if s.kind in
+             (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)}
+    report_range("from_torch: the module's weights", {k: range_losses(v) for k, v in hosts.items()})
+    params = {s.target: Parameter(hosts[s.target])
               for s in sig.input_specs if s.kind == InputKind.PARAMETER}
-    buffers = {}
-    for s in sig.input_specs:
-        if s.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
-            value = state[s.target] if s.target in state else ep.constants[s.target]
-            buffers[s.target] = tensor(_host(value))
+    buffers = {s.target: tensor(hosts[s.target]) for s in sig.input_specs
+               if s.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR)}
     kinds = {InputKind.PARAMETER: "PARAMETER", InputKind.BUFFER: "BUFFER",
              InputKind.CONSTANT_TENSOR: "BUFFER", InputKind.USER_INPUT: "USER"}
     inputs = [(s.arg.name, (kinds[s.kind], s.target)) for s in sig.input_specs]

@@ -23,10 +23,22 @@ its range limits, and the result is rounded as torch's fp16 result is:
 
 Small addends (``x + 1e-8``) need nothing: fp16 rounding of the sum is the answer torch's fp16
 gives. Integers and in-range numbers take the ordinary single-constant path.
+
+Data from outside (checkpoints, state_dicts, host arrays) is stored as float16 once, so values
+fp16 cannot hold cannot be kept exact there: ``range_losses`` counts what the cast changes
+beyond rounding and ``report_range`` says so (a ``Float16RangeWarning``, or an error in strict
+mode) instead of letting 1e5 become inf and 1e-9 become 0 silently.
 """
 from __future__ import annotations
 
 import math
+import os
+import sys
+import warnings
+
+import numpy as np
+
+from ..errors import Float16RangeWarning
 
 F16_MAX = 65504.0
 F16_MIN_NORMAL = 2.0 ** -14
@@ -131,3 +143,80 @@ _SPLITTERS = {"mul": _mul, "real_div": _div, "add": _add, "sub": _sub}
 def apply_split(op: str, x, value, reverse: bool):
     """`x op value` (or `value op x` when `reverse`) with only fp16-normal constants."""
     return _SPLITTERS[op](x, float(value), reverse)
+
+
+# ---- numbers no exact route keeps: a float16 constant of +-inf -----------------------------
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # aneforge/
+F16_OVERFLOW = 65520.0      # 65504 + half its ulp: this and anything larger rounds to inf
+
+
+def overflows(value) -> bool:
+    """Whether the Python number `value` is finite but rounds to +-inf as a float16 constant.
+
+    >>> overflows(1e6), overflows(65519.0), overflows(float("inf"))
+    (True, False, False)
+    """
+    return type(value) in (float, int) and F16_OVERFLOW <= abs(value) < math.inf
+
+
+def warn_constant(value) -> None:
+    """A `Float16RangeWarning` at the user's line: `value` becomes an infinite fp16 constant."""
+    level, f = 2, sys._getframe(1)     # level 2: the caller's frame
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE):
+        f, level = f.f_back, level + 1
+    sign = "-inf" if value < 0 else "inf"
+    warnings.warn(f"the Python number {value!r} is past float16's range (+-65504): as a float16 "
+                  f"constant it is {sign}. torch computes x % c, x // c, fmod with the exact "
+                  f"number and refuses it in masked_fill, fill_, clamp, pow ('value cannot be "
+                  f"converted to type c10::Half without overflow'), so the result may differ. "
+                  f"Use a number within +-65504 (e.g. -65504 for a mask), compute in float32 "
+                  f"(x.float() % c), or rescale the operands", Float16RangeWarning,
+                  stacklevel=level)
+
+
+# ---- data from outside: what storing it as float16 loses ----------------------------------
+def range_losses(array: np.ndarray, half: np.ndarray | None = None) -> tuple[int, int]:
+    """(finite values that become +-inf, nonzero values that become 0) when floating `array` is
+    stored as float16 (`half`, its cast, if already made). NaN and inf stay what they are.
+
+    >>> import numpy as np
+    >>> range_losses(np.array([1e5, -1e6, 1e-9, 1.0, np.inf, 0.0]))
+    (2, 1)
+    """
+    if array.dtype.kind != "f" or array.dtype == np.float16 or not array.size:
+        return 0, 0
+    if half is None:
+        with np.errstate(over="ignore"):
+            half = array.astype(np.float16)
+    over = 0 if np.isfinite(half).all() else int(np.count_nonzero(np.isinf(half) & np.isfinite(array)))
+    under = int(np.count_nonzero(array)) - int(np.count_nonzero(half))
+    return over, max(under, 0)
+
+
+def report_range(where: str, losses: dict, strict: bool = False, error=ValueError,
+                 strict_hint: str = "", stacklevel: int = 3) -> None:
+    """One `Float16RangeWarning` (or `error` when `strict`) for every tensor of `losses`
+    ({name: (overflowed, flushed)}) that lost values, naming each and the counts;
+    `strict_hint` says how to make it an error instead.
+
+    >>> report_range("load", {"w": (2, 0), "b": (0, 0)}, strict=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: load: values change beyond fp16 rounding when stored as float16 (w: 2 finite value(s) past 65504 become +-inf); nothing was loaded. ...
+    """
+    lost = {name: counts for name, counts in losses.items() if any(counts)}
+    if not lost:
+        return
+    parts = "; ".join(f"{name}: " + ", ".join(
+        text for n, text in zip(counts, (f"{counts[0]} finite value(s) past 65504 become +-inf",
+                                         f"{counts[1]} nonzero value(s) below 2**-25 become 0"))
+        if n) for name, counts in lost.items())
+    fix = ("rescale those values into fp16's range (and undo the scale in the model), keep such a "
+           "tensor on the host (numpy) and feed it scaled")
+    if strict:
+        raise error(f"{where}: values change beyond fp16 rounding when stored as float16 ({parts}); "
+                    f"nothing was loaded. {fix[0].upper()}{fix[1:]}")
+    warnings.warn(f"{where}: values change beyond fp16 rounding when stored as float16, "
+                  f"aneforge's floating type ({parts}). To keep them: {fix}. {strict_hint}".strip(),
+                  Float16RangeWarning,
+                  stacklevel=stacklevel)

@@ -4,9 +4,12 @@ from __future__ import annotations
 from collections import OrderedDict, namedtuple
 from typing import Iterator
 
+import numpy as np
+
 from .. import dtypes
 from ..autograd import no_grad
 from ..context import CTX
+from ..core.scalar_consts import range_losses, report_range
 from ..devices import use
 from ..errors import AneforgeError
 from ..tensor import Tensor
@@ -14,6 +17,14 @@ from ..tensor.casts import TYPE_DTYPES, placement
 from .parameter import Parameter, assign as set_value, host_array
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+def _wraps(array: np.ndarray, into: np.dtype) -> bool:
+    """Whether integer `array` holds values integer dtype `into` would wrap."""
+    if array.dtype.kind not in "iu" or np.dtype(into).kind not in "iu" or not array.size:
+        return False
+    info = np.iinfo(into)
+    return int(array.min()) < info.min or int(array.max()) > info.max
 
 
 class Module:
@@ -261,16 +272,27 @@ class Module:
         unexpected = [k for k in state_dict if k not in params]
         errors = [f"missing keys {missing}, unexpected keys {unexpected} (pass strict=False to "
                   f"load the rest)"] if strict and (missing or unexpected) else []
-        arrays = {}
+        arrays, losses = {}, {}
         for name, value in state_dict.items():
             if name in params:
-                arrays[name] = host_array(value)
-                if arrays[name].shape != params[name].shape:
-                    errors.append(f"{name}: copying a param with shape {arrays[name].shape}, "
+                arrays[name] = array = host_array(value)
+                if array.dtype.kind not in "biuf":
+                    errors.append(f"{name}: a {type(value).__name__} of dtype {array.dtype} is "
+                                  f"not numeric data")
+                elif array.shape != params[name].shape:
+                    errors.append(f"{name}: copying a param with shape {array.shape}, "
                                   f"the shape in the current model is {params[name].shape}")
+                elif _wraps(array, params[name].dtype.np):
+                    errors.append(f"{name}: integers in [{array.min()}, {array.max()}] do not "
+                                  f"fit the buffer's {params[name].dtype.np} (they would wrap)")
+                elif params[name].dtype.is_float and array.dtype.kind == "f":
+                    with np.errstate(over="ignore"):      # counted and reported below
+                        arrays[name] = np.asarray(array, np.float16)
+                    losses[name] = range_losses(array, arrays[name])
         if errors:
             raise AneforgeError(f"load_state_dict for {type(self).__name__}: "
                                 f"{'; '.join(errors)}; nothing was loaded")
+        report_range(f"load_state_dict for {type(self).__name__}", losses)
         for name, array in arrays.items():
             set_value(params[name], array)
         return IncompatibleKeys(missing, unexpected)

@@ -255,6 +255,9 @@ class Optimizer:
         >>> again.param_groups[0]["lr"], sorted(again.state[w])
         (0.1, ['exp_avg', 'exp_avg_sqrt', 'lo'])
         """
+        if not (isinstance(state_dict, dict) and {"state", "param_groups"} <= set(state_dict)):
+            raise ValueError("loaded state dict must be a dict with 'state' and 'param_groups' "
+                             "(what Optimizer.state_dict() returns)")
         params = list(self._params())
         groups = state_dict["param_groups"]
         _check_loadable(self, groups, state_dict["state"], params)
@@ -264,10 +267,13 @@ class Optimizer:
             if "step" in saved:
                 steps.append(int(float(np.asarray(host_array(saved["step"])).reshape(-1)[0])))
             state[p] = self._loaded_state(p, {k: host_array(v) for k, v in saved.items() if k != "step"})
-        for g, saved in zip(self.param_groups, groups):
-            g.update({k: (tuple(v) if isinstance(g.get(k), tuple) else v)
-                      for k, v in saved.items() if k in g and k != "params"})
+        updated = [{**g, **{k: (tuple(v) if isinstance(g.get(k), tuple) else v)
+                            for k, v in saved.items() if k in g and k != "params"}}
+                   for g, saved in zip(self.param_groups, groups)]
+        for g in updated:               # every group checked before any is changed
             _check_group(g)
+        for g, new in zip(self.param_groups, updated):
+            g.update(new)
         self.state = state
         self._steps = max(steps) if steps else int(bool(state))
         self._staged = None

@@ -305,6 +305,9 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
                 x = self._floating() if floating else self
                 if _scalar_dtype(x, other).is_float:  # fp16 cannot hold it: keep it exact
                     return scalar_consts.apply_split(op, x, other, reverse)
+            if scalar_consts.overflows(other) and \
+                    _number_dtype(self, other, floating) is dtypes.float16:
+                scalar_consts.warn_constant(other)    # pow, maximum, minimum: no exact route
             dt = _number_dtype(self, other, floating)
             a = self if dt is self._node.types[self._idx].dtype else self.to(dt)
             a, b = (a._node, a._idx), (_number_node(other, dt), 0)
@@ -391,8 +394,14 @@ def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
 def const(value, dtype: DType) -> Tensor:
     """A literal baked into the program (Python numbers in expressions: part of the structure)."""
     if type(value) in (int, float, bool) and value == value:     # a Python number (not NaN)
+        if dtype is dtypes.float16 and scalar_consts.overflows(value):
+            scalar_consts.warn_constant(value)                  # no exact route: say so
         return Tensor(_number_node(value, dtype))
-    return record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})
+    array = np.asarray(value)
+    if dtype is dtypes.float16 and scalar_consts.range_losses(array)[0]:      # an inf made
+        scalar_consts.warn_constant(float(array.flat[np.argmax(np.abs(array))]))
+    with np.errstate(over="ignore"):
+        return record_op("const", {}, {"val": array.astype(dtype.np)})
 
 
 def _number_node(value, dtype: DType) -> Node:
@@ -405,7 +414,8 @@ def _number_node(value, dtype: DType) -> Node:
         return Node("const", {}, made[0], made[1], None, False, made[2], (), made[3])
     if len(_CONSTS) >= 4096:
         _CONSTS.clear()
-    node = record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})._node
+    with np.errstate(over="ignore"):        # an overflow was reported by the caller
+        node = record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})._node
     _CONSTS[key] = (node.attrs, node.types, node.key, (node.sid, ()))
     return node
 
