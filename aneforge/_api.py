@@ -53,6 +53,8 @@ SURFACES = ("torch", "Tensor", "F")
 #  name               home      surfaces        runs as         ATen ops (overload[:adapter])
 TABLE = """
 abs                   Tensor    torch Tensor    abs             abs.default
+acos                  Tensor    torch Tensor    decomposed      acos.default
+acosh                 Tensor    torch Tensor    decomposed      acosh.default
 adaptive_avg_pool2d   F         F               decomposed
 add                   Tensor    torch Tensor    add             add.Tensor
 add_                  Tensor    Tensor          add
@@ -68,12 +70,16 @@ any                   Tensor    torch Tensor    decomposed
 argmax                Tensor    torch Tensor    reduce_argmax
 argmin                Tensor    torch Tensor    reduce_argmin
 argsort               Tensor    torch Tensor    decomposed
+asin                  Tensor    torch Tensor    decomposed      asin.default
+asinh                 Tensor    torch Tensor    decomposed      asinh.default
+atan                  Tensor    torch Tensor    decomposed      atan.default
+atanh                 Tensor    torch Tensor    decomposed      atanh.default
 avg_pool1d            F         torch F         decomposed
 avg_pool2d            F         F               decomposed
-batch_norm            F         torch* F        decomposed      batch_norm.default:_batch_norm
-                                       _native_batch_norm_legit_no_training.default:_batch_norm_eval
 backward              Tensor    Tensor          host
     -- records the gradient ops (autograd); they run with the next realization
+batch_norm            F         torch* F        decomposed      batch_norm.default:_batch_norm
+                                       _native_batch_norm_legit_no_training.default:_batch_norm_eval
 binary_cross_entropy_with_logits F         torch* F        decomposed
 bmm                   Tensor    torch Tensor    matmul          bmm.default
 bool                  Tensor    Tensor          cast
@@ -98,6 +104,7 @@ copy_                 Tensor    Tensor          no-op
     -- the handle takes `src`'s value
 copysign              Tensor    torch Tensor    decomposed
 cos                   Tensor    torch Tensor    cos
+cosh                  Tensor    torch Tensor    decomposed      cosh.default
 cosine_similarity     F         torch F         decomposed
 count_nonzero         Tensor    torch Tensor    decomposed
 cpu                   Tensor    Tensor          no-op
@@ -122,6 +129,7 @@ embedding             F         torch* F        decomposed      embedding.defaul
 eq                    Tensor    torch Tensor    equal
 erf                   Tensor    torch Tensor    erf             erf.default
 exp                   Tensor    torch Tensor    exp             exp.default
+exp2                  Tensor    torch Tensor    pow             exp2.default
 expand                Tensor    Tensor          tile            expand.default:_expand
 expand_as             Tensor    Tensor          tile
 expm1                 Tensor    torch Tensor    decomposed
@@ -145,10 +153,13 @@ huber_loss            F         F               decomposed
 index_select          Tensor    torch Tensor    decomposed
 int                   Tensor    Tensor          cast
 interpolate           F         F               decomposed
-kl_div                F         torch* F        decomposed
 isclose               Tensor    torch Tensor    decomposed
+isfinite              Tensor    torch Tensor    decomposed      isfinite.default
+isinf                 Tensor    torch Tensor    decomposed      isinf.default
+isnan                 Tensor    torch Tensor    not_equal       isnan.default
 item                  Tensor    Tensor          host
     -- reads one value back to Python
+kl_div                F         torch* F        decomposed
 l1_loss               F         F               decomposed
 layer_norm            F         torch F         decomposed      layer_norm.default:_layer_norm
 le                    Tensor    torch Tensor    less_equal
@@ -156,8 +167,12 @@ leaky_relu            F         F               leaky_relu
 lerp                  Tensor    torch Tensor    decomposed
 linear                F         F               decomposed      linear.default
 log                   Tensor    torch Tensor    log             log.default
+log10                 Tensor    torch Tensor    decomposed      log10.default
 log1p                 Tensor    torch Tensor    decomposed
+log2                  Tensor    torch Tensor    decomposed      log2.default
 log_softmax           Tensor    torch Tensor F  decomposed      log_softmax.int:_log_softmax
+logaddexp             Tensor    torch Tensor    decomposed      logaddexp.default
+logaddexp2            Tensor    torch Tensor    decomposed      logaddexp2.default
 logcumsumexp          Tensor    torch Tensor    decomposed
 logical_not           Tensor    torch Tensor    logical_not
 logsigmoid            F         F               decomposed
@@ -208,6 +223,7 @@ requires_grad_        Tensor    Tensor          no-op
 reshape               Tensor    torch Tensor    reshape         reshape.default _unsafe_view.default
 rms_norm              F         torch F         decomposed
 roll                  Tensor    torch Tensor    decomposed
+round                 Tensor    torch Tensor    decomposed      round.default round.decimals
 rsqrt                 Tensor    torch Tensor    rsqrt           rsqrt.default
 scaled_dot_product_attention F         F               scaled_dot_product_attention
 scatter               Tensor    torch Tensor    decomposed
@@ -221,6 +237,7 @@ sigmoid               Tensor    torch Tensor F  sigmoid         sigmoid.default
 sign                  Tensor    torch Tensor    decomposed
 silu                  F         F               silu            silu.default
 sin                   Tensor    torch Tensor    sin
+sinh                  Tensor    torch Tensor    decomposed      sinh.default
 size                  Tensor    Tensor          host
     -- the static shape (no program)
 smooth_l1_loss        F         F               decomposed
@@ -244,12 +261,13 @@ sum                   Tensor    torch Tensor    reduce_sum      sum.dim_IntList:
                                                                 sum.default:_sum
 swapaxes              Tensor    torch Tensor    transpose
 t                     Tensor    torch Tensor    transpose       t.default
+tan                   Tensor    torch Tensor    decomposed      tan.default
 tanh                  Tensor    torch Tensor F  tanh            tanh.default
 tile                  Tensor    torch Tensor    tile
 to                    Tensor    Tensor          cast            to.dtype:_to
-topk                  Tensor    torch Tensor    decomposed
 tolist                Tensor    Tensor          host
     -- reads the values back to Python
+topk                  Tensor    torch Tensor    decomposed
 transpose             Tensor    torch Tensor    transpose       transpose.int
 tril                  Tensor    torch Tensor    decomposed
 triu                  Tensor    torch Tensor    decomposed

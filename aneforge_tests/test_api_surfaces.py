@@ -227,6 +227,10 @@ def _args(name):
         "count_nonzero": (mask, 1), "diag": (x[0],), "lerp": (x, y, 0.25), "nan_to_num": (x,),
         "unflatten": (x, 1, (3, 1)), "select": (x, 1, -1), "index_select": (x, 1, af.tensor([2, 0])),
         "topk": (x, 2, 1),
+        "tan": (x,), "atan": (x,), "asin": (x * 0.4,), "acos": (x * 0.4,), "sinh": (x,),
+        "cosh": (x,), "asinh": (x,), "acosh": (pos + 1.0,), "atanh": (x * 0.4,), "log2": (pos,),
+        "log10": (pos,), "exp2": (x,), "logaddexp": (x, y), "logaddexp2": (x, y),
+        "round": (x * 4,), "isnan": (x,), "isinf": (x,), "isfinite": (x,),
     }[name]
 
 

@@ -3,6 +3,7 @@ select (af.where). Each is a registered MIL op or a short composite of them."""
 from __future__ import annotations
 
 import builtins
+import math
 import numbers
 
 import numpy as np
@@ -442,17 +443,19 @@ class ElementwiseMixin(TensorBase):
 
     def log1p(self) -> "Tensor":
         """log(1 + x) without losing small x to the rounding of 1 + x (Goldberg:
-        log(u) * x / (u - 1) with u = 1 + x as stored).
+        log(u) * x / (u - 1) with u = 1 + x as stored), log(1 + x) itself above x = 1.
 
         >>> import aneforge as af
         >>> af.log1p(af.tensor([0.0, 1e-3])).tolist()
         [0.0, 0.00099945068359375]
         """
         x = self._floating()
-        u = x + 1.0
+        s = x.clamp(max=1.0)        # above 1, log(1 + x) loses nothing (and x = inf stays inf)
+        u = s + 1.0
         grown = u - 1.0
         safe = where(grown == 0, grown + 1.0, grown)
-        return where(grown == 0, x, u.log() * (x / safe))
+        near = where(grown == 0, s, u.log() * (s / safe))
+        return where(x > 1.0, (x + 1.0).log(), near)
 
     def expm1(self) -> "Tensor":
         """exp(x) - 1: its Taylor polynomial to x**7 / 7! near zero (no cancellation, and no
@@ -469,6 +472,258 @@ class ElementwiseMixin(TensorBase):
         for c in (1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0):
             p = p * s + c
         return where(x.abs() < 0.5, p * s, x.exp() - 1.0)
+
+    def _odd(self, t) -> "Tensor":
+        """t (computed from |self|) with self's sign: the odd functions' last step."""
+        return where(self < 0, -t, t)
+
+    def _polynomial(self, coefficients) -> "Tensor":
+        """c0 + c1 x + c2 x**2 + ... by Horner's rule (coefficients from the highest)."""
+        p = self * coefficients[0] + coefficients[1]
+        for c in coefficients[2:]:
+            p = p * self + c
+        return p
+
+    def tan(self) -> "Tensor":
+        """sin(x) / cos(x) (the engine has no tan; op_catalog.csv: rejected on M1).
+
+        >>> import aneforge as af
+        >>> af.tan(af.tensor([0.0, 0.5])).tolist()
+        [0.0, 0.54638671875]
+        """
+        x = self._floating()
+        return x.sin() / x.cos()
+
+    def atan(self) -> "Tensor":
+        """arctan by range reduction: |x| > 1 reflects (pi/2 - atan(1/|x|)), |x| > tan(pi/8)
+        shifts (pi/4 + atan((r - 1) / (r + 1))), leaving |z| <= 0.4143 for the odd series to
+        z**11 (truncation < 1e-6, far below fp16's 2**-11). Each branch reads its input
+        clamped to its own range, so the branch not taken stays finite, and so does its
+        (zero) gradient.
+
+        >>> import aneforge as af
+        >>> af.atan(af.tensor([0.0, 1.0, -3.0])).tolist()
+        [0.0, 0.785, -1.25]
+        """
+        x = self._floating()
+        a = x.abs()
+        big = a > 1.0
+        r = where(big, 1.0 / a.clamp(min=1.0), a)
+        mid = r > 0.41421356237309503
+        z = where(mid, (r - 1.0) / (r + 1.0), r)
+        s = z * z
+        p = z * s._polynomial((-1 / 11, 1 / 9, -1 / 7, 1 / 5, -1 / 3, 1.0))
+        t = where(mid, p + math.pi / 4, p)
+        return x._odd(where(big, math.pi / 2 - t, t))
+
+    def asin(self) -> "Tensor":
+        """atan(x / sqrt((1 - x)(1 + x))): 1 - x is exact near 1, where 1 - x**2 would cancel.
+        Out of the domain the result is NaN under `af.numerics(specials="ieee")`; the engine
+        has no NaN (see nan_to_num), so its default special values give a finite or inf value.
+
+        >>> import aneforge as af
+        >>> af.asin(af.tensor([0.0, 0.5, -1.0])).tolist()
+        [0.0, 0.5234375, -1.5703125]
+        """
+        x = self._floating()
+        return (x / ((1.0 - x) * (1.0 + x)).sqrt()).atan()
+
+    def acos(self) -> "Tensor":
+        """2 atan(sqrt((1 - x) / (1 + x))): no cancellation near x = 1 (pi/2 - asin would).
+        Out of the domain the result is NaN under `af.numerics(specials="ieee")`; the engine
+        has no NaN (see nan_to_num), so its default special values give a finite or inf value.
+
+        >>> import aneforge as af
+        >>> af.acos(af.tensor([1.0, 0.0, -1.0])).tolist()
+        [0.0, 1.5703125, 3.140625]
+        """
+        x = self._floating()
+        return ((1.0 - x) / (1.0 + x)).sqrt().atan() * 2.0
+
+    def _exp_halves(self) -> tuple["Tensor", "Tensor"]:
+        """(e**a / 2, e**-a / 2) of a = self >= 0 from h = e**(a/2): e**a itself overflows
+        fp16 from a = 11.1, where sinh and cosh still hold values up to a = 11.8."""
+        h = (self * 0.5).exp()
+        return h * 0.5 * h, 0.5 / h / h
+
+    def sinh(self) -> "Tensor":
+        """(e**x - e**-x) / 2; below |x| = 1 its odd series to x**9 (no cancellation;
+        truncation < 3e-8).
+
+        >>> import aneforge as af
+        >>> af.sinh(af.tensor([0.0, 1e-3, -2.0])).tolist()
+        [0.0, 0.0010004043579101562, -3.626953125]
+        """
+        x = self._floating()
+        small = x.clamp(-1.0, 1.0)
+        series = small * (small * small)._polynomial(
+            (1 / 362880, 1 / 5040, 1 / 120, 1 / 6, 1.0))
+        up, down = x.abs().clamp(min=1.0)._exp_halves()
+        return where(x.abs() < 1.0, series, x._odd(up - down))
+
+    def cosh(self) -> "Tensor":
+        """(e**|x| + e**-|x|) / 2 (a sum of positive terms: no cancellation).
+
+        >>> import aneforge as af
+        >>> af.cosh(af.tensor([0.0, -2.0])).tolist()
+        [1.0, 3.76]
+        """
+        up, down = self._floating().abs()._exp_halves()
+        return up + down
+
+    def asinh(self) -> "Tensor":
+        """log1p(a + a**2 / (1 + sqrt(1 + a**2))) for a = |x| < 1 (accurate near 0), and
+        log(a) + log(1 + sqrt(1 + 1/a**2)) above (a**2 would overflow fp16 from a = 256).
+
+        >>> import aneforge as af
+        >>> af.asinh(af.tensor([0.0, 1e-3, -2.0])).tolist()
+        [0.0, 0.0010004043579101562, -1.443359375]
+        """
+        x = self._floating()
+        a = x.abs()
+        s = a.clamp(max=1.0)
+        near = (s + s * s / ((s * s + 1.0).sqrt() + 1.0)).log1p()
+        b = a.clamp(min=1.0)
+        r = 1.0 / b
+        far = b.log() + ((r * r + 1.0).sqrt() + 1.0).log()
+        return x._odd(where(a < 1.0, near, far))
+
+    def acosh(self) -> "Tensor":
+        """log1p(t + sqrt(t (t + 2))) with t = x - 1 (exact near 1) below x = 2, and
+        log(x) + log(1 + sqrt(1 - 1/x**2)) above; NaN below 1, as in torch.
+        Out of the domain the result is NaN under `af.numerics(specials="ieee")`; the engine
+        has no NaN (see nan_to_num), so its default special values give a finite or inf value.
+
+        >>> import aneforge as af
+        >>> af.acosh(af.tensor([1.0, 2.0, 10.0])).tolist()
+        [0.0, 1.317, 2.99]
+        """
+        x = self._floating()
+        t = x.clamp(max=2.0) - 1.0
+        near = (t + (t * (t + 2.0)).sqrt()).log1p()
+        b = x.clamp(min=2.0)
+        r = 1.0 / b
+        far = b.log() + ((1.0 - r * r).sqrt() + 1.0).log()
+        return where(x < 2.0, near, far)
+
+    def atanh(self) -> "Tensor":
+        """log1p(2a / (1 - a)) / 2 for a = |x| (1 - a is exact near 1); +-inf at +-1 and NaN
+        beyond, as in torch.
+        Out of the domain the result is NaN under `af.numerics(specials="ieee")`; the engine
+        has no NaN (see nan_to_num), so its default special values give a finite or inf value.
+
+        >>> import aneforge as af
+        >>> af.atanh(af.tensor([0.0, 0.5, -1.0])).tolist()
+        [0.0, 0.54931640625, -inf]
+        """
+        x = self._floating()
+        a = x.abs()
+        return x._odd((a * 2.0 / (1.0 - a)).log1p() * 0.5)
+
+    def log2(self) -> "Tensor":
+        """log(x) / ln 2.
+
+        >>> import aneforge as af
+        >>> af.log2(af.tensor([1.0, 8.0])).tolist()
+        [0.0, 3.0]
+        """
+        return self.log() * (1.0 / math.log(2.0))
+
+    def log10(self) -> "Tensor":
+        """log(x) / ln 10.
+
+        >>> import aneforge as af
+        >>> af.log10(af.tensor([1.0, 100.0])).tolist()
+        [0.0, 2.0]
+        """
+        return self.log() * (1.0 / math.log(10.0))
+
+    def exp2(self) -> "Tensor":
+        """2 ** x, as MIL pow (exp(x ln 2) would round x ln 2 to fp16 first: 0.5% off at
+        x = 15).
+
+        >>> import aneforge as af
+        >>> af.exp2(af.tensor([0.0, 3.0, -1.0])).tolist()
+        [1.0, 8.0, 0.5]
+        """
+        return 2.0 ** self._floating()
+
+    def logaddexp(self, other) -> "Tensor":
+        """log(e**self + e**other) = max + log1p(e**-|self - other|), without overflow; equal
+        infinities give themselves, as in torch.
+
+        >>> import aneforge as af
+        >>> af.logaddexp(af.tensor([0.0, 100.0]), af.tensor([0.0, 1.0])).tolist()
+        [0.693, 100.0]
+        """
+        a, b = self._operands(other, floating=True)
+        d = where(a == b, zeros(a), (a - b).abs())      # inf - inf: NaN, not the 0 it means
+        return a.maximum(b) + (-d).exp().log1p()
+
+    def logaddexp2(self, other) -> "Tensor":
+        """log2(2**self + 2**other) = max + log1p(2**-|self - other|) / ln 2.
+
+        >>> import aneforge as af
+        >>> af.logaddexp2(af.tensor([1.0, 10.0]), af.tensor([1.0, 0.0])).tolist()
+        [2.0, 10.0]
+        """
+        a, b = self._operands(other, floating=True)
+        d = where(a == b, zeros(a), (a - b).abs())
+        return a.maximum(b) + (2.0 ** -d).log1p() * (1.0 / math.log(2.0))
+
+    def round(self, decimals: int = 0) -> "Tensor":
+        """Round half to even, as torch; with `decimals`, x * 10**decimals is rounded in fp32
+        and scaled back (torch's formula). The gradient is zero.
+
+        >>> import aneforge as af
+        >>> af.round(af.tensor([0.5, 1.5, -2.5, 2.6])).tolist()
+        [0.0, 2.0, -2.0, 3.0]
+        >>> af.tensor([1.2345]).round(decimals=2).tolist()
+        [1.23046875]
+        """
+        if not self.dtype.is_float:
+            return self
+        if decimals:
+            scale = 10.0 ** builtins.abs(decimals)
+            wide = self.to(dtypes.float32)
+            wide = wide * scale if decimals > 0 else wide / scale
+            wide = wide.round()
+            return (wide / scale if decimals > 0 else wide * scale).to(self.dtype)
+        f = self.floor()
+        d = self.detach() - f.detach()
+        half = f.detach() * 0.5
+        odd = half.floor() != half
+        return where((d > 0.5) | ((d == 0.5) & odd), f + 1.0, f)
+
+    def isnan(self) -> "Tensor":
+        """True where x is NaN (x != x). The engine turns a NaN entering it into +inf
+        (sbryngelson/ane-guide, numerics chapter): under its default special values a NaN
+        input reads as inf; `af.numerics(specials="ieee")` keeps NaN.
+
+        >>> import aneforge as af
+        >>> with af.numerics(specials="ieee"):
+        ...     af.isnan(af.tensor([1.0, float("nan")])).tolist()
+        [False, True]
+        """
+        return self != self
+
+    def isinf(self) -> "Tensor":
+        """True where x is +-inf.
+
+        >>> import aneforge as af
+        >>> af.isinf(af.tensor([1.0, float("-inf")])).tolist()
+        [False, True]
+        """
+        return self.abs() == math.inf if self.dtype.is_float else self != self
+
+    def isfinite(self) -> "Tensor":
+        """True where x is neither NaN nor +-inf.
+
+        >>> import aneforge as af
+        >>> af.isfinite(af.tensor([1.0, float("inf")])).tolist()
+        [True, False]
+        """
+        return (self == self) & (self.abs() != math.inf) if self.dtype.is_float else self == self
 
     def clamp_min(self, min) -> "Tensor":
         """clamp(min=min)."""
