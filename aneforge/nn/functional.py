@@ -572,11 +572,16 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
                 antialias: bool = False) -> Tensor:
     """Resize the spatial axes of [N, C, ...] to `size` (or by `scale_factor`): 'nearest',
     'nearest-exact', 'linear', 'bilinear' or 'trilinear', as one constant interpolation
-    matrix per axis contracted with a matmul (torch's source coordinates and weights).
+    matrix per axis contracted with a matmul (torch's source coordinates and weights). An
+    integer input (a uint8 image) gives the same dtype back, as torch: resampled in fp32 and
+    rounded once (torch's uint8 path rounds fixed-point weights per axis: linear modes may
+    differ from it by 1).
 
     >>> import aneforge as af, aneforge.nn.functional as F
     >>> F.interpolate(af.tensor([[[1.0, 2.0]]]), scale_factor=2).tolist()
     [[[1.0, 1.0, 2.0, 2.0]]]
+    >>> F.interpolate(af.tensor([[[0, 255]]], dtype=af.uint8), size=3, mode="linear").tolist()
+    [[[0, 128, 255]]]
     """
     if mode not in INTERPOLATE_MODES:
         raise AneforgeError(f"interpolate: mode {mode!r} is not supported; use one of "
@@ -600,7 +605,10 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     else:
         raise ValueError("interpolate: give size or scale_factor")
     mats = [_interp_matrix(n, o, mode, align_corners, s) for n, o, s in zip(ins, outs, scales)]
-    return _resample(input._floating(), mats)
+    if input.dtype.is_float:
+        return _resample(input, mats)
+    # integer images (uint8) stay integer, as in torch: resampled in fp32, rounded to nearest
+    return _resample(input.float(), mats).round().to(input.dtype)
 
 
 # ---- convolutions ----------------------------------------------------------------------------

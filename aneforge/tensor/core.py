@@ -26,7 +26,7 @@ from ..hardware import kernels
 from ..autograd import backward, no_grad
 from ..context import CTX
 from ..dtypes import DType
-from ..errors import AneforgeError
+from ..errors import AneforgeError, DTypeError
 from ..ir.types import TensorType
 from ..hardware.limits import check_shape
 from ..core.trace import Node, leaf, record, record_binary
@@ -448,6 +448,10 @@ def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
     arr = _host_array(data)
     _check_int_range(arr)
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.from_numpy(arr.dtype)
+    if requires_grad and not dt.is_float:
+        raise DTypeError(f"Only Tensors of floating point and complex dtype can require "
+                         f"gradients (torch's rule), got {dt}; give floating data or "
+                         f"dtype=af.float32")
     return _leaf(arr, dt, requires_grad, source=source,
                  remake=lambda new: _stored(_host_array(new), dt))
 

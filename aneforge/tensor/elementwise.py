@@ -407,19 +407,26 @@ class ElementwiseMixin(TensorBase):
 
     def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08,
                 equal_nan: bool = False) -> "Tensor":
-        """|self - other| <= atol + rtol * |other| elementwise (equal infinities are close),
-        compared in fp32 as torch's float reference.
+        """|self - other| <= atol + rtol * |other| elementwise, compared in fp32 as torch's
+        float reference; as in torch, equal values (infinities included) are close, an
+        infinity and anything else are not, and NaNs are close to each other only with
+        `equal_nan` (under the engine's default special values a NaN input reads as +inf:
+        see isnan).
 
         >>> import aneforge as af
         >>> af.isclose(af.tensor([1.0, 2.0]), af.tensor([1.0, 2.5])).tolist()
         [True, False]
+        >>> inf = float("inf")
+        >>> af.isclose(af.tensor([inf, inf, 1.0]), af.tensor([inf, -inf, inf])).tolist()
+        [True, False, False]
         """
         a, b = self._operands(other)
         if not a.dtype.is_float:
             return a == b
         a, b = a.float(), b.float()
-        close = ((a - b).abs() <= (b.abs() * rtol + atol)) | (a == b)
-        return close | ((a != a) & (b != b)) if equal_nan else close
+        finite = a.isfinite() & b.isfinite()
+        close = (finite & ((a - b).abs() <= (b.abs() * rtol + atol))) | (a == b)
+        return close | (a.isnan() & b.isnan()) if equal_nan else close
 
     def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08,
                  equal_nan: bool = False) -> bool:

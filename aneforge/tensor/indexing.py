@@ -173,6 +173,9 @@ def getitem(x, index):
     return x
 
 
+_SCATTER_REDUCE = {"add": "sum", "multiply": "prod"}     # scatter(reduce=) -> scatter_reduce
+
+
 class IndexingMixin(TensorBase):
     """x[...], gather, index_select, scatter: one-hot selects and sums."""
     __slots__ = ()
@@ -245,18 +248,28 @@ class IndexingMixin(TensorBase):
 
     def scatter(self, dim: int, index: "Tensor", src=None, value=None, reduce=None) -> "Tensor":
         """A copy with self[index[i][j]][j] = src[i][j] along `dim` (`src` a tensor or a
-        number, or `value=`): one-hot selects and a sum over the index axis. Duplicate indices
-        add up (torch leaves them undefined).
+        number, or `value=`): one-hot selects and a sum over the index axis. Of duplicate
+        indices the last along `dim` is written (torch calls the result one of them; its CPU
+        loop writes in that order), and only it gets a gradient. `reduce` 'add' or
+        'multiply' combines self with every value sent there (scatter_reduce's 'sum'/'prod').
 
         >>> import aneforge as af
         >>> af.zeros(4).scatter(0, af.tensor([1, 3]), af.tensor([5.0, 6.0])).tolist()
         [0.0, 5.0, 0.0, 6.0]
+        >>> af.zeros(2).scatter(0, af.tensor([0, 0]), af.tensor([5.0, 6.0])).tolist()
+        [6.0, 0.0]
         """
         if reduce is not None:
+            if reduce not in _SCATTER_REDUCE:
+                raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r} "
+                                 f"(scatter_reduce has 'sum', 'prod', 'mean', 'amax', 'amin')")
             return self.scatter_reduce(dim, index, src if src is not None else value,
-                                       {"add": "sum", "multiply": "prod"}[reduce])
+                                       _SCATTER_REDUCE[reduce])
         d, x, mask, src = self._scattered(dim, index, src if src is not None else value)
         hit = mask.any(-2)
+        order = self._const(np.arange(mask.shape[-2]).reshape(-1, 1), dtypes.int32)
+        written = where(mask, order, order - mask.shape[-2]).amax(-2, keepdim=True)
+        mask = mask & (order == written)                      # the last write to each place
         vals = where(mask, src, zeros(src)).sum(-2).to(self.dtype)
         return where(hit, vals, x).movedim(-1, d)
 

@@ -1,0 +1,88 @@
+"""Torch behaviours the op table's random data does not reach: special values, duplicate
+indices, dtypes kept, torch's refusals (issue 23's silent wrong answers), checked against torch."""
+import numpy as np
+import pytest
+import torch
+
+import aneforge as af
+import aneforge.nn.functional as F
+from aneforge.errors import DTypeError
+
+INF, NAN = float("inf"), float("nan")
+
+
+def _both(fn, *values, dtype=None):
+    """fn on aneforge and on torch, as numpy arrays."""
+    a = fn(af, *[af.tensor(v, dtype=dtype) for v in values])
+    t = fn(torch, *[torch.tensor(v) for v in values])
+    return a.numpy(), t.numpy()
+
+
+def test_copysign_of_negative_zero_under_ieee_specials():
+    with af.numerics(specials="ieee"):
+        a, t = _both(lambda m, x, y: m.copysign(x, y), [INF, 1.0, -INF, 2.0], [-0.0, -0.0, 0.0, -3.0])
+    np.testing.assert_array_equal(a, t)
+
+
+def test_copysign_engine_rule_reads_negative_zero_as_positive():
+    """The engine computes 1 / -0 = +inf (ane-guide numerics chapter): -0.0 has no sign there."""
+    got = af.tensor([INF, 1.0]).copysign(af.tensor([-0.0, -0.0])).tolist()
+    assert got == [INF, 1.0]
+
+
+@pytest.mark.parametrize("equal_nan", [False, True])
+def test_isclose_special_values_match_torch(equal_nan):
+    x = [INF, -INF, INF, 1.0, NAN, 1.0, NAN, 3.0]
+    y = [INF, -INF, -INF, INF, NAN, 1.0 + 1e-6, 1.0, 3.001]
+    with af.numerics(specials="ieee"):
+        a, t = _both(lambda m, p, q: m.isclose(p, q, equal_nan=equal_nan), x, y)
+    np.testing.assert_array_equal(a, t)
+
+
+def test_linspace_of_one_step_is_start():
+    assert af.linspace(2.0, 5.0, 1).tolist() == torch.linspace(2.0, 5.0, 1).tolist() == [2.0]
+    assert af.linspace(2.0, 5.0, 2).tolist() == [2.0, 5.0]
+
+
+def test_scatter_duplicates_write_the_last_value():
+    index = [[0, 1, 0, 2], [1, 1, 2, 2]]
+    src = np.arange(8, dtype=np.float32).reshape(2, 4)
+    got = af.zeros(3, 4).scatter(0, af.tensor(index), af.tensor(src))
+    want = torch.zeros(3, 4).scatter(0, torch.tensor(index), torch.tensor(src))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    along = af.zeros(2, 3).scatter(1, af.tensor([[0, 0, 2], [1, 1, 1]]), af.tensor(src[:, :3]))
+    assert along.tolist() == [[1.0, 0.0, 2.0], [0.0, 6.0, 0.0]]
+
+
+@pytest.mark.parametrize("reduce", ["add", "multiply"])
+def test_scatter_reduce_argument_follows_torch(reduce):
+    index, src = [0, 0, 2, 0], [2.0, 3.0, 0.5, -1.0]
+    got = af.full((3,), 1.5).scatter(0, af.tensor(index), af.tensor(src), reduce=reduce)
+    want = torch.full((3,), 1.5).scatter(0, torch.tensor(index), torch.tensor(src), reduce=reduce)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    value = af.ones(3).scatter(0, af.tensor([1, 1]), value=2.0, reduce=reduce)
+    assert value.tolist() == torch.ones(3).scatter(0, torch.tensor([1, 1]), 2.0,
+                                                   reduce=reduce).tolist()
+
+
+def test_scatter_reduce_names_its_choices():
+    with pytest.raises(ValueError, match="'add' or 'multiply'"):
+        af.ones(3).scatter(0, af.tensor([1]), af.ones(1), reduce="sum")
+
+
+@pytest.mark.parametrize("mode,size", [("nearest", (4, 6)), ("bilinear", (3, 5))])
+def test_interpolate_keeps_uint8(mode, size):
+    x = np.random.default_rng(0).integers(0, 256, (1, 2, 2, 3)).astype(np.uint8)
+    got = F.interpolate(af.tensor(x, dtype=af.uint8), size=size, mode=mode)
+    want = torch.nn.functional.interpolate(torch.tensor(x), size=size, mode=mode)
+    assert got.dtype == af.uint8 and want.dtype == torch.uint8
+    # torch's uint8 linear path rounds fixed-point weights per axis: within 1 of it
+    assert np.abs(got.numpy().astype(int) - want.numpy().astype(int)).max() <= (mode != "nearest")
+
+
+def test_integer_tensors_cannot_require_grad():
+    with pytest.raises(RuntimeError, match="floating point"):
+        torch.tensor([1, 2, 3], requires_grad=True)
+    with pytest.raises(DTypeError, match="Only Tensors of floating point"):
+        af.tensor([1, 2, 3], requires_grad=True)
+    assert af.tensor([1.0, 2.0], requires_grad=True).requires_grad
