@@ -15,8 +15,9 @@ signature and runs it on the current backend (the fp16-faithful simulator off ma
 from __future__ import annotations
 
 import builtins
+import sys
 
-from . import dtypes
+from . import absent, dtypes
 from .core.realization import cache_info, clear_cache, set_cache_limit
 from .creation import (arange, eye, from_numpy, full, full_like, linspace, manual_seed, ones,
                        ones_like, rand, randint, randn, tensor, zeros, zeros_like)
@@ -57,6 +58,11 @@ from .nn.functional import (
 
 float = float32  # noqa: A001
 long = int32
+
+
+def __getattr__(name: str):
+    """A torch name aneforge lacks: an AttributeError saying so, and what to use instead."""
+    raise absent.error("torch", name, sys.modules[__name__], {"F": nn.functional, "nn": nn})
 
 
 def realize(*tensors: Tensor) -> None:

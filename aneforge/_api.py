@@ -19,8 +19,9 @@ Each row of TABLE names a torch function over tensors and says, in its columns:
   where the ATen signature differs from aneforge's (an argument dropped or reordered).
 
 An indented line continues the row above it. ATEN_ONLY lists the ATen ops torch.export emits
-that are no torch function of their own (slices, aliases, its runtime checks), and ABSENT the
-torch names aneforge leaves out on purpose, with why; the coverage page shows both tables'
+that are no torch function of their own (slices, aliases, its runtime checks), and ABSENT
+(kept in aneforge/absent.py, below every layer, so each surface's missing-name error can read
+it) the torch names aneforge leaves out on purpose, with why; the coverage page shows both tables'
 contents, and torch_import.py reads its routes from TABLE and ATEN_ONLY only.
 
 Every surface but a hand-written adapter binds the home's implementation by a plain statement
@@ -35,9 +36,9 @@ assignment) in the Tensor class or a base class of it, written by hand: the meth
 implementations. Functions that make tensors or set state (af.zeros, af.manual_seed,
 af.no_grad, ...) are on af only, as in torch, and imported by hand in __init__.py.
 
-This module imports nothing of aneforge at import time, so any module may read it without an
-import cycle: implementations are named by string (`Tensor.exp`, `functions.cat`, `F.silu`)
-and resolved by the reader (torch_import.routes()). Only the generator imports Tensor, to copy
+This module imports nothing of aneforge at import time but absent.py (a table below every
+layer), so any module may read it without an import cycle: implementations are named by
+string (`Tensor.exp`, `functions.cat`, `F.silu`) and resolved by the reader (torch_import.routes()). Only the generator imports Tensor, to copy
 each forwarded method's signature, found with getattr and inspect wherever the method is
 defined (the class or a base of it).
 """
@@ -47,6 +48,8 @@ import inspect
 import pathlib
 import re
 from typing import NamedTuple
+
+from .absent import ABSENT, ABSENT_TABLE, lines as _lines  # noqa: F401  (ABSENT: read here)
 
 SURFACES = ("torch", "Tensor", "F")
 
@@ -297,41 +300,6 @@ _assert_tensor_metadata.default   skip
 _assert_scalar.default            skip
 """
 
-# torch names aneforge leaves out on purpose, and why (docs/torch_coverage.md shows them; the
-# coverage test checks each is torch's and not aneforge's).
-#  surface name              why
-ABSENT_TABLE = """
-torch   float64            the ANE computes in fp16 (fp32 inside a program); float64 host data is
-                           rounded to fp16 when it becomes a tensor
-torch   int64              the widest integer a program holds is int32; int64 host data is checked
-                           to fit (`af.long` is int32)
-torch   complex64          no complex arithmetic on the ANE
-torch   inverse            no matrix factorization or solve op on the ANE (inverse and
-                           torch.linalg's solve, svd, eig, qr, cholesky; af.linalg has vector_norm
-                           only); compute them on the host
-torch   fft                no FFT op on the ANE
-torch   nonzero            the result's shape depends on the data; ANE programs have static shapes
-                           (use masks: where, masked_fill)
-torch   unique             data-dependent output shape (see nonzero)
-torch   masked_select      data-dependent output shape (see nonzero)
-torch   multinomial        random draws are made on the host and fed to the program (af.rand,
-                           af.randn, dropout masks); sampling is left to numpy
-torch   sparse_coo_tensor  no sparse storage on the ANE
-torch   cuda               one device: the ANE (or its simulator); `.to(device)` and `.cpu()` are
-                           accepted and ignored
-Tensor  index_put_         programs are static SSA: build the new value with where, scatter or cat
-                           (`x[i] = v` raises with that advice)
-Tensor  exp_               in-place versions exist for add_, sub_, mul_, div_, clamp_, zero_, fill_,
-                           copy_; others say to write x = x.op()
-F       ctc_loss           a dynamic-programming recursion over the sequence; not implemented
-F       grid_sample        a data-dependent gather (the ANE has no dynamic gather); not implemented
-nn      LSTM               recurrent layers unroll into one program per sequence length; not
-                           implemented yet (write the cell with Linear and the step loop)
-nn      GRU                see LSTM
-nn      Conv3d             not implemented: 3-D inputs are rank 5, at the ANE's rank cap
-optim   LBFGS              re-evaluates the closure a data-dependent number of times per step, which
-                           one compiled step program cannot express
-"""
 
 # Doctest bodies for the generated af.X forwarders (after `>>> import aneforge as af`).
 EXAMPLES = {
@@ -391,17 +359,6 @@ class Row(NamedTuple):
         return f"{self.home}.{self.name}"
 
 
-def _lines(table: str) -> list[str]:
-    """A table's rows, each with the indented lines under it joined on."""
-    rows: list[str] = []
-    for line in table.strip("\n").splitlines():
-        if line[:1].isspace():
-            rows[-1] += " " + line.strip()
-        else:
-            rows.append(line)
-    return rows
-
-
 def _row(line: str) -> Row:
     fields, _, note = line.partition(" -- ")
     name, home, *rest = fields.split()
@@ -423,7 +380,6 @@ def _overload(op: str) -> tuple[str, str]:
 
 
 ROWS = tuple(_row(line) for line in _lines(TABLE))
-ABSENT = tuple(tuple(line.split(None, 2)) for line in _lines(ABSENT_TABLE))
 
 
 def on(surface: str) -> list[Row]:

@@ -23,7 +23,8 @@ BELOW_THE_FRONT = ("aneforge.ir", "aneforge.passes", "aneforge.runtime", "anefor
 # docs/architecture.md's layer drawing, bottom to top: a module imports only from its own layer
 # or below (the longest matching prefix names a module's layer).
 LAYERS = (
-    ("aneforge.errors", "aneforge.dtypes", "aneforge.context", "aneforge.hardware"),
+    ("aneforge.errors", "aneforge.dtypes", "aneforge.context", "aneforge.hardware",
+     "aneforge.absent"),
     ("aneforge.ir",),
     ("aneforge.ops",),
     ("aneforge.core.trace",),

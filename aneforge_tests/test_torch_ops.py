@@ -6,6 +6,7 @@ import torch
 
 import aneforge as af
 import aneforge.nn.functional as F
+from aneforge import _api
 from aneforge.errors import DTypeError
 
 INF, NAN = float("inf"), float("nan")
@@ -86,3 +87,41 @@ def test_integer_tensors_cannot_require_grad():
     with pytest.raises(DTypeError, match="Only Tensors of floating point"):
         af.tensor([1, 2, 3], requires_grad=True)
     assert af.tensor([1.0, 2.0], requires_grad=True).requires_grad
+
+
+# ---- a missing name says so, and what to use instead ------------------------------------------
+def _message(get) -> str:
+    with pytest.raises(AttributeError) as info:
+        get()
+    return str(info.value)
+
+
+HOOKED = {"torch": af, "Tensor": af.ones(1), "F": F, "nn": af.nn}    # surfaces with the hook
+
+
+@pytest.mark.parametrize("surface,name,why", [r for r in _api.ABSENT if r[0] in HOOKED],
+                         ids=lambda v: str(v)[:20])
+def test_names_left_out_on_purpose_say_why(surface, name, why):
+    assert f"{name} is not in aneforge: {why}" in _message(lambda: getattr(HOOKED[surface], name))
+
+
+@pytest.mark.parametrize("owner,name,advice", [
+    (af, "gelu", "aneforge has aneforge.nn.functional.gelu"),
+    (af, "sigmoidd", "similar: sigmoid"),
+    (F, "exp", "aneforge has aneforge.exp and Tensor.exp"),
+    (af.nn, "Bilinear", "torch.nn.Bilinear is not in aneforge (yet)"),
+    (af.ones(1), "foo", "torch.Tensor.foo is not in aneforge (yet)"),
+    (af.ones(1), "sin_", "write x = x.sin(...)"),
+])
+def test_missing_names_give_advice(owner, name, advice):
+    assert advice in _message(lambda: getattr(owner, name))
+
+
+def test_missing_names_keep_hasattr_and_real_attributes():
+    assert not hasattr(af, "cuda") and not hasattr(F, "grid_sample") and not hasattr(af.nn, "GRU")
+    assert not hasattr(af.ones(1), "index_put_")
+    assert hasattr(af, "exp") and hasattr(F, "gelu") and hasattr(af.nn, "Linear")
+    assert af.ones(2).exp().shape == (2,)
+    # probes of private and special names get Python's plain message, not torch advice
+    assert "torch" not in _message(lambda: af.ones(1).__array_foo__)
+    assert "torch" not in _message(lambda: af._no_such_thing)

@@ -1,4 +1,7 @@
 """torch.nn-compatible modules, functional ops, initializers and utilities."""
+import sys
+
+from .. import absent
 from . import functional, init, utils
 from . import functional as F  # noqa: N812  (torch's spelling)
 from .layers import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, BatchNorm1d, BatchNorm2d,
@@ -21,3 +24,8 @@ __all__ = ["functional", "F", "init", "utils", "Module", "ModuleList", "ModuleDi
            "BCEWithLogitsLoss", "MultiheadAttention", "BatchNorm1d", "BatchNorm2d", "KLDivLoss",
            "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
            "TransformerDecoder", "Transformer"]
+
+
+def __getattr__(name: str):
+    """A torch.nn name aneforge lacks: an AttributeError saying so, and what to use instead."""
+    raise absent.error("nn", name, sys.modules[__name__], {"F": functional})

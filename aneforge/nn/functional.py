@@ -10,9 +10,11 @@ aneforge/_api.py's table generates.
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
-from .. import dtypes
+from .. import absent, dtypes, functions
 from ..creation import generator, host_random, tensor
 from ..autograd import no_grad
 from ..context import CTX
@@ -38,6 +40,12 @@ __all__ = [
     "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss", "softmax",
     "softplus", "softsign", "tanh"]
 # ---- end of generated block: imports ----
+
+
+def __getattr__(name: str):
+    """A torch.nn.functional name aneforge lacks: an AttributeError saying so, and what to use
+    instead."""
+    raise absent.error("F", name, sys.modules[__name__], {"torch": functions, "Tensor": Tensor})
 
 # torch's `approximate` argument -> MIL gelu's `mode`.
 GELU_MODES = {"none": "EXACT", "tanh": "TANH_APPROXIMATION"}

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..core import realization, scalar_consts
-from .. import dtypes
+from .. import absent, dtypes
 from ..hardware import kernels
 from ..autograd import backward, no_grad
 from ..context import CTX
@@ -303,9 +303,9 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
     def __getattr__(self, name: str):
         hint = ""
         if name.endswith("_") and not name.startswith("_") and hasattr(Tensor, name[:-1]):
-            hint = (f"; in-place ops other than add_/sub_/mul_/div_/clamp_/zero_/fill_/copy_ "
+            hint = (f"in-place ops other than add_/sub_/mul_/div_/clamp_/zero_/fill_/copy_ "
                     f"are not supported: write x = x.{name[:-1]}(...)")
-        raise AttributeError(f"'Tensor' object has no attribute {name!r}{hint}")
+        raise absent.error("Tensor", name, Tensor, hint=hint)
 
 
 class _Data(Tensor):
