@@ -83,6 +83,7 @@ backward              Tensor    Tensor          host
     -- records the gradient ops (autograd); they run with the next realization
 batch_norm            F         torch* F        decomposed      batch_norm.default:_batch_norm
                                        _native_batch_norm_legit_no_training.default:_batch_norm_eval
+binary_cross_entropy  F         F               decomposed
 binary_cross_entropy_with_logits F         torch* F        decomposed
 bmm                   Tensor    torch Tensor    matmul          bmm.default
 bool                  Tensor    Tensor          cast
@@ -246,6 +247,7 @@ size                  Tensor    Tensor          host
 smooth_l1_loss        F         F               decomposed
 softmax               Tensor    torch Tensor F  softmax         softmax.int:_softmax
                                                                 _softmax.default:_softmax
+softmin               F         F               decomposed
 softplus              F         F               decomposed
 softsign              F         F               decomposed
 sort                  Tensor    torch Tensor    decomposed

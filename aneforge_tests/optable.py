@@ -99,6 +99,7 @@ GENERATORS: dict[str, Callable[[np.random.Generator, tuple], np.ndarray]] = {
     "int": lambda r, s: r.integers(-8, 9, s).astype(np.int32),
     "intnz": lambda r, s: (r.choice([-1, 1], s) * r.integers(1, 9, s)).astype(np.int32),
     "bool": lambda r, s: r.random(s) < 0.5,
+    "prob": lambda r, s: r.uniform(0.02, 0.98, s),                        # probabilities
     "unit1": lambda r, s: r.uniform(-0.99, 0.99, s),                     # asin, acos, atanh
     "halves": lambda r, s: r.integers(-8, 9, s) * 0.5,                    # round's ties
     "huge": lambda r, s: r.choice([-1, 1], s) * r.uniform(300, 400, s),   # fp16 x^3 overflows
@@ -982,6 +983,19 @@ CASES: list[OpCase] = [
     C("cross_entropy_4d_sum", ((2, 4, 3, 2), (2, 3, 2)), lambda m, x, t: _f(m).cross_entropy(
         x, t, ignore_index=1, reduction="sum"), log_softmax_tol(12, 8), gen=("unit4", "cls4"),
       torch_fn=lambda m, x, t: _f(m).cross_entropy(x, t.long(), ignore_index=1, reduction="sum")),
+    C("binary_cross_entropy", ((3, 4), (3, 4)), lambda m, x, t: _f(m).binary_cross_entropy(
+        x, t, reduction="none"), Tol(4 * U, 2.0 ** -20), gen="prob"),
+    C("binary_cross_entropy_weight_sum", ((3, 4), (3, 4), (4,)), lambda m, x, t, w: _f(
+        m).binary_cross_entropy(x, t, w.detach(), reduction="sum"),
+      Tol(4 * U, 2.0 ** -20, 12 * U), gen=("prob", "prob", "pos")),
+    C("bce_logits_pos_weight", ((3, 4), (3, 4), (4,), (4,)), lambda m, x, t, w, p: _f(
+        m).binary_cross_entropy_with_logits(x, t, w.detach(), reduction="none",
+                                            pos_weight=p.detach()),
+      Tol(6 * U, 2.0 ** -20), gen=("wide", "prob", "pos", "pos")),
+    C("bce_logits_torch_adapter", ((3, 4), (3, 4), (4,)), lambda m, x, t, p: m.binary_cross_entropy_with_logits(
+        x, t, None, p.detach(), 2), summed(12), gen=("unit4", "prob", "pos")),
+    C("softmin", ((3, 5),), lambda m, x: _f(m).softmin(x, dim=1), gen="unit4"),
+    C("softmin_module", ((3, 5),), lambda m, x: m.nn.Softmin(dim=0)(x), gen="unit4"),
     C("kl_div_batchmean", ((4, 5), (4, 5)), lambda m, x, t: _f(m).kl_div(
         x.log_softmax(-1), t.softmax(-1), reduction="batchmean"), log_softmax_tol(20, 8),
       gen="unit4"),

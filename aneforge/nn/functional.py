@@ -31,14 +31,14 @@ from ._conv import conv2d as _conv2d
 from ..functions import log_softmax, sigmoid, softmax, tanh
 
 __all__ = [
-    "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "batch_norm",
+    "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d", "conv_transpose2d",
     "cosine_similarity", "cross_entropy", "dropout", "elu", "embedding", "gelu", "group_norm",
     "hardsigmoid", "hardswish", "hardtanh", "huber_loss", "interpolate", "kl_div", "l1_loss",
     "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid", "max_pool1d", "max_pool2d",
     "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad", "relu", "relu6", "rms_norm",
     "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss", "softmax",
-    "softplus", "softsign", "tanh"]
+    "softmin", "softplus", "softsign", "tanh"]
 # ---- end of generated block: imports ----
 
 
@@ -270,11 +270,55 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     return _reduce((input - target).abs(), reduction)
 
 
-def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
-                                     reduction: str = "mean") -> Tensor:
-    """max(x, 0) - x*y + log(1 + exp(-|x|)): stable for large |x|."""
-    loss = input.relu() - input * target + ((-input.abs()).exp() + 1.0).log()
-    return _reduce(loss, reduction)
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                     size_average=None, reduce=None, reduction: str = "mean",
+                                     pos_weight: Tensor | None = None) -> Tensor:
+    """torch's (1 - y) x + L (log1p(exp(-|x|)) + max(-x, 0)), L = 1 + (pos_weight - 1) y,
+    times `weight`, written as a sum of non-negative terms: (1 - y) x + L log1p(exp(-x)) for
+    x >= 0, -pos_weight y x + L log1p(exp(x)) below (torch's form cancels for negative x:
+    13 ulps at x = -11.6). No exp overflows; `pos_weight` broadcasts over the last (class)
+    axis.
+
+    >>> import aneforge as af, aneforge.nn.functional as F
+    >>> x, y = af.tensor([0.0, 2.0]), af.tensor([1.0, 0.0])
+    >>> F.binary_cross_entropy_with_logits(x, y, pos_weight=af.tensor([3.0, 3.0])).item()
+    2.10...
+    """
+    x, y = input, target
+    up = x >= 0
+    soft = where(up, -x, x).exp().log1p()                 # log1p(exp(-|x|)), torch's gradient at 0
+    y_pos = y if pos_weight is None else pos_weight * y
+    loss = where(up, x * (1.0 - y), -(x * y_pos))
+    loss = loss + (soft if pos_weight is None else soft * ((pos_weight - 1.0) * y + 1.0))
+    loss = loss if weight is None else loss * weight
+    return _reduce(loss, _legacy(size_average, reduce, reduction))
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                         size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """-(y log(x) + (1 - y) log(1 - x)) of probabilities x, each log clamped at -100 as
+    torch (so x = 0 or 1 gives a finite loss), times `weight`; log(1 - x) is log1p(-x).
+
+    >>> import aneforge as af, aneforge.nn.functional as F
+    >>> F.binary_cross_entropy(af.tensor([0.5, 1.0]), af.tensor([1.0, 1.0])).item()
+    0.346...
+    """
+    log_p = input.log().clamp(min=-100.0)
+    log_q = (-input).log1p().clamp(min=-100.0)
+    loss = -(target * log_p + (1.0 - target) * log_q)
+    loss = loss if weight is None else loss * weight
+    return _reduce(loss, _legacy(size_average, reduce, reduction))
+
+
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """softmax(-input, dim): weights that favour the smallest values.
+
+    >>> import aneforge as af, aneforge.nn.functional as F
+    >>> F.softmin(af.tensor([0.0, 0.0]), dim=0).tolist()
+    [0.5, 0.5]
+    """
+    x = input if dtype is None else input.to(dtype)
+    return (-x).softmax(dim)
 
 
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,

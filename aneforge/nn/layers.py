@@ -210,6 +210,18 @@ class Softmax(Module):
         return F.softmax(x, self.dim)
 
 
+class Softmin(Softmax):
+    """F.softmin over `dim`.
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> nn.Softmin(dim=0)(af.tensor([0.0, 0.0])).tolist()
+    [0.5, 0.5]
+    """
+
+    def forward(self, x):
+        return F.softmin(x, self.dim)
+
+
 class LogSoftmax(Softmax):
     def forward(self, x):
         return F.log_softmax(x, self.dim)
@@ -567,10 +579,40 @@ class HuberLoss(_Loss):
 
 
 class BCEWithLogitsLoss(_Loss):
-    """F.binary_cross_entropy_with_logits as a module."""
+    """F.binary_cross_entropy_with_logits as a module (weight and pos_weight are buffers, as
+    in torch).
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> nn.BCEWithLogitsLoss(pos_weight=af.tensor([2.0]))(af.zeros(2), af.ones(2)).item()
+    1.38...
+    """
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction: str = "mean",
+                 pos_weight=None):
+        super().__init__(F._legacy(size_average, reduce, reduction))
+        self.register_buffer("weight", weight)
+        self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input, target):
-        return F.binary_cross_entropy_with_logits(input, target, reduction=self.reduction)
+        return F.binary_cross_entropy_with_logits(input, target, self.weight,
+                                                  reduction=self.reduction,
+                                                  pos_weight=self.pos_weight)
+
+
+class BCELoss(_Loss):
+    """F.binary_cross_entropy as a module (input: probabilities).
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> nn.BCELoss()(af.tensor([0.5]), af.tensor([1.0])).item()
+    0.693...
+    """
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction: str = "mean"):
+        super().__init__(F._legacy(size_average, reduce, reduction))
+        self.register_buffer("weight", weight)
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
 
 
 class KLDivLoss(_Loss):
