@@ -125,3 +125,16 @@ def test_missing_names_keep_hasattr_and_real_attributes():
     # probes of private and special names get Python's plain message, not torch advice
     assert "torch" not in _message(lambda: af.ones(1).__array_foo__)
     assert "torch" not in _message(lambda: af._no_such_thing)
+
+
+@pytest.mark.parametrize("name,at", [("log1p", 1.0), ("sinh", 1.0), ("sinh", -1.0), ("asinh", 1.0),
+                                     ("asinh", -1.0), ("acosh", 2.0), ("atan", 1.0),
+                                     ("atan", 0.4140625), ("cosh", 1.0)])
+def test_composites_keep_the_whole_gradient_on_their_branch_bounds(name, at):
+    """Where a composite switches formulas, the value on the switch point gets its whole
+    gradient (a maximum/minimum clamp would halve it there)."""
+    x = af.tensor([at], requires_grad=True)
+    got = af.grad(getattr(x, name)().sum(), [x])[0].numpy()
+    t = torch.tensor([at], requires_grad=True)
+    getattr(t, name)().sum().backward()
+    np.testing.assert_allclose(got, t.grad.numpy(), rtol=2.0 ** -9)

@@ -457,7 +457,7 @@ class ElementwiseMixin(TensorBase):
         [0.0, 0.00099945068359375]
         """
         x = self._floating()
-        s = x.clamp(max=1.0)        # above 1, log(1 + x) loses nothing (and x = inf stays inf)
+        s = x._bounded(hi=1.0)      # above 1, log(1 + x) loses nothing (and x = inf stays inf)
         u = s + 1.0
         grown = u - 1.0
         safe = where(grown == 0, grown + 1.0, grown)
@@ -479,6 +479,12 @@ class ElementwiseMixin(TensorBase):
         for c in (1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0):
             p = p * s + c
         return where(x.abs() < 0.5, p * s, x.exp() - 1.0)
+
+    def _bounded(self, lo=None, hi=None) -> "Tensor":
+        """self limited to [lo, hi] for one branch of a composite: a select, so a value on
+        the bound keeps its whole gradient (maximum / minimum split a tie's in half)."""
+        x = self if lo is None else where(self < lo, lo, self)
+        return x if hi is None else where(x > hi, hi, x)
 
     def _odd(self, t) -> "Tensor":
         """t (computed from |self|) with self's sign: the odd functions' last step."""
@@ -515,7 +521,7 @@ class ElementwiseMixin(TensorBase):
         x = self._floating()
         a = x.abs()
         big = a > 1.0
-        r = where(big, 1.0 / a.clamp(min=1.0), a)
+        r = where(big, 1.0 / a._bounded(lo=1.0), a)
         mid = r > 0.41421356237309503
         z = where(mid, (r - 1.0) / (r + 1.0), r)
         s = z * z
@@ -562,10 +568,10 @@ class ElementwiseMixin(TensorBase):
         [0.0, 0.0010004043579101562, -3.626953125]
         """
         x = self._floating()
-        small = x.clamp(-1.0, 1.0)
+        small = x._bounded(-1.0, 1.0)
         series = small * (small * small)._polynomial(
             (1 / 362880, 1 / 5040, 1 / 120, 1 / 6, 1.0))
-        up, down = x.abs().clamp(min=1.0)._exp_halves()
+        up, down = x.abs()._bounded(lo=1.0)._exp_halves()
         return where(x.abs() < 1.0, series, x._odd(up - down))
 
     def cosh(self) -> "Tensor":
@@ -588,9 +594,9 @@ class ElementwiseMixin(TensorBase):
         """
         x = self._floating()
         a = x.abs()
-        s = a.clamp(max=1.0)
+        s = a._bounded(hi=1.0)
         near = (s + s * s / ((s * s + 1.0).sqrt() + 1.0)).log1p()
-        b = a.clamp(min=1.0)
+        b = a._bounded(lo=1.0)
         r = 1.0 / b
         far = b.log() + ((r * r + 1.0).sqrt() + 1.0).log()
         return x._odd(where(a < 1.0, near, far))
@@ -606,9 +612,9 @@ class ElementwiseMixin(TensorBase):
         [0.0, 1.317, 2.99]
         """
         x = self._floating()
-        t = x.clamp(max=2.0) - 1.0
+        t = x._bounded(hi=2.0) - 1.0
         near = (t + (t * (t + 2.0)).sqrt()).log1p()
-        b = x.clamp(min=2.0)
+        b = x._bounded(lo=2.0)
         r = 1.0 / b
         far = b.log() + ((1.0 - r * r).sqrt() + 1.0).log()
         return where(x < 2.0, near, far)
