@@ -46,10 +46,11 @@ from .functions import (
     lerp, log, log10, log1p, log2, log_softmax, logaddexp, logaddexp2, logcumsumexp, logical_not,
     logsumexp, lt, masked_fill, matmul, max, maximum, mean, meshgrid, min, minimum, movedim, mul,
     multiply, nan_to_num, narrow, ne, neg, negative, norm, numel, outer, permute, pow, prod,
-    reciprocal, relu, remainder, reshape, roll, round, rsqrt, scatter, scatter_add, scatter_reduce,
-    select, sigmoid, sign, sin, sinh, softmax, sort, split, sqrt, square, squeeze, stack, std,
-    std_mean, sub, subtract, sum, swapaxes, t, tan, tanh, tile, topk, transpose, tril, triu,
-    true_divide, trunc, unbind, unflatten, unsqueeze, var, var_mean, where, zero_)
+    reciprocal, relu, remainder, repeat_interleave, reshape, roll, round, rsqrt, scatter,
+    scatter_add, scatter_reduce, select, sigmoid, sign, sin, sinh, softmax, sort, split, sqrt,
+    square, squeeze, stack, std, std_mean, sub, subtract, sum, swapaxes, t, tan, tanh, tile, topk,
+    transpose, tril, triu, true_divide, trunc, unbind, unflatten, unsqueeze, var, var_mean, where,
+    zero_)
 from .adapters import batch_norm, binary_cross_entropy_with_logits, dropout, embedding, kl_div
 from .nn.functional import (
     avg_pool1d, celu, conv1d, conv2d, conv_transpose2d, cosine_similarity, group_norm, layer_norm,
@@ -177,9 +178,9 @@ __all__ += [
     "lt", "masked_fill", "matmul", "max", "max_pool1d", "max_pool2d", "maximum", "mean", "meshgrid",
     "min", "minimum", "movedim", "mul", "multiply", "nan_to_num", "narrow", "ne", "neg", "negative",
     "norm", "numel", "outer", "permute", "pow", "prod", "reciprocal", "relu", "remainder",
-    "reshape", "rms_norm", "roll", "round", "rsqrt", "scatter", "scatter_add", "scatter_reduce",
-    "select", "selu", "sigmoid", "sign", "sin", "sinh", "softmax", "sort", "split", "sqrt",
-    "square", "squeeze", "stack", "std", "std_mean", "sub", "subtract", "sum", "swapaxes", "t",
-    "tan", "tanh", "tile", "topk", "transpose", "tril", "triu", "true_divide", "trunc", "unbind",
-    "unflatten", "unsqueeze", "var", "var_mean", "where", "zero_"]
+    "repeat_interleave", "reshape", "rms_norm", "roll", "round", "rsqrt", "scatter", "scatter_add",
+    "scatter_reduce", "select", "selu", "sigmoid", "sign", "sin", "sinh", "softmax", "sort",
+    "split", "sqrt", "square", "squeeze", "stack", "std", "std_mean", "sub", "subtract", "sum",
+    "swapaxes", "t", "tan", "tanh", "tile", "topk", "transpose", "tril", "triu", "true_divide",
+    "trunc", "unbind", "unflatten", "unsqueeze", "var", "var_mean", "where", "zero_"]
 # ---- end of generated block: __all__ ----

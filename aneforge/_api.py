@@ -204,6 +204,8 @@ narrow                Tensor    torch Tensor    slice_by_index
 ne                    Tensor    torch Tensor    not_equal
 neg                   Tensor    torch Tensor    decomposed      neg.default
 negative              Tensor    torch Tensor    decomposed
+nelement              Tensor    Tensor          host
+    -- the static element count (no program)
 nll_loss              F         F               decomposed
 norm                  Tensor    torch Tensor    decomposed
 normalize             F         F               decomposed
@@ -222,6 +224,7 @@ relu                  Tensor    torch Tensor F* relu            relu.default
 relu6                 F         F               clip
 remainder             Tensor    torch Tensor    decomposed
 repeat                Tensor    Tensor          tile
+repeat_interleave     Tensor    torch Tensor    decomposed      repeat_interleave.self_int
 requires_grad_        Tensor    Tensor          no-op
     -- a leaf's flag
 reshape               Tensor    torch Tensor    reshape         reshape.default _unsafe_view.default
@@ -283,10 +286,12 @@ type                  Tensor    Tensor          host
 type_as               Tensor    Tensor          cast
 unbind                Tensor    torch Tensor    decomposed
 unflatten             Tensor    torch Tensor    reshape
+unfold                Tensor    Tensor F*       decomposed      unfold.default
 unsqueeze             Tensor    torch Tensor    expand_dims     unsqueeze.default
 var                   Tensor    torch Tensor    decomposed
 var_mean              functions torch           decomposed
 view                  Tensor    Tensor          reshape         view.default
+view_as               Tensor    Tensor          reshape
 where                 functions torch Tensor*   select          where.self
 zero_                 Tensor    torch Tensor    decomposed
 """

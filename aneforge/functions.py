@@ -714,6 +714,12 @@ def remainder(input: Tensor, other) -> Tensor:
     return input.remainder(other)
 
 
+def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *,
+                      output_size: int | None = None) -> Tensor:
+    """torch.repeat_interleave: `input.repeat_interleave(repeats, dim, output_size=output_size)`; see Tensor.repeat_interleave."""
+    return input.repeat_interleave(repeats, dim, output_size=output_size)
+
+
 def reshape(input: Tensor, *shape) -> Tensor:
     """torch.reshape: `input.reshape(*shape)`; see Tensor.reshape."""
     return input.reshape(*shape)
@@ -946,9 +952,9 @@ __all__ = [
     "logaddexp", "logaddexp2", "logcumsumexp", "logical_not", "logsumexp", "lt", "masked_fill",
     "matmul", "max", "maximum", "mean", "meshgrid", "min", "minimum", "movedim", "mul", "multiply",
     "nan_to_num", "narrow", "ne", "neg", "negative", "norm", "numel", "outer", "permute", "pow",
-    "prod", "reciprocal", "relu", "remainder", "reshape", "roll", "round", "rsqrt", "scatter",
-    "scatter_add", "scatter_reduce", "select", "sigmoid", "sign", "sin", "sinh", "softmax", "sort",
-    "split", "sqrt", "square", "squeeze", "stack", "std", "std_mean", "sub", "subtract", "sum",
-    "swapaxes", "t", "tan", "tanh", "tile", "topk", "transpose", "tril", "triu", "true_divide",
-    "trunc", "unbind", "unflatten", "unsqueeze", "var", "var_mean", "where", "zero_"]
+    "prod", "reciprocal", "relu", "remainder", "repeat_interleave", "reshape", "roll", "round",
+    "rsqrt", "scatter", "scatter_add", "scatter_reduce", "select", "sigmoid", "sign", "sin", "sinh",
+    "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "std_mean", "sub",
+    "subtract", "sum", "swapaxes", "t", "tan", "tanh", "tile", "topk", "transpose", "tril", "triu",
+    "true_divide", "trunc", "unbind", "unflatten", "unsqueeze", "var", "var_mean", "where", "zero_"]
 # ---- end of generated block: __all__ ----

@@ -822,6 +822,18 @@ CASES: list[OpCase] = [
       gen="wide", torch_fn=lambda m, x: (m.isnan(x / x.round()), x.round().isinf(),
                                          m.isfinite(1 / x.round()))),
     C("int_isfinite", (S,), lambda m, x: (m.isfinite(x), x.isnan(), m.isinf(x)), EXACT, gen="int"),
+    C("repeat_interleave", ((2, 3),), lambda m, x: (x.repeat_interleave(2, dim=1),
+                                                    m.repeat_interleave(x, 3)), EXACT),
+    C("repeat_interleave_counts", ((3, 2),), lambda m, x: x.repeat_interleave(
+        m.tensor([2, 0, 1]), dim=0), EXACT),
+    C("repeat_interleave_of_counts", ((3,),), lambda m, x: m.repeat_interleave(
+        m.tensor([1, 3, 2])).to(x.dtype) * x.sum(), ONE_ROUNDING),
+    C("unfold", ((2, 7),), lambda m, x: (x.unfold(1, 3, 2), x.unfold(0, 1, 1)), EXACT),
+    C("unfold_overlap", ((3, 5, 2),), lambda m, x: x.unfold(-2, 4, 1), EXACT),
+    C("view_as", ((2, 6), (3, 4)), lambda m, x, y: x.view_as(y) + y),
+    C("bool_max_min", ((3, 4), (3, 4)), lambda m, x, y: (x.max(), x.min(), m.maximum(x, y),
+                                                         m.minimum(x, y), x.amax(1), x.max(0),
+                                                         x.min(1)), EXACT, gen="bool"),
     C("clamp_min_max", (S,), lambda m, x: (x.clamp_min(-0.5), m.clamp_max(x, 0.25)), EXACT),
     C("aliases", (S, S), lambda m, x, y: (m.subtract(x, y, alpha=2), x.multiply(y),
                                           m.negative(x)), Tol(2 * U, 2.0 ** -24)),
@@ -936,6 +948,9 @@ CASES: list[OpCase] = [
     C("interpolate_linear", ((2, 3, 5),), lambda m, x: _f(m).interpolate(
         x, scale_factor=1.5, mode="linear"), Tol(3 * U, 2.0 ** -24, 3 * U)),
     # convolutions as composites of conv2d's im2col + matmul
+    C("F_unfold", ((2, 3, 5, 6),), lambda m, x: _f(m).unfold(x, (2, 3), dilation=(2, 1),
+                                                              padding=1, stride=(1, 2)), EXACT),
+    C("F_unfold_unbatched", ((3, 4, 4),), lambda m, x: _f(m).unfold(x, 2, stride=2), EXACT),
     C("conv1d", ((2, 3, 10), (4, 3, 3), (4,)), lambda m, x, w, b: m.conv1d(
         x, w, b, stride=2, padding=1), products(9)),
     C("conv_transpose2d", ((1, 3, 4, 5), (3, 2, 3, 3), (2,)), lambda m, x, w, b: m.conv_transpose2d(

@@ -61,6 +61,10 @@ def _bools(x, other) -> tuple:
     return x, other
 
 
+def _both_bool(x, other) -> bool:
+    return x.dtype == dtypes.bool_ and isinstance(other, TensorBase) and other.dtype == dtypes.bool_
+
+
 def _select(cond, a, b):
     return cond._record("select", {"cond": cond, "a": a, "b": b}, {})
 
@@ -163,9 +167,13 @@ class ElementwiseMixin(TensorBase):
         return self._binary("pow", exponent, floating=True)
 
     def maximum(self, other):
+        if _both_bool(self, other):         # MIL maximum takes numbers: on bools it is or
+            return self | other
         return self._binary("maximum", other)
 
     def minimum(self, other):
+        if _both_bool(self, other):
+            return self & other
         return self._binary("minimum", other)
 
     def _compare(self, op: str, other):
