@@ -85,6 +85,10 @@ batch_norm            F         torch* F        decomposed      batch_norm.defau
                                        _native_batch_norm_legit_no_training.default:_batch_norm_eval
 binary_cross_entropy  F         F               decomposed
 binary_cross_entropy_with_logits F         torch* F        decomposed
+bitwise_and           Tensor    torch Tensor    decomposed      bitwise_and.Tensor
+bitwise_not           Tensor    torch Tensor    decomposed      bitwise_not.default
+bitwise_or            Tensor    torch Tensor    decomposed      bitwise_or.Tensor
+bitwise_xor           Tensor    torch Tensor    decomposed      bitwise_xor.Tensor
 bmm                   Tensor    torch Tensor    matmul          bmm.default
 bool                  Tensor    Tensor          cast
 cat                   functions torch           concat          cat.default
@@ -178,7 +182,10 @@ log_softmax           Tensor    torch Tensor F  decomposed      log_softmax.int:
 logaddexp             Tensor    torch Tensor    decomposed      logaddexp.default
 logaddexp2            Tensor    torch Tensor    decomposed      logaddexp2.default
 logcumsumexp          Tensor    torch Tensor    decomposed
+logical_and           Tensor    torch Tensor    decomposed      logical_and.default
 logical_not           Tensor    torch Tensor    logical_not
+logical_or            Tensor    torch Tensor    decomposed      logical_or.default
+logical_xor           Tensor    torch Tensor    decomposed      logical_xor.default
 logsigmoid            F         F               decomposed
 logsumexp             Tensor    torch Tensor    decomposed
 long                  Tensor    Tensor          cast

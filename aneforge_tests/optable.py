@@ -99,6 +99,8 @@ GENERATORS: dict[str, Callable[[np.random.Generator, tuple], np.ndarray]] = {
     "int": lambda r, s: r.integers(-8, 9, s).astype(np.int32),
     "intnz": lambda r, s: (r.choice([-1, 1], s) * r.integers(1, 9, s)).astype(np.int32),
     "bool": lambda r, s: r.random(s) < 0.5,
+    "i16": lambda r, s: r.integers(-2 ** 15, 2 ** 15, s).astype(np.int32),  # int16's range
+    "u8": lambda r, s: r.integers(0, 256, s).astype(np.int32),
     "prob": lambda r, s: r.uniform(0.02, 0.98, s),                        # probabilities
     "unit1": lambda r, s: r.uniform(-0.99, 0.99, s),                     # asin, acos, atanh
     "halves": lambda r, s: r.integers(-8, 9, s) * 0.5,                    # round's ties
@@ -834,6 +836,18 @@ CASES: list[OpCase] = [
     C("bool_max_min", ((3, 4), (3, 4)), lambda m, x, y: (x.max(), x.min(), m.maximum(x, y),
                                                          m.minimum(x, y), x.amax(1), x.max(0),
                                                          x.min(1)), EXACT, gen="bool"),
+    C("bitwise_int32", (S, S), lambda m, x, y: (x & y, x | y, x ^ y, ~x, m.bitwise_and(x, 5),
+                                             3 | y, x.bitwise_xor(y), m.bitwise_not(y)), EXACT,
+      gen="i16"),
+    C("bitwise_int16", (S, S), lambda m, x, y: (x.to(m.int16) & y.to(m.int16),
+                                             ~x.to(m.int16) ^ y.to(m.int16)), EXACT, gen="i16"),
+    C("bitwise_uint8", (S, S), lambda m, x, y: ((x & y).to(m.uint8), x.to(m.uint8) | y.to(m.uint8),
+                                             ~(x.to(m.uint8) ^ y.to(m.uint8))), EXACT, gen="u8"),
+    C("bitwise_bool_int", (S, S), lambda m, x, y: ((x > 0) & y, (x > 0) ^ (y > 1)), EXACT,
+      gen="i16"),
+    C("logical_ops", (S, S), lambda m, x, y: (m.logical_and(x, y), x.logical_or(y),
+                                           m.logical_xor(x, y), m.logical_not(x > 0)), EXACT,
+      gen="int"),
     C("clamp_min_max", (S,), lambda m, x: (x.clamp_min(-0.5), m.clamp_max(x, 0.25)), EXACT),
     C("aliases", (S, S), lambda m, x, y: (m.subtract(x, y, alpha=2), x.multiply(y),
                                           m.negative(x)), Tol(2 * U, 2.0 ** -24)),

@@ -231,6 +231,9 @@ def _args(name):
         "cosh": (x,), "asinh": (x,), "acosh": (pos + 1.0,), "atanh": (x * 0.4,), "log2": (pos,),
         "log10": (pos,), "exp2": (x,), "logaddexp": (x, y), "logaddexp2": (x, y),
         "round": (x * 4,), "isnan": (x,), "isinf": (x,), "isfinite": (x,),
+        "bitwise_and": (idx, idx.flip(0)), "bitwise_or": (idx, idx.flip(0)),
+        "bitwise_xor": (idx, idx.flip(0)), "bitwise_not": (idx,), "logical_and": (x, y),
+        "logical_or": (x, mask), "logical_xor": (mask, y),
         "repeat_interleave": (x, 2, 1), "view_as": (x, y.t()), "unfold": (x, 1, 2, 1),
     }[name]
 

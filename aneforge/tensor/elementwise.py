@@ -61,6 +61,51 @@ def _bools(x, other) -> tuple:
     return x, other
 
 
+# Bits the bitwise ops read of each integer dtype. The ANE has no bitwise unit: the bits are
+# read with exact fp32 arithmetic (scaling by powers of two, truncating casts), so int32
+# operands are exact below 2**23 in magnitude (fp32's integers; int32 data that crosses the
+# program boundary is in int16's range anyway).
+_BITS = {dtypes.int8: 8, dtypes.uint8: 8, dtypes.int16: 16, dtypes.uint16: 16, dtypes.int32: 24}
+_SIGNED = (dtypes.int8, dtypes.int16, dtypes.int32)
+# how a result bit follows from the operands' bits a, b (0 or 1)
+_BIT_RULES = {"and": lambda a, b: a * b, "or": lambda a, b: a + b - a * b,
+              "xor": lambda a, b: a + b - a * b * 2}
+_SIGN_RULES = {"and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b}
+
+
+def _bitwise(x, other, rule: str):
+    """x & other, | or ^ (by `rule`) of integer tensors (bools: the logical select forms),
+    exact from supported ops: each operand's two's-complement bits as a new last axis, the
+    rule bit by bit, then the weighted sum of the bits."""
+    if not isinstance(other, TensorBase):
+        other = x._const(other, dtypes.bool_ if isinstance(other, bool) else x.dtype)
+    if x.dtype == dtypes.bool_ and other.dtype == dtypes.bool_:
+        return None
+    a, b = x._operands(other)
+    if a.dtype not in _BITS:
+        raise DTypeError(f"&, | and ^ need bool tensors or integer ones, got {x.dtype} and "
+                         f"{other.dtype}; compare first (x > 0) or cast with .bool() (torch "
+                         f"refuses floats too)")
+    n, signed, dt = _BITS[a.dtype], a.dtype in _SIGNED, a.dtype
+    a, b = a.to(dtypes.int32), b.to(dtypes.int32)      # MIL compares and adds int32, not int16
+    bits_a, bits_b = _bits(a, n, signed), _bits(b, n, signed)
+    weights = a._const(2 ** np.arange(n, dtype=np.int32), dtypes.int32)
+    # an integer sum: a float one of more than 16 terms is a matmul with fp16 products
+    low = (_BIT_RULES[rule](bits_a, bits_b).to(dtypes.int32) * weights).sum(-1)
+    if signed:
+        low = where(_SIGN_RULES[rule](a < 0, b < 0), low - 2 ** n, low)
+    return low.to(dt)
+
+
+def _bits(v, n: int, signed: bool):
+    """int32 v's n low bits (two's complement if signed) as float32 0/1 on a new last axis: bit
+    k = trunc(low / 2**k) - 2 trunc(low / 2**(k + 1)), every step exact in fp32."""
+    low = where(v < 0, v + 2 ** n, v) if signed else v
+    scales = v._const(np.float32(2.0) ** -np.arange(n + 1, dtype=np.float32), dtypes.float32)
+    steps = (low.to(dtypes.float32).unsqueeze(-1) * scales).to(dtypes.int32).to(dtypes.float32)
+    return steps[..., :n] - steps[..., 1:] * 2.0
+
+
 def _both_bool(x, other) -> bool:
     return x.dtype == dtypes.bool_ and isinstance(other, TensorBase) and other.dtype == dtypes.bool_
 
@@ -203,22 +248,102 @@ class ElementwiseMixin(TensorBase):
     lt, le, gt, ge, eq, ne = __lt__, __le__, __gt__, __ge__, __eq__, __ne__
 
     def __and__(self, o):
+        out = _bitwise(self, o, "and")
+        if out is not None:
+            return out
         a, b = _bools(self, o)
         return _select(a, b, a)        # logical_and/or/xor have no ANE path (op_catalog.csv)
 
     def __or__(self, o):
+        out = _bitwise(self, o, "or")
+        if out is not None:
+            return out
         a, b = _bools(self, o)
         return _select(a, a, b)
 
     def __xor__(self, o):
+        out = _bitwise(self, o, "xor")
+        if out is not None:
+            return out
         a, b = _bools(self, o)
         return _select(a, ~b, b)
 
+    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__      # & | ^ commute
+
     def __invert__(self):
-        return self._record("logical_not", {"x": self}, {})
+        """~x: logical not of bools; of integers -x - 1 (two's complement), the unsigned
+        dtype's max - x."""
+        if self.dtype == dtypes.bool_ or self.dtype.is_float:    # floats: MIL's dtype error
+            return self._record("logical_not", {"x": self}, {})
+        wide = self.to(dtypes.int32)
+        flipped = -wide - 1 if self.dtype in _SIGNED else int(np.iinfo(self.dtype.np).max) - wide
+        return flipped.to(self.dtype)
 
     def logical_not(self):
         return ~self
+
+    def bitwise_and(self, other) -> "Tensor":
+        """self & other: bits of integers (exact; see `_BITS`), logical and of bools.
+
+        >>> import aneforge as af
+        >>> af.bitwise_and(af.tensor([12, -3]), af.tensor([10, 6])).tolist()
+        [8, 4]
+        """
+        return self & other
+
+    def bitwise_or(self, other) -> "Tensor":
+        """self | other.
+
+        >>> import aneforge as af
+        >>> af.bitwise_or(af.tensor([12, -3]), af.tensor([10, 6])).tolist()
+        [14, -1]
+        """
+        return self | other
+
+    def bitwise_xor(self, other) -> "Tensor":
+        """self ^ other.
+
+        >>> import aneforge as af
+        >>> af.bitwise_xor(af.tensor([12, -3]), af.tensor([10, 6])).tolist()
+        [6, -5]
+        """
+        return self ^ other
+
+    def bitwise_not(self) -> "Tensor":
+        """~self.
+
+        >>> import aneforge as af
+        >>> af.bitwise_not(af.tensor([0, 5, -1])).tolist()
+        [-1, -6, 0]
+        """
+        return ~self
+
+    def logical_and(self, other) -> "Tensor":
+        """(self != 0) and (other != 0), a bool tensor.
+
+        >>> import aneforge as af
+        >>> af.logical_and(af.tensor([0, 2]), af.tensor([1, 3])).tolist()
+        [False, True]
+        """
+        return (self != 0) & (self._as_tensor(other) != 0)
+
+    def logical_or(self, other) -> "Tensor":
+        """(self != 0) or (other != 0).
+
+        >>> import aneforge as af
+        >>> af.logical_or(af.tensor([0, 2]), af.tensor([0, 0])).tolist()
+        [False, True]
+        """
+        return (self != 0) | (self._as_tensor(other) != 0)
+
+    def logical_xor(self, other) -> "Tensor":
+        """(self != 0) xor (other != 0).
+
+        >>> import aneforge as af
+        >>> af.logical_xor(af.tensor([0, 2]), af.tensor([1, 3])).tolist()
+        [True, False]
+        """
+        return (self != 0) ^ (self._as_tensor(other) != 0)
 
     def _unary(self, op: str, **attrs) -> "Tensor":
         return self._record(op, {"x": self._floating()}, attrs)
