@@ -7,6 +7,7 @@ as torch.X, forwarding to the method, and __all__.
 """
 from __future__ import annotations
 
+import builtins
 import math
 
 
@@ -43,37 +44,79 @@ def meshgrid(*tensors, indexing: str = "ij") -> tuple[Tensor, ...]:
 def einsum(equation: str, *operands) -> Tensor:
     """Einstein summation, contracted pairwise left to right: each pair as one batched matmul
     (indices in both operands and the output: batch; in both only: summed by the matmul;
-    in one only: rows or columns), indices of one operand alone summed first.
+    in one only: rows or columns), indices of one operand alone summed first. `...` stands for
+    the broadcast axes (aligned from the right; size-1 axes expand), and an index repeated in
+    one term takes that operand's diagonal ('ii->i', 'ii->' is the trace).
 
     >>> import aneforge as af
     >>> af.einsum("ij,jk->ik", af.ones(2, 3), af.ones(3, 4)).tolist()[0]
     [3.0, 3.0, 3.0, 3.0]
+    >>> af.einsum("ii", af.tensor([[1.0, 2.0], [3.0, 4.0]])).item()
+    5.0
+    >>> af.einsum("...ij,...jk->...ik", af.ones(5, 2, 3), af.ones(3, 4)).shape
+    (5, 2, 4)
     """
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     eq = equation.replace(" ", "")
     lhs, out = eq.split("->") if "->" in eq else (eq, None)
     terms = lhs.split(",")
-    if "." in eq:
-        raise AneforgeError("einsum: '...' is not supported; name every axis")
     if len(terms) != len(operands):
         raise AneforgeError(f"einsum: {len(terms)} terms in {equation!r} for {len(operands)} "
                             f"operands")
-    for t, x in zip(terms, operands):
-        if len(set(t)) != len(t):
-            raise AneforgeError(f"einsum: a repeated index in {t!r} (a diagonal) is not "
-                                f"supported; take x.diagonal() first")
-        if len(t) != x.ndim:
-            raise AneforgeError(f"einsum: term {t!r} names {len(t)} axes of a {x.ndim}-D operand")
+    terms, out, ell = _expand_ellipsis(eq, terms, out, operands)
     if out is None:
-        counts = {c: lhs.count(c) for c in set(lhs) if c != ","}
-        out = "".join(sorted(c for c, n in counts.items() if n == 1))
+        counts = {c: "".join(terms).count(c) for c in set("".join(terms))}
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    pairs = [_diagonals(t, x) for t, x in zip(terms, operands)]
+    terms, operands = [t for t, _ in pairs], _broadcast(pairs)
     cur_t, cur = terms[0], operands[0]
     for i in range(1, len(terms)):
         keep = set(out).union(*terms[i + 1:])
         cur_t, cur = _contract(cur_t, cur, terms[i], operands[i], keep)
     cur_t, cur = _sum_only(cur_t, cur, set(out))
     return cur.permute([cur_t.index(c) for c in out]) if cur_t else cur
+
+
+def _expand_ellipsis(eq: str, terms: list, out, operands):
+    """Terms with `...` replaced by letters the equation does not use, one per broadcast axis
+    (aligned from the right, as torch); the output's `...`, and those letters in order."""
+    for t, x in zip(terms, operands):
+        named = len(t.replace("...", ""))
+        if ("..." in t and named > x.ndim) or ("..." not in t and named != x.ndim) or \
+                t.count(".") not in (0, 3):
+            raise AneforgeError(f"einsum: term {t!r} does not fit a {x.ndim}-D operand (one "
+                                f"letter per axis, or `...` for the rest)")
+    width = builtins.max((x.ndim - len(t) + 3 for t, x in zip(terms, operands) if "..." in t),
+                         default=0)
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in eq][:width]
+    ell = "".join(free)
+    terms = [t.replace("...", ell[width - (x.ndim - len(t) + 3):]) if "..." in t else t
+             for t, x in zip(terms, operands)]
+    return terms, (out.replace("...", ell) if out is not None else None), ell
+
+
+def _diagonals(t: str, x: Tensor) -> tuple[str, Tensor]:
+    """A term without repeated indices: each repeated index takes x's diagonal over its two
+    axes (the diagonal becomes the last axis, as Tensor.diagonal puts it)."""
+    while len(set(t)) != len(t):
+        c = next(c for c in t if t.count(c) > 1)
+        i, j = t.index(c), t.index(c, t.index(c) + 1)
+        x = x.diagonal(0, i, j)
+        t = t[:i] + t[i + 1:j] + t[j + 1:] + c
+    return t, x
+
+
+def _broadcast(pairs) -> list:
+    """Operands with their size-1 axes expanded to the size the index has elsewhere."""
+    size = {}
+    for t, x in pairs:
+        for c, n in zip(t, x.shape):
+            if n != 1 and size.setdefault(c, n) != n:
+                raise AneforgeError(f"einsum: index {c!r} has sizes {size[c]} and {n}")
+    return [x.expand(tuple(size.get(c, n) for c, n in zip(t, x.shape)))
+            if builtins.any(n == 1 and size.get(c, 1) != 1 for c, n in zip(t, x.shape)) else x
+            for t, x in pairs]
 
 
 def _sum_only(t: str, x: Tensor, keep: set) -> tuple[str, Tensor]:
