@@ -195,6 +195,7 @@ matmul                Tensor    torch Tensor    matmul          matmul.default m
 max                   Tensor    torch Tensor    reduce_max
 max_pool1d            F         torch F         decomposed
 max_pool2d            F         torch F         decomposed
+max_unpool2d          F         F               decomposed
 maximum               Tensor    torch Tensor    maximum
 mean                  Tensor    torch Tensor    reduce_mean     mean.dim:_mean mean.default:_mean
 meshgrid              functions torch           decomposed

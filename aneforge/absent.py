@@ -95,8 +95,8 @@ def error(surface: str, name: str, namespace, elsewhere: dict | None = None,
         return AttributeError(head, name=name)
     why = _WHY.get((surface, name))
     if why is not None:
-        return AttributeError(f"{head}: {TORCH[surface]}.{name} is not in aneforge: {why}",
-                              name=name)
+        return AttributeError(f"{head}: {TORCH[surface]}.{name} is not in aneforge: {why}"
+                              + (f"; {hint}" if hint else ""), name=name)
     advice = [f"{TORCH[surface]}.{name} is not in aneforge (yet)"]
     homes = [f"{OURS[other]}.{name}" for other, space in (elsewhere or {}).items()
              if _defined(space, name)]

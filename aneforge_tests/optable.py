@@ -946,6 +946,15 @@ CASES: list[OpCase] = [
       EXACT),
     C("max_pool2d_dilated_3d", ((2, 7, 7),), lambda m, x: _f(m).max_pool2d(x, 3, dilation=2),
       EXACT),
+    C("max_pool2d_indices", ((2, 3, 6, 6),), lambda m, x: _f(m).max_pool2d(
+        x, 2, return_indices=True), EXACT, gen="perm"),
+    C("max_pool2d_indices_pad", ((1, 2, 7, 6),), lambda m, x: _f(m).max_pool2d(
+        x, 3, 2, 1, return_indices=True), EXACT, gen="perm"),
+    C("max_unpool2d", ((2, 3, 6, 6),), lambda m, x: _f(m).max_unpool2d(
+        *_f(m).max_pool2d(x, 2, return_indices=True), 2), EXACT, gen="perm"),
+    C("max_unpool2d_module", ((1, 2, 7, 6),), lambda m, x: m.nn.MaxUnpool2d(3, 2, 1)(
+        *m.nn.MaxPool2d(3, 2, 1, return_indices=True)(x), output_size=(7, 6)), EXACT,
+      gen="perm"),
     C("max_pool1d", ((2, 3, 8),), lambda m, x: m.max_pool1d(x, 3, stride=2), EXACT),
     C("avg_pool2d", ((2, 3, 6, 6),), lambda m, x: _f(m).avg_pool2d(x, 2), Tol(2 * U, 2.0 ** -24, 2 * U)),
     C("avg_pool2d_pad", ((1, 2, 7, 6),), lambda m, x: _f(m).avg_pool2d(x, 3, 2, 1),

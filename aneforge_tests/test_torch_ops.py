@@ -138,3 +138,23 @@ def test_composites_keep_the_whole_gradient_on_their_branch_bounds(name, at):
     t = torch.tensor([at], requires_grad=True)
     getattr(t, name)().sum().backward()
     np.testing.assert_allclose(got, t.grad.numpy(), rtol=2.0 ** -9)
+
+
+def test_scatter_duplicates_get_torchs_gradient():
+    index, src = [0, 0, 2, 0], np.array([2.0, 3.0, 0.5, -1.0], np.float32)
+    a = af.tensor(src, requires_grad=True)
+    got = af.grad((af.zeros(3).scatter(0, af.tensor(index), a) * af.tensor([1.0, 2.0, 3.0])).sum(),
+                  [a])[0]
+    t = torch.tensor(src, requires_grad=True)
+    (torch.zeros(3).scatter(0, torch.tensor(index), t) * torch.tensor([1.0, 2.0, 3.0])).sum().backward()
+    np.testing.assert_array_equal(got.numpy(), t.grad.numpy())
+
+
+def test_bitwise_ops_are_exact_beyond_int16_inside_a_program():
+    """int32 operands up to 2**23 (results are read back divided, to cross the boundary)."""
+    a, b = [3000, -7000, 8388, -8000], [-1, 4095, 9999, -8191]       # times 1000 and 511
+    for op in ("__and__", "__or__", "__xor__"):
+        got = getattr(af.tensor(a) * 1000, op)(af.tensor(b) * 511) // 512
+        want = getattr(torch.tensor(a, dtype=torch.int32) * 1000, op)(
+            torch.tensor(b, dtype=torch.int32) * 511)
+        assert got.tolist() == (want // 512).tolist(), op

@@ -8,8 +8,9 @@ from .layers import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, BatchNo
                      BCELoss, BCEWithLogitsLoss, Conv1d, Conv2d, ConvTranspose2d, CrossEntropyLoss,
                      Dropout, Embedding, Flatten, GroupNorm, Hardtanh, HuberLoss, Identity,
                      KLDivLoss, L1Loss, LayerNorm, LeakyReLU, Linear, LogSoftmax, MaxPool1d,
-                     MaxPool2d, Mish, MSELoss, MultiheadAttention, NLLLoss, ReLU, RMSNorm, Sigmoid,
-                     SiLU, SmoothL1Loss, Softmax, Softmin, Softplus, Tanh, Upsample)
+                     MaxPool2d, MaxUnpool2d, Mish, MSELoss, MultiheadAttention, NLLLoss, ReLU,
+                     RMSNorm, Sigmoid, SiLU, SmoothL1Loss, Softmax, Softmin, Softplus, Tanh,
+                     Upsample)
 from .module import Module, ModuleDict, ModuleList, Sequential
 from .parameter import Parameter
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
@@ -19,11 +20,11 @@ __all__ = ["functional", "F", "init", "utils", "Module", "ModuleList", "ModuleDi
            "Parameter", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "Embedding", "LayerNorm",
            "RMSNorm", "GroupNorm", "Dropout", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax",
            "LogSoftmax", "Identity", "Flatten", "LeakyReLU", "ELU", "Softplus", "Hardtanh", "Mish",
-           "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "Upsample",
-           "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
-           "BCEWithLogitsLoss", "BCELoss", "Softmin", "MultiheadAttention", "BatchNorm1d", "BatchNorm2d", "KLDivLoss",
-           "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
-           "TransformerDecoder", "Transformer"]
+           "MaxPool1d", "MaxPool2d", "MaxUnpool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d",
+           "Upsample", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss",
+           "HuberLoss", "BCEWithLogitsLoss", "BCELoss", "Softmin", "MultiheadAttention",
+           "BatchNorm1d", "BatchNorm2d", "KLDivLoss", "TransformerEncoderLayer",
+           "TransformerDecoderLayer", "TransformerEncoder", "TransformerDecoder", "Transformer"]
 
 
 def __getattr__(name: str):

@@ -37,9 +37,9 @@ __all__ = [
     "cosine_similarity", "cross_entropy", "dropout", "elu", "embedding", "gelu", "group_norm",
     "hardsigmoid", "hardswish", "hardtanh", "huber_loss", "interpolate", "kl_div", "l1_loss",
     "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid", "max_pool1d", "max_pool2d",
-    "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad", "relu", "relu6", "rms_norm",
-    "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss", "softmax",
-    "softmin", "softplus", "softsign", "tanh", "unfold"]
+    "max_unpool2d", "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad", "relu", "relu6",
+    "rms_norm", "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss",
+    "softmax", "softmin", "softplus", "softsign", "tanh", "unfold"]
 # ---- end of generated block: imports ----
 
 
@@ -504,21 +504,55 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
                ceil_mode: bool = False, return_indices: bool = False) -> Tensor:
     """2-D max pooling over [N, C, H, W] (or [C, H, W]): the maximum of the window's strided
     slices; padding never wins (it is the dtype's lowest value). As in torch, the gradient of
-    a window goes to its first maximum (row-major), not shared between ties.
+    a window goes to its first maximum (row-major), not shared between ties. With
+    `return_indices`, also each maximum's flat index into its input plane (h * W + w; int32,
+    so a program returns them while H * W fits int16), the same select chain over a constant
+    image of indices.
 
     >>> import aneforge as af, aneforge.nn.functional as F
     >>> F.max_pool2d(af.arange(16.0).reshape(1, 4, 4), 2).tolist()
     [[[5.0, 7.0], [13.0, 15.0]]]
+    >>> F.max_pool2d(af.tensor([[[1.0, 3.0], [4.0, 2.0]]]), 2, return_indices=True)[1].tolist()
+    [[[2]]]
     """
-    if return_indices:
-        raise AneforgeError("max_pool2d: return_indices is not supported; compare the input "
-                            "with the upsampled maximum to find the positions")
     x = _batched(input, 3, "max_pool2d")
     low = float(np.finfo(x.dtype.np).min) if x.dtype.is_float else int(np.iinfo(x.dtype.np).min)
     views, _, _ = _windows(x, kernel_size, stride, padding, dilation, ceil_mode, low)
-    out = views[-1]
-    for v in reversed(views[:-1]):        # a select chain: an earlier view wins ties (torch)
-        out = where(v >= out, v, out)
+    h, w = x.shape[-2:]
+    places = const(np.arange(h * w).reshape(1, 1, h, w), dtypes.int32) if return_indices else None
+    spots = _windows(places, kernel_size, stride, padding, dilation, ceil_mode, -1)[0] \
+        if return_indices else [None] * len(views)
+    out, at = views[-1], spots[-1]
+    for v, i in zip(reversed(views[:-1]), reversed(spots[:-1])):   # an earlier view wins ties
+        first = v >= out
+        out = where(first, v, out)
+        at = where(first, i, at) if return_indices else None
+    squeeze = (lambda t: t) if input.ndim == 4 else (lambda t: t.squeeze(0))    # noqa: E731
+    return (squeeze(out), squeeze(at.expand(out.shape))) if return_indices else squeeze(out)
+
+
+def max_unpool2d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0,
+                 output_size=None) -> Tensor:
+    """max_pool2d's partial inverse: zeros of the unpooled size with each input value at its
+    index (flat, into the output plane), as torch: a scatter (one-hot selects; of repeated
+    indices the last is kept).
+
+    >>> import aneforge as af, aneforge.nn.functional as F
+    >>> x = af.tensor([[[1.0, 3.0], [4.0, 2.0]]])
+    >>> y, i = F.max_pool2d(x, 2, return_indices=True)
+    >>> F.max_unpool2d(y, i, 2).tolist()
+    [[[0.0, 0.0], [4.0, 0.0]]]
+    """
+    x = _batched(input, 3, "max_unpool2d")
+    idx = indices.unsqueeze(0) if indices.ndim == 3 else indices
+    (kh, kw), (ph, pw) = _pair(kernel_size), _pair(padding)
+    sh, sw = _pair(stride) if stride is not None else (kh, kw)
+    h, w = x.shape[-2:]
+    size = (tuple(output_size)[-2:] if output_size is not None else
+            ((h - 1) * sh - 2 * ph + kh, (w - 1) * sw - 2 * pw + kw))
+    n, c = x.shape[:2]
+    flat = zeros(x).reshape(n, c, -1)[..., :1].expand(n, c, size[0] * size[1])
+    out = flat.scatter(2, idx.reshape(n, c, -1), x.reshape(n, c, -1)).reshape(n, c, *size)
     return out if input.ndim == 4 else out.squeeze(0)
 
 

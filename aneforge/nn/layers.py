@@ -291,6 +291,24 @@ class MaxPool2d(_Pool):
                             self.ceil_mode, self.return_indices)
 
 
+class MaxUnpool2d(Module):
+    """F.max_unpool2d as a layer.
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> y, i = nn.MaxPool2d(2, return_indices=True)(af.ones(1, 1, 4, 4))
+    >>> nn.MaxUnpool2d(2)(y, i).shape
+    (1, 1, 4, 4)
+    """
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, input, indices, output_size=None):
+        return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding,
+                              output_size)
+
+
 class MaxPool1d(MaxPool2d):
     """F.max_pool1d as a layer."""
 

@@ -250,8 +250,9 @@ class IndexingMixin(TensorBase):
         """A copy with self[index[i][j]][j] = src[i][j] along `dim` (`src` a tensor or a
         number, or `value=`): one-hot selects and a sum over the index axis. Of duplicate
         indices the last along `dim` is written (torch calls the result one of them; its CPU
-        loop writes in that order), and only it gets a gradient. `reduce` 'add' or
-        'multiply' combines self with every value sent there (scatter_reduce's 'sum'/'prod').
+        loop writes in that order); every write gets its place's gradient, as torch's rule
+        (a gather) gives. `reduce` 'add' or 'multiply' combines self with every value sent
+        there (scatter_reduce's 'sum'/'prod').
 
         >>> import aneforge as af
         >>> af.zeros(4).scatter(0, af.tensor([1, 3]), af.tensor([5.0, 6.0])).tolist()
@@ -269,8 +270,11 @@ class IndexingMixin(TensorBase):
         hit = mask.any(-2)
         order = self._const(np.arange(mask.shape[-2]).reshape(-1, 1), dtypes.int32)
         written = where(mask, order, order - mask.shape[-2]).amax(-2, keepdim=True)
-        mask = mask & (order == written)                      # the last write to each place
-        vals = where(mask, src, zeros(src)).sum(-2).to(self.dtype)
+        last = mask & (order == written)                      # the last write to each place
+        vals = where(last, src, zeros(src)).sum(-2).to(self.dtype)
+        if src.requires_grad:       # torch's gradient: every write gets its place's (a gather)
+            every = where(mask, src, zeros(src)).sum(-2).to(self.dtype)
+            vals = vals.detach() + (every - every.detach())
         return where(hit, vals, x).movedim(-1, d)
 
     def scatter_add(self, dim: int, index: "Tensor", src: "Tensor") -> "Tensor":
