@@ -20,7 +20,8 @@ import sys
 from . import absent, dtypes
 from .core.realization import cache_info, clear_cache, set_cache_limit
 from .creation import (arange, eye, from_numpy, full, full_like, linspace, manual_seed, ones,
-                       ones_like, rand, randint, randn, tensor, zeros, zeros_like)
+                       ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros,
+                       zeros_like)
 from .dtypes import bool_ as bool  # noqa: A001  (torch spells it af.bool)
 from .dtypes import float16, float32, half, int8, int16, int32, uint8, uint16
 from .errors import (ANEHazardWarning, AneforgeError, BackendUnavailable, CompileWallError,
@@ -152,7 +153,8 @@ def export(obj, path: str) -> str:
 
 
 __all__ = ["Tensor", "tensor", "from_numpy", "zeros", "ones", "full", "zeros_like", "ones_like",
-           "full_like", "arange", "linspace", "eye", "rand", "randn", "randint", "manual_seed",
+           "full_like", "rand_like", "randn_like", "arange", "linspace", "eye", "rand", "randn",
+           "randint", "manual_seed",
            "realize", "program", "to_mil", "load_mil", "export", "cache_info", "clear_cache",
            "set_cache_limit", "backends",
            "get_backend", "set_backend", "Numerics", "numerics", "get_numerics", "set_numerics",

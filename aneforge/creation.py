@@ -61,16 +61,36 @@ def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
     return _leaf(np.ones(_sizes(size)), _dtype(dtype), requires_grad)
 
 
-def zeros_like(t: Tensor, dtype=None) -> Tensor:
-    return zeros(t.shape, dtype=dtype or t.dtype)
+def zeros_like(input: Tensor, dtype=None, *, requires_grad: bool = False) -> Tensor:
+    """Zeros of input's shape (and dtype, unless `dtype`).
+
+    >>> import aneforge as af
+    >>> af.zeros_like(af.ones(2), requires_grad=True).requires_grad
+    True
+    """
+    return zeros(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad)
 
 
-def ones_like(t: Tensor, dtype=None) -> Tensor:
-    return ones(t.shape, dtype=dtype or t.dtype)
+def ones_like(input: Tensor, dtype=None, *, requires_grad: bool = False) -> Tensor:
+    return ones(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad)
 
 
-def full_like(t: Tensor, fill_value, dtype=None) -> Tensor:
-    return full(t.shape, fill_value, dtype=dtype or t.dtype)
+def full_like(input: Tensor, fill_value, dtype=None, *, requires_grad: bool = False) -> Tensor:
+    return full(input.shape, fill_value, dtype=dtype or input.dtype, requires_grad=requires_grad)
+
+
+def rand_like(input: Tensor, dtype=None, *, requires_grad: bool = False) -> Tensor:
+    """Uniform [0, 1) draws of input's shape (and dtype, unless `dtype`).
+
+    >>> import aneforge as af
+    >>> af.rand_like(af.ones(2, 3), dtype=af.float32).shape
+    (2, 3)
+    """
+    return rand(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad)
+
+
+def randn_like(input: Tensor, dtype=None, *, requires_grad: bool = False) -> Tensor:
+    return randn(input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None) -> Tensor:

@@ -158,3 +158,16 @@ def test_bitwise_ops_are_exact_beyond_int16_inside_a_program():
         want = getattr(torch.tensor(a, dtype=torch.int32) * 1000, op)(
             torch.tensor(b, dtype=torch.int32) * 511)
         assert got.tolist() == (want // 512).tolist(), op
+
+
+@pytest.mark.parametrize("name,extra", [("zeros_like", ()), ("ones_like", ()),
+                                        ("full_like", (2.5,)), ("rand_like", ()),
+                                        ("randn_like", ())])
+def test_like_creators_take_dtype_and_requires_grad(name, extra):
+    x = af.ones(2, 3, dtype=af.float32)
+    made = getattr(af, name)(x, *extra, dtype=af.float16, requires_grad=True)
+    want = getattr(torch, name)(torch.ones(2, 3), *extra, dtype=torch.float16, requires_grad=True)
+    assert made.shape == tuple(want.shape) and made.dtype == af.float16 and made.requires_grad
+    assert made.is_leaf and getattr(af, name)(x, *extra).dtype == af.float32
+    if name != "rand_like" and name != "randn_like":
+        np.testing.assert_array_equal(made.numpy(), want.detach().numpy())
