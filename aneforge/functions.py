@@ -15,6 +15,7 @@ from .errors import AneforgeError
 from .tensor import Tensor
 from .tensor.elementwise import where
 from .tensor.movement import cat, concat, concatenate, stack
+from .tensor.args import _dim_or_axis
 from .tensor.reduce import var_mean as _var_mean
 
 
@@ -142,7 +143,7 @@ def _contract(ta: str, a: Tensor, tb: str, b: Tensor, keep: set) -> tuple[str, T
 
 
 def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
-             correction=None) -> tuple[Tensor, Tensor]:
+             correction=None, axis=None) -> tuple[Tensor, Tensor]:
     """(variance, mean) over `dim`, as torch.var_mean: one mean serves both (two passes through
     the engine's wide matmul accumulator when the reduced length calls for it). torch's
     overloads: `var_mean(x, unbiased)`, `var_mean(x, dim, unbiased, keepdim)` and
@@ -155,6 +156,7 @@ def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
     """
     if isinstance(dim, bool):                     # var_mean(x, unbiased)
         dim, unbiased = None, dim
+    dim = _dim_or_axis(dim, axis, "var_mean")
     if unbiased is not None and correction is not None:
         raise AneforgeError("var_mean: pass either unbiased or correction, not both")
     c = int(unbiased) if unbiased is not None else 1 if correction is None else correction
@@ -162,7 +164,7 @@ def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
 
 
 def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
-             correction=None) -> tuple[Tensor, Tensor]:
+             correction=None, axis=None) -> tuple[Tensor, Tensor]:
     """(standard deviation, mean) over `dim`, as torch.std_mean (see var_mean).
 
     >>> import aneforge as af
@@ -170,7 +172,7 @@ def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
     >>> s.item(), m.item()
     (1.4140625, 2.0)
     """
-    v, m = var_mean(input, dim, unbiased, keepdim, correction=correction)
+    v, m = var_mean(input, dim, unbiased, keepdim, correction=correction, axis=axis)
     return v.sqrt(), m
 
 
