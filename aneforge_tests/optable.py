@@ -773,6 +773,10 @@ CASES: list[OpCase] = [
       gen=("normal", "uidx4")),
     C("scatter_add", ((3, 4), (3, 5), (3, 5)), lambda m, x, i, v: x.scatter_add(1, i, v),
       summed(6), gen=("normal", "idx4", "normal")),
+    C("scatter_smaller_index", ((4, 5, 6), (3, 4, 5), (3, 4, 5)), lambda m, x, i, v: x.scatter_reduce(
+        1, i, v, "sum"), summed(6), gen=("normal", "idx4", "normal")),
+    C("scatter_smaller_index_int", ((4, 5), (2, 3), (3, 3)), lambda m, x, i, v: m.scatter(
+        x, 0, i, v, reduce="add"), EXACT, gen=("int", "idx4", "int")),
     C("scatter_reduce_amax", ((3, 4), (3, 5), (3, 5)), lambda m, x, i, v: x.scatter_reduce(
         1, i, v, "amax", include_self=False), EXACT, gen=("normal", "idx4", "perm")),
     C("scatter_reduce_amin_self", ((3, 4), (3, 5), (3, 5)), lambda m, x, i, v: m.scatter_reduce(

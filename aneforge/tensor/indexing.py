@@ -173,6 +173,13 @@ def getitem(x, index):
     return x
 
 
+def _grown(t, widths, value: float):
+    """Float t padded with `value` by (before, after) per axis (MIL pad: exact; indices and
+    ints below 2**24 ride in float32 exactly)."""
+    flat = tuple(n for pair in widths for n in pair)
+    return t._record("pad", {"x": t}, {"pad": flat, "mode": "constant", "constant_val": value})
+
+
 _SCATTER_REDUCE = {"add": "sum", "multiply": "prod"}     # scatter(reduce=) -> scatter_reduce
 
 
@@ -237,13 +244,18 @@ class IndexingMixin(TensorBase):
 
     def _scattered(self, dim: int, index: "Tensor", src):
         d, x, idx, mask = self._onehot_along(dim, index)
-        if idx.shape[:-1] != x.shape[:-1]:
-            raise ShapeError(f"scatter: index {index.shape} must match the tensor {self.shape} "
-                             f"on every axis but dim {dim}; pad the index or slice the tensor")
+        if any(k > n for k, n in zip(idx.shape[:-1], x.shape[:-1])):
+            raise ShapeError(f"scatter: index {index.shape} may not be larger than the tensor "
+                             f"{self.shape} on any axis but dim {dim}")
         if isinstance(src, TensorBase):
             src = src.to(self.dtype).movedim(d, -1)[tuple(slice(0, k) for k in idx.shape)]
         else:
             src = self._const(src, self.dtype).expand(idx.shape)
+        if idx.shape[:-1] != x.shape[:-1]:      # a smaller index (torch allows it) writes nothing
+            grow = [(0, n - k) for k, n in zip(idx.shape[:-1], x.shape[:-1])] + [(0, 0)]
+            wide = _grown(idx.to(dtypes.float32), grow, -1.0)          # -1 matches no place
+            mask = wide.unsqueeze(-1) == self._const(np.arange(x.shape[-1]), dtypes.float32)
+            src = _grown(src.to(dtypes.float32), grow, 0.0).to(self.dtype)
         return d, x, mask, src.unsqueeze(-1)                          # src: [..., k, 1]
 
     def scatter(self, dim: int, index: "Tensor", src=None, value=None, reduce=None) -> "Tensor":
