@@ -79,6 +79,7 @@ atan                  Tensor    torch Tensor    decomposed      atan.default
 atanh                 Tensor    torch Tensor    decomposed      atanh.default
 avg_pool1d            F         torch F         decomposed
 avg_pool2d            F         F               decomposed
+avg_pool3d            F         F               decomposed
 backward              Tensor    Tensor          host
     -- records the gradient ops (autograd); they run with the next realization
 batch_norm            F         torch* F        decomposed      batch_norm.default:_batch_norm
@@ -107,6 +108,7 @@ contiguous            Tensor    Tensor          no-op           contiguous.defau
     -- tensors are always contiguous
 conv1d                F         torch F         decomposed
 conv2d                F         torch F         decomposed      conv2d.default:_conv2d
+conv3d                F         torch F         decomposed
 conv_transpose2d      F         torch F         decomposed
 copy_                 Tensor    Tensor          no-op
     -- the handle takes `src`'s value

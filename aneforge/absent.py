@@ -41,7 +41,6 @@ F       grid_sample        a data-dependent gather (the ANE has no dynamic gathe
 nn      LSTM               recurrent layers unroll into one program per sequence length; not
                            implemented yet (write the cell with Linear and the step loop)
 nn      GRU                see LSTM
-nn      Conv3d             not implemented: 3-D inputs are rank 5, at the ANE's rank cap
 optim   LBFGS              re-evaluates the closure a data-dependent number of times per step, which
                            one compiled step program cannot express
 """

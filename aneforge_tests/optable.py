@@ -991,6 +991,13 @@ CASES: list[OpCase] = [
     C("F_unfold_unbatched", ((3, 4, 4),), lambda m, x: _f(m).unfold(x, 2, stride=2), EXACT),
     C("conv1d", ((2, 3, 10), (4, 3, 3), (4,)), lambda m, x, w, b: m.conv1d(
         x, w, b, stride=2, padding=1), products(9)),
+    C("conv3d", ((2, 4, 5, 6, 5), (6, 2, 3, 2, 3), (6,)), lambda m, x, w, b: m.conv3d(
+        x, w, b, stride=(2, 1, 2), padding=(1, 0, 1), dilation=(1, 2, 1), groups=2),
+      Tol(4 * U, 2.0 ** -24, 4 * U)),
+    C("avg_pool3d", ((2, 3, 4, 5, 6),), lambda m, x: _f(m).avg_pool3d(
+        x, (2, 3, 2), stride=(1, 2, 2), padding=(1, 1, 0)), Tol(3 * U, 2.0 ** -24, 3 * U)),
+    C("avg_pool3d_module", ((1, 2, 4, 4, 4),), lambda m, x: m.nn.AvgPool3d(2)(x),
+      Tol(3 * U, 2.0 ** -24, 3 * U)),
     C("conv_transpose2d", ((1, 3, 4, 5), (3, 2, 3, 3), (2,)), lambda m, x, w, b: m.conv_transpose2d(
         x, w, b, stride=2, padding=1, output_padding=1), products(27)),
     C("conv_transpose2d_groups", ((1, 4, 3, 3), (4, 1, 2, 2)), lambda m, x, w: _f(m).conv_transpose2d(

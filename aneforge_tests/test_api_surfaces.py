@@ -234,7 +234,8 @@ def _args(name):
         "bitwise_and": (idx, idx.flip(0)), "bitwise_or": (idx, idx.flip(0)),
         "bitwise_xor": (idx, idx.flip(0)), "bitwise_not": (idx,), "logical_and": (x, y),
         "logical_or": (x, mask), "logical_xor": (mask, y),
-        "repeat_interleave": (x, 2, 1), "view_as": (x, y.t()), "unfold": (x, 1, 2, 1),
+        "repeat_interleave": (x, 2, 1),
+        "conv3d": (x.reshape(1, 1, 1, 2, 3), pos.reshape(1, 1, 1, 2, 3)[..., :2]), "view_as": (x, y.t()), "unfold": (x, 1, 2, 1),
     }[name]
 
 

@@ -171,3 +171,20 @@ def test_like_creators_take_dtype_and_requires_grad(name, extra):
     assert made.is_leaf and getattr(af, name)(x, *extra).dtype == af.float32
     if name != "rand_like" and name != "randn_like":
         np.testing.assert_array_equal(made.numpy(), want.detach().numpy())
+
+
+def test_conv3d_module_matches_torch_with_its_weights():
+    torch.manual_seed(0)
+    theirs = torch.nn.Conv3d(2, 4, (2, 3, 3), stride=(1, 2, 1), padding=1)
+    ours = af.nn.Conv3d(2, 4, (2, 3, 3), stride=(1, 2, 1), padding=1)
+    assert ours.weight.shape == tuple(theirs.weight.shape)
+    ours.weight = af.nn.Parameter(af.tensor(theirs.weight.detach().numpy()))
+    ours.bias = af.nn.Parameter(af.tensor(theirs.bias.detach().numpy()))
+    x = np.random.default_rng(0).standard_normal((1, 2, 3, 5, 4)).astype(np.float16)
+    want = theirs(torch.tensor(x.astype(np.float32))).detach().numpy()
+    np.testing.assert_allclose(ours(af.tensor(x)).numpy(), want, atol=0.02, rtol=0.01)
+
+
+def test_avg_pool3d_refuses_what_it_cannot_do():
+    with pytest.raises(af.AneforgeError, match="ceil_mode"):
+        F.avg_pool3d(af.ones(1, 1, 3, 3, 3), 2, ceil_mode=True)

@@ -32,14 +32,15 @@ from ._conv import conv2d as _conv2d
 from ..functions import log_softmax, sigmoid, softmax, tanh
 
 __all__ = [
-    "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
-    "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d", "conv_transpose2d",
-    "cosine_similarity", "cross_entropy", "dropout", "elu", "embedding", "gelu", "group_norm",
-    "hardsigmoid", "hardswish", "hardtanh", "huber_loss", "interpolate", "kl_div", "l1_loss",
-    "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid", "max_pool1d", "max_pool2d",
-    "max_unpool2d", "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad", "relu", "relu6",
-    "rms_norm", "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss",
-    "softmax", "softmin", "softplus", "softsign", "tanh", "unfold"]
+    "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "batch_norm",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d",
+    "conv3d", "conv_transpose2d", "cosine_similarity", "cross_entropy", "dropout", "elu",
+    "embedding", "gelu", "group_norm", "hardsigmoid", "hardswish", "hardtanh", "huber_loss",
+    "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax",
+    "logsigmoid", "max_pool1d", "max_pool2d", "max_unpool2d", "mish", "mse_loss", "nll_loss",
+    "normalize", "one_hot", "pad", "relu", "relu6", "rms_norm", "scaled_dot_product_attention",
+    "selu", "sigmoid", "silu", "smooth_l1_loss", "softmax", "softmin", "softplus", "softsign",
+    "tanh", "unfold"]
 # ---- end of generated block: imports ----
 
 
@@ -737,6 +738,78 @@ def _dilate_zeros(x: Tensor, axis: int, s: int) -> Tensor:
     up = stack([x] + [z] * (s - 1), axis + 1)
     shape = x.shape[:axis] + (x.shape[axis] * s,) + x.shape[axis + 1:]
     return up.reshape(shape).narrow(axis, 0, (x.shape[axis] - 1) * s + 1)
+
+
+def _triple(v) -> tuple[int, int, int]:
+    return (v, v, v) if isinstance(v, int) else tuple(v)
+
+
+def _depth_taps(x: Tensor, k: int, s: int, p: int, d: int, name: str):
+    """The k depth taps of [N, C, D, H, W] zero-padded by p: each tap's strided depth slice,
+    merged into the batch ([N * Do, C, H, W]), and Do."""
+    if p:
+        x = pad(x, (0, 0, 0, 0, p, p))
+    do = (x.shape[2] - d * (k - 1) - 1) // s + 1
+    if do < 1:
+        raise ShapeError(f"{name}: depth kernel {k} does not fit depth {x.shape[2] - 2 * p} with "
+                         f"padding {p}")
+    n, c, _, h, w = x.shape
+    taps = [x[:, :, i * d: i * d + s * (do - 1) + 1: s].transpose(1, 2).reshape(n * do, c, h, w)
+            for i in range(k)]
+    return taps, do
+
+
+def _from_depth(out: Tensor, n: int, do: int) -> Tensor:
+    """[N * Do, C, H, W] back to [N, C, Do, H, W]."""
+    return out.reshape(n, do, *out.shape[1:]).transpose(1, 2)
+
+
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
+           dilation=1, groups: int = 1) -> Tensor:
+    """3-D convolution over [N, C, D, H, W]: for each depth tap, conv2d of the input's strided
+    depth slices (merged into the batch) with that tap's weights, summed over the taps (rank 5,
+    the ANE's cap, holds throughout).
+
+    >>> import aneforge as af, aneforge.nn.functional as F
+    >>> F.conv3d(af.ones(1, 1, 3, 3, 3), af.ones(1, 1, 2, 2, 2)).shape
+    (1, 1, 2, 2, 2)
+    """
+    x = _batched(input, 4, "conv3d")
+    (sd, sh, sw), (pd, ph, pw), (dd, dh, dw) = _triple(stride), _triple(padding), _triple(dilation)
+    taps, do = _depth_taps(x, weight.shape[2], sd, pd, dd, "conv3d")
+    out = None
+    for i, tap in enumerate(taps):
+        y = conv2d(tap, weight[:, :, i], None, (sh, sw), (ph, pw), (dh, dw), groups)
+        out = y if out is None else out + y
+    out = _from_depth(out, x.shape[0], do)
+    out = out if bias is None else out + bias.reshape(-1, 1, 1, 1)
+    return out if input.ndim == 5 else out.squeeze(0)
+
+
+def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    """3-D average pooling over [N, C, D, H, W]: the mean of avg_pool2d over the depth taps
+    (every window divides by kd * kh * kw, torch's rule with count_include_pad and without
+    ceil_mode; the other options are refused).
+
+    >>> import aneforge as af, aneforge.nn.functional as F
+    >>> F.avg_pool3d(af.ones(1, 1, 4, 4, 4), 2).shape
+    (1, 1, 2, 2, 2)
+    """
+    if ceil_mode or not count_include_pad or divisor_override:
+        raise AneforgeError("avg_pool3d: ceil_mode, count_include_pad=False and "
+                            "divisor_override are not supported; pad the input to whole "
+                            "windows, or pool depth and plane separately with avg_pool2d")
+    x = _batched(input, 4, "avg_pool3d")._floating()
+    (kd, kh, kw), (pd, ph, pw) = _triple(kernel_size), _triple(padding)
+    sd, sh, sw = _triple(stride) if stride is not None and stride != [] else (kd, kh, kw)
+    taps, do = _depth_taps(x, kd, sd, pd, 1, "avg_pool3d")
+    total = None
+    for tap in taps:
+        y = avg_pool2d(tap, (kh, kw), (sh, sw), (ph, pw))
+        total = y if total is None else total + y
+    out = _from_depth(total * (1.0 / kd), x.shape[0], do)
+    return out if input.ndim == 5 else out.squeeze(0)
 
 
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,

@@ -411,6 +411,53 @@ class Conv1d(Module):
                         self.groups)
 
 
+class Conv3d(Module):
+    """3-D convolution (F.conv3d), torch's weight layout [out_channels, in_channels / groups,
+    kd, kh, kw] and initialization.
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> nn.Conv3d(2, 4, 3, padding=1)(af.ones(1, 2, 4, 4, 4)).shape
+    (1, 4, 4, 4, 4)
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 dilation=1, groups: int = 1, bias: bool = True):
+        super().__init__()
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size, self.stride = F._triple(kernel_size), F._triple(stride)
+        self.padding, self.dilation = F._triple(padding), F._triple(dilation)
+        self.weight = _param(out_channels, in_channels // groups, *self.kernel_size)
+        self.bias = _param(out_channels) if bias else None
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1 / math.sqrt(in_channels // groups * math.prod(self.kernel_size))
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x):
+        return F.conv3d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
+
+
+class AvgPool3d(Module):
+    """F.avg_pool3d as a layer.
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> nn.AvgPool3d(2)(af.ones(1, 1, 4, 4, 4)).shape
+    (1, 1, 2, 2, 2)
+    """
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override=None):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, x):
+        return F.avg_pool3d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+
 class ConvTranspose2d(Module):
     """Transposed 2-D convolution (F.conv_transpose2d), weight [in_channels,
     out_channels / groups, kh, kw] as torch.
