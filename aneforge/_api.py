@@ -87,8 +87,10 @@ batch_norm            F         torch* F        decomposed      batch_norm.defau
 binary_cross_entropy  F         F               decomposed
 binary_cross_entropy_with_logits F         torch* F        decomposed
 bitwise_and           Tensor    torch Tensor    decomposed      bitwise_and.Tensor
+bitwise_left_shift    Tensor    torch Tensor    decomposed
 bitwise_not           Tensor    torch Tensor    decomposed      bitwise_not.default
 bitwise_or            Tensor    torch Tensor    decomposed      bitwise_or.Tensor
+bitwise_right_shift   Tensor    torch Tensor    decomposed
 bitwise_xor           Tensor    torch Tensor    decomposed      bitwise_xor.Tensor
 bmm                   Tensor    torch Tensor    matmul          bmm.default
 bool                  Tensor    Tensor          cast

@@ -295,6 +295,11 @@ def bitwise_and(input: Tensor, other) -> Tensor:
     return input.bitwise_and(other)
 
 
+def bitwise_left_shift(input: Tensor, other) -> Tensor:
+    """torch.bitwise_left_shift: `input.bitwise_left_shift(other)`; see Tensor.bitwise_left_shift."""
+    return input.bitwise_left_shift(other)
+
+
 def bitwise_not(input: Tensor) -> Tensor:
     """torch.bitwise_not: `input.bitwise_not()`; see Tensor.bitwise_not."""
     return input.bitwise_not()
@@ -303,6 +308,11 @@ def bitwise_not(input: Tensor) -> Tensor:
 def bitwise_or(input: Tensor, other) -> Tensor:
     """torch.bitwise_or: `input.bitwise_or(other)`; see Tensor.bitwise_or."""
     return input.bitwise_or(other)
+
+
+def bitwise_right_shift(input: Tensor, other) -> Tensor:
+    """torch.bitwise_right_shift: `input.bitwise_right_shift(other)`; see Tensor.bitwise_right_shift."""
+    return input.bitwise_right_shift(other)
 
 
 def bitwise_xor(input: Tensor, other) -> Tensor:
@@ -1024,19 +1034,19 @@ def zero_(input: Tensor) -> Tensor:
 __all__ = [
     "abs", "acos", "acosh", "add", "addcdiv", "addcmul", "addmm", "all", "allclose", "amax", "amin",
     "any", "argmax", "argmin", "argsort", "asin", "asinh", "atan", "atanh", "bitwise_and",
-    "bitwise_not", "bitwise_or", "bitwise_xor", "bmm", "cat", "ceil", "chunk", "clamp", "clamp_",
-    "clamp_max", "clamp_min", "clip", "clone", "concat", "concatenate", "copysign", "cos", "cosh",
-    "count_nonzero", "cummax", "cummin", "cumprod", "cumsum", "detach", "diag", "diagonal", "div",
-    "einsum", "eq", "erf", "exp", "exp2", "expm1", "fill_", "flatten", "flip", "floor",
-    "floor_divide", "fmod", "gather", "ge", "gt", "index_select", "isclose", "isfinite", "isinf",
-    "isnan", "le", "lerp", "log", "log10", "log1p", "log2", "log_softmax", "logaddexp",
-    "logaddexp2", "logcumsumexp", "logical_and", "logical_not", "logical_or", "logical_xor",
-    "logsumexp", "lt", "masked_fill", "matmul", "max", "maximum", "mean", "meshgrid", "min",
-    "minimum", "movedim", "mul", "multiply", "nan_to_num", "narrow", "ne", "neg", "negative",
-    "norm", "numel", "outer", "permute", "pow", "prod", "reciprocal", "relu", "remainder",
-    "repeat_interleave", "reshape", "roll", "round", "rsqrt", "scatter", "scatter_add",
-    "scatter_reduce", "select", "sigmoid", "sign", "sin", "sinh", "softmax", "sort", "split",
-    "sqrt", "square", "squeeze", "stack", "std", "std_mean", "sub", "subtract", "sum", "swapaxes",
-    "t", "tan", "tanh", "tile", "topk", "transpose", "tril", "triu", "true_divide", "trunc",
-    "unbind", "unflatten", "unsqueeze", "var", "var_mean", "where", "zero_"]
+    "bitwise_left_shift", "bitwise_not", "bitwise_or", "bitwise_right_shift", "bitwise_xor", "bmm",
+    "cat", "ceil", "chunk", "clamp", "clamp_", "clamp_max", "clamp_min", "clip", "clone", "concat",
+    "concatenate", "copysign", "cos", "cosh", "count_nonzero", "cummax", "cummin", "cumprod",
+    "cumsum", "detach", "diag", "diagonal", "div", "einsum", "eq", "erf", "exp", "exp2", "expm1",
+    "fill_", "flatten", "flip", "floor", "floor_divide", "fmod", "gather", "ge", "gt",
+    "index_select", "isclose", "isfinite", "isinf", "isnan", "le", "lerp", "log", "log10", "log1p",
+    "log2", "log_softmax", "logaddexp", "logaddexp2", "logcumsumexp", "logical_and", "logical_not",
+    "logical_or", "logical_xor", "logsumexp", "lt", "masked_fill", "matmul", "max", "maximum",
+    "mean", "meshgrid", "min", "minimum", "movedim", "mul", "multiply", "nan_to_num", "narrow",
+    "ne", "neg", "negative", "norm", "numel", "outer", "permute", "pow", "prod", "reciprocal",
+    "relu", "remainder", "repeat_interleave", "reshape", "roll", "round", "rsqrt", "scatter",
+    "scatter_add", "scatter_reduce", "select", "sigmoid", "sign", "sin", "sinh", "softmax", "sort",
+    "split", "sqrt", "square", "squeeze", "stack", "std", "std_mean", "sub", "subtract", "sum",
+    "swapaxes", "t", "tan", "tanh", "tile", "topk", "transpose", "tril", "triu", "true_divide",
+    "trunc", "unbind", "unflatten", "unsqueeze", "var", "var_mean", "where", "zero_"]
 # ---- end of generated block: __all__ ----

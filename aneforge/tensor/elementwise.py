@@ -58,7 +58,8 @@ def _bools(x, other) -> tuple:
     if x.dtype != dtypes.bool_ or other.dtype != dtypes.bool_:
         raise DTypeError(f"&, | and ^ need bool tensors, got {x.dtype} and {other.dtype}; "
                          f"compare first (x > 0) or cast with .bool()")
-    return x, other
+    shape = np.broadcast_shapes(x.shape, other.shape)   # the select's cond may not add axes
+    return tuple(t if t.shape == shape else t.expand(shape) for t in (x, other))
 
 
 # Bits the bitwise ops read of each integer dtype. The ANE has no bitwise unit: the bits are
@@ -95,6 +96,15 @@ def _bitwise(x, other, rule: str):
     if signed:
         low = where(_SIGN_RULES[rule](a < 0, b < 0), low - 2 ** n, low)
     return low.to(dt)
+
+
+def _powers_of_two(x, shift):
+    """2**shift for the shift ops, of integers only (torch refuses float shifts)."""
+    if x.dtype.is_float or x.dtype == dtypes.bool_:
+        raise DTypeError(f"<< and >> need integer tensors, got {x.dtype}")
+    if isinstance(shift, TensorBase):
+        return 2 ** shift.to(x.dtype)
+    return x._const(2 ** int(shift), x.dtype)
 
 
 def _bits(v, n: int, signed: bool):
@@ -269,6 +279,26 @@ class ElementwiseMixin(TensorBase):
         return _select(a, ~b, b)
 
     __rand__, __ror__, __rxor__ = __and__, __or__, __xor__      # & | ^ commute
+
+    def bitwise_left_shift(self, other) -> "Tensor":
+        """self << other of integers: self * 2**other (exact while it fits the dtype).
+
+        >>> import aneforge as af
+        >>> (af.tensor([1, -3]) << 2).tolist()
+        [4, -12]
+        """
+        return self * _powers_of_two(self, other)
+
+    def bitwise_right_shift(self, other) -> "Tensor":
+        """self >> other of integers: floor(self / 2**other), the arithmetic shift.
+
+        >>> import aneforge as af
+        >>> (af.tensor([13, -13]) >> 2).tolist()
+        [3, -4]
+        """
+        return self.floor_divide(_powers_of_two(self, other))
+
+    __lshift__, __rshift__ = bitwise_left_shift, bitwise_right_shift
 
     def __invert__(self):
         """~x: logical not of bools; of integers -x - 1 (two's complement), the unsigned
