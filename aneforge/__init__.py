@@ -15,8 +15,9 @@ signature and runs it on the current backend (the fp16-faithful simulator off ma
 from __future__ import annotations
 
 import builtins
+import sys
 
-from . import dtypes
+from . import absent, dtypes
 from .core.realization import cache_info, clear_cache, set_cache_limit
 from .creation import (arange, empty, empty_like, eye, from_numpy, full, full_like, linspace,
                        manual_seed, ones, ones_like, rand, rand_like, randint, randint_like, randn,
@@ -56,14 +57,19 @@ from .functions import (
     true_divide, trunc, unbind, unflatten, unsqueeze, var, var_mean, where, zero_)
 from .adapters import batch_norm, binary_cross_entropy_with_logits, dropout, embedding, kl_div
 from .nn.functional import (
-    avg_pool1d, celu, conv1d, conv2d, conv_transpose2d, cosine_similarity, group_norm, layer_norm,
-    max_pool1d, max_pool2d, rms_norm, selu)
+    avg_pool1d, celu, conv1d, conv2d, conv3d, conv_transpose2d, cosine_similarity, group_norm,
+    layer_norm, max_pool1d, max_pool2d, rms_norm, selu)
 # ---- end of generated block: imports ----
 
 float = float32  # noqa: A001
 long = int32
 backends = _Backends(_backends)      # af.backends() lists them; af.backends.mps as torch's
 default_generator = _default_generator()    # torch.default_generator: what af.manual_seed seeds
+
+
+def __getattr__(name: str):
+    """A torch name aneforge lacks: an AttributeError saying so, and what to use instead."""
+    raise absent.error("torch", name, sys.modules[__name__], {"F": nn.functional, "nn": nn})
 
 
 def realize(*tensors: Tensor) -> None:
@@ -151,7 +157,8 @@ def export(obj, path: str) -> str:
 
 
 __all__ = ["Tensor", "tensor", "from_numpy", "zeros", "ones", "full", "zeros_like", "ones_like",
-           "full_like", "arange", "linspace", "eye", "rand", "randn", "randint", "manual_seed",
+           "full_like", "rand_like", "randn_like", "arange", "linspace", "eye", "rand", "randn",
+           "randint", "manual_seed",
            "realize", "program", "to_mil", "load_mil", "export", "cache_info", "clear_cache",
            "set_cache_limit", "backends",
            "get_backend", "set_backend", "Numerics", "numerics", "get_numerics", "set_numerics",

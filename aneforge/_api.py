@@ -19,8 +19,9 @@ Each row of TABLE names a torch function over tensors and says, in its columns:
   where the ATen signature differs from aneforge's (an argument dropped or reordered).
 
 An indented line continues the row above it. ATEN_ONLY lists the ATen ops torch.export emits
-that are no torch function of their own (slices, aliases, its runtime checks), and ABSENT the
-torch names aneforge leaves out on purpose, with why; the coverage page shows both tables'
+that are no torch function of their own (slices, aliases, its runtime checks), and ABSENT
+(kept in aneforge/absent.py, below every layer, so each surface's missing-name error can read
+it) the torch names aneforge leaves out on purpose, with why; the coverage page shows both tables'
 contents, and torch_import.py reads its routes from TABLE and ATEN_ONLY only.
 
 Every surface but a hand-written adapter binds the home's implementation by a plain statement
@@ -35,9 +36,9 @@ assignment) in the Tensor class or a base class of it, written by hand: the meth
 implementations. Functions that make tensors or set state (af.zeros, af.manual_seed,
 af.no_grad, ...) are on af only, as in torch, and imported by hand in __init__.py.
 
-This module imports nothing of aneforge at import time, so any module may read it without an
-import cycle: implementations are named by string (`Tensor.exp`, `functions.cat`, `F.silu`)
-and resolved by the reader (torch_import.routes()). Only the generator imports Tensor, to copy
+This module imports nothing of aneforge at import time but absent.py (a table below every
+layer), so any module may read it without an import cycle: implementations are named by
+string (`Tensor.exp`, `functions.cat`, `F.silu`) and resolved by the reader (torch_import.routes()). Only the generator imports Tensor, to copy
 each forwarded method's signature, found with getattr and inspect wherever the method is
 defined (the class or a base of it).
 """
@@ -48,11 +49,15 @@ import pathlib
 import re
 from typing import NamedTuple
 
+from .absent import ABSENT, ABSENT_TABLE, lines as _lines  # noqa: F401  (ABSENT: read here)
+
 SURFACES = ("torch", "Tensor", "F")
 
 #  name               home      surfaces        runs as         ATen ops (overload[:adapter])
 TABLE = """
 abs                   Tensor    torch Tensor    abs             abs.default
+acos                  Tensor    torch Tensor    decomposed      acos.default
+acosh                 Tensor    torch Tensor    decomposed      acosh.default
 adaptive_avg_pool2d   F         F               decomposed
 add                   Tensor    torch Tensor    add             add.Tensor
 add_                  Tensor    Tensor          add
@@ -68,17 +73,29 @@ any                   Tensor    torch Tensor    decomposed
 argmax                Tensor    torch Tensor    reduce_argmax
 argmin                Tensor    torch Tensor    reduce_argmin
 argsort               Tensor    torch Tensor    decomposed
+asin                  Tensor    torch Tensor    decomposed      asin.default
+asinh                 Tensor    torch Tensor    decomposed      asinh.default
+atan                  Tensor    torch Tensor    decomposed      atan.default
+atanh                 Tensor    torch Tensor    decomposed      atanh.default
 avg_pool1d            F         torch F         decomposed
 avg_pool2d            F         F               decomposed
-batch_norm            F         torch* F        decomposed      batch_norm.default:_batch_norm
-                                       _native_batch_norm_legit_no_training.default:_batch_norm_eval
+avg_pool3d            F         F               decomposed
 backward              Tensor    Tensor          host
     -- records the gradient ops (autograd); they run with the next realization
+batch_norm            F         torch* F        decomposed      batch_norm.default:_batch_norm
+                                       _native_batch_norm_legit_no_training.default:_batch_norm_eval
 bernoulli             Tensor    torch Tensor    host
     -- drawn on the host from the realized probabilities; enters programs as an input
 bernoulli_            Tensor    Tensor          host
     -- a host draw (see bernoulli)
+binary_cross_entropy  F         F               decomposed
 binary_cross_entropy_with_logits F         torch* F        decomposed
+bitwise_and           Tensor    torch Tensor    decomposed      bitwise_and.Tensor
+bitwise_left_shift    Tensor    torch Tensor    decomposed
+bitwise_not           Tensor    torch Tensor    decomposed      bitwise_not.default
+bitwise_or            Tensor    torch Tensor    decomposed      bitwise_or.Tensor
+bitwise_right_shift   Tensor    torch Tensor    decomposed
+bitwise_xor           Tensor    torch Tensor    decomposed      bitwise_xor.Tensor
 bmm                   Tensor    torch Tensor    matmul          bmm.default
 bool                  Tensor    Tensor          cast
 cat                   functions torch           concat          cat.default
@@ -97,11 +114,13 @@ contiguous            Tensor    Tensor          no-op           contiguous.defau
     -- tensors are always contiguous
 conv1d                F         torch F         decomposed
 conv2d                F         torch F         decomposed      conv2d.default:_conv2d
+conv3d                F         torch F         decomposed
 conv_transpose2d      F         torch F         decomposed
 copy_                 Tensor    Tensor          no-op
     -- the handle takes `src`'s value
 copysign              Tensor    torch Tensor    decomposed
 cos                   Tensor    torch Tensor    cos
+cosh                  Tensor    torch Tensor    decomposed      cosh.default
 cosine_similarity     F         torch F         decomposed
 count_nonzero         Tensor    torch Tensor    decomposed
 cpu                   Tensor    Tensor          no-op
@@ -128,6 +147,7 @@ embedding             F         torch* F        decomposed      embedding.defaul
 eq                    Tensor    torch Tensor    equal
 erf                   Tensor    torch Tensor    erf             erf.default
 exp                   Tensor    torch Tensor    exp             exp.default
+exp2                  Tensor    torch Tensor    pow             exp2.default
 expand                Tensor    Tensor          tile            expand.default:_expand
 expand_as             Tensor    Tensor          tile
 expm1                 Tensor    torch Tensor    decomposed
@@ -151,10 +171,13 @@ huber_loss            F         F               decomposed
 index_select          Tensor    torch Tensor    decomposed
 int                   Tensor    Tensor          cast
 interpolate           F         F               decomposed
-kl_div                F         torch* F        decomposed
 isclose               Tensor    torch Tensor    decomposed
+isfinite              Tensor    torch Tensor    decomposed      isfinite.default
+isinf                 Tensor    torch Tensor    decomposed      isinf.default
+isnan                 Tensor    torch Tensor    not_equal       isnan.default
 item                  Tensor    Tensor          host
     -- reads one value back to Python
+kl_div                F         torch* F        decomposed
 l1_loss               F         F               decomposed
 layer_norm            F         torch F         decomposed      layer_norm.default:_layer_norm
 le                    Tensor    torch Tensor    less_equal
@@ -162,10 +185,17 @@ leaky_relu            F         F               leaky_relu
 lerp                  Tensor    torch Tensor    decomposed
 linear                F         F               decomposed      linear.default
 log                   Tensor    torch Tensor    log             log.default
+log10                 Tensor    torch Tensor    decomposed      log10.default
 log1p                 Tensor    torch Tensor    decomposed
+log2                  Tensor    torch Tensor    decomposed      log2.default
 log_softmax           Tensor    torch Tensor F  decomposed      log_softmax.int:_log_softmax
+logaddexp             Tensor    torch Tensor    decomposed      logaddexp.default
+logaddexp2            Tensor    torch Tensor    decomposed      logaddexp2.default
 logcumsumexp          Tensor    torch Tensor    decomposed
+logical_and           Tensor    torch Tensor    decomposed      logical_and.default
 logical_not           Tensor    torch Tensor    logical_not
+logical_or            Tensor    torch Tensor    decomposed      logical_or.default
+logical_xor           Tensor    torch Tensor    decomposed      logical_xor.default
 logsigmoid            F         F               decomposed
 logsumexp             Tensor    torch Tensor    decomposed
 long                  Tensor    Tensor          cast
@@ -175,6 +205,7 @@ matmul                Tensor    torch Tensor    matmul          matmul.default m
 max                   Tensor    torch Tensor    reduce_max
 max_pool1d            F         torch F         decomposed
 max_pool2d            F         torch F         decomposed
+max_unpool2d          F         F               decomposed
 maximum               Tensor    torch Tensor    maximum
 mean                  Tensor    torch Tensor    reduce_mean     mean.dim:_mean mean.default:_mean
 meshgrid              functions torch           decomposed
@@ -193,6 +224,8 @@ narrow                Tensor    torch Tensor    slice_by_index
 ne                    Tensor    torch Tensor    not_equal
 neg                   Tensor    torch Tensor    decomposed      neg.default
 negative              Tensor    torch Tensor    decomposed
+nelement              Tensor    Tensor          host
+    -- the static element count (no program)
 nll_loss              F         F               decomposed
 norm                  Tensor    torch Tensor    decomposed
 normal_               Tensor    Tensor          host
@@ -213,11 +246,13 @@ relu                  Tensor    torch Tensor F* relu            relu.default
 relu6                 F         F               clip
 remainder             Tensor    torch Tensor    decomposed
 repeat                Tensor    Tensor          tile
+repeat_interleave     Tensor    torch Tensor    decomposed      repeat_interleave.self_int
 requires_grad_        Tensor    Tensor          no-op
     -- a leaf's flag
 reshape               Tensor    torch Tensor    reshape         reshape.default _unsafe_view.default
 rms_norm              F         torch F         decomposed
 roll                  Tensor    torch Tensor    decomposed
+round                 Tensor    torch Tensor    decomposed      round.default round.decimals
 rsqrt                 Tensor    torch Tensor    rsqrt           rsqrt.default
 scaled_dot_product_attention F         F               scaled_dot_product_attention
 scatter               Tensor    torch Tensor    decomposed
@@ -231,11 +266,13 @@ sigmoid               Tensor    torch Tensor F  sigmoid         sigmoid.default
 sign                  Tensor    torch Tensor    decomposed
 silu                  F         F               silu            silu.default
 sin                   Tensor    torch Tensor    sin
+sinh                  Tensor    torch Tensor    decomposed      sinh.default
 size                  Tensor    Tensor          host
     -- the static shape (no program)
 smooth_l1_loss        F         F               decomposed
 softmax               Tensor    torch Tensor F  softmax         softmax.int:_softmax
                                                                 _softmax.default:_softmax
+softmin               F         F               decomposed
 softplus              F         F               decomposed
 softsign              F         F               decomposed
 sort                  Tensor    torch Tensor    decomposed
@@ -254,12 +291,13 @@ sum                   Tensor    torch Tensor    reduce_sum      sum.dim_IntList:
                                                                 sum.default:_sum
 swapaxes              Tensor    torch Tensor    transpose
 t                     Tensor    torch Tensor    transpose       t.default
+tan                   Tensor    torch Tensor    decomposed      tan.default
 tanh                  Tensor    torch Tensor F  tanh            tanh.default
 tile                  Tensor    torch Tensor    tile
 to                    Tensor    Tensor          cast            to.dtype:_to
-topk                  Tensor    torch Tensor    decomposed
 tolist                Tensor    Tensor          host
     -- reads the values back to Python
+topk                  Tensor    torch Tensor    decomposed
 transpose             Tensor    torch Tensor    transpose       transpose.int
 tril                  Tensor    torch Tensor    decomposed
 triu                  Tensor    torch Tensor    decomposed
@@ -270,12 +308,14 @@ type                  Tensor    Tensor          host
 type_as               Tensor    Tensor          cast
 unbind                Tensor    torch Tensor    decomposed
 unflatten             Tensor    torch Tensor    reshape
+unfold                Tensor    Tensor F*       decomposed      unfold.default
 uniform_              Tensor    Tensor          host
     -- a host draw (see normal_)
 unsqueeze             Tensor    torch Tensor    expand_dims     unsqueeze.default
 var                   Tensor    torch Tensor    decomposed
 var_mean              functions torch           decomposed
 view                  Tensor    Tensor          reshape         view.default
+view_as               Tensor    Tensor          reshape
 where                 functions torch Tensor*   select          where.self
 zero_                 Tensor    torch Tensor    decomposed
 """
@@ -291,37 +331,6 @@ _assert_tensor_metadata.default   skip
 _assert_scalar.default            skip
 """
 
-# torch names aneforge leaves out on purpose, and why (docs/torch_coverage.md shows them; the
-# coverage test checks each is torch's and not aneforge's).
-#  surface name              why
-ABSENT_TABLE = """
-torch   float64            the ANE computes in fp16 (fp32 inside a program); float64 host data is
-                           rounded to fp16 when it becomes a tensor
-torch   int64              the widest integer a program holds is int32; int64 host data is checked
-                           to fit (`af.long` is int32)
-torch   complex64          no complex arithmetic on the ANE
-torch   inverse            no matrix factorization or solve op on the ANE (inverse and
-                           torch.linalg's solve, svd, eig, qr, cholesky; af.linalg has vector_norm
-                           only); compute them on the host
-torch   fft                no FFT op on the ANE
-torch   nonzero            the result's shape depends on the data; ANE programs have static shapes
-                           (use masks: where, masked_fill)
-torch   unique             data-dependent output shape (see nonzero)
-torch   masked_select      data-dependent output shape (see nonzero)
-torch   sparse_coo_tensor  no sparse storage on the ANE
-Tensor  index_put_         programs are static SSA: build the new value with where, scatter or cat
-                           (`x[i] = v` raises with that advice)
-Tensor  exp_               in-place versions exist for add_, sub_, mul_, div_, clamp_, zero_, fill_,
-                           copy_; others say to write x = x.op()
-F       ctc_loss           a dynamic-programming recursion over the sequence; not implemented
-F       grid_sample        a data-dependent gather (the ANE has no dynamic gather); not implemented
-nn      LSTM               recurrent layers unroll into one program per sequence length; not
-                           implemented yet (write the cell with Linear and the step loop)
-nn      GRU                see LSTM
-nn      Conv3d             not implemented: 3-D inputs are rank 5, at the ANE's rank cap
-optim   LBFGS              re-evaluates the closure a data-dependent number of times per step, which
-                           one compiled step program cannot express
-"""
 
 # Doctest bodies for the generated af.X forwarders (after `>>> import aneforge as af`).
 EXAMPLES = {
@@ -381,17 +390,6 @@ class Row(NamedTuple):
         return f"{self.home}.{self.name}"
 
 
-def _lines(table: str) -> list[str]:
-    """A table's rows, each with the indented lines under it joined on."""
-    rows: list[str] = []
-    for line in table.strip("\n").splitlines():
-        if line[:1].isspace():
-            rows[-1] += " " + line.strip()
-        else:
-            rows.append(line)
-    return rows
-
-
 def _row(line: str) -> Row:
     fields, _, note = line.partition(" -- ")
     name, home, *rest = fields.split()
@@ -413,7 +411,6 @@ def _overload(op: str) -> tuple[str, str]:
 
 
 ROWS = tuple(_row(line) for line in _lines(TABLE))
-ABSENT = tuple(tuple(line.split(None, 2)) for line in _lines(ABSENT_TABLE))
 
 
 def on(surface: str) -> list[Row]:

@@ -4,7 +4,6 @@ torch.embedding(weight, indices) against F.embedding(input, weight), torch's int
 here; F.X is the implementation."""
 from __future__ import annotations
 
-from .errors import AneforgeError
 from .nn import functional as F
 from .tensor import Tensor
 
@@ -41,11 +40,11 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None,
     >>> import aneforge as af
     >>> af.binary_cross_entropy_with_logits(af.zeros(2), af.ones(2), reduction=2).item()
     1.38...
+    >>> af.binary_cross_entropy_with_logits(af.zeros(2), af.ones(2), None, af.tensor([2.0]), 2).item()
+    2.77...
     """
-    if weight is not None or pos_weight is not None:
-        raise AneforgeError("binary_cross_entropy_with_logits: weight and pos_weight are not "
-                            "supported; multiply the unreduced loss (reduction=0) instead")
-    return F.binary_cross_entropy_with_logits(input, target, _REDUCTIONS[reduction])
+    return F.binary_cross_entropy_with_logits(input, target, weight, reduction=_REDUCTIONS[reduction],
+                                              pos_weight=pos_weight)
 
 
 def kl_div(input: Tensor, target: Tensor, reduction: int = 1, log_target: bool = False) -> Tensor:

@@ -216,7 +216,7 @@ def linspace(start, end, steps: int, *, dtype=None, device=None,
     """
     i = np.arange(steps, dtype=np.float32)
     step = np.float32((end - start) / (steps - 1)) if steps > 1 else np.float32(0)
-    vals = np.where(i < max(steps // 2, 1), np.float32(start) + i * step,
+    vals = np.where(i < max(steps // 2, 1), np.float32(start) + i * step,     # steps=1: start
                     np.float32(end) - (steps - 1 - i) * step)
     use(device, "af.linspace")
     return tensor(vals, dtype=_dtype(dtype), requires_grad=requires_grad)

@@ -7,6 +7,7 @@ as torch.X, forwarding to the method, and __all__.
 """
 from __future__ import annotations
 
+import builtins
 import math
 
 
@@ -14,6 +15,7 @@ from .errors import AneforgeError
 from .tensor import Tensor
 from .tensor.elementwise import where
 from .tensor.movement import cat, concat, concatenate, stack
+from .tensor.args import _dim_or_axis
 from .tensor.reduce import var_mean as _var_mean
 
 
@@ -43,37 +45,79 @@ def meshgrid(*tensors, indexing: str = "ij") -> tuple[Tensor, ...]:
 def einsum(equation: str, *operands) -> Tensor:
     """Einstein summation, contracted pairwise left to right: each pair as one batched matmul
     (indices in both operands and the output: batch; in both only: summed by the matmul;
-    in one only: rows or columns), indices of one operand alone summed first.
+    in one only: rows or columns), indices of one operand alone summed first. `...` stands for
+    the broadcast axes (aligned from the right; size-1 axes expand), and an index repeated in
+    one term takes that operand's diagonal ('ii->i', 'ii->' is the trace).
 
     >>> import aneforge as af
     >>> af.einsum("ij,jk->ik", af.ones(2, 3), af.ones(3, 4)).tolist()[0]
     [3.0, 3.0, 3.0, 3.0]
+    >>> af.einsum("ii", af.tensor([[1.0, 2.0], [3.0, 4.0]])).item()
+    5.0
+    >>> af.einsum("...ij,...jk->...ik", af.ones(5, 2, 3), af.ones(3, 4)).shape
+    (5, 2, 4)
     """
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     eq = equation.replace(" ", "")
     lhs, out = eq.split("->") if "->" in eq else (eq, None)
     terms = lhs.split(",")
-    if "." in eq:
-        raise AneforgeError("einsum: '...' is not supported; name every axis")
     if len(terms) != len(operands):
         raise AneforgeError(f"einsum: {len(terms)} terms in {equation!r} for {len(operands)} "
                             f"operands")
-    for t, x in zip(terms, operands):
-        if len(set(t)) != len(t):
-            raise AneforgeError(f"einsum: a repeated index in {t!r} (a diagonal) is not "
-                                f"supported; take x.diagonal() first")
-        if len(t) != x.ndim:
-            raise AneforgeError(f"einsum: term {t!r} names {len(t)} axes of a {x.ndim}-D operand")
+    terms, out, ell = _expand_ellipsis(eq, terms, out, operands)
     if out is None:
-        counts = {c: lhs.count(c) for c in set(lhs) if c != ","}
-        out = "".join(sorted(c for c, n in counts.items() if n == 1))
+        counts = {c: "".join(terms).count(c) for c in set("".join(terms))}
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    pairs = [_diagonals(t, x) for t, x in zip(terms, operands)]
+    terms, operands = [t for t, _ in pairs], _broadcast(pairs)
     cur_t, cur = terms[0], operands[0]
     for i in range(1, len(terms)):
         keep = set(out).union(*terms[i + 1:])
         cur_t, cur = _contract(cur_t, cur, terms[i], operands[i], keep)
     cur_t, cur = _sum_only(cur_t, cur, set(out))
     return cur.permute([cur_t.index(c) for c in out]) if cur_t else cur
+
+
+def _expand_ellipsis(eq: str, terms: list, out, operands):
+    """Terms with `...` replaced by letters the equation does not use, one per broadcast axis
+    (aligned from the right, as torch); the output's `...`, and those letters in order."""
+    for t, x in zip(terms, operands):
+        named = len(t.replace("...", ""))
+        if ("..." in t and named > x.ndim) or ("..." not in t and named != x.ndim) or \
+                t.count(".") not in (0, 3):
+            raise AneforgeError(f"einsum: term {t!r} does not fit a {x.ndim}-D operand (one "
+                                f"letter per axis, or `...` for the rest)")
+    width = builtins.max((x.ndim - len(t) + 3 for t, x in zip(terms, operands) if "..." in t),
+                         default=0)
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in eq][:width]
+    ell = "".join(free)
+    terms = [t.replace("...", ell[width - (x.ndim - len(t) + 3):]) if "..." in t else t
+             for t, x in zip(terms, operands)]
+    return terms, (out.replace("...", ell) if out is not None else None), ell
+
+
+def _diagonals(t: str, x: Tensor) -> tuple[str, Tensor]:
+    """A term without repeated indices: each repeated index takes x's diagonal over its two
+    axes (the diagonal becomes the last axis, as Tensor.diagonal puts it)."""
+    while len(set(t)) != len(t):
+        c = next(c for c in t if t.count(c) > 1)
+        i, j = t.index(c), t.index(c, t.index(c) + 1)
+        x = x.diagonal(0, i, j)
+        t = t[:i] + t[i + 1:j] + t[j + 1:] + c
+    return t, x
+
+
+def _broadcast(pairs) -> list:
+    """Operands with their size-1 axes expanded to the size the index has elsewhere."""
+    size = {}
+    for t, x in pairs:
+        for c, n in zip(t, x.shape):
+            if n != 1 and size.setdefault(c, n) != n:
+                raise AneforgeError(f"einsum: index {c!r} has sizes {size[c]} and {n}")
+    return [x.expand(tuple(size.get(c, n) for c, n in zip(t, x.shape)))
+            if builtins.any(n == 1 and size.get(c, 1) != 1 for c, n in zip(t, x.shape)) else x
+            for t, x in pairs]
 
 
 def _sum_only(t: str, x: Tensor, keep: set) -> tuple[str, Tensor]:
@@ -99,7 +143,7 @@ def _contract(ta: str, a: Tensor, tb: str, b: Tensor, keep: set) -> tuple[str, T
 
 
 def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
-             correction=None) -> tuple[Tensor, Tensor]:
+             correction=None, axis=None) -> tuple[Tensor, Tensor]:
     """(variance, mean) over `dim`, as torch.var_mean: one mean serves both (two passes through
     the engine's wide matmul accumulator when the reduced length calls for it). torch's
     overloads: `var_mean(x, unbiased)`, `var_mean(x, dim, unbiased, keepdim)` and
@@ -112,6 +156,7 @@ def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
     """
     if isinstance(dim, bool):                     # var_mean(x, unbiased)
         dim, unbiased = None, dim
+    dim = _dim_or_axis(dim, axis, "var_mean")
     if unbiased is not None and correction is not None:
         raise AneforgeError("var_mean: pass either unbiased or correction, not both")
     c = int(unbiased) if unbiased is not None else 1 if correction is None else correction
@@ -119,7 +164,7 @@ def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
 
 
 def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
-             correction=None) -> tuple[Tensor, Tensor]:
+             correction=None, axis=None) -> tuple[Tensor, Tensor]:
     """(standard deviation, mean) over `dim`, as torch.std_mean (see var_mean).
 
     >>> import aneforge as af
@@ -127,7 +172,7 @@ def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
     >>> s.item(), m.item()
     (1.4140625, 2.0)
     """
-    v, m = var_mean(input, dim, unbiased, keepdim, correction=correction)
+    v, m = var_mean(input, dim, unbiased, keepdim, correction=correction, axis=axis)
     return v.sqrt(), m
 
 
@@ -136,6 +181,16 @@ def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
 def abs(input: Tensor):
     """torch.abs: `input.abs()`; see Tensor.abs."""
     return input.abs()
+
+
+def acos(input: Tensor) -> Tensor:
+    """torch.acos: `input.acos()`; see Tensor.acos."""
+    return input.acos()
+
+
+def acosh(input: Tensor) -> Tensor:
+    """torch.acosh: `input.acosh()`; see Tensor.acosh."""
+    return input.acosh()
 
 
 def add(input: Tensor, other, alpha=1):
@@ -215,6 +270,56 @@ def argsort(input: Tensor, dim: int | None = None, descending: bool = False, sta
     return input.argsort(dim, descending, stable, axis=axis)
 
 
+def asin(input: Tensor) -> Tensor:
+    """torch.asin: `input.asin()`; see Tensor.asin."""
+    return input.asin()
+
+
+def asinh(input: Tensor) -> Tensor:
+    """torch.asinh: `input.asinh()`; see Tensor.asinh."""
+    return input.asinh()
+
+
+def atan(input: Tensor) -> Tensor:
+    """torch.atan: `input.atan()`; see Tensor.atan."""
+    return input.atan()
+
+
+def atanh(input: Tensor) -> Tensor:
+    """torch.atanh: `input.atanh()`; see Tensor.atanh."""
+    return input.atanh()
+
+
+def bitwise_and(input: Tensor, other) -> Tensor:
+    """torch.bitwise_and: `input.bitwise_and(other)`; see Tensor.bitwise_and."""
+    return input.bitwise_and(other)
+
+
+def bitwise_left_shift(input: Tensor, other) -> Tensor:
+    """torch.bitwise_left_shift: `input.bitwise_left_shift(other)`; see Tensor.bitwise_left_shift."""
+    return input.bitwise_left_shift(other)
+
+
+def bitwise_not(input: Tensor) -> Tensor:
+    """torch.bitwise_not: `input.bitwise_not()`; see Tensor.bitwise_not."""
+    return input.bitwise_not()
+
+
+def bitwise_or(input: Tensor, other) -> Tensor:
+    """torch.bitwise_or: `input.bitwise_or(other)`; see Tensor.bitwise_or."""
+    return input.bitwise_or(other)
+
+
+def bitwise_right_shift(input: Tensor, other) -> Tensor:
+    """torch.bitwise_right_shift: `input.bitwise_right_shift(other)`; see Tensor.bitwise_right_shift."""
+    return input.bitwise_right_shift(other)
+
+
+def bitwise_xor(input: Tensor, other) -> Tensor:
+    """torch.bitwise_xor: `input.bitwise_xor(other)`; see Tensor.bitwise_xor."""
+    return input.bitwise_xor(other)
+
+
 def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
     """torch.bernoulli: `input.bernoulli(p, generator=generator)`; see Tensor.bernoulli."""
     return input.bernoulli(p, generator=generator)
@@ -278,6 +383,11 @@ def copysign(input: Tensor, other) -> Tensor:
 def cos(input: Tensor):
     """torch.cos: `input.cos()`; see Tensor.cos."""
     return input.cos()
+
+
+def cosh(input: Tensor) -> Tensor:
+    """torch.cosh: `input.cosh()`; see Tensor.cosh."""
+    return input.cosh()
 
 
 def count_nonzero(input: Tensor, dim=None) -> Tensor:
@@ -361,6 +471,11 @@ def exp(input: Tensor):
     return input.exp()
 
 
+def exp2(input: Tensor) -> Tensor:
+    """torch.exp2: `input.exp2()`; see Tensor.exp2."""
+    return input.exp2()
+
+
 def expm1(input: Tensor) -> Tensor:
     """torch.expm1: `input.expm1()`; see Tensor.expm1."""
     return input.expm1()
@@ -432,6 +547,21 @@ def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08,
     return input.isclose(other, rtol, atol, equal_nan)
 
 
+def isfinite(input: Tensor) -> Tensor:
+    """torch.isfinite: `input.isfinite()`; see Tensor.isfinite."""
+    return input.isfinite()
+
+
+def isinf(input: Tensor) -> Tensor:
+    """torch.isinf: `input.isinf()`; see Tensor.isinf."""
+    return input.isinf()
+
+
+def isnan(input: Tensor) -> Tensor:
+    """torch.isnan: `input.isnan()`; see Tensor.isnan."""
+    return input.isnan()
+
+
 def le(input: Tensor, other):
     """torch.le: `input.le(other)`; see Tensor.le.
 
@@ -452,9 +582,19 @@ def log(input: Tensor):
     return input.log()
 
 
+def log10(input: Tensor) -> Tensor:
+    """torch.log10: `input.log10()`; see Tensor.log10."""
+    return input.log10()
+
+
 def log1p(input: Tensor) -> Tensor:
     """torch.log1p: `input.log1p()`; see Tensor.log1p."""
     return input.log1p()
+
+
+def log2(input: Tensor) -> Tensor:
+    """torch.log2: `input.log2()`; see Tensor.log2."""
+    return input.log2()
 
 
 def log_softmax(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
@@ -462,9 +602,24 @@ def log_softmax(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
     return input.log_softmax(dim, axis=axis)
 
 
+def logaddexp(input: Tensor, other) -> Tensor:
+    """torch.logaddexp: `input.logaddexp(other)`; see Tensor.logaddexp."""
+    return input.logaddexp(other)
+
+
+def logaddexp2(input: Tensor, other) -> Tensor:
+    """torch.logaddexp2: `input.logaddexp2(other)`; see Tensor.logaddexp2."""
+    return input.logaddexp2(other)
+
+
 def logcumsumexp(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
     """torch.logcumsumexp: `input.logcumsumexp(dim, axis=axis)`; see Tensor.logcumsumexp."""
     return input.logcumsumexp(dim, axis=axis)
+
+
+def logical_and(input: Tensor, other) -> Tensor:
+    """torch.logical_and: `input.logical_and(other)`; see Tensor.logical_and."""
+    return input.logical_and(other)
 
 
 def logical_not(input: Tensor):
@@ -475,6 +630,16 @@ def logical_not(input: Tensor):
     [False, True]
     """
     return input.logical_not()
+
+
+def logical_or(input: Tensor, other) -> Tensor:
+    """torch.logical_or: `input.logical_or(other)`; see Tensor.logical_or."""
+    return input.logical_or(other)
+
+
+def logical_xor(input: Tensor, other) -> Tensor:
+    """torch.logical_xor: `input.logical_xor(other)`; see Tensor.logical_xor."""
+    return input.logical_xor(other)
 
 
 def logsumexp(input: Tensor, dim: int | None = None, keepdim: bool = False, *, axis=None) -> Tensor:
@@ -650,6 +815,12 @@ def remainder(input: Tensor, other) -> Tensor:
     return input.remainder(other)
 
 
+def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *,
+                      output_size: int | None = None) -> Tensor:
+    """torch.repeat_interleave: `input.repeat_interleave(repeats, dim, output_size=output_size)`; see Tensor.repeat_interleave."""
+    return input.repeat_interleave(repeats, dim, output_size=output_size)
+
+
 def reshape(input: Tensor, *shape) -> Tensor:
     """torch.reshape: `input.reshape(*shape)`; see Tensor.reshape."""
     return input.reshape(*shape)
@@ -658,6 +829,11 @@ def reshape(input: Tensor, *shape) -> Tensor:
 def roll(input: Tensor, shifts, dims=None) -> Tensor:
     """torch.roll: `input.roll(shifts, dims)`; see Tensor.roll."""
     return input.roll(shifts, dims)
+
+
+def round(input: Tensor, decimals: int = 0) -> Tensor:
+    """torch.round: `input.round(decimals)`; see Tensor.round."""
+    return input.round(decimals)
 
 
 def rsqrt(input: Tensor):
@@ -699,6 +875,11 @@ def sign(input: Tensor) -> Tensor:
 def sin(input: Tensor):
     """torch.sin: `input.sin()`; see Tensor.sin."""
     return input.sin()
+
+
+def sinh(input: Tensor) -> Tensor:
+    """torch.sinh: `input.sinh()`; see Tensor.sinh."""
+    return input.sinh()
 
 
 def softmax(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
@@ -776,6 +957,11 @@ def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
 def t(input: Tensor) -> Tensor:
     """torch.t: `input.t()`; see Tensor.t."""
     return input.t()
+
+
+def tan(input: Tensor) -> Tensor:
+    """torch.tan: `input.tan()`; see Tensor.tan."""
+    return input.tan()
 
 
 def tanh(input: Tensor):
@@ -857,6 +1043,25 @@ def zero_(input: Tensor) -> Tensor:
 
 # ---- generated by `python -m aneforge._api` from its TABLE, do not edit: __all__ ----
 __all__ = [
+    "abs", "acos", "acosh", "add", "addcdiv", "addcmul", "addmm", "all", "allclose", "amax", "amin",
+    "any", "argmax", "argmin", "argsort", "asin", "asinh", "atan", "atanh", "bitwise_and",
+    "bitwise_left_shift", "bitwise_not", "bitwise_or", "bitwise_right_shift", "bitwise_xor", "bmm",
+    "cat", "ceil", "chunk", "clamp", "clamp_", "clamp_max", "clamp_min", "clip", "clone", "concat",
+    "concatenate", "copysign", "cos", "cosh", "count_nonzero", "cummax", "cummin", "cumprod",
+    "cumsum", "detach", "diag", "diagonal", "div", "einsum", "eq", "erf", "exp", "exp2", "expm1",
+    "fill_", "flatten", "flip", "floor", "floor_divide", "fmod", "gather", "ge", "gt",
+    "index_select", "isclose", "isfinite", "isinf", "isnan", "le", "lerp", "log", "log10", "log1p",
+    "log2", "log_softmax", "logaddexp", "logaddexp2", "logcumsumexp", "logical_and", "logical_not",
+    "logical_or", "logical_xor", "logsumexp", "lt", "masked_fill", "matmul", "max", "maximum",
+    "mean", "meshgrid", "min", "minimum", "movedim", "mul", "multiply", "nan_to_num", "narrow",
+    "ne", "neg", "negative", "norm", "numel", "outer", "permute", "pow", "prod", "reciprocal",
+    "relu", "remainder", "repeat_interleave", "reshape", "roll", "round", "rsqrt", "scatter",
+    "scatter_add", "scatter_reduce", "select", "sigmoid", "sign", "sin", "sinh", "softmax", "sort",
+    "split", "sqrt", "square", "squeeze", "stack", "std", "std_mean", "sub", "subtract", "sum",
+    "swapaxes", "t", "tan", "tanh", "tile", "topk", "transpose", "tril", "triu", "true_divide",
+    "trunc", "unbind", "unflatten", "unsqueeze", "var", "var_mean", "where", "zero_"]
+
+
     "abs", "add", "addcdiv", "addcmul", "addmm", "all", "allclose", "amax", "amin", "any", "argmax",
     "argmin", "argsort", "bernoulli", "bmm", "cat", "ceil", "chunk", "clamp", "clamp_", "clamp_max",
     "clamp_min", "clip", "clone", "concat", "concatenate", "copysign", "cos", "count_nonzero",

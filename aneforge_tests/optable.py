@@ -99,6 +99,11 @@ GENERATORS: dict[str, Callable[[np.random.Generator, tuple], np.ndarray]] = {
     "int": lambda r, s: r.integers(-8, 9, s).astype(np.int32),
     "intnz": lambda r, s: (r.choice([-1, 1], s) * r.integers(1, 9, s)).astype(np.int32),
     "bool": lambda r, s: r.random(s) < 0.5,
+    "i16": lambda r, s: r.integers(-2 ** 15, 2 ** 15, s).astype(np.int32),  # int16's range
+    "u8": lambda r, s: r.integers(0, 256, s).astype(np.int32),
+    "prob": lambda r, s: r.uniform(0.02, 0.98, s),                        # probabilities
+    "unit1": lambda r, s: r.uniform(-0.99, 0.99, s),                     # asin, acos, atanh
+    "halves": lambda r, s: r.integers(-8, 9, s) * 0.5,                    # round's ties
     "huge": lambda r, s: r.choice([-1, 1], s) * r.uniform(300, 400, s),   # fp16 x^3 overflows
     "zbase": lambda r, s: r.choice([0.0, 0.0, 0.5, 2.0], s),              # pow at zero bases
     "zexp": lambda r, s: r.choice([0.0, 1.0, 2.0, -1.0, 0.5], s),
@@ -768,6 +773,10 @@ CASES: list[OpCase] = [
       gen=("normal", "uidx4")),
     C("scatter_add", ((3, 4), (3, 5), (3, 5)), lambda m, x, i, v: x.scatter_add(1, i, v),
       summed(6), gen=("normal", "idx4", "normal")),
+    C("scatter_smaller_index", ((4, 5, 6), (3, 4, 5), (3, 4, 5)), lambda m, x, i, v: x.scatter_reduce(
+        1, i, v, "sum"), summed(6), gen=("normal", "idx4", "normal")),
+    C("scatter_smaller_index_int", ((4, 5), (2, 3), (3, 3)), lambda m, x, i, v: m.scatter(
+        x, 0, i, v, reduce="add"), EXACT, gen=("int", "idx4", "int")),
     C("scatter_reduce_amax", ((3, 4), (3, 5), (3, 5)), lambda m, x, i, v: x.scatter_reduce(
         1, i, v, "amax", include_self=False), EXACT, gen=("normal", "idx4", "perm")),
     C("scatter_reduce_amin_self", ((3, 4), (3, 5), (3, 5)), lambda m, x, i, v: m.scatter_reduce(
@@ -790,6 +799,63 @@ CASES: list[OpCase] = [
     C("log1p_wide", ((4, 6),), lambda m, x: x.log1p(), Tol(4 * U, 2.0 ** -24), gen="pos"),
     C("expm1", ((4, 6),), lambda m, x: x.expm1(), Tol(5 * U, 2.0 ** -24), gen="unit4"),
     C("expm1_small", ((4, 6),), lambda m, x: m.expm1(x * 0.001), Tol(5 * U, 2.0 ** -24)),
+    # trig, hyperbolic and their inverses: composites of a few fp16 roundings each
+    C("tan", ((4, 6),), lambda m, x: x.tan(), Tol(4 * U, 2.0 ** -20)),
+    C("atan", ((4, 6),), lambda m, x: m.atan(x), Tol(5 * U, 2.0 ** -20), gen="wide"),
+    C("atan_small", ((4, 6),), lambda m, x: x.atan(), Tol(5 * U, 2.0 ** -20)),
+    C("asin", ((4, 6),), lambda m, x: m.asin(x), Tol(6 * U, 2.0 ** -20), gen="unit1"),
+    C("acos", ((4, 6),), lambda m, x: x.acos(), Tol(6 * U, 2.0 ** -20), gen="unit1"),
+    C("sinh", ((4, 6),), lambda m, x: x.sinh(), Tol(5 * U, 2.0 ** -24), gen="unit4"),
+    C("sinh_wide", ((4, 6),), lambda m, x: m.sinh(x), Tol(5 * U, 2.0 ** -24), gen="wide"),
+    C("cosh", ((4, 6),), lambda m, x: m.cosh(x), Tol(5 * U, 2.0 ** -24), gen="wide"),
+    C("asinh", ((4, 6),), lambda m, x: m.asinh(x), Tol(4 * U, 2.0 ** -20), gen="wide"),
+    C("asinh_small", ((4, 6),), lambda m, x: x.asinh(), Tol(4 * U, 2.0 ** -20)),
+    C("acosh", ((4, 6),), lambda m, x: m.acosh(x + 1.0), Tol(4 * U, 2.0 ** -20), gen="pos"),
+    C("atanh", ((4, 6),), lambda m, x: x.atanh(), Tol(4 * U, 2.0 ** -20), gen="unit1"),
+    C("log2_log10", ((4, 6),), lambda m, x: (m.log2(x), x.log10()), Tol(3 * U, 2.0 ** -20),
+      gen="pos"),
+    C("exp2", ((4, 6),), lambda m, x: m.exp2(x), T3, gen="wide"),
+    C("logaddexp", ((4, 6), (4, 6)), lambda m, x, y: m.logaddexp(x, y), Tol(4 * U, 2.0 ** -20),
+      gen="wide"),
+    C("logaddexp2", ((4, 6), (4, 6)), lambda m, x, y: x.logaddexp2(y), Tol(4 * U, 2.0 ** -20),
+      gen="wide"),
+    C("round", ((4, 6),), lambda m, x: m.round(x * 2), EXACT, gen="wide"),
+    C("round_half_even", ((4, 6),), lambda m, x: x.round(), EXACT, gen="halves"),
+    C("round_decimals", ((4, 6),), lambda m, x: (m.round(x, decimals=1), x.round(decimals=-1)),
+      ONE_ROUNDING, gen="wide"),
+    C("isnan_isinf_isfinite", ((4, 6),), lambda m, x: (m.isnan(x / x.round()), x.round().isinf(),
+                                                       m.isfinite(1 / x.round())), EXACT,
+      gen="wide", torch_fn=lambda m, x: (m.isnan(x / x.round()), x.round().isinf(),
+                                         m.isfinite(1 / x.round()))),
+    C("int_isfinite", (S,), lambda m, x: (m.isfinite(x), x.isnan(), m.isinf(x)), EXACT, gen="int"),
+    C("repeat_interleave", ((2, 3),), lambda m, x: (x.repeat_interleave(2, dim=1),
+                                                    m.repeat_interleave(x, 3)), EXACT),
+    C("repeat_interleave_counts", ((3, 2),), lambda m, x: x.repeat_interleave(
+        m.tensor([2, 0, 1]), dim=0), EXACT),
+    C("repeat_interleave_of_counts", ((3,),), lambda m, x: m.repeat_interleave(
+        m.tensor([1, 3, 2])).to(x.dtype) * x.sum(), ONE_ROUNDING),
+    C("unfold", ((2, 7),), lambda m, x: (x.unfold(1, 3, 2), x.unfold(0, 1, 1)), EXACT),
+    C("unfold_overlap", ((3, 5, 2),), lambda m, x: x.unfold(-2, 4, 1), EXACT),
+    C("view_as", ((2, 6), (3, 4)), lambda m, x, y: x.view_as(y) + y),
+    C("bool_max_min", ((3, 4), (3, 4)), lambda m, x, y: (x.max(), x.min(), m.maximum(x, y),
+                                                         m.minimum(x, y), x.amax(1), x.max(0),
+                                                         x.min(1)), EXACT, gen="bool"),
+    C("bitwise_int32", (S, S), lambda m, x, y: (x & y, x | y, x ^ y, ~x, m.bitwise_and(x, 5),
+                                             3 | y, x.bitwise_xor(y), m.bitwise_not(y)), EXACT,
+      gen="i16"),
+    C("bitwise_int16", (S, S), lambda m, x, y: (x.to(m.int16) & y.to(m.int16),
+                                             ~x.to(m.int16) ^ y.to(m.int16)), EXACT, gen="i16"),
+    C("bitwise_uint8", (S, S), lambda m, x, y: ((x & y).to(m.uint8), x.to(m.uint8) | y.to(m.uint8),
+                                             ~(x.to(m.uint8) ^ y.to(m.uint8))), EXACT, gen="u8"),
+    C("bitwise_bool_int", (S, S), lambda m, x, y: ((x > 0) & y, (x > 0) ^ (y > 1)), EXACT,
+      gen="i16"),
+    C("bool_ops_broadcast", ((3, 4), (4,)), lambda m, x, y: ((x > 0) ^ (y > 0), (x > 0) & True,
+                                                         False | (y > 0)), EXACT),
+    C("shifts", (S, S), lambda m, x, y: (x << 3, x >> 2, m.bitwise_left_shift(x, y.abs() % 4),
+                                       x.bitwise_right_shift(y.abs() % 4)), EXACT, gen="int"),
+    C("logical_ops", (S, S), lambda m, x, y: (m.logical_and(x, y), x.logical_or(y),
+                                           m.logical_xor(x, y), m.logical_not(x > 0)), EXACT,
+      gen="int"),
     C("clamp_min_max", (S,), lambda m, x: (x.clamp_min(-0.5), m.clamp_max(x, 0.25)), EXACT),
     C("aliases", (S, S), lambda m, x, y: (m.subtract(x, y, alpha=2), x.multiply(y),
                                           m.negative(x)), Tol(2 * U, 2.0 ** -24)),
@@ -850,6 +916,14 @@ CASES: list[OpCase] = [
         "ij,jk,kl->il", [x, y, z]), Tol(2 * U, 2.0 ** -24, 3 * U)),
     C("einsum_sum_one_side", ((2, 3), (3, 4)), lambda m, x, y: m.einsum("ij,kl->jl", x, y),
       Tol(2 * U, 2.0 ** -24, 4 * U)),
+    C("einsum_trace_diagonal", ((4, 4),), lambda m, x: (m.einsum("ii->", x), m.einsum("ii->i", x),
+                                                        m.einsum("ii", x)), summed(4)),
+    C("einsum_batched_diagonal", ((2, 3, 3, 4),), lambda m, x: m.einsum("biij->bj", x), summed(3)),
+    C("einsum_ellipsis", ((2, 3, 4), (4, 5)), lambda m, x, y: m.einsum("...ij,...jk->...ik", x, y),
+      products(4)),
+    C("einsum_ellipsis_broadcast", ((2, 1, 3, 4), (5, 4, 2)), lambda m, x, y: m.einsum(
+        "...ij,...jk", x, y), products(4)),
+    C("einsum_ellipsis_sum", ((3, 2, 4),), lambda m, x: m.einsum("i...->...", x), summed(3)),
     C("meshgrid", ((3,), (4,)), lambda m, x, y: m.meshgrid(x, y, indexing="ij"), EXACT),
     C("meshgrid_xy", ((3,), (4,), (2,)), lambda m, x, y, z: m.meshgrid([x, y, z], indexing="xy"),
       EXACT),
@@ -859,6 +933,9 @@ CASES: list[OpCase] = [
     C("extrema_axis", ((3, 5),), lambda m, x: (x.amax(axis=-1), m.argmin(x, axis=0),
                                                x.max(axis=1), m.cummax(x, axis=1)), EXACT,
       gen="perm"),
+    C("std_var_mean_axis", ((3, 4, 5),), lambda m, x: (*m.std_mean(x, axis=(0, 2)),
+                                                       *m.var_mean(x, axis=1, keepdim=True)),
+      summed(15)),
     C("softmax_axis", ((3, 5),), lambda m, x: m.softmax(x, axis=1), gen="unit4"),
     C("cumsum_sort_axis", ((3, 4),), lambda m, x: (x.cumsum(axis=0), m.sort(x, axis=0)),
       products(3), gen="perm"),
@@ -880,6 +957,15 @@ CASES: list[OpCase] = [
       EXACT),
     C("max_pool2d_dilated_3d", ((2, 7, 7),), lambda m, x: _f(m).max_pool2d(x, 3, dilation=2),
       EXACT),
+    C("max_pool2d_indices", ((2, 3, 6, 6),), lambda m, x: _f(m).max_pool2d(
+        x, 2, return_indices=True), EXACT, gen="perm"),
+    C("max_pool2d_indices_pad", ((1, 2, 7, 6),), lambda m, x: _f(m).max_pool2d(
+        x, 3, 2, 1, return_indices=True), EXACT, gen="perm"),
+    C("max_unpool2d", ((2, 3, 6, 6),), lambda m, x: _f(m).max_unpool2d(
+        *_f(m).max_pool2d(x, 2, return_indices=True), 2), EXACT, gen="perm"),
+    C("max_unpool2d_module", ((1, 2, 7, 6),), lambda m, x: m.nn.MaxUnpool2d(3, 2, 1)(
+        *m.nn.MaxPool2d(3, 2, 1, return_indices=True)(x), output_size=(7, 6)), EXACT,
+      gen="perm"),
     C("max_pool1d", ((2, 3, 8),), lambda m, x: m.max_pool1d(x, 3, stride=2), EXACT),
     C("avg_pool2d", ((2, 3, 6, 6),), lambda m, x: _f(m).avg_pool2d(x, 2), Tol(2 * U, 2.0 ** -24, 2 * U)),
     C("avg_pool2d_pad", ((1, 2, 7, 6),), lambda m, x: _f(m).avg_pool2d(x, 3, 2, 1),
@@ -904,8 +990,18 @@ CASES: list[OpCase] = [
     C("interpolate_linear", ((2, 3, 5),), lambda m, x: _f(m).interpolate(
         x, scale_factor=1.5, mode="linear"), Tol(3 * U, 2.0 ** -24, 3 * U)),
     # convolutions as composites of conv2d's im2col + matmul
+    C("F_unfold", ((2, 3, 5, 6),), lambda m, x: _f(m).unfold(x, (2, 3), dilation=(2, 1),
+                                                              padding=1, stride=(1, 2)), EXACT),
+    C("F_unfold_unbatched", ((3, 4, 4),), lambda m, x: _f(m).unfold(x, 2, stride=2), EXACT),
     C("conv1d", ((2, 3, 10), (4, 3, 3), (4,)), lambda m, x, w, b: m.conv1d(
         x, w, b, stride=2, padding=1), products(9)),
+    C("conv3d", ((2, 4, 5, 6, 5), (6, 2, 3, 2, 3), (6,)), lambda m, x, w, b: m.conv3d(
+        x, w, b, stride=(2, 1, 2), padding=(1, 0, 1), dilation=(1, 2, 1), groups=2),
+      Tol(4 * U, 2.0 ** -24, 4 * U)),
+    C("avg_pool3d", ((2, 3, 4, 5, 6),), lambda m, x: _f(m).avg_pool3d(
+        x, (2, 3, 2), stride=(1, 2, 2), padding=(1, 1, 0)), Tol(3 * U, 2.0 ** -24, 3 * U)),
+    C("avg_pool3d_module", ((1, 2, 4, 4, 4),), lambda m, x: m.nn.AvgPool3d(2)(x),
+      Tol(3 * U, 2.0 ** -24, 3 * U)),
     C("conv_transpose2d", ((1, 3, 4, 5), (3, 2, 3, 3), (2,)), lambda m, x, w, b: m.conv_transpose2d(
         x, w, b, stride=2, padding=1, output_padding=1), products(27)),
     C("conv_transpose2d_groups", ((1, 4, 3, 3), (4, 1, 2, 2)), lambda m, x, w: _f(m).conv_transpose2d(
@@ -951,6 +1047,19 @@ CASES: list[OpCase] = [
     C("cross_entropy_4d_sum", ((2, 4, 3, 2), (2, 3, 2)), lambda m, x, t: _f(m).cross_entropy(
         x, t, ignore_index=1, reduction="sum"), log_softmax_tol(12, 8), gen=("unit4", "cls4"),
       torch_fn=lambda m, x, t: _f(m).cross_entropy(x, t.long(), ignore_index=1, reduction="sum")),
+    C("binary_cross_entropy", ((3, 4), (3, 4)), lambda m, x, t: _f(m).binary_cross_entropy(
+        x, t, reduction="none"), Tol(4 * U, 2.0 ** -20), gen="prob"),
+    C("binary_cross_entropy_weight_sum", ((3, 4), (3, 4), (4,)), lambda m, x, t, w: _f(
+        m).binary_cross_entropy(x, t, w.detach(), reduction="sum"),
+      Tol(4 * U, 2.0 ** -20, 12 * U), gen=("prob", "prob", "pos")),
+    C("bce_logits_pos_weight", ((3, 4), (3, 4), (4,), (4,)), lambda m, x, t, w, p: _f(
+        m).binary_cross_entropy_with_logits(x, t, w.detach(), reduction="none",
+                                            pos_weight=p.detach()),
+      Tol(6 * U, 2.0 ** -20), gen=("wide", "prob", "pos", "pos")),
+    C("bce_logits_torch_adapter", ((3, 4), (3, 4), (4,)), lambda m, x, t, p: m.binary_cross_entropy_with_logits(
+        x, t, None, p.detach(), 2), summed(12), gen=("unit4", "prob", "pos")),
+    C("softmin", ((3, 5),), lambda m, x: _f(m).softmin(x, dim=1), gen="unit4"),
+    C("softmin_module", ((3, 5),), lambda m, x: m.nn.Softmin(dim=0)(x), gen="unit4"),
     C("kl_div_batchmean", ((4, 5), (4, 5)), lambda m, x, t: _f(m).kl_div(
         x.log_softmax(-1), t.softmax(-1), reduction="batchmean"), log_softmax_tol(20, 8),
       gen="unit4"),

@@ -229,6 +229,16 @@ def _args(name):
         "topk": (x, 2, 1),
         # random draws: probabilities of 0 and 1 only, so every surface draws the same
         "bernoulli": (mask.half(),), "multinomial": (af.tensor([[0.0, 2.0, 0.0], [1.0, 0, 0]]), 1),
+        "tan": (x,), "atan": (x,), "asin": (x * 0.4,), "acos": (x * 0.4,), "sinh": (x,),
+        "cosh": (x,), "asinh": (x,), "acosh": (pos + 1.0,), "atanh": (x * 0.4,), "log2": (pos,),
+        "log10": (pos,), "exp2": (x,), "logaddexp": (x, y), "logaddexp2": (x, y),
+        "round": (x * 4,), "isnan": (x,), "isinf": (x,), "isfinite": (x,),
+        "bitwise_and": (idx, idx.flip(0)), "bitwise_or": (idx, idx.flip(0)),
+        "bitwise_xor": (idx, idx.flip(0)), "bitwise_not": (idx,),
+        "bitwise_left_shift": (idx, 3), "bitwise_right_shift": (idx - 2, 1), "logical_and": (x, y),
+        "logical_or": (x, mask), "logical_xor": (mask, y),
+        "repeat_interleave": (x, 2, 1),
+        "conv3d": (x.reshape(1, 1, 1, 2, 3), pos.reshape(1, 1, 1, 2, 3)[..., :2]), "view_as": (x, y.t()), "unfold": (x, 1, 2, 1),
     }[name]
 
 
@@ -246,6 +256,9 @@ def _adapted_calls(name):
             "F": lambda: F.binary_cross_entropy_with_logits(x, mask.half(), reduction="sum")},
         "kl_div": {"torch": lambda: af.kl_div(x, pos, reduction=2),
                    "F": lambda: F.kl_div(x, pos, reduction="sum")},
+        "unfold": {"Tensor": lambda: x.reshape(1, 2, 1, 3).unfold(3, 2, 1).squeeze(2).transpose(
+                       -1, -2).reshape(1, 4, 2),
+                   "F": lambda: F.unfold(x.reshape(1, 2, 1, 3), (1, 2))},
         "batch_norm": {
             "torch": lambda: af.batch_norm(x, pos[0], y[0], None, None, True, 0.1, 1e-5),
             "F": lambda: F.batch_norm(x, None, None, pos[0], y[0], training=True)},

@@ -24,7 +24,7 @@ BELOW_THE_FRONT = ("aneforge.ir", "aneforge.passes", "aneforge.runtime", "anefor
 # or below (the longest matching prefix names a module's layer).
 LAYERS = (
     ("aneforge.errors", "aneforge.dtypes", "aneforge.context", "aneforge.hardware",
-     "aneforge.devices", "aneforge.random"),
+     "aneforge.devices", "aneforge.random", "aneforge.absent"),
     ("aneforge.ir",),
     ("aneforge.ops",),
     ("aneforge.core.trace",),

@@ -91,18 +91,18 @@ def test_axis_and_dim_together_is_an_error():
 
 def test_unsupported_arguments_say_what_to_do():
     x = af.ones(1, 2, 4, 4)
-    with pytest.raises(af.AneforgeError, match="return_indices"):
-        F.max_pool2d(x, 2, return_indices=True)
-    with pytest.raises(af.AneforgeError, match="diagonal"):
-        af.einsum("ii->i", af.ones(3, 3))
-    with pytest.raises(af.AneforgeError, match="'...'"):
-        af.einsum("...ij->...ji", af.ones(2, 3, 3))
+    # (max_pool2d's return_indices now runs: the op table checks it against torch)
+    # (repeated indices and '...' in einsum now run: the op table checks them against torch)
+    with pytest.raises(af.AneforgeError, match="does not fit a 1-D operand.*`...`"):
+        af.einsum("ij->ji", af.ones(3))
+    with pytest.raises(af.AneforgeError, match="index 'j' has sizes 3 and 4"):
+        af.einsum("ij,jk->ik", af.ones(2, 3), af.ones(4, 5))
     with pytest.raises(af.AneforgeError, match="dropout_p"):
         F.scaled_dot_product_attention(x, x, x, dropout_p=0.1)
     with pytest.raises(af.AneforgeError, match="mode"):
         F.interpolate(x, scale_factor=2, mode="bicubic")
-    with pytest.raises(af.ShapeError, match="scatter"):
-        af.zeros(3, 4).scatter(1, af.tensor([[0]]), 1.0)
+    with pytest.raises(af.ShapeError, match="scatter"):     # (a smaller index is torch's: allowed)
+        af.zeros(3, 4).scatter(1, af.tensor([[0]] * 4), 1.0)
 
 
 def test_sort_of_a_long_row_stays_exact():

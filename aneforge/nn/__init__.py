@@ -1,23 +1,33 @@
 """torch.nn-compatible modules, functional ops, initializers and utilities."""
+import sys
+
+from .. import absent
 from . import functional, init, utils
 from . import functional as F  # noqa: N812  (torch's spelling)
-from .layers import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, BatchNorm1d, BatchNorm2d,
-                     BCEWithLogitsLoss, Conv1d, Conv2d, ConvTranspose2d, CrossEntropyLoss, Dropout,
-                     Embedding, Flatten, GroupNorm, Hardtanh, HuberLoss, Identity, KLDivLoss,
-                     L1Loss, LayerNorm, LeakyReLU, Linear, LogSoftmax, MaxPool1d, MaxPool2d, Mish,
-                     MSELoss, MultiheadAttention, NLLLoss, ReLU, RMSNorm, Sigmoid, SiLU,
-                     SmoothL1Loss, Softmax, Softplus, Tanh, Upsample)
+from .layers import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, AvgPool3d, BatchNorm1d,
+                     BatchNorm2d, BCELoss, BCEWithLogitsLoss, Conv1d, Conv2d, Conv3d,
+                     ConvTranspose2d, CrossEntropyLoss, Dropout, Embedding, Flatten, GroupNorm,
+                     Hardtanh, HuberLoss, Identity, KLDivLoss, L1Loss, LayerNorm, LeakyReLU,
+                     Linear, LogSoftmax, MaxPool1d, MaxPool2d, MaxUnpool2d, Mish, MSELoss,
+                     MultiheadAttention, NLLLoss, ReLU, RMSNorm, Sigmoid, SiLU, SmoothL1Loss,
+                     Softmax, Softmin, Softplus, Tanh, Upsample)
 from .module import Module, ModuleDict, ModuleList, Sequential
 from .parameter import Parameter
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
                           TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = ["functional", "F", "init", "utils", "Module", "ModuleList", "ModuleDict", "Sequential",
-           "Parameter", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "Embedding", "LayerNorm",
-           "RMSNorm", "GroupNorm", "Dropout", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax",
-           "LogSoftmax", "Identity", "Flatten", "LeakyReLU", "ELU", "Softplus", "Hardtanh", "Mish",
-           "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "Upsample",
-           "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
-           "BCEWithLogitsLoss", "MultiheadAttention", "BatchNorm1d", "BatchNorm2d", "KLDivLoss",
+           "Parameter", "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "Embedding",
+           "LayerNorm", "RMSNorm", "GroupNorm", "Dropout", "ReLU", "GELU", "SiLU", "Tanh",
+           "Sigmoid", "Softmax", "LogSoftmax", "Identity", "Flatten", "LeakyReLU", "ELU",
+           "Softplus", "Hardtanh", "Mish", "MaxPool1d", "MaxPool2d", "MaxUnpool2d", "AvgPool1d",
+           "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool2d", "Upsample", "CrossEntropyLoss",
+           "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCEWithLogitsLoss",
+           "BCELoss", "Softmin", "MultiheadAttention", "BatchNorm1d", "BatchNorm2d", "KLDivLoss",
            "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
            "TransformerDecoder", "Transformer"]
+
+
+def __getattr__(name: str):
+    """A torch.nn name aneforge lacks: an AttributeError saying so, and what to use instead."""
+    raise absent.error("nn", name, sys.modules[__name__], {"F": functional})

@@ -24,27 +24,34 @@ def _pad(x, ph: int, pw: int):
                                         "constant_val": 0.0})
 
 
+def columns(x, kernel, stride, padding, dilation, name: str):
+    """The kh*kw shifted views of [N, C, H, W] (zero-padded), stacked: ([N, C, kh*kw, Ho, Wo],
+    Ho, Wo), im2col's columns."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = map(_pair, (kernel, stride, padding, dilation))
+    h, w = x.shape[2:]
+    ho = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    wo = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if ho < 1 or wo < 1:
+        raise ShapeError(f"{name}: kernel {kh}x{kw} does not fit input {h}x{w} with padding "
+                         f"{(ph, pw)} and dilation {(dh, dw)}")
+    xp = _pad(x, ph, pw)
+    views = [xp[:, :, i * dh: i * dh + sh * (ho - 1) + 1: sh, j * dw: j * dw + sw * (wo - 1) + 1: sw]
+             for i in range(kh) for j in range(kw)]
+    return (stack(views, 2) if len(views) > 1 else views[0].unsqueeze(2)), ho, wo
+
+
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
     unbatched = x.ndim == 3
     x = x.unsqueeze(0) if unbatched else x
     if x.ndim != 4 or weight.ndim != 4:
         raise ShapeError(f"conv2d: input must be [N, C, H, W] and weight [Cout, Cin/groups, kh, kw]; "
                          f"got {x.shape} and {weight.shape}")
-    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
-    n, c, h, w = x.shape
+    n, c = x.shape[:2]
     cout, cin_g, kh, kw = weight.shape
     if c != cin_g * groups:
         raise ShapeError(f"conv2d: input has {c} channels, weight expects {cin_g * groups} "
                          f"({cin_g} per group x {groups} groups)")
-    ho = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    wo = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    if ho < 1 or wo < 1:
-        raise ShapeError(f"conv2d: kernel {kh}x{kw} does not fit input {h}x{w} with padding "
-                         f"{(ph, pw)} and dilation {(dh, dw)}")
-    xp = _pad(x, ph, pw)
-    views = [xp[:, :, i * dh: i * dh + sh * (ho - 1) + 1: sh, j * dw: j * dw + sw * (wo - 1) + 1: sw]
-             for i in range(kh) for j in range(kw)]
-    cols = (stack(views, 2) if len(views) > 1 else views[0].unsqueeze(2))   # [N, C, kh*kw, Ho, Wo]
+    cols, ho, wo = columns(x, (kh, kw), stride, padding, dilation, "conv2d")
     outs = []
     for g in range(groups):
         cg = cols[:, g * cin_g:(g + 1) * cin_g] if groups > 1 else cols

@@ -210,6 +210,18 @@ class Softmax(Module):
         return F.softmax(x, self.dim)
 
 
+class Softmin(Softmax):
+    """F.softmin over `dim`.
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> nn.Softmin(dim=0)(af.tensor([0.0, 0.0])).tolist()
+    [0.5, 0.5]
+    """
+
+    def forward(self, x):
+        return F.softmin(x, self.dim)
+
+
 class LogSoftmax(Softmax):
     def forward(self, x):
         return F.log_softmax(x, self.dim)
@@ -277,6 +289,24 @@ class MaxPool2d(_Pool):
     def forward(self, x):
         return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
                             self.ceil_mode, self.return_indices)
+
+
+class MaxUnpool2d(Module):
+    """F.max_unpool2d as a layer.
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> y, i = nn.MaxPool2d(2, return_indices=True)(af.ones(1, 1, 4, 4))
+    >>> nn.MaxUnpool2d(2)(y, i).shape
+    (1, 1, 4, 4)
+    """
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, input, indices, output_size=None):
+        return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding,
+                              output_size)
 
 
 class MaxPool1d(MaxPool2d):
@@ -379,6 +409,53 @@ class Conv1d(Module):
     def forward(self, x):
         return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
+
+
+class Conv3d(Module):
+    """3-D convolution (F.conv3d), torch's weight layout [out_channels, in_channels / groups,
+    kd, kh, kw] and initialization.
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> nn.Conv3d(2, 4, 3, padding=1)(af.ones(1, 2, 4, 4, 4)).shape
+    (1, 4, 4, 4, 4)
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 dilation=1, groups: int = 1, bias: bool = True):
+        super().__init__()
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size, self.stride = F._triple(kernel_size), F._triple(stride)
+        self.padding, self.dilation = F._triple(padding), F._triple(dilation)
+        self.weight = _param(out_channels, in_channels // groups, *self.kernel_size)
+        self.bias = _param(out_channels) if bias else None
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1 / math.sqrt(in_channels // groups * math.prod(self.kernel_size))
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x):
+        return F.conv3d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
+
+
+class AvgPool3d(Module):
+    """F.avg_pool3d as a layer.
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> nn.AvgPool3d(2)(af.ones(1, 1, 4, 4, 4)).shape
+    (1, 1, 2, 2, 2)
+    """
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override=None):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, x):
+        return F.avg_pool3d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
 
 
 class ConvTranspose2d(Module):
@@ -567,10 +644,40 @@ class HuberLoss(_Loss):
 
 
 class BCEWithLogitsLoss(_Loss):
-    """F.binary_cross_entropy_with_logits as a module."""
+    """F.binary_cross_entropy_with_logits as a module (weight and pos_weight are buffers, as
+    in torch).
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> nn.BCEWithLogitsLoss(pos_weight=af.tensor([2.0]))(af.zeros(2), af.ones(2)).item()
+    1.38...
+    """
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction: str = "mean",
+                 pos_weight=None):
+        super().__init__(F._legacy(size_average, reduce, reduction))
+        self.register_buffer("weight", weight)
+        self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input, target):
-        return F.binary_cross_entropy_with_logits(input, target, reduction=self.reduction)
+        return F.binary_cross_entropy_with_logits(input, target, self.weight,
+                                                  reduction=self.reduction,
+                                                  pos_weight=self.pos_weight)
+
+
+class BCELoss(_Loss):
+    """F.binary_cross_entropy as a module (input: probabilities).
+
+    >>> import aneforge as af, aneforge.nn as nn
+    >>> nn.BCELoss()(af.tensor([0.5]), af.tensor([1.0])).item()
+    0.693...
+    """
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction: str = "mean"):
+        super().__init__(F._legacy(size_average, reduce, reduction))
+        self.register_buffer("weight", weight)
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
 
 
 class KLDivLoss(_Loss):

@@ -21,13 +21,13 @@ from typing import Any
 import numpy as np
 
 from ..core import realization, scalar_consts
-from .. import dtypes
+from .. import absent, dtypes
 from ..hardware import kernels
 from ..autograd import backward, no_grad
 from ..context import CTX
 from ..devices import THE_DEVICE, device, use
 from ..dtypes import DType
-from ..errors import AneforgeError
+from ..errors import AneforgeError, DTypeError
 from ..ir.types import TensorType
 from ..hardware.limits import check_shape
 from ..core.trace import Node, leaf, record, record_binary
@@ -342,9 +342,9 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
     def __getattr__(self, name: str):
         hint = ""
         if name.endswith("_") and not name.startswith("_") and hasattr(Tensor, name[:-1]):
-            hint = (f"; in-place ops other than add_/sub_/mul_/div_/clamp_/zero_/fill_/copy_ "
+            hint = (f"in-place ops other than add_/sub_/mul_/div_/clamp_/zero_/fill_/copy_ "
                     f"are not supported: write x = x.{name[:-1]}(...)")
-        raise AttributeError(f"'Tensor' object has no attribute {name!r}{hint}")
+        raise absent.error("Tensor", name, Tensor, hint=hint)
 
 
 class _Data(Tensor):
@@ -497,6 +497,10 @@ def tensor(data, dtype=None, *, device=None, requires_grad: bool = False,
     arr = _host_array(data)
     _check_int_range(arr)
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.from_numpy(arr.dtype)
+    if requires_grad and not dt.is_float:
+        raise DTypeError(f"Only Tensors of floating point and complex dtype can require "
+                         f"gradients (torch's rule), got {dt}; give floating data or "
+                         f"dtype=af.float32")
     return _leaf(arr, dt, requires_grad, source=source,
                  remake=lambda new: _stored(_host_array(new), dt))
 

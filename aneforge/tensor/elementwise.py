@@ -3,6 +3,7 @@ select (af.where). Each is a registered MIL op or a short composite of them."""
 from __future__ import annotations
 
 import builtins
+import math
 import numbers
 
 import numpy as np
@@ -57,7 +58,66 @@ def _bools(x, other) -> tuple:
     if x.dtype != dtypes.bool_ or other.dtype != dtypes.bool_:
         raise DTypeError(f"&, | and ^ need bool tensors, got {x.dtype} and {other.dtype}; "
                          f"compare first (x > 0) or cast with .bool()")
-    return x, other
+    shape = np.broadcast_shapes(x.shape, other.shape)   # the select's cond may not add axes
+    return tuple(t if t.shape == shape else t.expand(shape) for t in (x, other))
+
+
+# Bits the bitwise ops read of each integer dtype. The ANE has no bitwise unit: the bits are
+# read with exact fp32 arithmetic (scaling by powers of two, truncating casts), so int32
+# operands are exact below 2**23 in magnitude (fp32's integers; int32 data that crosses the
+# program boundary is in int16's range anyway).
+_BITS = {dtypes.int8: 8, dtypes.uint8: 8, dtypes.int16: 16, dtypes.uint16: 16, dtypes.int32: 24}
+_SIGNED = (dtypes.int8, dtypes.int16, dtypes.int32)
+# how a result bit follows from the operands' bits a, b (0 or 1)
+_BIT_RULES = {"and": lambda a, b: a * b, "or": lambda a, b: a + b - a * b,
+              "xor": lambda a, b: a + b - a * b * 2}
+_SIGN_RULES = {"and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b}
+
+
+def _bitwise(x, other, rule: str):
+    """x & other, | or ^ (by `rule`) of integer tensors (bools: the logical select forms),
+    exact from supported ops: each operand's two's-complement bits as a new last axis, the
+    rule bit by bit, then the weighted sum of the bits."""
+    if not isinstance(other, TensorBase):
+        other = x._const(other, dtypes.bool_ if isinstance(other, bool) else x.dtype)
+    if x.dtype == dtypes.bool_ and other.dtype == dtypes.bool_:
+        return None
+    a, b = x._operands(other)
+    if a.dtype not in _BITS:
+        raise DTypeError(f"&, | and ^ need bool tensors or integer ones, got {x.dtype} and "
+                         f"{other.dtype}; compare first (x > 0) or cast with .bool() (torch "
+                         f"refuses floats too)")
+    n, signed, dt = _BITS[a.dtype], a.dtype in _SIGNED, a.dtype
+    a, b = a.to(dtypes.int32), b.to(dtypes.int32)      # MIL compares and adds int32, not int16
+    bits_a, bits_b = _bits(a, n, signed), _bits(b, n, signed)
+    weights = a._const(2 ** np.arange(n, dtype=np.int32), dtypes.int32)
+    # an integer sum: a float one of more than 16 terms is a matmul with fp16 products
+    low = (_BIT_RULES[rule](bits_a, bits_b).to(dtypes.int32) * weights).sum(-1)
+    if signed:
+        low = where(_SIGN_RULES[rule](a < 0, b < 0), low - 2 ** n, low)
+    return low.to(dt)
+
+
+def _powers_of_two(x, shift):
+    """2**shift for the shift ops, of integers only (torch refuses float shifts)."""
+    if x.dtype.is_float or x.dtype == dtypes.bool_:
+        raise DTypeError(f"<< and >> need integer tensors, got {x.dtype}")
+    if isinstance(shift, TensorBase):
+        return 2 ** shift.to(x.dtype)
+    return x._const(2 ** int(shift), x.dtype)
+
+
+def _bits(v, n: int, signed: bool):
+    """int32 v's n low bits (two's complement if signed) as float32 0/1 on a new last axis: bit
+    k = trunc(low / 2**k) - 2 trunc(low / 2**(k + 1)), every step exact in fp32."""
+    low = where(v < 0, v + 2 ** n, v) if signed else v
+    scales = v._const(np.float32(2.0) ** -np.arange(n + 1, dtype=np.float32), dtypes.float32)
+    steps = (low.to(dtypes.float32).unsqueeze(-1) * scales).to(dtypes.int32).to(dtypes.float32)
+    return steps[..., :n] - steps[..., 1:] * 2.0
+
+
+def _both_bool(x, other) -> bool:
+    return x.dtype == dtypes.bool_ and isinstance(other, TensorBase) and other.dtype == dtypes.bool_
 
 
 def _select(cond, a, b):
@@ -162,9 +222,13 @@ class ElementwiseMixin(TensorBase):
         return self._binary("pow", exponent, floating=True)
 
     def maximum(self, other):
+        if _both_bool(self, other):         # MIL maximum takes numbers: on bools it is or
+            return self | other
         return self._binary("maximum", other)
 
     def minimum(self, other):
+        if _both_bool(self, other):
+            return self & other
         return self._binary("minimum", other)
 
     def _compare(self, op: str, other):
@@ -194,22 +258,122 @@ class ElementwiseMixin(TensorBase):
     lt, le, gt, ge, eq, ne = __lt__, __le__, __gt__, __ge__, __eq__, __ne__
 
     def __and__(self, o):
+        out = _bitwise(self, o, "and")
+        if out is not None:
+            return out
         a, b = _bools(self, o)
         return _select(a, b, a)        # logical_and/or/xor have no ANE path (op_catalog.csv)
 
     def __or__(self, o):
+        out = _bitwise(self, o, "or")
+        if out is not None:
+            return out
         a, b = _bools(self, o)
         return _select(a, a, b)
 
     def __xor__(self, o):
+        out = _bitwise(self, o, "xor")
+        if out is not None:
+            return out
         a, b = _bools(self, o)
         return _select(a, ~b, b)
 
+    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__      # & | ^ commute
+
+    def bitwise_left_shift(self, other) -> "Tensor":
+        """self << other of integers: self * 2**other (exact while it fits the dtype).
+
+        >>> import aneforge as af
+        >>> (af.tensor([1, -3]) << 2).tolist()
+        [4, -12]
+        """
+        return self * _powers_of_two(self, other)
+
+    def bitwise_right_shift(self, other) -> "Tensor":
+        """self >> other of integers: floor(self / 2**other), the arithmetic shift.
+
+        >>> import aneforge as af
+        >>> (af.tensor([13, -13]) >> 2).tolist()
+        [3, -4]
+        """
+        return self.floor_divide(_powers_of_two(self, other))
+
+    __lshift__, __rshift__ = bitwise_left_shift, bitwise_right_shift
+
     def __invert__(self):
-        return self._record("logical_not", {"x": self}, {})
+        """~x: logical not of bools; of integers -x - 1 (two's complement), the unsigned
+        dtype's max - x."""
+        if self.dtype == dtypes.bool_ or self.dtype.is_float:    # floats: MIL's dtype error
+            return self._record("logical_not", {"x": self}, {})
+        wide = self.to(dtypes.int32)
+        flipped = -wide - 1 if self.dtype in _SIGNED else int(np.iinfo(self.dtype.np).max) - wide
+        return flipped.to(self.dtype)
 
     def logical_not(self):
         return ~self
+
+    def bitwise_and(self, other) -> "Tensor":
+        """self & other: bits of integers (exact; see `_BITS`), logical and of bools.
+
+        >>> import aneforge as af
+        >>> af.bitwise_and(af.tensor([12, -3]), af.tensor([10, 6])).tolist()
+        [8, 4]
+        """
+        return self & other
+
+    def bitwise_or(self, other) -> "Tensor":
+        """self | other.
+
+        >>> import aneforge as af
+        >>> af.bitwise_or(af.tensor([12, -3]), af.tensor([10, 6])).tolist()
+        [14, -1]
+        """
+        return self | other
+
+    def bitwise_xor(self, other) -> "Tensor":
+        """self ^ other.
+
+        >>> import aneforge as af
+        >>> af.bitwise_xor(af.tensor([12, -3]), af.tensor([10, 6])).tolist()
+        [6, -5]
+        """
+        return self ^ other
+
+    def bitwise_not(self) -> "Tensor":
+        """~self.
+
+        >>> import aneforge as af
+        >>> af.bitwise_not(af.tensor([0, 5, -1])).tolist()
+        [-1, -6, 0]
+        """
+        return ~self
+
+    def logical_and(self, other) -> "Tensor":
+        """(self != 0) and (other != 0), a bool tensor.
+
+        >>> import aneforge as af
+        >>> af.logical_and(af.tensor([0, 2]), af.tensor([1, 3])).tolist()
+        [False, True]
+        """
+        return (self != 0) & (self._as_tensor(other) != 0)
+
+    def logical_or(self, other) -> "Tensor":
+        """(self != 0) or (other != 0).
+
+        >>> import aneforge as af
+        >>> af.logical_or(af.tensor([0, 2]), af.tensor([0, 0])).tolist()
+        [False, True]
+        """
+        return (self != 0) | (self._as_tensor(other) != 0)
+
+    def logical_xor(self, other) -> "Tensor":
+        """(self != 0) xor (other != 0).
+
+        >>> import aneforge as af
+        >>> af.logical_xor(af.tensor([0, 2]), af.tensor([1, 3])).tolist()
+        [True, False]
+        """
+        return (self != 0) ^ (self._as_tensor(other) != 0)
 
     def _unary(self, op: str, **attrs) -> "Tensor":
         return self._record(op, {"x": self._floating()}, attrs)
@@ -406,19 +570,26 @@ class ElementwiseMixin(TensorBase):
 
     def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08,
                 equal_nan: bool = False) -> "Tensor":
-        """|self - other| <= atol + rtol * |other| elementwise (equal infinities are close),
-        compared in fp32 as torch's float reference.
+        """|self - other| <= atol + rtol * |other| elementwise, compared in fp32 as torch's
+        float reference; as in torch, equal values (infinities included) are close, an
+        infinity and anything else are not, and NaNs are close to each other only with
+        `equal_nan` (under the engine's default special values a NaN input reads as +inf:
+        see isnan).
 
         >>> import aneforge as af
         >>> af.isclose(af.tensor([1.0, 2.0]), af.tensor([1.0, 2.5])).tolist()
         [True, False]
+        >>> inf = float("inf")
+        >>> af.isclose(af.tensor([inf, inf, 1.0]), af.tensor([inf, -inf, inf])).tolist()
+        [True, False, False]
         """
         a, b = self._operands(other)
         if not a.dtype.is_float:
             return a == b
         a, b = a.float(), b.float()
-        close = ((a - b).abs() <= (b.abs() * rtol + atol)) | (a == b)
-        return close | ((a != a) & (b != b)) if equal_nan else close
+        finite = a.isfinite() & b.isfinite()
+        close = (finite & ((a - b).abs() <= (b.abs() * rtol + atol))) | (a == b)
+        return close | (a.isnan() & b.isnan()) if equal_nan else close
 
     def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08,
                  equal_nan: bool = False) -> bool:
@@ -442,17 +613,19 @@ class ElementwiseMixin(TensorBase):
 
     def log1p(self) -> "Tensor":
         """log(1 + x) without losing small x to the rounding of 1 + x (Goldberg:
-        log(u) * x / (u - 1) with u = 1 + x as stored).
+        log(u) * x / (u - 1) with u = 1 + x as stored), log(1 + x) itself above x = 1.
 
         >>> import aneforge as af
         >>> af.log1p(af.tensor([0.0, 1e-3])).tolist()
         [0.0, 0.00099945068359375]
         """
         x = self._floating()
-        u = x + 1.0
+        s = x._bounded(hi=1.0)      # above 1, log(1 + x) loses nothing (and x = inf stays inf)
+        u = s + 1.0
         grown = u - 1.0
         safe = where(grown == 0, grown + 1.0, grown)
-        return where(grown == 0, x, u.log() * (x / safe))
+        near = where(grown == 0, s, u.log() * (s / safe))
+        return where(x > 1.0, (x + 1.0).log(), near)
 
     def expm1(self) -> "Tensor":
         """exp(x) - 1: its Taylor polynomial to x**7 / 7! near zero (no cancellation, and no
@@ -469,6 +642,264 @@ class ElementwiseMixin(TensorBase):
         for c in (1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0):
             p = p * s + c
         return where(x.abs() < 0.5, p * s, x.exp() - 1.0)
+
+    def _bounded(self, lo=None, hi=None) -> "Tensor":
+        """self limited to [lo, hi] for one branch of a composite: a select, so a value on
+        the bound keeps its whole gradient (maximum / minimum split a tie's in half)."""
+        x = self if lo is None else where(self < lo, lo, self)
+        return x if hi is None else where(x > hi, hi, x)
+
+    def _odd(self, t) -> "Tensor":
+        """t (computed from |self|) with self's sign: the odd functions' last step."""
+        return where(self < 0, -t, t)
+
+    def _polynomial(self, coefficients) -> "Tensor":
+        """c0 + c1 x + c2 x**2 + ... by Horner's rule (coefficients from the highest)."""
+        p = self * coefficients[0] + coefficients[1]
+        for c in coefficients[2:]:
+            p = p * self + c
+        return p
+
+    def tan(self) -> "Tensor":
+        """sin(x) / cos(x) (the engine has no tan; op_catalog.csv: rejected on M1).
+
+        >>> import aneforge as af
+        >>> af.tan(af.tensor([0.0, 0.5])).tolist()
+        [0.0, 0.54638671875]
+        """
+        x = self._floating()
+        return x.sin() / x.cos()
+
+    def atan(self) -> "Tensor":
+        """arctan by range reduction: |x| > 1 reflects (pi/2 - atan(1/|x|)), |x| > tan(pi/8)
+        shifts (pi/4 + atan((r - 1) / (r + 1))), leaving |z| <= 0.4143 for the odd series to
+        z**11 (truncation < 1e-6, far below fp16's 2**-11). Each branch reads its input
+        clamped to its own range, so the branch not taken stays finite, and so does its
+        (zero) gradient.
+
+        >>> import aneforge as af
+        >>> af.atan(af.tensor([0.0, 1.0, -3.0])).tolist()
+        [0.0, 0.785, -1.25]
+        """
+        x = self._floating()
+        a = x.abs()
+        big = a > 1.0
+        r = where(big, 1.0 / a._bounded(lo=1.0), a)
+        mid = r > 0.41421356237309503
+        z = where(mid, (r - 1.0) / (r + 1.0), r)
+        s = z * z
+        p = z * s._polynomial((-1 / 11, 1 / 9, -1 / 7, 1 / 5, -1 / 3, 1.0))
+        t = where(mid, p + math.pi / 4, p)
+        return x._odd(where(big, math.pi / 2 - t, t))
+
+    def asin(self) -> "Tensor":
+        """atan(x / sqrt((1 - x)(1 + x))): 1 - x is exact near 1, where 1 - x**2 would cancel.
+        Out of the domain the result is NaN under `af.numerics(specials="ieee")`; the engine
+        has no NaN (see nan_to_num), so its default special values give a finite or inf value.
+
+        >>> import aneforge as af
+        >>> af.asin(af.tensor([0.0, 0.5, -1.0])).tolist()
+        [0.0, 0.5234375, -1.5703125]
+        """
+        x = self._floating()
+        return (x / ((1.0 - x) * (1.0 + x)).sqrt()).atan()
+
+    def acos(self) -> "Tensor":
+        """2 atan(sqrt((1 - x) / (1 + x))): no cancellation near x = 1 (pi/2 - asin would).
+        Out of the domain the result is NaN under `af.numerics(specials="ieee")`; the engine
+        has no NaN (see nan_to_num), so its default special values give a finite or inf value.
+
+        >>> import aneforge as af
+        >>> af.acos(af.tensor([1.0, 0.0, -1.0])).tolist()
+        [0.0, 1.5703125, 3.140625]
+        """
+        x = self._floating()
+        return ((1.0 - x) / (1.0 + x)).sqrt().atan() * 2.0
+
+    def _exp_halves(self) -> tuple["Tensor", "Tensor"]:
+        """(e**a / 2, e**-a / 2) of a = self >= 0 from h = e**(a/2): e**a itself overflows
+        fp16 from a = 11.1, where sinh and cosh still hold values up to a = 11.8."""
+        h = (self * 0.5).exp()
+        return h * 0.5 * h, 0.5 / h / h
+
+    def sinh(self) -> "Tensor":
+        """(e**x - e**-x) / 2; below |x| = 1 its odd series to x**9 (no cancellation;
+        truncation < 3e-8).
+
+        >>> import aneforge as af
+        >>> af.sinh(af.tensor([0.0, 1e-3, -2.0])).tolist()
+        [0.0, 0.0010004043579101562, -3.626953125]
+        """
+        x = self._floating()
+        small = x._bounded(-1.0, 1.0)
+        series = small * (small * small)._polynomial(
+            (1 / 362880, 1 / 5040, 1 / 120, 1 / 6, 1.0))
+        up, down = x.abs()._bounded(lo=1.0)._exp_halves()
+        return where(x.abs() < 1.0, series, x._odd(up - down))
+
+    def cosh(self) -> "Tensor":
+        """(e**|x| + e**-|x|) / 2 (a sum of positive terms: no cancellation).
+
+        >>> import aneforge as af
+        >>> af.cosh(af.tensor([0.0, -2.0])).tolist()
+        [1.0, 3.76]
+        """
+        up, down = self._floating().abs()._exp_halves()
+        return up + down
+
+    def asinh(self) -> "Tensor":
+        """log1p(a + a**2 / (1 + sqrt(1 + a**2))) for a = |x| < 1 (accurate near 0), and
+        log(a) + log(1 + sqrt(1 + 1/a**2)) above (a**2 would overflow fp16 from a = 256).
+
+        >>> import aneforge as af
+        >>> af.asinh(af.tensor([0.0, 1e-3, -2.0])).tolist()
+        [0.0, 0.0010004043579101562, -1.443359375]
+        """
+        x = self._floating()
+        a = x.abs()
+        s = a._bounded(hi=1.0)
+        near = (s + s * s / ((s * s + 1.0).sqrt() + 1.0)).log1p()
+        b = a._bounded(lo=1.0)
+        r = 1.0 / b
+        far = b.log() + ((r * r + 1.0).sqrt() + 1.0).log()
+        return x._odd(where(a < 1.0, near, far))
+
+    def acosh(self) -> "Tensor":
+        """log1p(t + sqrt(t (t + 2))) with t = x - 1 (exact near 1) below x = 2, and
+        log(x) + log(1 + sqrt(1 - 1/x**2)) above; NaN below 1, as in torch.
+        Out of the domain the result is NaN under `af.numerics(specials="ieee")`; the engine
+        has no NaN (see nan_to_num), so its default special values give a finite or inf value.
+
+        >>> import aneforge as af
+        >>> af.acosh(af.tensor([1.0, 2.0, 10.0])).tolist()
+        [0.0, 1.317, 2.99]
+        """
+        x = self._floating()
+        t = x._bounded(hi=2.0) - 1.0
+        near = (t + (t * (t + 2.0)).sqrt()).log1p()
+        b = x._bounded(lo=2.0)
+        r = 1.0 / b
+        far = b.log() + ((1.0 - r * r).sqrt() + 1.0).log()
+        return where(x < 2.0, near, far)
+
+    def atanh(self) -> "Tensor":
+        """log1p(2a / (1 - a)) / 2 for a = |x| (1 - a is exact near 1); +-inf at +-1 and NaN
+        beyond, as in torch.
+        Out of the domain the result is NaN under `af.numerics(specials="ieee")`; the engine
+        has no NaN (see nan_to_num), so its default special values give a finite or inf value.
+
+        >>> import aneforge as af
+        >>> af.atanh(af.tensor([0.0, 0.5, -1.0])).tolist()
+        [0.0, 0.54931640625, -inf]
+        """
+        x = self._floating()
+        a = x.abs()
+        return x._odd((a * 2.0 / (1.0 - a)).log1p() * 0.5)
+
+    def log2(self) -> "Tensor":
+        """log(x) / ln 2.
+
+        >>> import aneforge as af
+        >>> af.log2(af.tensor([1.0, 8.0])).tolist()
+        [0.0, 3.0]
+        """
+        return self.log() * (1.0 / math.log(2.0))
+
+    def log10(self) -> "Tensor":
+        """log(x) / ln 10.
+
+        >>> import aneforge as af
+        >>> af.log10(af.tensor([1.0, 100.0])).tolist()
+        [0.0, 2.0]
+        """
+        return self.log() * (1.0 / math.log(10.0))
+
+    def exp2(self) -> "Tensor":
+        """2 ** x, as MIL pow (exp(x ln 2) would round x ln 2 to fp16 first: 0.5% off at
+        x = 15).
+
+        >>> import aneforge as af
+        >>> af.exp2(af.tensor([0.0, 3.0, -1.0])).tolist()
+        [1.0, 8.0, 0.5]
+        """
+        return 2.0 ** self._floating()
+
+    def logaddexp(self, other) -> "Tensor":
+        """log(e**self + e**other) = max + log1p(e**-|self - other|), without overflow; equal
+        infinities give themselves, as in torch.
+
+        >>> import aneforge as af
+        >>> af.logaddexp(af.tensor([0.0, 100.0]), af.tensor([0.0, 1.0])).tolist()
+        [0.693, 100.0]
+        """
+        a, b = self._operands(other, floating=True)
+        d = where(a == b, zeros(a), (a - b).abs())      # inf - inf: NaN, not the 0 it means
+        return a.maximum(b) + (-d).exp().log1p()
+
+    def logaddexp2(self, other) -> "Tensor":
+        """log2(2**self + 2**other) = max + log1p(2**-|self - other|) / ln 2.
+
+        >>> import aneforge as af
+        >>> af.logaddexp2(af.tensor([1.0, 10.0]), af.tensor([1.0, 0.0])).tolist()
+        [2.0, 10.0]
+        """
+        a, b = self._operands(other, floating=True)
+        d = where(a == b, zeros(a), (a - b).abs())
+        return a.maximum(b) + (2.0 ** -d).log1p() * (1.0 / math.log(2.0))
+
+    def round(self, decimals: int = 0) -> "Tensor":
+        """Round half to even, as torch; with `decimals`, x * 10**decimals is rounded in fp32
+        and scaled back (torch's formula). The gradient is zero.
+
+        >>> import aneforge as af
+        >>> af.round(af.tensor([0.5, 1.5, -2.5, 2.6])).tolist()
+        [0.0, 2.0, -2.0, 3.0]
+        >>> af.tensor([1.2345]).round(decimals=2).tolist()
+        [1.23046875]
+        """
+        if not self.dtype.is_float:
+            return self
+        if decimals:
+            scale = 10.0 ** builtins.abs(decimals)
+            wide = self.to(dtypes.float32)
+            wide = wide * scale if decimals > 0 else wide / scale
+            wide = wide.round()
+            return (wide / scale if decimals > 0 else wide * scale).to(self.dtype)
+        f = self.floor()
+        d = self.detach() - f.detach()
+        half = f.detach() * 0.5
+        odd = half.floor() != half
+        return where((d > 0.5) | ((d == 0.5) & odd), f + 1.0, f)
+
+    def isnan(self) -> "Tensor":
+        """True where x is NaN (x != x). The engine turns a NaN entering it into +inf
+        (sbryngelson/ane-guide, numerics chapter): under its default special values a NaN
+        input reads as inf; `af.numerics(specials="ieee")` keeps NaN.
+
+        >>> import aneforge as af
+        >>> with af.numerics(specials="ieee"):
+        ...     af.isnan(af.tensor([1.0, float("nan")])).tolist()
+        [False, True]
+        """
+        return self != self
+
+    def isinf(self) -> "Tensor":
+        """True where x is +-inf.
+
+        >>> import aneforge as af
+        >>> af.isinf(af.tensor([1.0, float("-inf")])).tolist()
+        [False, True]
+        """
+        return self.abs() == math.inf if self.dtype.is_float else self != self
+
+    def isfinite(self) -> "Tensor":
+        """True where x is neither NaN nor +-inf.
+
+        >>> import aneforge as af
+        >>> af.isfinite(af.tensor([1.0, float("inf")])).tolist()
+        [True, False]
+        """
+        return (self == self) & (self.abs() != math.inf) if self.dtype.is_float else self == self
 
     def clamp_min(self, min) -> "Tensor":
         """clamp(min=min)."""

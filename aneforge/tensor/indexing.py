@@ -173,6 +173,16 @@ def getitem(x, index):
     return x
 
 
+def _grown(t, widths, value: float):
+    """Float t padded with `value` by (before, after) per axis (MIL pad: exact; indices and
+    ints below 2**24 ride in float32 exactly)."""
+    flat = tuple(n for pair in widths for n in pair)
+    return t._record("pad", {"x": t}, {"pad": flat, "mode": "constant", "constant_val": value})
+
+
+_SCATTER_REDUCE = {"add": "sum", "multiply": "prod"}     # scatter(reduce=) -> scatter_reduce
+
+
 class IndexingMixin(TensorBase):
     """x[...], gather, index_select, scatter: one-hot selects and sums."""
     __slots__ = ()
@@ -234,30 +244,49 @@ class IndexingMixin(TensorBase):
 
     def _scattered(self, dim: int, index: "Tensor", src):
         d, x, idx, mask = self._onehot_along(dim, index)
-        if idx.shape[:-1] != x.shape[:-1]:
-            raise ShapeError(f"scatter: index {index.shape} must match the tensor {self.shape} "
-                             f"on every axis but dim {dim}; pad the index or slice the tensor")
+        if any(k > n for k, n in zip(idx.shape[:-1], x.shape[:-1])):
+            raise ShapeError(f"scatter: index {index.shape} may not be larger than the tensor "
+                             f"{self.shape} on any axis but dim {dim}")
         if isinstance(src, TensorBase):
             src = src.to(self.dtype).movedim(d, -1)[tuple(slice(0, k) for k in idx.shape)]
         else:
             src = self._const(src, self.dtype).expand(idx.shape)
+        if idx.shape[:-1] != x.shape[:-1]:      # a smaller index (torch allows it) writes nothing
+            grow = [(0, n - k) for k, n in zip(idx.shape[:-1], x.shape[:-1])] + [(0, 0)]
+            wide = _grown(idx.to(dtypes.float32), grow, -1.0)          # -1 matches no place
+            mask = wide.unsqueeze(-1) == self._const(np.arange(x.shape[-1]), dtypes.float32)
+            src = _grown(src.to(dtypes.float32), grow, 0.0).to(self.dtype)
         return d, x, mask, src.unsqueeze(-1)                          # src: [..., k, 1]
 
     def scatter(self, dim: int, index: "Tensor", src=None, value=None, reduce=None) -> "Tensor":
         """A copy with self[index[i][j]][j] = src[i][j] along `dim` (`src` a tensor or a
-        number, or `value=`): one-hot selects and a sum over the index axis. Duplicate indices
-        add up (torch leaves them undefined).
+        number, or `value=`): one-hot selects and a sum over the index axis. Of duplicate
+        indices the last along `dim` is written (torch calls the result one of them; its CPU
+        loop writes in that order); every write gets its place's gradient, as torch's rule
+        (a gather) gives. `reduce` 'add' or 'multiply' combines self with every value sent
+        there (scatter_reduce's 'sum'/'prod').
 
         >>> import aneforge as af
         >>> af.zeros(4).scatter(0, af.tensor([1, 3]), af.tensor([5.0, 6.0])).tolist()
         [0.0, 5.0, 0.0, 6.0]
+        >>> af.zeros(2).scatter(0, af.tensor([0, 0]), af.tensor([5.0, 6.0])).tolist()
+        [6.0, 0.0]
         """
         if reduce is not None:
+            if reduce not in _SCATTER_REDUCE:
+                raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r} "
+                                 f"(scatter_reduce has 'sum', 'prod', 'mean', 'amax', 'amin')")
             return self.scatter_reduce(dim, index, src if src is not None else value,
-                                       {"add": "sum", "multiply": "prod"}[reduce])
+                                       _SCATTER_REDUCE[reduce])
         d, x, mask, src = self._scattered(dim, index, src if src is not None else value)
         hit = mask.any(-2)
-        vals = where(mask, src, zeros(src)).sum(-2).to(self.dtype)
+        order = self._const(np.arange(mask.shape[-2]).reshape(-1, 1), dtypes.int32)
+        written = where(mask, order, order - mask.shape[-2]).amax(-2, keepdim=True)
+        last = mask & (order == written)                      # the last write to each place
+        vals = where(last, src, zeros(src)).sum(-2).to(self.dtype)
+        if src.requires_grad:       # torch's gradient: every write gets its place's (a gather)
+            every = where(mask, src, zeros(src)).sum(-2).to(self.dtype)
+            vals = vals.detach() + (every - every.detach())
         return where(hit, vals, x).movedim(-1, d)
 
     def scatter_add(self, dim: int, index: "Tensor", src: "Tensor") -> "Tensor":

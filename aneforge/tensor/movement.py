@@ -338,6 +338,87 @@ class MovementMixin(TensorBase):
         inner = _infer_size(tuple(sizes), self.shape[d], self.shape)
         return self.reshape(self.shape[:d] + inner + self.shape[d + 1:])
 
+    def view_as(self, other: "Tensor") -> "Tensor":
+        """A view with `other`'s shape: reshape(other.shape).
+
+        >>> import aneforge as af
+        >>> af.zeros(6).view_as(af.zeros(2, 3)).shape
+        (2, 3)
+        """
+        return self.reshape(other.shape)
+
+    def nelement(self) -> int:
+        """torch's alias of numel: the static element count (no program).
+
+        >>> import aneforge as af
+        >>> af.zeros(2, 3).nelement()
+        6
+        """
+        return self.numel()
+
+    def repeat_interleave(self, repeats=None, dim: int | None = None, *,
+                          output_size: int | None = None) -> "Tensor":
+        """Each element repeated `repeats` times along `dim` (the flattened tensor when None).
+        An int repeats is an expand and a reshape; a tensor of per-element repeats gives a
+        data-dependent length, so its values are read on the host (realized if pending) and
+        the result is a constant index_select. With no `repeats`, self is the repeats:
+        torch.repeat_interleave(r) is arange(len(r)) repeated r times.
+
+        >>> import aneforge as af
+        >>> af.tensor([[1, 2], [3, 4]]).repeat_interleave(2, dim=0).tolist()
+        [[1, 2], [1, 2], [3, 4], [3, 4]]
+        >>> af.tensor([1, 2]).repeat_interleave(af.tensor([1, 2])).tolist()
+        [1, 2, 2]
+        """
+        if repeats is None:
+            counts = self._counts(self.numel())
+            return self._as_tensor(np.repeat(np.arange(counts.size, dtype=np.int32), counts))
+        x, d = (self.reshape(-1), 0) if dim is None else (self, norm_dim(dim, self.ndim,
+                                                                          "repeat_interleave"))
+        n = x.shape[d]
+        if isinstance(repeats, TensorBase) and repeats.numel() != 1:
+            index = np.repeat(np.arange(n, dtype=np.int32), repeats._counts(n))
+            out = x.index_select(d, index)
+        else:
+            r = int(repeats.item() if isinstance(repeats, TensorBase) else repeats)
+            if r < 0:
+                raise ValueError(f"repeat_interleave: repeats must be >= 0, got {r}")
+            wide = x.unsqueeze(d + 1).expand(x.shape[:d + 1] + (r,) + x.shape[d + 1:])
+            out = wide.reshape(x.shape[:d] + (n * r,) + x.shape[d + 1:])
+        if output_size is not None and out.shape[d] != output_size:
+            raise ValueError(f"repeat_interleave: output_size {output_size} but the repeats "
+                             f"give {out.shape[d]}")
+        return out
+
+    def _counts(self, n: int) -> np.ndarray:
+        """A repeats tensor's values on the host: n non-negative integers."""
+        if self.dtype.is_float or self.dtype == dtypes.bool_:
+            raise TypeError(f"repeat_interleave: repeats must be an integer tensor, got "
+                            f"{self.dtype}")
+        counts = self.numpy().reshape(-1).astype(np.int64)
+        if counts.size != n or (counts < 0).any():
+            raise ValueError(f"repeat_interleave: repeats must hold {n} non-negative counts "
+                             f"(one per element along dim), got {counts.tolist()}")
+        return counts
+
+    def unfold(self, dimension: int, size: int, step: int) -> "Tensor":
+        """Every window of `size` elements along `dimension`, `step` apart, as a new last axis
+        (torch.Tensor.unfold): one strided slice per window offset, stacked.
+
+        >>> import aneforge as af
+        >>> af.arange(5).unfold(0, 2, 2).tolist()
+        [[0, 1], [2, 3]]
+        """
+        d = norm_dim(dimension, self.ndim, "unfold")
+        length = self.shape[d]
+        if not 0 < size <= length or step < 1:
+            raise ValueError(f"unfold: size {size} must be in [1, {length}] (the length of "
+                             f"dimension {dimension}) and step {step} >= 1")
+        n = (length - size) // step + 1
+        head = (slice(None),) * d
+        windows = [self[head + (slice(k, k + step * (n - 1) + 1, step),)] for k in range(size)]
+        return stack(windows, dim=-1)
+
     def diag(self, diagonal: int = 0) -> "Tensor":
         """A 1-D tensor -> the square matrix with it on the `diagonal`-th diagonal (a select
         with a constant mask); a 2-D tensor -> that diagonal.

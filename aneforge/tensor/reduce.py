@@ -241,6 +241,8 @@ class ReduceMixin(TensorBase):
         return (shifted - lse).movedim(-1, dim)
 
     def _reduce(self, op: str, dim, keepdim: bool) -> "Tensor":
+        if self.dtype == dtypes.bool_:      # MIL reduces numbers: the max of bools is any()
+            return self.half()._reduce(op, dim, keepdim) > 0.5
         axes = tuple(dim) if isinstance(dim, (tuple, list)) else () if dim is None else (dim,)
         axes = tuple(norm_dim(a, self.ndim, op) for a in axes) or None   # none: every axis
         if self.ndim == 0:
@@ -300,6 +302,8 @@ class ReduceMixin(TensorBase):
         return self._extremum(type(self).amin, type(self).argmin, type(self).minimum, dim, keepdim)
 
     def _arg(self, op: str, dim, keepdim: bool) -> "Tensor":
+        if self.dtype == dtypes.bool_:
+            return self.half()._arg(op, dim, keepdim)
         if self.ndim == 0:                  # MIL reduces rank >= 1: argmax of a scalar is 0
             if dim is not None:
                 norm_dim(dim, 0, op)
