@@ -287,10 +287,11 @@ def _auto_scaler(root, order) -> "autoscale.AutoScaler | None":
     return autoscale.scaler_for(leaves)
 
 
-def _identity(node) -> int:
-    """Which parameter a leaf is: its handle's id (stable across steps), else the node's."""
+def _identity(node) -> weakref.ref:
+    """Which parameter a leaf is: a weak reference to its handle (stable across steps), else
+    to the node (weak references compare by their referent while it lives, never after)."""
     owner = node.owner() if node.owner is not None else None
-    return id(owner) if owner is not None else id(node)
+    return weakref.ref(owner if owner is not None else node)
 
 
 def _scale_input(root, scaler) -> "Tensor":

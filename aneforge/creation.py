@@ -8,11 +8,15 @@ raises, saying what to use) and `requires_grad=`; the random ones take `generato
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
 
 from . import dtypes
+from .errors import OutOfMemoryError
+from .hardware.limits import check_shape
+from .runtime.memory import budget
 from .devices import use
 from .random import engine
 from .random import manual_seed  # noqa: F401  (af.manual_seed's home)
@@ -56,6 +60,20 @@ def _random(draw, dt, device, requires_grad: bool, what: str) -> Tensor:
     return _make(draw(), dt, device, requires_grad, what, remake=lambda: _stored(draw(), dt))
 
 
+def _host(fill, size, what: str) -> np.ndarray:
+    """np.full(size, fill) after the ANE's shape limits and a size check against the memory the
+    simulator may use: a shape too large is refused with what to do, before numpy allocates
+    (its MemoryError would name neither the call nor the limit)."""
+    shape = _sizes(size)
+    check_shape(what, shape)
+    need = math.prod(shape) * 8                       # numpy builds it in float64 first
+    if need > 1 << 28 and need > budget():            # (reading the budget costs a file read)
+        raise OutOfMemoryError(f"{what}: shape {shape} needs {need / 2 ** 30:.1f} GiB on the "
+                               f"host, over the {budget() / 2 ** 30:.1f} GiB the simulator may use "
+                               f"(ANEFORGE_SIM_MAX_BYTES sets it); use a smaller shape")
+    return np.full(shape, fill)
+
+
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of `size` filled with `fill_value` (its dtype follows the value, as torch's).
 
@@ -65,27 +83,27 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
     """
     default = (dtypes.bool_ if isinstance(fill_value, bool) else
                dtypes.int32 if isinstance(fill_value, numbers.Integral) else dtypes.float16)
-    return _make(np.full(_sizes((size,)), fill_value), _dtype(dtype, default), device,
+    return _make(_host(fill_value, (size,), "af.full"), _dtype(dtype, default), device,
                  requires_grad, "af.full")
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False,
           pin_memory: bool = False) -> Tensor:
     """A tensor of zeros; `af.zeros(2, 3)` or `af.zeros((2, 3))`."""
-    return _make(np.zeros(_sizes(size)), _dtype(dtype), device, requires_grad, "af.zeros")
+    return _make(_host(0.0, size, "af.zeros"), _dtype(dtype), device, requires_grad, "af.zeros")
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False,
          pin_memory: bool = False) -> Tensor:
     """A tensor of ones; `af.ones(2, 3)` or `af.ones((2, 3))`."""
-    return _make(np.ones(_sizes(size)), _dtype(dtype), device, requires_grad, "af.ones")
+    return _make(_host(1.0, size, "af.ones"), _dtype(dtype), device, requires_grad, "af.ones")
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False,
           memory_format=None) -> Tensor:
     """A tensor whose values are unspecified in torch: zeros here (host memory is never
     uninitialized in a program input)."""
-    return _make(np.zeros(_sizes(size)), _dtype(dtype), device, requires_grad, "af.empty")
+    return _make(_host(0.0, size, "af.empty"), _dtype(dtype), device, requires_grad, "af.empty")
 
 
 def _like(t: Tensor, dtype) -> dtypes.DType:

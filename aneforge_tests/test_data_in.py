@@ -259,3 +259,12 @@ def test_python_constants_outside_fp16():
         x % 1e6
     np.testing.assert_array_equal((x.float() % 1e6).half().numpy(),    # the advice works
                                   (t.float() % 1e6).half().numpy())
+
+
+def test_a_creation_too_large_for_memory_is_refused_before_allocating():
+    with pytest.raises(af.OutOfMemoryError, match=r"af.zeros: shape \(65536, 65536, 65536\).*GiB"):
+        af.zeros(65536, 65536, 65536)
+    with pytest.raises(af.OutOfMemoryError, match="af.full"):
+        af.full((65536, 65536, 4096), 1.0)
+    with pytest.raises(af.LimitError, match="rank"):
+        af.ones(1, 1, 1, 1, 1, 1)

@@ -54,7 +54,7 @@ class AutoScaler:
         self.clean_passes = 0
         self.ceiling = max_scale          # lowered after a rescue, raised after clean passes
         self.init_scale = float(init_scale)
-        self._leaves = None               # the parameter set whose state is active (select)
+        self._key, self._refs = None, ()  # the parameter set whose state is active (select)
         self._groups: dict = {}           # the other sets' (scale, ceiling, clean passes)
         self.skipped_steps = 0           # passes not finite even unscaled (their steps skipped)
         self.rescued_passes = 0          # passes that overflowed scaled and ran again at S = 1
@@ -63,16 +63,21 @@ class AutoScaler:
         self._warned: dict = {}          # id(handle) -> weakref: warned about (once each)
 
     def select(self, leaves: tuple) -> float:
-        """Make the adaptive state of the parameter set `leaves` (the parameters' identities:
-        a model) the active one, and return its scale: two models trained in one process (a
-        notebook) do not inherit each other's scale."""
-        if leaves != self._leaves:
-            self._groups[self._leaves] = (self.scale, self.ceiling, self.clean_passes)
-            if len(self._groups) > 64:
+        """Make the adaptive state of the parameter set `leaves` (weak references to the
+        parameters: a model) the active one, and return its scale: two models trained in one
+        process (a notebook) do not inherit each other's scale; a set whose parameters died is
+        forgotten (a new one reusing their ids is never mistaken for it)."""
+        key = tuple(id(r()) for r in leaves)
+        if key != self._key or any(r() is None for r in self._refs):
+            if self._key is not None and all(r() is not None for r in self._refs):
+                self._groups[self._key] = (self._refs, (self.scale, self.ceiling, self.clean_passes))
+            self._groups = {k: v for k, v in self._groups.items()
+                            if all(r() is not None for r in v[0])}
+            while len(self._groups) > 64:
                 self._groups.pop(next(iter(self._groups)))
-            self.scale, self.ceiling, self.clean_passes = self._groups.pop(
-                leaves, (self.init_scale, self.max_scale, 0))
-            self._leaves = leaves
+            _, state = self._groups.pop(key, (None, (self.init_scale, self.max_scale, 0)))
+            self.scale, self.ceiling, self.clean_passes = state
+            self._key, self._refs = key, leaves
         return self.scale
 
     def state_dict(self) -> dict:
