@@ -67,6 +67,8 @@ class AutoScaler:
         parameters: a model) the active one, and return its scale: two models trained in one
         process (a notebook) do not inherit each other's scale; a set whose parameters died is
         forgotten (a new one reusing their ids is never mistaken for it)."""
+        if leaves is self._refs:          # the same pass again (a replay): nothing to switch
+            return self.scale
         key = tuple(id(r()) for r in leaves)
         if key != self._key or any(r() is None for r in self._refs):
             if self._key is not None and all(r() is not None for r in self._refs):
