@@ -27,7 +27,8 @@ contents, and torch_import.py reads its routes from TABLE and ATEN_ONLY only.
 Every surface but a hand-written adapter binds the home's implementation by a plain statement
 that `python -m aneforge._api` writes into the marked blocks of
 
-    aneforge/functions.py      af.X of a Tensor method: a def forwarding to the method; __all__
+    aneforge/forwarders.py     af.X of a Tensor method: a def forwarding to the method
+    aneforge/functions.py      the forwarders imported; __all__
     aneforge/nn/functional.py  F.X homed elsewhere: imported from functions; __all__
     aneforge/__init__.py       af.X: imported from functions and nn.functional; __all__
 
@@ -507,7 +508,8 @@ def blocks() -> dict[tuple[str, str], str]:
     f_imports = [r.name for r in on("F") if _bound_from(r, "F") == "functions"]
     forwarders = [r.name for r in af_rows if r.home == "Tensor" and "torch" not in r.adapted]
     return {
-        ("functions.py", "forwarders"): "\n\n\n".join(_forwarder(n) for n in forwarders),
+        ("forwarders.py", "forwarders"): "\n\n\n".join(_forwarder(n) for n in forwarders),
+        ("functions.py", "forwarders"): _names(forwarders, "from .forwarders import (", ")"),
         ("functions.py", "__all__"): _names([f'"{n}"' for n in in_functions], "__all__ = [", "]"),
         ("nn/functional.py", "imports"):
             _names(f_imports, "from ..functions import (", ")") + "\n\n" +

@@ -127,7 +127,8 @@ def test_adding_a_name_is_one_row(monkeypatch):
     monkeypatch.setattr(af.Tensor, "frobnicate", af.Tensor.exp, raising=False)
     monkeypatch.setattr(_api, "ROWS", _api.ROWS + (row,))
     blocks = _api.blocks()
-    assert "def frobnicate(input: Tensor):" in blocks["functions.py", "forwarders"]
+    assert "def frobnicate(input: Tensor):" in blocks["forwarders.py", "forwarders"]
+    assert "frobnicate" in blocks["functions.py", "forwarders"]          # re-exported
     assert '"frobnicate"' in blocks["__init__.py", "__all__"]
     assert coverage_doc.render().count("| `frobnicate` | native | `exp` |") == 2
     route = ("aten.frobnicate.default", "Tensor.frobnicate", "")
