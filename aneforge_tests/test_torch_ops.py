@@ -188,3 +188,25 @@ def test_conv3d_module_matches_torch_with_its_weights():
 def test_avg_pool3d_refuses_what_it_cannot_do():
     with pytest.raises(af.AneforgeError, match="ceil_mode"):
         F.avg_pool3d(af.ones(1, 1, 3, 3, 3), 2, ceil_mode=True)
+
+
+@pytest.mark.parametrize("kw", [dict(min=0.0), dict(max=1.0), dict(min=0.5, max=0.5),
+                                dict(min=2.0, max=1.0)])
+def test_clamp_keeps_the_whole_gradient_on_a_bound(kw):
+    """torch passes a value's gradient through when it equals a bound; maximum/minimum split it."""
+    x0 = np.array([-2.0, 0.0, 0.5, 3.0, 1.0], np.float32)
+    xt = torch.tensor(x0, requires_grad=True)
+    xt.clamp(**kw).sum().backward()
+    xa = af.tensor(x0, requires_grad=True)
+    y = xa.clamp(**kw)
+    y.sum().backward()
+    assert y.tolist() == xt.clamp(**kw).tolist() and xa.grad.tolist() == xt.grad.tolist()
+
+
+def test_clamp_with_a_tensor_bound_sends_the_gradient_to_the_winner():
+    x0, m0 = np.array([-2.0, 0.0, 0.5], np.float32), np.array([0.0, 1.0, 0.0], np.float32)
+    xa, ma = af.tensor(x0, requires_grad=True), af.tensor(m0, requires_grad=True)
+    xa.clamp(min=ma).sum().backward()
+    xt, mt = torch.tensor(x0, requires_grad=True), torch.tensor(m0, requires_grad=True)
+    xt.clamp(min=mt).sum().backward()
+    assert xa.grad.tolist() == xt.grad.tolist() and ma.grad.tolist() == mt.grad.tolist()

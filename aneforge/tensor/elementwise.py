@@ -419,14 +419,23 @@ class ElementwiseMixin(TensorBase):
         return self * self
 
     def clamp(self, min=None, max=None) -> "Tensor":
-        """Clamp into [min, max]; numbers for both give one MIL clip, otherwise maximum/minimum."""
+        """Clamp into [min, max]; numbers for both give one MIL clip, otherwise selects. As in
+        torch, a value on a bound keeps its whole gradient (maximum/minimum would split it
+        between their two operands at a tie), and NaN stays NaN.
+
+        >>> import aneforge as af
+        >>> x = af.tensor([-2.0, 0.0, 3.0], requires_grad=True)
+        >>> x.clamp(min=0.0).sum().backward()
+        >>> x.grad.tolist()
+        [0.0, 1.0, 1.0]
+        """
         if min is None and max is None:
             raise AneforgeError("clamp: give at least one of min and max")
         scalar = all(v is None or isinstance(v, numbers.Real) for v in (min, max))
         if scalar and min is not None and max is not None and min < max and self.dtype.is_float:
             return self._record("clip", {"x": self}, {"alpha": float(min), "beta": float(max)})
-        out = self if min is None else self.maximum(min)
-        return out if max is None else out.minimum(max)
+        out = self if min is None else where(self < min, min, self)
+        return out if max is None else where(out > max, max, out)
 
     clip = clamp
 
