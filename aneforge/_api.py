@@ -105,8 +105,8 @@ celu                  F         torch F         decomposed
 chunk                 Tensor    torch Tensor    split           chunk.default
 clamp                 Tensor    torch Tensor    clip            clamp.default
 clamp_                Tensor    torch Tensor    clip
-clamp_max             Tensor    torch Tensor    minimum
-clamp_min             Tensor    torch Tensor    maximum
+clamp_max             Tensor    torch Tensor    decomposed
+clamp_min             Tensor    torch Tensor    decomposed
 clip                  Tensor    torch Tensor    clip
 clone                 Tensor    torch Tensor    identity        clone.default:_same
 concat                functions torch           concat
