@@ -25,6 +25,7 @@ class ThreadState(threading.local):
         self.grad_enabled = True
         self.backward_records: list = []    # autograd.BackwardRecord of gradients still pending
         self.capture = None                 # replay.Capture while af.compile records a call
+        self.held_hazards = None            # a list while a scaled pass may be rescued (autoscale)
 
 
 @dataclass

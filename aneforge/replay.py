@@ -303,9 +303,8 @@ def _run(run: _Run, arrays: list) -> list:
     inputs = [a if not convert and a.shape == shape else
               realization.to_transport(a, dtype).reshape(shape)
               for a, (dtype, shape, convert) in zip(arrays, run.in_boundary)]
-    results = run.entry.executable.run(inputs)
-    if run.rescues:
-        results = autoscale.rescue(run.entry.executable.run, inputs, results, run.rescues)
+    exe = run.entry.executable
+    results = autoscale.rescue(exe.run, inputs, run.rescues) if run.rescues else exe.run(inputs)
     CTX.cache.hits += 1
     outs = []
     for r, (np_dtype, shape) in zip(results, run.out_boundary):

@@ -9,9 +9,10 @@ so every value of the backward pass is S times larger, and gives each leaf the g
 `raw * (1/S)`: `.grad` reads at torch's scale (an inf or NaN gradient stays one, as torch's).
 
 A pass that overflows (a scaled value past fp16's 65504, or the matmul port's 2**15) is run
-again, in the same program call, with S = 1: the program is the same, only its scale input
-changes (`rescue`; af.compile's replays do the same). So a step never reads an overflow the
-scale caused; only a gradient that is inf or NaN at S = 1 too stays one (as torch's would).
+again, in the same program call, at S / 256, and if that overflows too at S = 1: the program
+is the same, only its scale input changes (`rescue`; af.compile's replays do the same). So a
+step never reads an overflow the scale caused; only a gradient that is inf or NaN at S = 1 too
+stays one (as torch's would).
 After each pass S follows its gradients: the largest power of two that keeps the largest
 gradient under HEADROOM (8x below the port's 2**15), up to a ceiling. A rescue (an
 intermediate value overflowed where the gradients did not) halves the ceiling; every
@@ -31,10 +32,12 @@ import numpy as np
 
 from ..context import CTX
 from ..errors import ANEHazardWarning
+from ..hardware import hazards
 
 FP16_NORMAL = 2.0 ** -14       # smallest normal fp16: matmul outputs below it flush on M1
 FP16_STEP = 2.0 ** -24         # smallest fp16 subnormal: nothing smaller exists
 HEADROOM = 2.0 ** 12           # largest scaled gradient growth may aim for (port: 2**15)
+RESCUE_STEP = 8                # a rescue first retries at S / 2**8, then at 1
 
 
 class AutoScaler:
@@ -105,6 +108,7 @@ class AutoScaler:
         scale, and warn where a gradient underflowed. (Runs after every replayed step: kept to
         a few numpy calls.)"""
         rescued, self._rescued = self._rescued, False
+        self.rescued_passes += rescued
         top, low = peaks.ravel().tolist()
         if not math.isfinite(top + low):         # an inf or a NaN
             self.scale = max(self.scale * self.backoff_factor, 1.0)
@@ -248,7 +252,7 @@ def pending_refs(refs: list) -> list:
 
 def rescue_rules(leaves: list, outputs: list) -> list:
     """For a program about to run: (scale input index, peaks output index, scaler) of each
-    scaled pass it computes, so that `rescue` can run an overflowed pass again at S = 1."""
+    scaled pass it computes, so that `rescue` can run an overflowed pass again, lower."""
     at_in = {(id(n), i): k for k, (n, i) in enumerate(leaves)}
     at_out = {(id(n), i): k for k, (n, i) in enumerate(outputs)}
     rules = []
@@ -261,19 +265,31 @@ def rescue_rules(leaves: list, outputs: list) -> list:
     return rules
 
 
-def rescue(run, inputs: list, results: list, rules: list) -> list:
-    """`run(inputs)` gave `results`: if a scaled pass in it overflowed, run again with that
-    pass's scale input at 1 (the same program, same inputs otherwise) and return those."""
-    bad = [(k_in, scaler) for k_in, k_out, scaler in rules
-           if not math.isfinite(sum(results[k_out].ravel().tolist()))]
-    if not bad:
-        return results
-    inputs = list(inputs)
-    for k_in, scaler in bad:
-        inputs[k_in] = np.ones_like(inputs[k_in])
-        scaler._rescued = True
-        scaler.rescued_passes += 1
-    return run(inputs)
+def rescue(run, inputs: list, rules: list) -> list:
+    """`run(inputs)`, and if a scaled pass in it overflowed, again with that pass's scale input
+    lowered (the same program, same inputs otherwise); the results of the run kept. The first
+    retry keeps a scale of S / 2**RESCUE_STEP (small gradients stay out of fp16's subnormals,
+    where S = 1 would lose them); only if that overflows too does S = 1 run. Hazards a redone
+    run hit (the overflow itself) are dropped; the kept run's are reported."""
+    thread, bad = CTX.thread, []
+    for attempt in (None, lambda s: np.maximum(s / 2.0 ** RESCUE_STEP, 1), np.ones_like):
+        if attempt is not None:
+            inputs = list(inputs)
+            for k_in, scaler in bad:
+                inputs[k_in] = attempt(inputs[k_in]).astype(inputs[k_in].dtype)
+                scaler._rescued = True
+        thread.held_hazards = held = []
+        try:
+            results = run(inputs)
+        finally:
+            thread.held_hazards = None
+        bad = [(k_in, scaler) for k_in, k_out, scaler in rules
+               if not math.isfinite(sum(results[k_out].ravel().tolist()))]
+        if not bad or all(float(inputs[k].ravel()[0]) == 1.0 for k, _ in bad):
+            break
+    for ctx, why in held:
+        hazards.report(ctx, why)
+    return results
 
 
 def _scalers() -> list:

@@ -330,9 +330,7 @@ def run(refs: list[tuple]) -> None:
         run = Run(program, inputs, Cut(pending).program())
         for log in CTX.recorders:
             log.append(run)
-    results = exe.run(inputs)
-    if rules:
-        results = autoscale.rescue(exe.run, inputs, results, rules)
+    results = autoscale.rescue(exe.run, inputs, rules) if rules else exe.run(inputs)
     by_node: dict = {}
     for (node, i), r in zip(cut.outputs, results):
         by_node.setdefault(node, {})[i] = from_transport(r, node.types[i].dtype).reshape(

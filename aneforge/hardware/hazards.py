@@ -18,6 +18,7 @@ import os
 import sys
 import warnings
 
+from ..context import CTX
 from ..errors import ANEHazardWarning
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # aneforge/
@@ -33,6 +34,10 @@ def _user_frame():
 
 def report(ctx, why: str) -> None:
     """Warn that op `ctx.op_name` (MIL type `ctx.op_type`) hit a cliff, and why."""
+    held = CTX.thread.held_hazards
+    if held is not None:              # a run automatic scaling may redo: emit once it is kept
+        held.append((ctx, why))
+        return
     f = _user_frame()
     where = f" (run from {f.f_code.co_filename}:{f.f_lineno})" if f is not None else ""
     message = f"ANE hazard in MIL op {ctx.op_type} {ctx.op_name!r}{where}: {why}"
