@@ -246,27 +246,26 @@ def backward(tensor: "Tensor", gradient=None, retain_graph: bool | None = None) 
         scale = _scale_input(tensor, scaler)
         seed = seed * scale.to(seed.dtype)
     grads = _backprop([tensor], [seed], bool(retain_graph), order)
-    targets = [k for k, (ref, _) in grads.items()
-               if _current(ref[0]).op is None and _current(ref[0]).requires_grad]
+    # the leaves that get a gradient: key -> the leaf node a handle holds now (once each)
+    current = {k: _current(ref[0]) for k, (ref, _) in grads.items()}
+    targets = [k for k, n in current.items() if n.op is None and n.requires_grad]
     auto = None
     if scaler is not None and targets:
         # the scale of this set of parameters (a model): each keeps its own adaptive state
-        group = tuple(_identity(_current(grads[k][0][0])) for k in targets)
+        group = tuple(_identity(current[k]) for k in targets)
         scale.ref[0].data[0] = np.asarray(scaler.select(group), scale.dtype.np)
         if CTX.thread.capture is not None:     # a replay reads the group's scale anew
             CTX.thread.capture.provide(scale, lambda: scaler.select(group))
         with no_grad():
             peaks = autoscale.scale(targets, grads, scale)
-        leaves_now = tuple(weakref.ref(_current(grads[k][0][0])) for k in targets)
-        auto = autoscale.Scaled(scaler, peaks, leaves_now, scale,
-                                [grads[k][1].ref for k in targets])
+        auto = autoscale.Scaled(scaler, peaks, tuple(weakref.ref(current[k]) for k in targets),
+                                scale, [grads[k][1].ref for k in targets])
         scaler.pending.append(auto)
     leaves = []
     capture = CTX.thread.capture
     with no_grad():
         for k in targets:
-            node = _current(grads[k][0][0])
-            g = grads[k][1]
+            node, g = current[k], grads[k][1]
             if capture is not None:
                 capture.backward_into(node)
             node.grad = g if node.grad is None else node.grad + g

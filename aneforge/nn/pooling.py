@@ -210,6 +210,11 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     return out if input.ndim == 4 else out.squeeze(0)
 
 
+def _flat(v) -> tuple[int, int]:
+    """A 1-D pooling size as the 2-D one of a height-1 image."""
+    return 1, v if isinstance(v, int) else v[0]
+
+
 def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
                ceil_mode: bool = False, return_indices: bool = False) -> Tensor:
     """1-D max pooling over [N, C, L] (or [C, L]), as max_pool2d of a height-1 image.
@@ -218,10 +223,9 @@ def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
     >>> F.max_pool1d(af.tensor([[1.0, 3.0, 2.0, 0.0]]), 2).tolist()
     [[3.0, 2.0]]
     """
-    one = lambda v: (1, v if isinstance(v, int) else v[0])            # noqa: E731
-    return max_pool2d(input.unsqueeze(-2), one(kernel_size),
-                      None if stride is None else one(stride), (0, _pair(padding)[0]),
-                      one(dilation), ceil_mode, return_indices).squeeze(-2)
+    return max_pool2d(input.unsqueeze(-2), _flat(kernel_size),
+                      None if stride is None else _flat(stride), (0, _pair(padding)[0]),
+                      _flat(dilation), ceil_mode, return_indices).squeeze(-2)
 
 
 def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
@@ -232,9 +236,8 @@ def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     >>> F.avg_pool1d(af.tensor([[1.0, 3.0, 2.0, 0.0]]), 2).tolist()
     [[2.0, 1.0]]
     """
-    one = lambda v: (1, v if isinstance(v, int) else v[0])            # noqa: E731
-    return avg_pool2d(input.unsqueeze(-2), one(kernel_size),
-                      None if stride is None else one(stride), (0, _pair(padding)[0]),
+    return avg_pool2d(input.unsqueeze(-2), _flat(kernel_size),
+                      None if stride is None else _flat(stride), (0, _pair(padding)[0]),
                       ceil_mode, count_include_pad).squeeze(-2)
 
 
