@@ -616,3 +616,18 @@ def test_nan_to_num_value_and_gradient_like_torch_under_ieee_specials():
         warnings.simplefilter("ignore", af.ANEHazardWarning)
         assert (af.tensor(x) / (af.tensor(x) - af.tensor(x))).nan_to_num(1.5).tolist() == \
             [[-65504.0, 0.0, 65504.0, 0.0]]          # the engine: 0 / 0 is +0, nothing to replace
+
+
+def test_a_hazard_under_a_decorator_names_the_users_line():
+    """opt.step() is wrapped by @no_grad() (a contextlib wrapper, as torch code's @autocast() is
+    around forward): the warning names the user's line, not contextlib's."""
+    import warnings
+    w = af.nn.Parameter(af.tensor(np.full((1, 64), 1000.0, np.float32)))
+    opt = af.optim.SGD([w], lr=1e-9)
+    af.amp.set_auto_scale(False)
+    (w @ w.t()).sum().backward()                    # 6.4e7: past the matmul port's 2**15
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        opt.step()
+    hazards = [c for c in caught if issubclass(c.category, af.ANEHazardWarning)]
+    assert hazards and all(c.filename == __file__ for c in hazards), [c.filename for c in hazards]

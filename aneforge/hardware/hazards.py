@@ -16,18 +16,28 @@ from __future__ import annotations
 
 import os
 import sys
+import sysconfig
 import warnings
 
 from ..context import CTX
 from ..errors import ANEHazardWarning
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # aneforge/
+_STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
+
+
+def _skipped(filename: str) -> bool:
+    """aneforge's own frames, and the standard library's (a contextlib or functools wrapper,
+    such as a decorator around the user's forward, is not the user's line)."""
+    path = os.path.abspath(filename)
+    return path.startswith(_PACKAGE) or (path.startswith(_STDLIB) and "site-packages" not in path)
 
 
 def _user_frame():
-    """The innermost frame outside aneforge (the user's line that realized the value)."""
+    """The innermost frame outside aneforge and the standard library (the user's line that
+    realized the value)."""
     f = sys._getframe(1)
-    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE):
+    while f is not None and _skipped(f.f_code.co_filename):
         f = f.f_back
     return f
 
