@@ -215,6 +215,50 @@ def test_load_state_dict_range_and_types_checked_first():
     assert m.weight.tolist() == [[np.inf, 1.0]] and m.bias.tolist() == [0.0]
 
 
+def test_host_data_outside_fp16_warns_at_the_users_line():
+    """af.tensor / af.from_numpy store floating data as fp16: values it cannot hold warn once,
+    with the counts, at the user's line; in-range data (64-bit included) stays silent."""
+    with pytest.warns(af.Float16RangeWarning, match="1 finite.*past 65504.*1 nonzero") as seen:
+        x = af.tensor([1e5, 1e-9, 3.0])
+    assert len(seen) == 1 and seen[0].filename == __file__
+    assert x.tolist() == [np.inf, 0.0, 3.0]                   # the documented fp16 cast
+    with pytest.warns(af.Float16RangeWarning, match="1 finite") as seen:
+        af.from_numpy(np.float32([-7e4]))
+    assert seen[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        af.tensor(np.array([65504.0, 2.0 ** -24, 0.0, np.inf]))
+        af.tensor([[1, 2]]), af.tensor(np.float16([1e4]))
+
+
+def test_optimizer_state_outside_fp16_warns_once_naming_each_entry():
+    w = nn.Parameter(af.ones(2))
+    opt = af.optim.SGD([w], lr=0.1, momentum=0.9)
+    (w * w).sum().backward()
+    opt.step()
+    sd = opt.state_dict()
+    sd["state"][0]["momentum_buffer"] = np.float32([1e5, 1e-9])
+    with pytest.warns(af.Float16RangeWarning) as seen:
+        opt.load_state_dict(sd)
+    assert len(seen) == 1 and seen[0].filename == __file__
+    assert "SGD.load_state_dict" in str(seen[0].message)
+    assert "state[0]['momentum_buffer']: 1 finite value(s) past 65504 become +-inf, 1 nonzero" \
+        in str(seen[0].message)
+    # torch's Adam state: exp_avg_sq = 1e-8 is below fp16's range, its root (kept) is not
+    net = torch.nn.Linear(3, 2)
+    topt = torch.optim.Adam(net.parameters())
+    net(torch.ones(1, 3)).sum().backward()
+    topt.step()
+    tsd = topt.state_dict()
+    tsd["state"][0]["exp_avg_sq"].fill_(1e-8)
+    m = nn.Linear(3, 2)
+    aopt = af.optim.Adam(m.parameters())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        aopt.load_state_dict(tsd)
+    np.testing.assert_allclose(aopt.state[m.weight]["exp_avg_sqrt"].numpy(), 1e-4, rtol=1e-3)
+
+
 def test_optimizer_load_checks_every_group_before_changing_any():
     a, b = nn.Parameter(af.ones(2)), nn.Parameter(af.ones(2))
     opt = af.optim.SGD([{"params": [a]}, {"params": [b]}], lr=0.1)

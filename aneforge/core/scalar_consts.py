@@ -159,11 +159,18 @@ def overflows(value) -> bool:
     return type(value) in (float, int) and F16_OVERFLOW <= abs(value) < math.inf
 
 
-def warn_constant(value) -> None:
-    """A `Float16RangeWarning` at the user's line: `value` becomes an infinite fp16 constant."""
-    level, f = 2, sys._getframe(1)     # level 2: the caller's frame
+def user_stacklevel() -> int:
+    """The `stacklevel` of the first frame outside aneforge, for a warning raised by the caller
+    of this function: the warning names the user's line, however deep in aneforge it starts."""
+    level, f = 2, sys._getframe(2)     # level 2: our caller's caller
     while f is not None and f.f_code.co_filename.startswith(_PACKAGE):
         f, level = f.f_back, level + 1
+    return level
+
+
+def warn_constant(value) -> None:
+    """A `Float16RangeWarning` at the user's line: `value` becomes an infinite fp16 constant."""
+    level = user_stacklevel()
     sign = "-inf" if value < 0 else "inf"
     warnings.warn(f"the Python number {value!r} is past float16's range (+-65504): as a float16 "
                   f"constant it is {sign}. torch computes x % c, x // c, fmod with the exact "

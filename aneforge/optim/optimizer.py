@@ -19,7 +19,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..core import realization
+from ..core import realization, scalar_consts
 from ..context import CTX
 from ..autograd import enable_grad, no_grad
 from ..creation import tensor
@@ -261,12 +261,13 @@ class Optimizer:
         params = list(self._params())
         groups = state_dict["param_groups"]
         _check_loadable(self, groups, state_dict["state"], params)
-        state, steps = {}, []
+        state, steps, lost = {}, [], {}
         for i, saved in state_dict["state"].items():
             p = params[int(i)]
             if "step" in saved:
                 steps.append(int(float(np.asarray(host_array(saved["step"])).reshape(-1)[0])))
             state[p] = self._loaded_state(p, {k: host_array(v) for k, v in saved.items() if k != "step"})
+            lost.update({f"state[{i}][{k!r}]": counts for k, counts in state[p].pop(_LOST).items()})
         updated = [{**g, **{k: (tuple(v) if isinstance(g.get(k), tuple) else v)
                             for k, v in saved.items() if k in g and k != "params"}}
                    for g, saved in zip(self.param_groups, groups)]
@@ -277,14 +278,25 @@ class Optimizer:
         self.state = state
         self._steps = max(steps) if steps else int(bool(state))
         self._staged = None
+        scalar_consts.report_range(f"{type(self).__name__}.load_state_dict", lost,
+                                   stacklevel=scalar_consts.user_stacklevel() + 1)
 
     def _loaded_state(self, p: Tensor, saved: dict) -> dict:
         """The state tensors of `p` from saved host arrays (keys this optimizer keeps)."""
-        out = self._fresh_state(p)
-        for k in out:
+        out, lost = self._fresh_state(p), {}
+        for k in list(out):
             if k in saved:
-                out[k] = tensor(np.asarray(saved[k]).astype(np.float16))
-        return out
+                value = np.asarray(saved[k])
+                with np.errstate(over="ignore"):     # reported once per load, by name
+                    half = value.astype(np.float16)
+                lost[k] = scalar_consts.range_losses(value, half)
+                out[k] = tensor(half)
+        return {**out, _LOST: lost}
+
+
+# `_loaded_state`'s entry for what the fp16 cast lost ({key: (overflowed, flushed)}): popped,
+# then reported once for the whole load
+_LOST = "_range_losses"
 
 
 def _check_loadable(opt: Optimizer, groups: list, state: dict, params: list) -> None:

@@ -484,8 +484,9 @@ def tensor(data, dtype=None, *, device=None, requires_grad: bool = False,
            pin_memory: bool = False) -> Tensor:
     """A tensor holding a copy of `data` (nested lists, numbers, numpy arrays, torch tensors).
 
-    Floating data becomes float16, the ANE's type (values are rounded to fp16 now); integers
-    become int32 and booleans bool. `device` may name the one device ("cpu", "mps", "ane");
+    Floating data becomes float16, the ANE's type (values are rounded to fp16 now; finite values
+    past 65504 become inf and nonzero ones below 2**-25 become 0, with a `Float16RangeWarning`
+    naming the count); integers become int32 and booleans bool. `device` may name the one device ("cpu", "mps", "ane");
     `pin_memory` is accepted (host data is copied into each program's inputs anyway).
 
     >>> import aneforge as af
@@ -501,8 +502,14 @@ def tensor(data, dtype=None, *, device=None, requires_grad: bool = False,
         raise DTypeError(f"Only Tensors of floating point and complex dtype can require "
                          f"gradients (torch's rule), got {dt}; give floating data or "
                          f"dtype=af.float32")
-    return _leaf(arr, dt, requires_grad, source=source,
-                 remake=lambda new: _stored(_host_array(new), dt))
+    t = _leaf(arr, dt, requires_grad, source=source,
+              remake=lambda new: _stored(_host_array(new), dt))
+    if dt.is_float and arr.dtype.kind == "f" and arr.dtype != np.float16:
+        losses = scalar_consts.range_losses(arr, t.ref[0].data[0])
+        if any(losses):
+            scalar_consts.report_range("af.tensor", {"data": losses},
+                                       stacklevel=scalar_consts.user_stacklevel() + 1)
+    return t
 
 
 def _check_int_range(arr: np.ndarray) -> None:
@@ -548,6 +555,7 @@ def _stored(arr: np.ndarray, dt) -> np.ndarray:
     `dt`: floating values rounded to fp16 at the boundary, by the compiled cast from float32
     (numpy's takes ~3 ns an element: 12 us for a 64 x 64 batch, every step)."""
     if dt.is_float:
-        half = kernels.astype(arr, np.float16)
+        with np.errstate(over="ignore"):          # values past fp16's range: af.tensor warns
+            half = kernels.astype(arr, np.float16)
         return half.astype(dt.np, copy=half is arr)
     return arr.astype(dt.np)
