@@ -153,6 +153,36 @@ def test_an_overflowing_pass_runs_again_unscaled():
     assert np.isfinite(w.numpy()).all()
 
 
+def test_a_pass_past_the_port_at_scale_1_runs_scaled_down():
+    """A sum-reduced loss over many samples (torch's polynomial tutorial: MSELoss(reduction=
+    'sum') over 2000 points): gradients between the matmul port's 2**15 and fp16's 65504
+    overflow even unscaled; the rescue goes on below S = 1 and .grad is torch's."""
+    x = np.linspace(-3, 3, 2000, dtype=np.float32)
+    w0 = np.float32([[0.2, -0.1, 0.1]])
+    tw = torch.tensor(w0, requires_grad=True)
+    xx = torch.from_numpy(x).unsqueeze(-1).pow(torch.tensor([1, 2, 3]))
+    ((xx @ tw.T).squeeze(1) - torch.from_numpy(np.sin(x))).pow(2).sum().backward()
+    w = af.nn.Parameter(af.tensor(w0))
+    axx = af.tensor(x).unsqueeze(-1).pow(af.tensor([1, 2, 3]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                     # rescued: nothing to warn about
+        ((axx @ w.T).squeeze(1) - af.tensor(np.sin(x))).pow(2).sum().backward()
+        g = w.grad.numpy().astype(np.float32)
+    want = tw.grad.numpy()
+    assert 32768 < np.abs(want).max() < 65504
+    np.testing.assert_allclose(g, want, rtol=5e-3)
+    assert af.amp.auto_scaler().scale < 1
+
+
+def test_a_gradient_past_fp16_is_named_not_blamed_on_torch():
+    w = af.nn.Parameter(af.tensor([300.0, 1.0]))
+    with pytest.warns(af.ANEHazardWarning, match="past fp16's range.*reduction='mean'") as seen:
+        (w * w * 200.0).sum().backward()                    # d/dw[0] = 400 * 300 = 120000
+        g = w.grad.numpy()
+    assert seen[0].filename == __file__
+    assert g[0] == np.inf and g[1] == 400.0               # the in-range gradient is exact
+
+
 def test_a_gradient_inf_at_scale_1_stays_inf_as_in_torch():
     x = af.tensor([0.0, 4.0], requires_grad=True)
     with pytest.warns(RuntimeWarning, match="inf or NaN"):

@@ -9,10 +9,12 @@ so every value of the backward pass is S times larger, and gives each leaf the g
 `raw * (1/S)`: `.grad` reads at torch's scale (an inf or NaN gradient stays one, as torch's).
 
 A pass that overflows (a scaled value past fp16's 65504, or the matmul port's 2**15) is run
-again, in the same program call, at S / 256, and if that overflows too at S = 1: the program
-is the same, only its scale input changes (`rescue`; af.compile's replays do the same). So a
-step never reads an overflow the scale caused; only a gradient that is inf or NaN at S = 1 too
-stays one (as torch's would).
+again, in the same program call, at S / 256, and if that overflows too at S = 1, then at 2**-6
+and 2**-12 (`RESCUE`): the program is the same, only its scale input changes (`rescue`;
+af.compile's replays do the same). So a step never reads an overflow the scale caused, and a
+pass whose values pass the port only below scale 1 (a sum-reduced loss over many samples)
+still gets its gradients; a gradient that is itself past fp16's 65504 at torch's scale is inf
+in `.grad` (fp16 cannot hold it) and is named in a warning saying how to scale the loss.
 After each pass S follows its gradients: the largest power of two that keeps the largest
 gradient under HEADROOM (8x below the port's 2**15), up to a ceiling. A rescue (an
 intermediate value overflowed where the gradients did not) halves the ceiling; every
@@ -33,11 +35,16 @@ import numpy as np
 from ..context import CTX
 from ..errors import ANEHazardWarning
 from ..hardware import hazards
+from .scalar_consts import user_stacklevel
 
 FP16_NORMAL = 2.0 ** -14       # smallest normal fp16: matmul outputs below it flush on M1
 FP16_STEP = 2.0 ** -24         # smallest fp16 subnormal: nothing smaller exists
 HEADROOM = 2.0 ** 12           # largest scaled gradient growth may aim for (port: 2**15)
-RESCUE_STEP = 8                # a rescue first retries at S / 2**8, then at 1
+RESCUE_STEP = 8                # a rescue first retries at S / 2**8, then at 1, then lower
+LOWEST = 2.0 ** -12            # the lowest scale: gradients of 1e-3 still reach fp16's normals
+RESCUE = (lambda s: np.maximum(s / 2.0 ** RESCUE_STEP, 1.0), lambda s: np.ones_like(s),
+          lambda s: np.full_like(s, 2.0 ** -6), lambda s: np.full_like(s, LOWEST))
+FP16_MAX = 65504.0
 
 
 class AutoScaler:
@@ -104,20 +111,25 @@ class AutoScaler:
 
     # ---- after a scaled pass ran ----------------------------------------------------------
     def observe(self, handles: tuple, peaks) -> None:
-        """A scaled pass's peaks (its largest and smallest max|g|, at torch's scale) came back: choose the next
-        scale, and warn where a gradient underflowed. (Runs after every replayed step: kept to
-        a few numpy calls.)"""
+        """A scaled pass's peaks (its largest and smallest max|g| as scaled, and the scale it
+        ran at) came back: choose the next scale, and warn where a gradient underflowed or is
+        past fp16's range. (Runs after every replayed step: kept to a few numpy calls.)"""
         rescued, self._rescued = self._rescued, False
         self.rescued_passes += rescued
-        top, low = peaks.ravel().tolist()
-        if not math.isfinite(top + low):         # an inf or a NaN
+        top, low, ran_at = peaks.ravel().tolist()
+        if not math.isfinite(top + low):         # an inf or a NaN, even at the lowest scale
             self.scale = max(self.scale * self.backoff_factor, 1.0)
             self.clean_passes = 0
             self.skipped_steps += 1
-            warnings.warn(f"automatic gradient scaling: a gradient is inf or NaN (also unscaled), "
-                          f"as it would be in torch. The loss scale is now {self.scale:g} "
-                          f"(af.amp.auto_scaler() has the state)", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"automatic gradient scaling: a gradient is inf or NaN at every loss "
+                          f"scale down to {LOWEST:g}: a NaN or an infinity of the function itself "
+                          f"(torch's gradient is one too). The loss scale is now {self.scale:g} "
+                          f"(af.amp.auto_scaler() has the state)", RuntimeWarning,
+                          stacklevel=_user_level())
             return
+        top, low = top / ran_at, low / ran_at    # torch's scale
+        if top > FP16_MAX:
+            self._warn_overflow(handles)
         if low < FP16_STEP / 0.05:
             self._warn_underflow(handles)
         self.clean_passes += 1
@@ -134,7 +146,25 @@ class AutoScaler:
         HEADROOM."""
         if not top > 0:
             return self.max_scale
-        return float(min(max(2.0 ** np.floor(np.log2(HEADROOM / top)), 1.0), self.max_scale))
+        return float(min(max(2.0 ** np.floor(np.log2(HEADROOM / top)), LOWEST), self.max_scale))
+
+    def _warn_overflow(self, handles: tuple) -> None:
+        """A gradient is past fp16's 65504 at torch's scale (the pass itself ran finite, at a
+        lower scale): name each parameter whose `.grad` holds an inf, once."""
+        for ref in handles:
+            p = _holder(ref())
+            g = None if p is None else p.grad
+            if g is None or g.ref[0].data is None or (id(p) in self._warned and self._warned[id(p)]() is p):
+                continue
+            if np.isfinite(np.asarray(g.ref[0].data[g.ref[1]], np.float32)).all():
+                continue
+            self._warned[id(p)] = weakref.ref(p)
+            warnings.warn(
+                f"automatic gradient scaling: the gradient of {_name(p)} is past fp16's range "
+                f"(+-65504) at torch's scale, so .grad holds inf there; torch's float32 holds it. "
+                f"Scale the loss down: reduction='mean' instead of 'sum', or backward() on "
+                f"loss / 1024 with the learning rate times 1024", ANEHazardWarning,
+                stacklevel=_user_level())
 
     def _warn_underflow(self, handles: tuple) -> None:
         """Some gradient of the pass peaks below what fp16 holds to 5% (or is all zeros while
@@ -160,7 +190,7 @@ class AutoScaler:
                 f"are not: where torch's is nonzero, it underflowed fp16 (smallest normal "
                 f"6.1e-5; M1's matmul flushes below it). Raise the scale "
                 f"(af.amp.set_auto_scale(True, init_scale=...)), scale that parameter's use "
-                f"up, or keep it on the host in fp32.", ANEHazardWarning, stacklevel=2)
+                f"up, or keep it on the host in fp32.", ANEHazardWarning, stacklevel=_user_level())
 
 
 class Scaled:
@@ -199,7 +229,7 @@ def scaler_for(leaves: list) -> AutoScaler | None:
 def scale(leaves: list, grads: dict, seed_scale):
     """Turn the raw (scaled) gradients of `leaves` into torch-scale ones, in place in `grads`
     (key -> (ref, tensor)); return the pass's peaks: [largest max|g|, smallest max|g|] over its
-    leaves, at torch's scale (inf or NaN when a gradient is not finite)."""
+    leaves as scaled (inf or NaN when the pass overflowed), and the scale it ran at."""
     inv = 1.0 / seed_scale
     raws = [grads[k][1] for k in leaves]
     tops = [g.abs().amax().to(inv.dtype) for g in raws]
@@ -208,7 +238,7 @@ def scale(leaves: list, grads: dict, seed_scale):
         top, low = top.maximum(t), low.minimum(t)
     for k, g in zip(leaves, raws):
         grads[k] = (grads[k][0], g * inv.to(g.dtype))
-    return _stack([top.reshape(1), low.reshape(1)]) * inv
+    return _stack([top.reshape(1), low.reshape(1), seed_scale.reshape(1).to(top.dtype)])
 
 
 def _stack(parts: list):
@@ -270,13 +300,19 @@ def rescue(run, inputs: list, rules: list) -> list:
     lowered (the same program, same inputs otherwise); the results of the run kept. The first
     retry keeps a scale of S / 2**RESCUE_STEP (small gradients stay out of fp16's subnormals,
     where S = 1 would lose them); only if that overflows too does S = 1 run. Hazards a redone
-    run hit (the overflow itself) are dropped; the kept run's are reported."""
-    thread, bad = CTX.thread, []
-    for attempt in (None, lambda s: np.maximum(s / 2.0 ** RESCUE_STEP, 1), np.ones_like):
+    run hit (the overflow itself) are dropped; the kept run's are reported. Below S = 1 the
+    ladder goes on (`RESCUE`) for passes whose values pass fp16 only scaled down."""
+    thread, bad, first = CTX.thread, [], list(inputs)
+    for attempt in (None, *RESCUE):
         if attempt is not None:
+            lowered = [(k_in, scaler, attempt(first[k_in]).astype(first[k_in].dtype))
+                       for k_in, scaler in bad]
+            if all(np.array_equal(new, inputs[k]) or new.ravel()[0] > inputs[k].ravel()[0]
+                   for k, _, new in lowered):
+                continue                      # this rung is not lower than the last run
             inputs = list(inputs)
-            for k_in, scaler in bad:
-                inputs[k_in] = attempt(inputs[k_in]).astype(inputs[k_in].dtype)
+            for k_in, scaler, new in lowered:
+                inputs[k_in] = new
                 scaler._rescued = True
         thread.held_hazards = held = []
         try:
@@ -284,12 +320,17 @@ def rescue(run, inputs: list, rules: list) -> list:
         finally:
             thread.held_hazards = None
         bad = [(k_in, scaler) for k_in, k_out, scaler in rules
-               if not math.isfinite(sum(results[k_out].ravel().tolist()))]
-        if not bad or all(float(inputs[k].ravel()[0]) == 1.0 for k, _ in bad):
+               if not math.isfinite(sum(results[k_out].ravel().tolist()[:2]))]
+        if not bad:
             break
     for ctx, why in held:
         hazards.report(ctx, why)
     return results
+
+
+def _user_level() -> int:
+    """The stacklevel, for a warning raised by our caller, of the user's line."""
+    return user_stacklevel() - 1
 
 
 def _scalers() -> list:

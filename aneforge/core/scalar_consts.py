@@ -39,6 +39,7 @@ import warnings
 import numpy as np
 
 from ..errors import Float16RangeWarning
+from ..hardware import hazards
 
 F16_MAX = 65504.0
 F16_MIN_NORMAL = 2.0 ** -14
@@ -146,7 +147,7 @@ def apply_split(op: str, x, value, reverse: bool):
 
 
 # ---- numbers no exact route keeps: a float16 constant of +-inf -----------------------------
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # aneforge/
+PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # aneforge/
 F16_OVERFLOW = 65520.0      # 65504 + half its ulp: this and anything larger rounds to inf
 
 
@@ -163,7 +164,7 @@ def user_stacklevel() -> int:
     """The `stacklevel` of the first frame outside aneforge, for a warning raised by the caller
     of this function: the warning names the user's line, however deep in aneforge it starts."""
     level, f = 2, sys._getframe(2)     # level 2: our caller's caller
-    while f is not None and f.f_code.co_filename.startswith(_PACKAGE):
+    while f is not None and hazards.skipped(f.f_code.co_filename):
         f, level = f.f_back, level + 1
     return level
 

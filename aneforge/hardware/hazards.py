@@ -26,7 +26,7 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep 
 _STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
 
 
-def _skipped(filename: str) -> bool:
+def skipped(filename: str) -> bool:
     """aneforge's own frames, and the standard library's (a contextlib or functools wrapper,
     such as a decorator around the user's forward, is not the user's line)."""
     path = os.path.abspath(filename)
@@ -37,7 +37,7 @@ def _user_frame():
     """The innermost frame outside aneforge and the standard library (the user's line that
     realized the value)."""
     f = sys._getframe(1)
-    while f is not None and _skipped(f.f_code.co_filename):
+    while f is not None and skipped(f.f_code.co_filename):
         f = f.f_back
     return f
 

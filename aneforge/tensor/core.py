@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 import weakref
 from typing import Any
 
@@ -504,12 +505,23 @@ def tensor(data, dtype=None, *, device=None, requires_grad: bool = False,
                          f"dtype=af.float32")
     t = _leaf(arr, dt, requires_grad, source=source,
               remake=lambda new: _stored(_host_array(new), dt))
-    if dt.is_float and arr.dtype.kind == "f" and arr.dtype != np.float16:
+    if dt.is_float and arr.dtype.kind == "f" and arr.dtype != np.float16 and _from_user():
         losses = scalar_consts.range_losses(arr, t.ref[0].data[0])
         if any(losses):
             scalar_consts.report_range("af.tensor", {"data": losses},
                                        stacklevel=scalar_consts.user_stacklevel() + 1)
     return t
+
+
+# the torch names that make a tensor of the user's data by calling `tensor`
+_USER_WRAPPERS = frozenset({"from_numpy", "as_tensor", "asarray"})
+
+
+def _from_user() -> bool:
+    """Whether `tensor`'s caller is the user's code (or a torch-named wrapper the user called):
+    aneforge's own host scalars (a GradScaler's 2**17 scale, ...) mean their fp16 values."""
+    code = sys._getframe(2).f_code
+    return not code.co_filename.startswith(scalar_consts.PACKAGE) or code.co_name in _USER_WRAPPERS
 
 
 def _check_int_range(arr: np.ndarray) -> None:
