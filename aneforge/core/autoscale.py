@@ -146,7 +146,7 @@ class AutoScaler:
         HEADROOM."""
         if not top > 0:
             return self.max_scale
-        return float(min(max(2.0 ** np.floor(np.log2(HEADROOM / top)), LOWEST), self.max_scale))
+        return min(max(2.0 ** math.floor(math.log2(HEADROOM / top)), LOWEST), self.max_scale)
 
     def _warn_overflow(self, handles: tuple) -> None:
         """A gradient is past fp16's 65504 at torch's scale (the pass itself ran finite, at a
@@ -301,31 +301,51 @@ def rescue(run, inputs: list, rules: list) -> list:
     retry keeps a scale of S / 2**RESCUE_STEP (small gradients stay out of fp16's subnormals,
     where S = 1 would lose them); only if that overflows too does S = 1 run. Hazards a redone
     run hit (the overflow itself) are dropped; the kept run's are reported. Below S = 1 the
-    ladder goes on (`RESCUE`) for passes whose values pass fp16 only scaled down."""
-    thread, bad, first = CTX.thread, [], list(inputs)
-    for attempt in (None, *RESCUE):
-        if attempt is not None:
-            lowered = [(k_in, scaler, attempt(first[k_in]).astype(first[k_in].dtype))
-                       for k_in, scaler in bad]
-            if all(np.array_equal(new, inputs[k]) or new.ravel()[0] > inputs[k].ravel()[0]
-                   for k, _, new in lowered):
-                continue                      # this rung is not lower than the last run
-            inputs = list(inputs)
-            for k_in, scaler, new in lowered:
-                inputs[k_in] = new
-                scaler._rescued = True
-        thread.held_hazards = held = []
-        try:
-            results = run(inputs)
-        finally:
-            thread.held_hazards = None
-        bad = [(k_in, scaler) for k_in, k_out, scaler in rules
-               if not math.isfinite(sum(results[k_out].ravel().tolist()[:2]))]
-        if not bad:
-            break
+    ladder goes on (`RESCUE`) for passes whose values pass fp16 only scaled down. (Runs around
+    every replayed step: the clean run is the fast path.)"""
+    results, held = _held_run(run, inputs)
+    bad = _overflowed(results, rules)
+    if bad:
+        results, held = _lower(run, inputs, rules, bad, results, held)
     for ctx, why in held:
         hazards.report(ctx, why)
     return results
+
+
+def _held_run(run, inputs: list) -> tuple:
+    """`run(inputs)` with the hazards it hits held back: (results, hazards)."""
+    thread = CTX.thread
+    thread.held_hazards = held = []
+    try:
+        return run(inputs), held
+    finally:
+        thread.held_hazards = None
+
+
+def _overflowed(results: list, rules: list) -> list:
+    """The (scale input, scaler) of each pass whose peaks came back inf or NaN."""
+    return [(k_in, scaler) for k_in, k_out, scaler in rules
+            if not math.isfinite(sum(results[k_out].ravel().tolist()[:2]))]
+
+
+def _lower(run, first: list, rules: list, bad: list, results: list, held: list) -> tuple:
+    """Run again down `RESCUE`'s rungs (each below the last) until no pass overflows, or the
+    lowest rung ran: (results, hazards) of the last run (the first run's if none was lower)."""
+    inputs = first
+    for attempt in RESCUE:
+        lowered = [(k_in, scaler, attempt(first[k_in]).astype(first[k_in].dtype))
+                   for k_in, scaler in bad]
+        if all(new.ravel()[0] >= inputs[k].ravel()[0] for k, _, new in lowered):
+            continue                          # this rung is not lower than the last run
+        inputs = list(inputs)
+        for k_in, scaler, new in lowered:
+            inputs[k_in] = new
+            scaler._rescued = True
+        results, held = _held_run(run, inputs)
+        bad = _overflowed(results, rules)
+        if not bad:
+            break
+    return results, held
 
 
 def _user_level() -> int:
