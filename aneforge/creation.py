@@ -15,7 +15,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import OutOfMemoryError
-from .hardware.limits import check_shape
+from .hardware.limits import check_leaf_shape
 from .runtime.memory import budget
 from .devices import use
 from .random import engine
@@ -65,7 +65,7 @@ def _host(fill, size, what: str) -> np.ndarray:
     simulator may use: a shape too large is refused with what to do, before numpy allocates
     (its MemoryError would name neither the call nor the limit)."""
     shape = _sizes(size)
-    check_shape("tensor", shape)          # the same check (and message) as any host leaf
+    check_leaf_shape(shape)               # the same check (and message) as any host leaf
     need = math.prod(shape) * 8                       # numpy builds it in float64 first
     if need > 1 << 28 and need > budget():            # (reading the budget costs a file read)
         raise OutOfMemoryError(f"{what}: shape {shape} needs {need / 2 ** 30:.1f} GiB on the "

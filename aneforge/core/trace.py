@@ -10,6 +10,7 @@ import itertools
 from typing import Any
 
 from ..context import CTX
+from ..errors import LimitError
 from ..ir.signature import canonical, op_key
 from ..ir.types import TensorType
 from ..ops import REGISTRY
@@ -99,7 +100,7 @@ def _node(op: str, srcs: dict, attrs: dict, requires_grad: bool, memo: tuple, ar
     if hit is None:
         hit = _apply(op, srcs, attrs, memo)
     elif hit[4]:
-        REGISTRY[op].check_const_inputs(srcs, _is_const)
+        REGISTRY[op].check_const_inputs(srcs, is_const)
     full, types, key, floating, _ = hit
     return Node(op, kept, full, types, None, requires_grad and floating, key, args,  # shared:
                 _prekey(memo, args))                                               # never mutated
@@ -107,13 +108,29 @@ def _node(op: str, srcs: dict, attrs: dict, requires_grad: bool, memo: tuple, ar
 
 def _apply(op: str, srcs: dict, attrs: dict, memo: tuple) -> tuple:
     opdef = REGISTRY[op]
-    full, types = opdef.apply(srcs, attrs, _type, _is_const)
+    full, types = opdef.apply(srcs, attrs, type_of, is_const)
+    if any(0 in t.shape for t in _memo_types(memo)):
+        raise EmptyOperand(f"{op}: an operand is empty; the ANE has no empty tensors")
     hit = (full, types, op_key(op, full), any(t.dtype.is_float for t in types),
            bool(opdef.const_inputs))
     if len(_APPLIED) >= _APPLIED_MAX:
         _APPLIED.clear()
     _APPLIED[memo] = hit
     return hit
+
+
+def _memo_types(memo: tuple):
+    """The input types in a recording memo (after op, attributes, target: name, type pairs)."""
+    for t in memo[4::2]:
+        if type(t) is tuple:
+            yield from t
+        elif t is not None:
+            yield t
+
+
+class EmptyOperand(LimitError):
+    """An op was given an empty tensor: the Tensor layer evaluates it on the host
+    (core/empty.py) instead of recording it."""
 
 
 # (op, canonical attributes, target, then each argument's name and input types) -> (full
@@ -201,9 +218,9 @@ def _flat_args(srcs: dict) -> list:
     return args
 
 
-def _type(ref) -> TensorType:
+def type_of(ref) -> TensorType:
     return ref[0].types[ref[1]]
 
 
-def _is_const(ref) -> bool:
+def is_const(ref) -> bool:
     return ref[0].op == "const"

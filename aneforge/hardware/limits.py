@@ -7,6 +7,9 @@ and channel caps, the conv kernel width), when one is chosen.
 """
 from __future__ import annotations
 
+import contextlib
+import threading
+
 from . import targets
 from ..errors import LimitError
 
@@ -29,11 +32,38 @@ def check_shape(op: str, shape: tuple[int, ...], inputs: str = "") -> None:
                          f"rank <= {MAX_RANK}. Reshape to merge axes first.")
     for i, n in enumerate(shape):
         if not 1 <= n <= MAX_AXIS:
+            if n == 0 and getattr(_EMPTY, "allowed", False):
+                continue
             raise LimitError(f"{op}: result shape {shape}{where} has axis {i} of size {n}; every axis "
                              f"must be 1..{MAX_AXIS} on the ANE"
                              + (". Empty tensors are not supported." if n < 1 else
                                 ". Split the work along that axis."))
     targets.check_shape(op, shape, where)
+
+
+def check_leaf_shape(shape: tuple[int, ...]) -> None:
+    """`check_shape` for host data becoming a tensor: an empty one (a size-0 axis) is allowed,
+    as a host value no program holds (aneforge.core.empty)."""
+    if 0 in shape:
+        with empty_allowed():
+            check_shape("tensor", shape)
+    else:
+        check_shape("tensor", shape)
+
+
+_EMPTY = threading.local()
+
+
+@contextlib.contextmanager
+def empty_allowed():
+    """Inside: size-0 axes pass `check_shape` (aneforge.core.empty types a host op on empty
+    tensors with the ops' own rules)."""
+    before = getattr(_EMPTY, "allowed", False)
+    _EMPTY.allowed = True
+    try:
+        yield
+    finally:
+        _EMPTY.allowed = before
 
 
 def check_kernel_width(op: str, kw: int, inputs: str = "") -> None:

@@ -16,8 +16,8 @@ from .registry import Attr, define, shape_error
 
 def _reshape_infer(t, attrs):
     x, shape = t["x"], tuple(attrs["shape"])
-    if any(d < 1 for d in shape):
-        raise shape_error("reshape", t, f"shape {shape} must be fully specified with sizes >= 1")
+    if any(d < 0 for d in shape):
+        raise shape_error("reshape", t, f"shape {shape} must be fully specified with sizes >= 0")
     if math.prod(shape) != math.prod(x.shape):
         raise shape_error("reshape", t, f"cannot reshape {math.prod(x.shape)} elements to {shape}")
     return same_type(shape, x.dtype)

@@ -9,8 +9,10 @@ import operator
 from collections import namedtuple
 from typing import Sequence
 
+import numpy as np
+
 from .. import dtypes
-from ..errors import DTypeError, LimitError, ShapeError
+from ..errors import DTypeError, ShapeError
 
 minmax = namedtuple("minmax", ["values", "indices"])
 
@@ -91,8 +93,7 @@ def _same_kind(op: str, a: Tensor, b: Tensor) -> None:
                          f"{a.dtype} and {b.dtype}; cast with .half() first")
 
 
-def _no_empty(op: str, sizes) -> None:
-    """torch allows size-0 axes; the ANE has no empty tensors (every axis is 1..65536)."""
-    if 0 in sizes:
-        raise LimitError(f"{op}: sizes {tuple(sizes)} make an empty tensor; the ANE has no empty "
-                         f"tensors (every axis must be 1..65536). Skip the empty case on the host.")
+def empty_of(x, shape: tuple) -> Tensor:
+    """An empty tensor (a size-0 axis) of `shape` and x's dtype: a host value, as every empty
+    tensor is (aneforge.core.empty; the ANE has none)."""
+    return x._as_tensor(np.empty(shape, x.dtype.np))

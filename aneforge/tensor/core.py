@@ -21,16 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from ..core import realization, scalar_consts
+from ..core import empty, realization, scalar_consts
 from .. import absent, dtypes
 from ..hardware import kernels
 from ..autograd import backward, no_grad
 from ..context import CTX
 from ..devices import THE_DEVICE, device, use
 from ..dtypes import DType
-from ..errors import AneforgeError, DTypeError
+from ..errors import AneforgeError, DTypeError, LimitError
 from ..ir.types import TensorType
-from ..hardware.limits import check_shape
+from ..hardware.limits import check_leaf_shape
 from ..core.trace import Node, leaf, record, record_binary
 from .args import norm_dim
 from .casts import CastsMixin
@@ -317,8 +317,14 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
             a, b = (a._node, a._idx), (b._node, b._idx)
         if reverse:
             a, b = b, a
-        return Tensor(record_binary(op, a, b, (a[0].requires_grad or b[0].requires_grad)
-                                    and CTX.thread.grad_enabled))   # record_op, unrolled
+        try:
+            return Tensor(record_binary(op, a, b, (a[0].requires_grad or b[0].requires_grad)
+                                        and CTX.thread.grad_enabled))   # record_op, unrolled
+        except LimitError:
+            node = empty.evaluate(op, {"x": a, "y": b}, {})
+            if node is None:
+                raise
+            return Tensor(node)
 
     @property
     def data(self) -> "Tensor":
@@ -386,7 +392,12 @@ def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
         else:                            # a tuple or list of Tensors (variadic)
             refs[k] = [(t._node, t._idx) for t in v]
             grad = grad or any(t._node.requires_grad for t in v)
-    node = record(op, refs, attrs, grad and CTX.thread.grad_enabled)
+    try:
+        node = record(op, refs, attrs, grad and CTX.thread.grad_enabled)
+    except LimitError:
+        node = empty.evaluate(op, refs, attrs)       # an empty operand or result: a host value
+        if node is None:
+            raise
     if len(node.types) == 1:
         return Tensor(node)
     return tuple(Tensor(node, i) for i in range(len(node.types)))
@@ -547,7 +558,7 @@ def _leaf(arr: np.ndarray, dt, requires_grad: bool = False, source=None, remake=
     how to make it again: from a new argument (`source` is the host object it came from,
     `remake(new_object)` converts one), by a new draw (`remake()` alone), or as a constant."""
     arr = _stored(arr, dt)
-    check_shape("tensor", arr.shape)
+    check_leaf_shape(arr.shape)                    # an empty tensor: a host value (core/empty)
     t = Tensor(leaf(arr, TensorType(arr.shape, dt), requires_grad))
     capture = CTX.thread.capture
     if capture is not None:

@@ -9,7 +9,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import AneforgeError, DTypeError, LimitError, ShapeError
 from ..ops._grad import zeros
-from .args import norm_dim
+from .args import empty_of, norm_dim
 from .base import TensorBase
 from .elementwise import where
 
@@ -109,8 +109,9 @@ def _advanced(x, index: tuple):
                              f"the shape of the indexed tensor {span}")
         x = x.reshape(x.shape[:axis] + (-1,) + x.shape[axis + mask.ndim:])
         picked = np.flatnonzero(mask)
-        if picked.size == 0:
-            raise LimitError("the mask selects nothing; the ANE has no empty tensors")
+        if picked.size == 0:                      # nothing selected: an empty tensor
+            x = empty_of(x, x.shape[:axis] + (0,) + x.shape[axis + 1:])
+            return getitem(x, rest)
         idx, shape = x._as_tensor(picked.astype(np.int32)), (picked.size,)
     else:
         idx = _as_index(x, entry, x.shape[axis], axis)
@@ -121,6 +122,9 @@ def _advanced(x, index: tuple):
 
 
 def _slice(x, begin, end, stride, squeeze):
+    sizes = [len(range(b, e, s)) for b, e, s in zip(begin, end, stride)]
+    if 0 in sizes:                                # nothing selected: an empty tensor
+        return empty_of(x, tuple(n for n, q in zip(sizes, squeeze) if not q))
     unmasked = (False,) * len(begin)
     return x._record("slice_by_index", {"x": x}, {
         "begin": tuple(begin), "end": tuple(end), "stride": tuple(stride),
@@ -160,9 +164,6 @@ def getitem(x, index):
             if i.step is not None and i.step <= 0:
                 raise ShapeError(f"slice step must be positive, got {i.step}")
             b, e, s = i.indices(n)
-            if len(range(b, e, s)) == 0:
-                raise LimitError(f"slice {i} of dimension {axis} (size {n}) is empty; the ANE has "
-                                 f"no empty tensors")
             begin.append(b), end.append(e), stride.append(s), squeeze.append(False)
             out_pos += 1
         axis += 1

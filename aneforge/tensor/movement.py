@@ -7,9 +7,9 @@ from typing import Sequence
 import numpy as np
 
 from .. import dtypes
-from ..errors import AneforgeError, LimitError, ShapeError
+from ..errors import AneforgeError, ShapeError
 from ..ops._grad import zeros
-from .args import _dim_or_axis, _infer_size, _no_empty, _sizes, norm_dim
+from .args import _dim_or_axis, _infer_size, _sizes, empty_of, norm_dim
 from .base import TensorBase
 from .elementwise import where
 from .indexing import narrow
@@ -33,6 +33,8 @@ def cat(tensors: Sequence, dim: int = 0) -> "Tensor":
     (2, 3)
     """
     tensors = _as_tensors(tensors)
+    kept = [t for t in tensors if t.numel()]      # an empty piece adds nothing (torch skips
+    tensors = kept or tensors                     # a 1-D empty one of any shape too)
     dim = norm_dim(dim, tensors[0].ndim, "cat")
     if len(tensors) == 1:
         return tensors[0]
@@ -117,7 +119,6 @@ class MovementMixin(TensorBase):
         if not sizes:
             raise TypeError('expand() missing 1 required positional arguments: "size"')
         sizes = _sizes(sizes)
-        _no_empty("expand", sizes)
         if len(sizes) < self.ndim:
             raise ShapeError(f"expand: {sizes} has fewer dims than the tensor's shape {self.shape}")
         lead = len(sizes) - self.ndim
@@ -132,6 +133,8 @@ class MovementMixin(TensorBase):
                 raise ShapeError(f"expand: cannot expand shape {self.shape} to {sizes}: an axis "
                                  f"of size {n} can only stay or grow from 1")
             reps.append(s if n == 1 else 1)
+        if 0 in target:
+            return empty_of(self, target)
         return x if all(r == 1 for r in reps) else \
             self._record("tile", {"x": x}, {"reps": tuple(reps)})
 
@@ -185,8 +188,6 @@ class MovementMixin(TensorBase):
             raise RuntimeError("narrow(): length must be non-negative.")
         if start + length > n:
             raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
-        if length == 0:
-            raise LimitError("narrow(): length 0 selects nothing; the ANE has no empty tensors")
         return narrow(self, dim, start, start + length)
 
     def select(self, dim: int, index: int) -> "Tensor":
@@ -253,7 +254,6 @@ class MovementMixin(TensorBase):
         if not sizes:
             raise TypeError('repeat() missing 1 required positional arguments: "repeats"')
         sizes = _sizes(sizes)
-        _no_empty("repeat", sizes)
         if len(sizes) < self.ndim:
             raise ShapeError(f"repeat: {len(sizes)} sizes for a {self.ndim}-D tensor; give at "
                              f"least one per axis")

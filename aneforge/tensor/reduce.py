@@ -177,6 +177,8 @@ def var_mean(x, dim=None, keepdim: bool = False, correction=1) -> tuple:
     if x.ndim == 0:
         return reduce(zeros(x), None, keepdim, float(dof)) if dof > 0 else zeros(x) / 0.0, x
     mu = _mean(x, dim, keepdim=True)
+    if not length(x, axes):               # over a size-0 axis: NaN, as torch's (and the mean)
+        return _mean(x, dim, keepdim), mu if keepdim else mu.reshape(_out_shape(x.shape, axes, False))
     centered = x - mu
     v = reduce(centered * centered, dim, keepdim, float(dof)) if dof > 0 else \
         reduce(centered * centered, dim, keepdim) / 0.0
@@ -212,14 +214,19 @@ class ReduceMixin(TensorBase):
     def std(self, dim=None, keepdim: bool = False, correction: int = 1, unbiased=None, *,
             axis=None) -> "Tensor":
         dim = _dim_or_axis(dim, axis, "std")
-        return self.var(dim, keepdim, correction, unbiased).sqrt()
+        v = self.var(dim, keepdim, correction, unbiased)
+        return v if not self.numel() else v.sqrt()   # empty: var's NaN (none enters the ANE)
 
     def any(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
         dim = _dim_or_axis(dim, axis, "any")
+        if not self.numel():                  # an empty tensor: torch's any is False
+            return self._as_tensor(np.full(_out_shape(self.shape, axes_of(self, dim), keepdim), False))
         return (self != 0).to(dtypes.float16).amax(dim, keepdim) > 0.5
 
     def all(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
         dim = _dim_or_axis(dim, axis, "all")
+        if not self.numel():                  # an empty tensor: torch's all is True
+            return self._as_tensor(np.full(_out_shape(self.shape, axes_of(self, dim), keepdim), True))
         return (self != 0).to(dtypes.float16).amin(dim, keepdim) > 0.5
 
     def log_softmax(self, dim: int | None = None, *, axis=None) -> "Tensor":

@@ -1,0 +1,93 @@
+"""Empty tensors (a size-0 axis) as host values: torch allows them, the ANE does not.
+
+Every axis of an ANE tensor is 1..65536, so no program ever holds an empty tensor. torch code
+makes them all the time (`x[5:10]` past the end, `cat` with an empty piece, a reduction over a
+size-0 axis, `torch.zeros(0, 3)`), so aneforge keeps them on the host: an empty tensor is a
+realized leaf, and an op with an empty operand or an empty result is evaluated at once, here,
+by the op's own numpy kernel (`OpDef.simulate`) instead of being recorded:
+
+    empty result          -> a new empty leaf of the inferred shape (no values to compute)
+    empty operand, values -> the kernel on the operands' arrays: a sum over a size-0 axis is 0,
+                             a mean NaN (torch's), a matmul with K = 0 zeros, a pad the pad value
+
+Nothing is recorded, so no program is compiled and no gradient flows through an empty value
+(torch's would be empty or zero too). An op mixing an empty operand with a value still being
+computed, whose result is not empty, is refused with what to do.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..errors import LimitError
+from ..hardware import limits
+from ..hardware.numerics import get_numerics
+from ..ops import REGISTRY
+from .trace import Node, is_const, type_of
+
+
+class _Context:
+    """What a kernel may read besides its arrays (the simulator's OpContext, for one host op)."""
+    __slots__ = ("numerics", "in_dtypes", "out_dtypes", "op_type", "op_name")
+
+    def __init__(self, op: str, in_types: list, out_types: list):
+        self.numerics, self.op_type, self.op_name = get_numerics(), op, f"{op} (empty)"
+        self.in_dtypes = tuple(t.dtype for t in in_types)
+        self.out_dtypes = tuple(t.dtype for t in out_types)
+
+
+def has_empty(refs) -> bool:
+    """Whether any of the (node, index) references (or lists of them) is an empty tensor."""
+    for v in refs:
+        for node, i in ([v] if type(v) is tuple else v or ()):
+            if 0 in node.types[i].shape:
+                return True
+    return False
+
+
+def evaluate(op: str, srcs: dict, attrs: dict) -> Node | None:
+    """`op` on `srcs` as a host value when an operand or the result is empty: a realized leaf
+    node holding every result; None when nothing is empty (a real limit was broken: the
+    caller re-raises its error)."""
+    opdef = REGISTRY[op]
+    with limits.empty_allowed():
+        full, types = opdef.apply(srcs, attrs, type_of, is_const)
+    refs = [v for v in srcs.values() if v is not None]
+    if not has_empty(refs) and not any(0 in t.shape for t in types):
+        return None
+    if all(0 in t.shape for t in types):
+        arrays = [np.empty(t.shape, t.dtype.np) for t in types]
+    else:
+        arrays = _compute(opdef, srcs, full, types)
+    return Node(None, {}, {}, types, arrays, False, None, ())
+
+
+def _compute(opdef, srcs: dict, attrs: dict, types: list) -> list:
+    """Run the op's numpy kernel on its operands' arrays (every operand must hold one)."""
+    args, in_types = [], []
+    for k in opdef.inputs:
+        v = srcs.get(k)
+        if v is None:
+            args.append(None)
+            continue
+        group = [v] if type(v) is tuple else v
+        if any(node.data is None for node, _ in group):
+            raise LimitError(f"{opdef.name}: an empty operand meets a value still being computed "
+                             f"and the result is not empty; the ANE has no empty tensors, so "
+                             f"aneforge evaluates such ops on the host. Drop the empty operand "
+                             f"(torch gives the same result without it), or realize the other "
+                             f"operand first (.numpy())")
+        arrays = [np.asarray(node.data[i]) for node, i in group]
+        in_types += [node.types[i] for node, i in group]
+        args.append(tuple(arrays) if type(v) is not tuple else arrays[0])
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)     # numpy's "mean of empty slice"
+            out = opdef.simulate(_Context(opdef.name, in_types, types), *args, **attrs)
+    except ValueError as e:                  # a max/min over a size-0 axis: no identity
+        raise IndexError(f"{opdef.name}: Expected reduction dim to have non-zero size "
+                         f"(torch's rule: max, min, argmax over an empty axis have no value)") from e
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return [np.asarray(a).astype(t.dtype.np).reshape(t.shape) for a, t in zip(outs, types)]
+
