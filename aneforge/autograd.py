@@ -27,7 +27,7 @@ from .ops import REGISTRY
 from .ops._grad import zeros
 from .tensor.base import TensorBase
 from .tensor.reduce import reduce
-from .core.trace import SEQ
+from .core.trace import SEQ, record
 
 
 # ---- grad mode -----------------------------------------------------------------------
@@ -102,9 +102,12 @@ def sum_to(g: "Tensor", shape: tuple[int, ...]) -> "Tensor":
 # ---- the walk ------------------------------------------------------------------------
 def _topo(roots) -> list:
     # sources in reverse argument order: it fixes the order cotangents are summed in, and fp16
-    # sums depend on it
-    return topological([r for r in roots if r.requires_grad],
-                       lambda n: [src for src, _ in reversed(list(n.refs())) if src.requires_grad])
+    # sums depend on it; a custom Function's output leads to the Function's inputs
+    def sources(n):
+        group = _CUSTOM.get(n) if _CUSTOM else None
+        refs = reversed(list(n.refs())) if group is None else group.input_refs()
+        return [src for src, _ in refs if src.requires_grad]
+    return topological([r for r in roots if r.requires_grad], sources)
 
 
 def _inputs(node, at) -> dict:
@@ -128,7 +131,8 @@ def _vjp(node, cotangents: list, at) -> dict:
     return rule(gs[0] if single else gs, _inputs(node, at), node.attrs, outs[0] if single else outs)
 
 
-def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool, order=None) -> dict:
+def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool, order=None,
+              scale=None) -> dict:
     """Cotangents of every requires-grad value reachable from `roots`, keyed by (id(node), i).
 
     As in torch, a graph is differentiated once unless `retain_graph`: a second walk through an
@@ -147,11 +151,16 @@ def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool, order=None) 
         for n in order:
             if n.op is not None:
                 n.freed = True
+    waiting = _FunctionCalls(order, scale) if _CUSTOM else None
     with no_grad():
         for node in reversed(order):
             if node.op is None:
                 continue
             cot = [grads.get((id(node), i), (None, None))[1] for i in range(len(node.types))]
+            if waiting is not None and node in _CUSTOM:
+                for ref, g in waiting.arrive(node, cot[0]):
+                    _send(grads, ref, g)
+                continue
             if all(c is None for c in cot):
                 continue
             start = next(SEQ)
@@ -161,6 +170,172 @@ def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool, order=None) 
             for name, g in cotangents.items():
                 _send(grads, node.srcs.get(name), g)
     return grads
+
+
+# ---- custom gradients: torch.autograd.Function ------------------------------------------
+class FunctionCtx:
+    """What a `Function`'s forward leaves for its backward (torch's `ctx`).
+
+    `save_for_backward(*tensors)` / `saved_tensors`, `needs_input_grad` (one bool per forward
+    argument), `mark_non_differentiable(*outputs)`, `set_materialize_grads(bool)` (False: an
+    output that got no gradient is None in backward instead of zeros), `mark_dirty` (accepted:
+    in-place outputs are new values here); any other attribute is yours to set."""
+
+    def __init__(self, needs_input_grad: tuple = ()):
+        self.saved_tensors: tuple = ()
+        self.needs_input_grad = needs_input_grad
+        self.materialize_grads = True
+        self.non_differentiable: set = set()
+
+    def save_for_backward(self, *tensors) -> None:
+        for t in tensors:
+            if t is not None and not isinstance(t, TensorBase):
+                raise TypeError(f"save_for_backward can only save variables, but argument "
+                                f"{tensors.index(t)} is of type {type(t).__name__}")
+        self.saved_tensors = tensors
+
+    def mark_non_differentiable(self, *tensors) -> None:
+        self.non_differentiable |= {id(t) for t in tensors}
+
+    def set_materialize_grads(self, value: bool) -> None:
+        self.materialize_grads = bool(value)
+
+    def mark_dirty(self, *tensors) -> None:
+        """Accepted for torch code: an in-place change makes a new value here (SSA)."""
+
+
+class Function:
+    """A differentiable operation with your own gradient, as `torch.autograd.Function`:
+    subclass it with static `forward(ctx, *args)` and `backward(ctx, *grad_outputs)` (or the
+    torch 2 style: `forward(*args)` plus `setup_context(ctx, inputs, output)`), and call
+    `YourFunction.apply(*args)`. forward runs without recording gradients; backward returns
+    one gradient (or None) per forward argument and is built from tensor ops, so it runs
+    inside the same program as the rest of the backward pass.
+
+    >>> import aneforge as af
+    >>> class ClampGrad(af.autograd.Function):        # identity forward, clipped gradient
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         return x * 1.0
+    ...     @staticmethod
+    ...     def backward(ctx, g):
+    ...         return g.clamp(-1.0, 1.0)
+    >>> x = af.tensor([1.0, 2.0], requires_grad=True)
+    >>> (ClampGrad.apply(x) * af.tensor([0.5, 3.0])).sum().backward()
+    >>> x.grad.tolist()
+    [0.5, 1.0]
+    """
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("You must implement the forward function for custom "
+                                  "autograd.Function.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("You must implement either the backward or vjp method for "
+                                  "your custom autograd.Function to use it with backward mode AD.")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError
+
+    vjp = backward
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        needs = tuple(isinstance(a, TensorBase) and a.requires_grad for a in args)
+        ctx = FunctionCtx(needs)
+        with no_grad():
+            if "setup_context" in {k for c in cls.__mro__[:-1] if c is not Function
+                                   for k in vars(c)}:          # torch 2 style
+                out = cls.forward(*args, **kwargs)
+                cls.setup_context(ctx, args, out)
+            else:
+                out = cls.forward(ctx, *args, **kwargs)
+        if not (CTX.thread.grad_enabled and any(needs)):
+            return out
+        outs = out if isinstance(out, tuple) else (out,)
+        group = _FunctionCall(cls, ctx, args)
+        linked = tuple(group.link(o) for o in outs)
+        return linked if isinstance(out, tuple) else linked[0]
+
+
+def once_differentiable(fn):
+    """torch's decorator for a backward that is not itself differentiable: accepted as is
+    (backward already runs without recording gradients of gradients)."""
+    return fn
+
+
+class _FunctionCall:
+    """One `Function.apply`: its backward, its ctx, its tensor inputs and the output nodes that
+    stand for its outputs in the trace (identity ops whose gradient is the backward's)."""
+
+    def __init__(self, cls, ctx: FunctionCtx, args: tuple):
+        self.cls, self.ctx = cls, ctx
+        self.inputs = [a.ref if isinstance(a, TensorBase) and a.requires_grad else None
+                       for a in args]
+        self.outputs: list = []           # per forward output: its node, or None (not linked)
+        self.values: list = []            # per forward output: the forward's value (for zeros)
+
+    def link(self, out):
+        """`out` as a new value whose gradient comes from this call's backward."""
+        if not isinstance(out, TensorBase) or not out.dtype.is_float or \
+                id(out) in self.ctx.non_differentiable:
+            self.outputs.append(None)
+            self.values.append(None)
+            return out
+        node = record("identity", {"x": out.ref}, {}, True)
+        _CUSTOM[node] = self
+        self.outputs.append(node)
+        self.values.append(out)
+        return out._at(node)
+
+    def input_refs(self) -> list:
+        return [r for r in self.inputs if r is not None]
+
+    def call(self, cotangents: dict, scale=None) -> list:
+        """The backward on the outputs' cotangents: [(input ref, gradient)]. Under automatic
+        scaling the walk's cotangents are S times torch's: the backward sees torch's (it may
+        be nonlinear in them, e.g. a clipped gradient) and its results are scaled back."""
+        grads = []
+        for node, value in zip(self.outputs, self.values):
+            g = cotangents.get(node)
+            if g is None and value is not None and self.ctx.materialize_grads:
+                g = zeros(value)
+            if g is not None and scale is not None:
+                g = g / scale.to(g.dtype)
+            grads.append(g)
+        result = self.cls.backward(self.ctx, *grads)
+        result = result if isinstance(result, tuple) else (result,)
+        if len(result) != len(self.inputs):
+            raise AneforgeError(f"function {self.cls.__name__}Backward returned an incorrect "
+                                f"number of gradients (expected {len(self.inputs)}, got "
+                                f"{len(result)})")
+        return [(ref, g if scale is None else g * scale.to(g.dtype))
+                for ref, g in zip(self.inputs, result) if ref is not None and g is not None]
+
+
+class _FunctionCalls:
+    """During one backward walk: each Function call's output cotangents as they arrive; its
+    backward runs when the last of its outputs the walk reaches has arrived."""
+
+    def __init__(self, order: list, scale=None):
+        self.reached, self.scale = {id(n) for n in order}, scale
+        self.arrived: dict = {}
+
+    def arrive(self, node, g) -> list:
+        call = _CUSTOM[node]
+        got = self.arrived.setdefault(id(call), {})
+        got[node] = g
+        expected = [n for n in call.outputs if n is not None and id(n) in self.reached]
+        if len(got) < len(expected):
+            return []
+        return call.call(got, self.scale)
+
+
+# the identity nodes standing for Function outputs -> their call (gone with the nodes)
+_CUSTOM: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _any_overwritten(order: list) -> bool:
@@ -245,7 +420,8 @@ def backward(tensor: "Tensor", gradient=None, retain_graph: bool | None = None) 
     if scaler is not None:
         scale = _scale_input(tensor, scaler)
         seed = seed * scale.to(seed.dtype)
-    grads = _backprop([tensor], [seed], bool(retain_graph), order)
+    grads = _backprop([tensor], [seed], bool(retain_graph), order,
+                      scale if scaler is not None else None)
     # the leaves that get a gradient: key -> the leaf node a handle holds now (once each)
     current = {k: _current(ref[0]) for k, (ref, _) in grads.items()}
     targets = [k for k, n in current.items() if n.op is None and n.requires_grad]
