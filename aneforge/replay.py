@@ -358,7 +358,7 @@ class Compiled:
             return self._fn(*args, **kwargs)
         flat, spec = _arguments(args, kwargs)
         key = (spec, CTX.thread.grad_enabled, get_numerics(), CTX.backend, get_pipeline(),
-               CTX.target, CTX.cache.generation)
+               CTX.target, CTX.budget, CTX.cache.generation)
         replay = self._replays.get(key)
         if replay is _EAGER:
             return self._fn(*args, **kwargs)

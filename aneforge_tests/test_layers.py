@@ -29,7 +29,7 @@ LAYERS = (
     ("aneforge.ops",),
     ("aneforge.core.trace",),
     ("aneforge.passes", "aneforge.runtime", "aneforge.mil"),
-    ("aneforge.core",),
+    ("aneforge.core", "aneforge.core.plan"),
     ("aneforge.tensor.elementwise", "aneforge.tensor.products", "aneforge.tensor.reduce",
      "aneforge.tensor.movement", "aneforge.tensor.scan", "aneforge.tensor.indexing",
      "aneforge.tensor.inplace", "aneforge.tensor.casts", "aneforge.tensor.random",

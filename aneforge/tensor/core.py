@@ -20,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from ..core import realization, scalar_consts
+from ..core import plan, realization, scalar_consts
 from .. import absent, dtypes
 from ..hardware import kernels
 from ..autograd import backward, no_grad
 from ..context import CTX
 from ..devices import THE_DEVICE, device, use
 from ..dtypes import DType
-from ..errors import AneforgeError, DTypeError
+from ..errors import AneforgeError, DTypeError, LimitError
 from ..ir.types import TensorType
 from ..hardware.limits import check_shape
 from ..core.trace import Node, leaf, record, record_binary
@@ -297,6 +297,9 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
     def _draw(self, draw, dtype) -> "Tensor":
         return host_draw(draw, dtype)
 
+    def _host(self, name: str, reason: str, fn, reads: tuple, out_dtypes: tuple) -> tuple:
+        return host_segment(name, reason, fn, reads, out_dtypes)
+
     # ---- arithmetic ------------------------------------------------------------------
     def _binary(self, op: str, other, reverse: bool = False, floating: bool = False):
         if type(other) is float or type(other) is int:      # a Python number: a const
@@ -541,6 +544,27 @@ def host_draw(draw, dtype) -> Tensor:
     an eager call would."""
     dt = dtypes.as_dtype(dtype)
     return _leaf(draw(), dt, remake=lambda: _stored(draw(), dt))
+
+
+def host_segment(name: str, reason: str, fn, reads: tuple, out_dtypes: tuple) -> tuple:
+    """Run `fn` (numpy) on the values of `reads` between two ANE segments: the values are
+    realized (the segment before ends), `fn`'s arrays become leaves of `out_dtypes` that later
+    programs read as inputs. Said once per op (HostSegmentNotice); af.compile replays it as a
+    host step of the plan, af.explain lists it."""
+    arrays = [t.value() for t in reads]
+    outs = [_stored(np.asarray(a), dt) for a, dt in zip(fn(*arrays), out_dtypes)]
+    plan.host_ran(name, reason, arrays, outs)
+    for a in outs:
+        if not a.size:
+            raise LimitError(f"{name}: the result is empty ({reason}, and it has no elements); "
+                             f"aneforge has no empty tensors (every axis 1..65536 on the ANE): "
+                             f"check that the input selects something first")
+        check_shape(name, a.shape)
+    nodes = [leaf(a, TensorType(a.shape, dt)) for a, dt in zip(outs, out_dtypes)]
+    capture = CTX.thread.capture
+    if capture is not None:
+        capture.host_step(fn, [t.ref for t in reads], nodes, out_dtypes)
+    return tuple(Tensor(n) for n in nodes)
 
 
 def _stored(arr: np.ndarray, dt) -> np.ndarray:
