@@ -41,7 +41,7 @@ LAYERS = (
      "aneforge.forwarders", "aneforge.adapters",
      "aneforge.creation", "aneforge.linalg", "aneforge._api", "aneforge.cuda",
      "aneforge.utils"),
-    ("aneforge.replay", "aneforge.serialization", "aneforge.torch_import", "aneforge.testing",
+    ("aneforge.replay", "aneforge.explain", "aneforge.serialization", "aneforge.torch_import", "aneforge.testing",
      "aneforge.bench", "aneforge.docgen", "aneforge"),
 )
 

@@ -20,7 +20,6 @@ gives an op-count cap, so ops are unbounded unless set (`af.plan_budget(ops=...)
 from __future__ import annotations
 
 import contextlib
-import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -28,6 +27,7 @@ import numpy as np
 from .. import dtypes
 from ..context import CTX
 from ..errors import HostSegmentNotice
+from ..hardware.hazards import warn_at_user
 from ..ir import Block, Function, Operation, Program, TensorType, Var
 from ..runtime.plan import Arena
 
@@ -317,9 +317,9 @@ def host_ran(name: str, reason: str, reads: list, outs: list) -> None:
     """A host segment ran (tensor/core.host_segment): the one-time notice, af.explain's log."""
     if name not in CTX.host_notices:
         CTX.host_notices.add(name)
-        warnings.warn(f"{name} runs on the host (numpy), between ANE segments: {reason}. On "
-                      f"hardware that is a round trip; af.explain(fn, *args) lists the "
-                      f"segments", HostSegmentNotice, stacklevel=4)
+        warn_at_user(f"{name} runs on the host (numpy), between ANE segments: {reason}. On "
+                     f"hardware that is a round trip; af.explain(fn, *args) lists the "
+                     f"segments", HostSegmentNotice)
     for log in CTX.explainers:
         log.append(HostStep(name, reason, [a.shape for a in reads], [a.shape for a in outs]))
 

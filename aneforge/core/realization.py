@@ -327,6 +327,8 @@ def run(refs: list[tuple]) -> None:
     rules = autoscale.rescue_rules(cut.leaves, cut.outputs)
     if CTX.thread.capture is not None:
         CTX.thread.capture.ran(cut, entry, rules)
+    for log in CTX.explainers:
+        log.append(entry)
     if CTX.recorders:
         run = Run(program, inputs, Cut(pending).program())
         for log in CTX.recorders:

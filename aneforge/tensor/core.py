@@ -551,19 +551,21 @@ def host_segment(name: str, reason: str, fn, reads: tuple, out_dtypes: tuple) ->
     realized (the segment before ends), `fn`'s arrays become leaves of `out_dtypes` that later
     programs read as inputs. Said once per op (HostSegmentNotice); af.compile replays it as a
     host step of the plan, af.explain lists it."""
+    def compute(*arrays):
+        return [_stored(np.asarray(a), dt) for a, dt in zip(fn(*arrays), out_dtypes)]
     arrays = [t.value() for t in reads]
-    outs = [_stored(np.asarray(a), dt) for a, dt in zip(fn(*arrays), out_dtypes)]
+    outs = compute(*arrays)
     plan.host_ran(name, reason, arrays, outs)
     for a in outs:
         if not a.size:
-            raise LimitError(f"{name}: the result is empty ({reason}, and it has no elements); "
+            raise LimitError(f"{name}: the result is empty ({reason}, and it selects nothing); "
                              f"aneforge has no empty tensors (every axis 1..65536 on the ANE): "
                              f"check that the input selects something first")
         check_shape(name, a.shape)
     nodes = [leaf(a, TensorType(a.shape, dt)) for a, dt in zip(outs, out_dtypes)]
     capture = CTX.thread.capture
     if capture is not None:
-        capture.host_step(fn, [t.ref for t in reads], nodes, out_dtypes)
+        capture.host_step(compute, [t.ref for t in reads], nodes)
     return tuple(Tensor(n) for n in nodes)
 
 
