@@ -29,6 +29,7 @@ from ..context import CTX
 from ..errors import HostSegmentNotice
 from ..hardware.hazards import warn_at_user
 from ..ir import Block, Function, Operation, Program, TensorType, Var
+from ..ir.dag import fresh_name
 from ..runtime.plan import Arena
 
 
@@ -172,12 +173,12 @@ def _crossings(ops, bounds, outputs, made, consts) -> list:
 def _segment(ops, s, why, needed, made, consts, slot) -> Segment:
     """Segment `s` as its own Program: crossing inputs enter in their boundary form and are
     converted back, crossing outputs leave in it; the consts it reads are copied in."""
-    names, body, inputs, reads, env = set(), [], [], [], {}
+    names = {v.name for op in ops + list(consts.values()) for v in op.outputs} | \
+        {v.name for v in needed}
+    body, inputs, reads, env = [], [], [], {}
 
     def fresh(prefix, type):
-        name = f"{prefix}_{len(names)}"
-        names.add(name)
-        return Var(name, type)
+        return Var(fresh_name(prefix, names, len(names)), type)
 
     def value(v):
         if id(v) in env:
