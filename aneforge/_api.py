@@ -74,6 +74,8 @@ any                   Tensor    torch Tensor    decomposed
 argmax                Tensor    torch Tensor    reduce_argmax
 argmin                Tensor    torch Tensor    reduce_argmin
 argsort               Tensor    torch Tensor    decomposed
+argwhere              Tensor    torch Tensor    host
+    -- the row count depends on the values: nonzero's host segment
 asin                  Tensor    torch Tensor    decomposed      asin.default
 asinh                 Tensor    torch Tensor    decomposed      asinh.default
 atan                  Tensor    torch Tensor    decomposed      atan.default
@@ -202,6 +204,10 @@ logsumexp             Tensor    torch Tensor    decomposed
 long                  Tensor    Tensor          cast
 lt                    Tensor    torch Tensor    less
 masked_fill           Tensor    torch Tensor    select          masked_fill.Scalar
+masked_scatter        Tensor    torch Tensor    host            masked_scatter.default
+    -- the source positions are read from the mask on the host; values move on the ANE
+masked_select         Tensor    torch Tensor    host            masked_select.default
+    -- the positions are found on the host (a host segment); the gather runs on the ANE
 matmul                Tensor    torch Tensor    matmul          matmul.default mm.default
 max                   Tensor    torch Tensor    reduce_max
 max_pool1d            F         torch F         decomposed
@@ -228,6 +234,8 @@ negative              Tensor    torch Tensor    decomposed
 nelement              Tensor    Tensor          host
     -- the static element count (no program)
 nll_loss              F         F               decomposed
+nonzero               Tensor    torch Tensor    host            nonzero.default
+    -- the result's shape depends on the values: a host segment between ANE segments
 norm                  Tensor    torch Tensor    decomposed
 normal_               Tensor    Tensor          host
     -- a host draw from the generator, entering programs as an input
@@ -309,6 +317,8 @@ type                  Tensor    Tensor          host
 type_as               Tensor    Tensor          cast
 unbind                Tensor    torch Tensor    decomposed
 unflatten             Tensor    torch Tensor    reshape
+unique                Tensor    torch Tensor    host
+    -- the number of distinct values sets the shape: a host segment (numpy)
 unfold                Tensor    Tensor F*       decomposed      unfold.default
 uniform_              Tensor    Tensor          host
     -- a host draw (see normal_)

@@ -23,10 +23,6 @@ torch   inverse            no matrix factorization or solve op on the ANE (inver
                            torch.linalg's solve, svd, eig, qr, cholesky; af.linalg has vector_norm
                            only); compute them on the host
 torch   fft                no FFT op on the ANE
-torch   nonzero            the result's shape depends on the data; ANE programs have static shapes
-                           (use masks: where, masked_fill)
-torch   unique             data-dependent output shape (see nonzero)
-torch   masked_select      data-dependent output shape (see nonzero)
 torch   sparse_coo_tensor  no sparse storage on the ANE
 Tensor  index_put_         programs are static SSA: build the new value with where, scatter or cat
                            (`x[i] = v` raises with that advice)
@@ -78,10 +74,10 @@ def error(surface: str, name: str, namespace, elsewhere: dict | None = None,
     similar names, and `hint`.
 
     >>> import aneforge as af
-    >>> af.nonzero
+    >>> af.fft
     Traceback (most recent call last):
-    AttributeError: module 'aneforge' has no attribute 'nonzero': torch.nonzero is not in aneforge: the result's shape depends on the data; ...
-    >>> hasattr(af, "nonzero")
+    AttributeError: module 'aneforge' has no attribute 'fft': torch.fft is not in aneforge: no FFT op on the ANE...
+    >>> hasattr(af, "fft")
     False
     """
     head = (f"'Tensor' object has no attribute {name!r}" if surface == "Tensor" else

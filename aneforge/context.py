@@ -57,6 +57,9 @@ class Context:
     last_report: Any = None       # passes.Report of the latest compile
     cache: CompileCache = field(default_factory=CompileCache)
     recorders: list = field(default_factory=list)   # realization.recording() logs
+    budget: Any = None            # core/plan.Budget set by af.plan_budget; None: the target's
+    host_notices: set = field(default_factory=set)  # ops whose HostSegmentNotice was said
+    explainers: list = field(default_factory=list)  # af.explain's segment logs
     # Objects that take part in every realization (optimizers: a step read early is planned
     # into the same program). Held weakly: dropping an optimizer drops its participation.
     participants: weakref.WeakSet = field(default_factory=weakref.WeakSet)

@@ -49,3 +49,11 @@ class ANEHazardWarning(UserWarning):
     """A value hit a hardware cliff the ANE would hit too: a matmul output past 32752 read back
     as inf, a width-slice gain overflow, a NaN coerced to +inf. The simulator reports it naming
     the op; `warnings.simplefilter("error", aneforge.ANEHazardWarning)` makes it an error."""
+
+
+class HostSegmentNotice(UserWarning):
+    """An op left the ANE for the host (numpy): its output shape depends on the data (nonzero,
+    masked_select, unique, a bool-mask index) or the engine has no route for it. Said once per
+    op; on hardware each such op costs a round trip (the ANE segment before it finishes, the
+    host computes, the next segment starts). `af.explain(fn, *args)` lists every segment;
+    `warnings.simplefilter("ignore", aneforge.HostSegmentNotice)` silences it."""

@@ -99,6 +99,11 @@ def argsort(input: Tensor, dim: int | None = None, descending: bool = False, sta
     return input.argsort(dim, descending, stable, axis=axis)
 
 
+def argwhere(input: Tensor):
+    """torch.argwhere: `input.argwhere()`; see Tensor.argwhere."""
+    return input.argwhere()
+
+
 def asin(input: Tensor) -> Tensor:
     """torch.asin: `input.asin()`; see Tensor.asin."""
     return input.asin()
@@ -497,6 +502,16 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     return input.masked_fill(mask, value)
 
 
+def masked_scatter(input: Tensor, mask, source):
+    """torch.masked_scatter: `input.masked_scatter(mask, source)`; see Tensor.masked_scatter."""
+    return input.masked_scatter(mask, source)
+
+
+def masked_select(input: Tensor, mask):
+    """torch.masked_select: `input.masked_select(mask)`; see Tensor.masked_select."""
+    return input.masked_select(mask)
+
+
 def matmul(input: Tensor, other) -> Tensor:
     """torch.matmul: `input.matmul(other)`; see Tensor.matmul."""
     return input.matmul(other)
@@ -592,6 +607,11 @@ def neg(input: Tensor) -> Tensor:
 def negative(input: Tensor) -> Tensor:
     """torch.negative: `input.negative()`; see Tensor.negative."""
     return input.negative()
+
+
+def nonzero(input: Tensor, *, as_tuple: bool = False):
+    """torch.nonzero: `input.nonzero(as_tuple=as_tuple)`; see Tensor.nonzero."""
+    return input.nonzero(as_tuple=as_tuple)
 
 
 def norm(input: Tensor, p='fro', dim=None, keepdim: bool = False, dtype=None) -> Tensor:
@@ -846,6 +866,12 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
 def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
     """torch.unflatten: `input.unflatten(dim, sizes)`; see Tensor.unflatten."""
     return input.unflatten(dim, sizes)
+
+
+def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False,
+           return_counts: bool = False, dim: int | None = None):
+    """torch.unique: `input.unique(sorted, return_inverse, return_counts, dim)`; see Tensor.unique."""
+    return input.unique(sorted, return_inverse, return_counts, dim)
 
 
 def unsqueeze(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:

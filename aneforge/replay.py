@@ -124,6 +124,17 @@ class Capture:
         self.runs.append(run)
         self.actions.append(("run", run))
 
+    def host_step(self, compute: Callable, reads: list, nodes: list) -> None:
+        """A host segment ran (tensor/core.host_segment): a replay runs `compute` again on the
+        values `reads` have then; its results must have the captured shapes, else the
+        function runs and is captured again (the shapes depend on the data)."""
+        j = len(self.runs)
+        for k, node in enumerate(nodes):
+            self.outputs[(id(node), 0)] = (j, k)
+        run = _HostRun(compute, list(reads), [(n, 0) for n in nodes])
+        self.runs.append(run)
+        self.actions.append(("host", run))
+
     # ---- after the call: resolve every value's source --------------------------------------
     def source(self, node, i: int):
         """Where (node, i)'s value comes from at replay, or None if it cannot be known."""
@@ -167,6 +178,10 @@ class Capture:
                                          f"host data that is not an argument feeds a program")
         if not self.runs:
             self.refusals.append("it runs no program")
+        kinds = [kind for kind, _ in self.actions]
+        if "effect" in kinds and "host" in kinds[kinds.index("effect"):]:
+            self.refusals.append("a host segment (nonzero, unique, a bool mask, ...) follows a "
+                                 "step that changes state (its shapes can change on replay)")
         if self.refusals:
             raise NotReplayable("; ".join(dict.fromkeys(self.refusals)))
         for run in self.runs:
@@ -207,6 +222,22 @@ class _Run:
         self.in_boundary = [(t.dtype, realization.boundary_shape(t.shape),
                          dtypes.transport(t.dtype) is not t.dtype) for t in self.in_types]
         self.out_boundary = [(t.dtype.np, t.shape) for t in self.out_types]
+
+
+class _HostRun:
+    """A host segment of a captured call: its computation, what it read, the shapes it made."""
+    __slots__ = ("compute", "leaves", "outputs", "sources", "shapes")
+
+    def __init__(self, compute, leaves, outputs):
+        self.compute, self.leaves, self.outputs, self.sources = compute, leaves, outputs, []
+
+    def settle(self) -> None:
+        self.shapes = [n.types[i].shape for n, i in self.outputs]
+        self.leaves = self.outputs = None
+
+
+class Diverged(Exception):
+    """A replayed host segment made shapes other than the captured ones: capture again."""
 
 
 class Replay:
@@ -252,6 +283,13 @@ def _run_step(run, arrays, outs) -> None:
     outs.append(_run(run, arrays))
 
 
+def _host_step(run, arrays, outs) -> None:
+    results = run.compute(*arrays)
+    if [r.shape for r in results] != run.shapes:
+        raise Diverged
+    outs.append(results)
+
+
 def _effect_step(fn, arrays, outs) -> None:
     fn(*arrays)
 
@@ -293,6 +331,7 @@ def _grad_step(what, arrays, outs) -> None:
 # action kind -> its captured form -> (act(what, arrays, outs), what, readers of the arrays)
 _STEPS = {
     "run": lambda run: (_run_step, run, [_reader(s) for s in run.sources]),
+    "host": lambda run: (_host_step, run, [_reader(s) for s in run.sources]),
     "effect": lambda what: (_effect_step, what[0], [_reader(s) for s in what[1]]),
     "grad": lambda what: (_grad_step, (what[0], what[2]),
                           [] if what[1] is None else [_reader(what[1])]),
@@ -358,12 +397,15 @@ class Compiled:
             return self._fn(*args, **kwargs)
         flat, spec = _arguments(args, kwargs)
         key = (spec, CTX.thread.grad_enabled, get_numerics(), CTX.backend, get_pipeline(),
-               CTX.target, CTX.cache.generation)
+               CTX.target, CTX.budget, CTX.cache.generation)
         replay = self._replays.get(key)
         if replay is _EAGER:
             return self._fn(*args, **kwargs)
         if replay is not None and replay.valid():
-            return replay(flat)
+            try:
+                return replay(flat)
+            except Diverged:                        # a host segment's shapes changed
+                pass
         return self._capture(key, flat, args, kwargs)
 
     def __getattr__(self, name):                     # a compiled module keeps its attributes

@@ -239,6 +239,8 @@ def _args(name):
         "bitwise_left_shift": (idx, 3), "bitwise_right_shift": (idx - 2, 1), "logical_and": (x, y),
         "logical_or": (x, mask), "logical_xor": (mask, y),
         "repeat_interleave": (x, 2, 1),
+        "argwhere": (x,), "nonzero": (x,), "masked_select": (x, mask),
+        "masked_scatter": (x, mask, y), "unique": (idx,),
         "conv3d": (x.reshape(1, 1, 1, 2, 3), pos.reshape(1, 1, 1, 2, 3)[..., :2]), "view_as": (x, y.t()), "unfold": (x, 1, 2, 1),
     }[name]
 

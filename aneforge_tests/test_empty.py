@@ -25,6 +25,9 @@ CASES = {
     "x[-2:-5]": lambda L: L.ones(3)[-2:-5],
     "x[:, 2:2, 1]": lambda L: L.ones(4, 3, 2)[:, 2:2, 1],
     "mask selecting nothing": lambda L: (lambda x: x[x > 5])(L.ones(2, 3)),
+    "nonzero of zeros": lambda L: (L.ones(2, 3) * 0).nonzero(),
+    "computed mask selecting nothing": lambda L: (lambda x: x[x * 2 > 100])(L.ones(2, 3)),
+    "masked_select of nothing": lambda L: L.ones(2, 3).masked_select(L.zeros(2, 3) > 1),
     "narrow length 0": lambda L: L.ones(4, 3).narrow(0, 1, 0),
     "expand to 0": lambda L: L.ones(4, 1, 3).expand(4, 0, 3),
     "sum over size 0": lambda L: L.ones(4, 0).sum(1),
@@ -64,7 +67,8 @@ def test_empty_tensors_give_torchs_shapes_and_values(name):
         got = CASES[name](af)
     assert tuple(got.shape) == tuple(want.shape)
     np.testing.assert_array_equal(_values(got), _values(want))
-    if name not in ("cat with an empty piece", "mask selecting nothing"):    # (2 * ones, x > 5)
+    if name not in ("cat with an empty piece", "mask selecting nothing", "nonzero of zeros",
+                    "computed mask selecting nothing", "masked_select of nothing"):  # computed
         assert af.cache_info().misses == before          # nothing compiled for a host value
 
 

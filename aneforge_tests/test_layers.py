@@ -29,7 +29,7 @@ LAYERS = (
     ("aneforge.ops",),
     ("aneforge.core.trace",),
     ("aneforge.passes", "aneforge.runtime", "aneforge.mil"),
-    ("aneforge.core",),
+    ("aneforge.core", "aneforge.core.plan"),
     ("aneforge.tensor.elementwise", "aneforge.tensor.products", "aneforge.tensor.reduce",
      "aneforge.tensor.movement", "aneforge.tensor.scan", "aneforge.tensor.indexing",
      "aneforge.tensor.inplace", "aneforge.tensor.casts", "aneforge.tensor.random",
@@ -41,7 +41,7 @@ LAYERS = (
      "aneforge.forwarders", "aneforge.adapters",
      "aneforge.creation", "aneforge.linalg", "aneforge._api", "aneforge.cuda",
      "aneforge.utils"),
-    ("aneforge.replay", "aneforge.serialization", "aneforge.torch_import", "aneforge.testing",
+    ("aneforge.replay", "aneforge.explain", "aneforge.serialization", "aneforge.torch_import", "aneforge.testing",
      "aneforge.bench", "aneforge.docgen", "aneforge"),
 )
 

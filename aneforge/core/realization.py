@@ -29,6 +29,7 @@ from ..ir.dag import fresh_name
 from ..hardware.numerics import get_numerics
 from ..hardware.targets import get_target
 from . import autoscale
+from .plan import compile_plan
 from .trace import prekey_leaves
 from ..runtime import get_backend
 
@@ -300,7 +301,7 @@ def run(refs: list[tuple]) -> None:
     cache = CTX.cache
     numerics, backend, pipeline = get_numerics(), get_backend(), passes.get_pipeline()
     cut = _prekeyed(pending) or Cut(pending)
-    key = cut.key(numerics, backend.name) + (pipeline, get_target().name)
+    key = cut.key(numerics, backend.name) + (pipeline, get_target().name, CTX.budget)
     entry = cache.entries.get(key)
     if entry is None:
         start = time.perf_counter()
@@ -308,7 +309,7 @@ def run(refs: list[tuple]) -> None:
             cut = cut.full(pending)
         program = cut.program()
         report = passes.run(program, pipeline, numerics)
-        entry = Entry(program, backend.compile(program, numerics), report)
+        entry = Entry(program, compile_plan(program, backend, numerics), report)
         cache.compile_seconds += time.perf_counter() - start
         cache.misses += 1
         if passes.debugging():
@@ -326,6 +327,8 @@ def run(refs: list[tuple]) -> None:
     rules = autoscale.rescue_rules(cut.leaves, cut.outputs)
     if CTX.thread.capture is not None:
         CTX.thread.capture.ran(cut, entry, rules)
+    for log in CTX.explainers:
+        log.append(entry)
     if CTX.recorders:
         run = Run(program, inputs, Cut(pending).program())
         for log in CTX.recorders:

@@ -50,10 +50,16 @@ def report(ctx, why: str) -> None:
         return
     f = _user_frame()
     where = f" (run from {f.f_code.co_filename}:{f.f_lineno})" if f is not None else ""
-    message = f"ANE hazard in MIL op {ctx.op_type} {ctx.op_name!r}{where}: {why}"
+    warn_at_user(f"ANE hazard in MIL op {ctx.op_type} {ctx.op_name!r}{where}: {why}",
+                 ANEHazardWarning)
+
+
+def warn_at_user(message: str, category) -> None:
+    """warnings.warn attributed to the user's line (outside aneforge and the standard library)."""
+    f = _user_frame()
     if f is None:
-        warnings.warn(message, ANEHazardWarning, stacklevel=2)
+        warnings.warn(message, category, stacklevel=2)
     else:
-        warnings.warn_explicit(message, ANEHazardWarning, f.f_code.co_filename, f.f_lineno,
+        warnings.warn_explicit(message, category, f.f_code.co_filename, f.f_lineno,
                                module=f.f_globals.get("__name__"), registry=f.f_globals.setdefault(
                                    "__warningregistry__", {}))

@@ -35,6 +35,12 @@ class TensorBase:
         draws again on each replay, as an eager call would)."""
         raise NotImplementedError
 
+    def _host(self, name: str, reason: str, fn, reads: tuple, out_dtypes: tuple):
+        """A host segment: `fn(*arrays)` on the realized values of `reads` (numpy), its arrays
+        new leaves of `out_dtypes` (a tuple of tensors); for what has no ANE form, mostly
+        data-dependent shapes (nonzero, unique). Said once per `name`, with `reason`."""
+        raise NotImplementedError
+
     def _at(self, node, idx: int = 0):
         """A new handle on output `idx` of trace node `node` (autograd wraps the values a
         gradient rule reads this way)."""

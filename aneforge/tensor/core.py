@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core import empty, realization, scalar_consts
+from ..core import empty, plan, realization, scalar_consts
 from .. import absent, dtypes
 from ..hardware import kernels
 from ..autograd import backward, no_grad
@@ -298,6 +298,9 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
     def _draw(self, draw, dtype) -> "Tensor":
         return host_draw(draw, dtype)
 
+    def _host(self, name: str, reason: str, fn, reads: tuple, out_dtypes: tuple) -> tuple:
+        return host_segment(name, reason, fn, reads, out_dtypes)
+
     # ---- arithmetic ------------------------------------------------------------------
     def _binary(self, op: str, other, reverse: bool = False, floating: bool = False):
         if type(other) is float or type(other) is int:      # a Python number: a const
@@ -571,6 +574,25 @@ def host_draw(draw, dtype) -> Tensor:
     an eager call would."""
     dt = dtypes.as_dtype(dtype)
     return _leaf(draw(), dt, remake=lambda: _stored(draw(), dt))
+
+
+def host_segment(name: str, reason: str, fn, reads: tuple, out_dtypes: tuple) -> tuple:
+    """Run `fn` (numpy) on the values of `reads` between two ANE segments: the values are
+    realized (the segment before ends), `fn`'s arrays become leaves of `out_dtypes` that later
+    programs read as inputs. Said once per op (HostSegmentNotice); af.compile replays it as a
+    host step of the plan, af.explain lists it."""
+    def compute(*arrays):
+        return [_stored(np.asarray(a), dt) for a, dt in zip(fn(*arrays), out_dtypes)]
+    arrays = [t.value() for t in reads]
+    outs = compute(*arrays)
+    plan.host_ran(name, reason, arrays, outs)
+    for a in outs:
+        check_leaf_shape(a.shape)                  # empty: a host value (core/empty.py)
+    nodes = [leaf(a, TensorType(a.shape, dt)) for a, dt in zip(outs, out_dtypes)]
+    capture = CTX.thread.capture
+    if capture is not None:
+        capture.host_step(compute, [t.ref for t in reads], nodes)
+    return tuple(Tensor(n) for n in nodes)
 
 
 def _stored(arr: np.ndarray, dt) -> np.ndarray:

@@ -100,25 +100,57 @@ def _advanced(x, index: tuple):
     rest = index[:k] + (slice(None),) + index[k + 1:]
     axis = sum(1 for i in index[:k] if i is not None and i is not Ellipsis)
     if _is_mask(entry):
-        mask = np.asarray(entry) if not isinstance(entry, TensorBase) else host_values(entry)
-        if mask is None:
-            mask = entry.numpy()            # the result's shape depends on it: a host read
+        mask = entry if isinstance(entry, TensorBase) else np.asarray(entry)
         span = x.shape[axis:axis + mask.ndim]
-        if mask.shape != span:
-            raise IndexError(f"The shape of the mask {mask.shape} at index {axis} does not match "
-                             f"the shape of the indexed tensor {span}")
+        if tuple(mask.shape) != span:
+            raise IndexError(f"The shape of the mask {tuple(mask.shape)} at index {axis} does "
+                             f"not match the shape of the indexed tensor {span}")
         x = x.reshape(x.shape[:axis] + (-1,) + x.shape[axis + mask.ndim:])
-        picked = np.flatnonzero(mask)
-        if picked.size == 0:                      # nothing selected: an empty tensor
-            x = empty_of(x, x.shape[:axis] + (0,) + x.shape[axis + 1:])
-            return getitem(x, rest)
-        idx, shape = x._as_tensor(picked.astype(np.int32)), (picked.size,)
+        idx = _true_positions(x, mask, "x[mask]")
+        if not idx.numel():                       # nothing selected: an empty tensor
+            return getitem(empty_of(x, x.shape[:axis] + (0,) + x.shape[axis + 1:]), rest)
+        shape = idx.shape
     else:
         idx = _as_index(x, entry, x.shape[axis], axis)
         shape = idx.shape
     out = getitem(x.index_select(axis, idx.reshape(-1)), rest)
     pos = sum(1 for i in index[:k] if i is None or isinstance(i, slice))
     return out.reshape(out.shape[:pos] + shape + out.shape[pos + 1:])
+
+
+_DATA_SHAPE = "its result's shape depends on the values of {}"
+
+
+def _flat_true(mask) -> list:
+    return [np.flatnonzero(mask).astype(np.int32)]
+
+
+def _true_positions(x, mask, name: str):
+    """The flat positions of `mask`'s true entries (int32, 1-D): computed on the host, a host
+    segment if the mask is computed (its count is the result's shape)."""
+    values = host_values(mask) if isinstance(mask, TensorBase) else np.asarray(mask)
+    if values is not None:
+        return x._as_tensor(_flat_true(values)[0])     # empty when nothing is selected
+    if mask.dtype.name != "bool":
+        raise DTypeError(f"{name}: the mask must be a bool tensor, got {mask.dtype.name}; "
+                         f"compare first (x > 0)")
+    return x._host(name, _DATA_SHAPE.format("the mask"), _flat_true, (mask,), (dtypes.int32,))[0]
+
+
+def _as_mask(x, mask, name: str):
+    """`mask` as a bool tensor broadcast with x, and x broadcast with it (torch's rule for
+    masked_select / masked_scatter)."""
+    mask = x._as_tensor(mask)
+    if mask.dtype.name != "bool":
+        raise DTypeError(f"{name}: expected a bool mask, got {mask.dtype.name}; compare first "
+                         f"(x > 0) or call .bool()")
+    try:
+        shape = np.broadcast_shapes(x.shape, mask.shape)
+    except ValueError:
+        raise ShapeError(f"{name}: the mask's shape {mask.shape} does not broadcast with the "
+                         f"input's {x.shape}") from None
+    return x.expand(*shape) if x.shape != shape else x, \
+        mask.expand(*shape) if mask.shape != shape else mask
 
 
 def _slice(x, begin, end, stride, squeeze):
@@ -330,6 +362,102 @@ class IndexingMixin(TensorBase):
             return where(hit, got, x).movedim(-1, d)
         raise ValueError(f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or "
                          f"'amin', got {reduce!r}")
+
+    # ---- data-dependent shapes: host segments (tensor/core.host_segment) -------------------
+    def nonzero(self, *, as_tuple: bool = False):
+        """The indices of the nonzero entries, one row per entry (int32; torch's int64), or with
+        `as_tuple=True` one 1-D tensor per dimension. The count depends on the values, so this
+        runs on the host between ANE segments (a HostSegmentNotice says so once).
+
+        >>> import aneforge as af, warnings
+        >>> warnings.simplefilter("ignore", af.HostSegmentNotice)
+        >>> af.tensor([[0.0, 2.0], [3.0, 0.0]]).nonzero().tolist()
+        [[0, 1], [1, 0]]
+        >>> [t.tolist() for t in af.tensor([0, 5, 7]).nonzero(as_tuple=True)]
+        [[1, 2]]
+        """
+        if as_tuple:
+            return self._host("nonzero", _DATA_SHAPE.format("the input"),
+                              lambda a: np.nonzero(np.atleast_1d(a)), (self,),
+                              (dtypes.int32,) * max(self.ndim, 1))
+        return self._host("nonzero", _DATA_SHAPE.format("the input"),
+                          lambda a: [np.argwhere(a)], (self,), (dtypes.int32,))[0]
+
+    def argwhere(self):
+        """nonzero(): the indices of the nonzero entries, one row each (int32).
+
+        >>> import aneforge as af, warnings
+        >>> warnings.simplefilter("ignore", af.HostSegmentNotice)
+        >>> af.argwhere(af.tensor([0.0, 1.0, 2.0])).tolist()
+        [[1], [2]]
+        """
+        return self.nonzero()
+
+    def masked_select(self, mask):
+        """The entries where `mask` (broadcast with the input) is true, as a 1-D tensor. The
+        positions are found on the host (their count is the result's shape); the values are
+        gathered on the ANE, so the gradient scatters back into the input.
+
+        >>> import aneforge as af, warnings
+        >>> warnings.simplefilter("ignore", af.HostSegmentNotice)
+        >>> x = af.tensor([[1.0, -2.0], [-3.0, 4.0]])
+        >>> x.masked_select(x > 0).tolist()
+        [1.0, 4.0]
+        """
+        x, mask = _as_mask(self, mask, "masked_select")
+        return x.reshape(-1).index_select(0, _true_positions(x, mask, "masked_select"))
+
+    def masked_scatter(self, mask, source):
+        """The input with its entries where `mask` is true replaced, in order, by the first
+        entries of `source` (torch's rule; gradients reach both). The positions are read on
+        the host from the mask; the values move on the ANE.
+
+        >>> import aneforge as af, warnings
+        >>> warnings.simplefilter("ignore", af.HostSegmentNotice)
+        >>> x = af.zeros(4)
+        >>> x.masked_scatter(af.tensor([True, False, True, False]), af.tensor([5.0, 6.0])).tolist()
+        [5.0, 0.0, 6.0, 0.0]
+        """
+        x, mask = _as_mask(self, mask, "masked_scatter")
+        source = self._as_tensor(source)
+        n = source.numel()
+
+        def order(m):            # entry k of a true place takes source[k]; others read 0
+            rank = np.cumsum(m.reshape(-1)) - 1
+            if rank[-1] >= n:
+                raise ShapeError(f"masked_scatter: the mask has {rank[-1] + 1} true entries "
+                                 f"but source has only {n} elements")
+            return [np.maximum(rank, 0).astype(np.int32)]
+        (pos,) = self._host("masked_scatter", "its source positions depend on the mask's "
+                            "values", order, (mask,), (dtypes.int32,))
+        picked = source.to(x.dtype).reshape(-1).index_select(0, pos).reshape(x.shape)
+        return where(mask, picked, x)
+
+    def unique(self, sorted: bool = True, return_inverse: bool = False,
+               return_counts: bool = False, dim: int | None = None):
+        """The distinct values (sorted, as torch returns them on every device), optionally with
+        each input entry's index into them (`return_inverse`) and each value's count
+        (`return_counts`; int32, torch's int64); `dim` compares whole slices along it. Their
+        number depends on the values: a host segment. Not differentiable, as in torch.
+
+        >>> import aneforge as af, warnings
+        >>> warnings.simplefilter("ignore", af.HostSegmentNotice)
+        >>> values, inverse, counts = af.tensor([3, 1, 3, 2]).unique(return_inverse=True,
+        ...                                                         return_counts=True)
+        >>> values.tolist(), inverse.tolist(), counts.tolist()
+        ([1, 2, 3], [2, 0, 2, 1], [1, 1, 2])
+        """
+        axis = None if dim is None else norm_dim(dim, self.ndim)
+
+        def distinct(a):
+            values, inverse, counts = np.unique(a, return_inverse=True, return_counts=True,
+                                                axis=axis)
+            return values, inverse.reshape(a.shape if axis is None else (-1,)), counts
+        outs = self._host("unique", _DATA_SHAPE.format("the input"), distinct, (self,),
+                          (self.dtype, dtypes.int32, dtypes.int32))
+        picked = (outs[0],) + ((outs[1],) if return_inverse else ()) + \
+            ((outs[2],) if return_counts else ())
+        return picked[0] if len(picked) == 1 else picked
 
     def __getitem__(self, index) -> "Tensor":
         return getitem(self, index)
