@@ -174,6 +174,25 @@ def test_a_pass_past_the_port_at_scale_1_runs_scaled_down():
     assert af.amp.auto_scaler().scale < 1
 
 
+def test_a_saturation_a_later_matmul_hides_is_rescued():
+    """At S = 1024 a position embedding's gradient (a sum over a batch of 64) passes the matmul
+    port's 2**15 and saturates; the embedding's one-hot matmul then reads 0 * inf as 0, so the
+    gradient came back all zeros with finite peaks. The port's hazard makes the pass run a rung
+    lower, where nothing saturates."""
+    w0 = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+    tw = torch.nn.Embedding(4, 8)
+    with torch.no_grad():
+        tw.weight.copy_(torch.from_numpy(w0))
+    ((torch.ones(64, 4, 8) * 0.5 + tw(torch.arange(4).unsqueeze(0))) * 1.5).sum().backward()
+    aw = af.nn.Embedding(4, 8)
+    aw.load_state_dict({"weight": w0})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                    # rescued: no hazard left to report
+        ((af.ones(64, 4, 8) * 0.5 + aw(af.arange(4).unsqueeze(0))) * 1.5).sum().backward()
+        g = aw.weight.grad.numpy()
+    np.testing.assert_array_equal(g, tw.weight.grad.numpy())
+
+
 def test_a_gradient_past_fp16_is_named_not_blamed_on_torch():
     w = af.nn.Parameter(af.tensor([300.0, 1.0]))
     with pytest.warns(af.ANEHazardWarning, match="past fp16's range.*reduction='mean'") as seen:

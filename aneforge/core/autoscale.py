@@ -307,9 +307,31 @@ def rescue(run, inputs: list, rules: list) -> list:
     bad = _overflowed(results, rules)
     if bad:
         results, held = _lower(run, inputs, rules, bad, results, held)
-    for ctx, why in held:
-        hazards.report(ctx, why)
+    elif rules and any(h[2] for h in held):
+        results, held = _unhide(run, inputs, rules, results, held)
+    for ctx, why, saturated in held:
+        hazards.report(ctx, why, saturated)
     return results
+
+
+def _unhide(run, first: list, rules: list, results: list, held: list) -> tuple:
+    """The matmul port saturated in a run whose gradients read finite: a saturated gradient
+    value may have been hidden (a one-hot matmul reads 0 * inf as 0: an embedding's gradient
+    came back all zeros), or the forward saturated. One run a rung lower tells: if the
+    saturation is gone the scale caused it, and that run is kept; else the first one is."""
+    for attempt in RESCUE:
+        inputs = list(first)
+        for k_in, _, _ in rules:
+            inputs[k_in] = attempt(first[k_in]).astype(first[k_in].dtype)
+        if all(inputs[k].ravel()[0] >= first[k].ravel()[0] for k, _, _ in rules):
+            continue                          # not lower than the first run
+        again, held_again = _held_run(run, inputs)
+        if _overflowed(again, rules) or any(h[2] for h in held_again):
+            return results, held              # the saturation is not the scale's doing
+        for _, _, scaler in rules:
+            scaler._rescued = True
+        return again, held_again
+    return results, held
 
 
 def _held_run(run, inputs: list) -> tuple:

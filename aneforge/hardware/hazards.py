@@ -42,11 +42,12 @@ def _user_frame():
     return f
 
 
-def report(ctx, why: str) -> None:
-    """Warn that op `ctx.op_name` (MIL type `ctx.op_type`) hit a cliff, and why."""
+def report(ctx, why: str, saturated: bool = False) -> None:
+    """Warn that op `ctx.op_name` (MIL type `ctx.op_type`) hit a cliff, and why (`saturated`:
+    values became +-inf, which automatic scaling's rescue looks for)."""
     held = CTX.thread.held_hazards
     if held is not None:              # a run automatic scaling may redo: emit once it is kept
-        held.append((ctx, why))
+        held.append((ctx, why, saturated))
         return
     f = _user_frame()
     where = f" (run from {f.f_code.co_filename}:{f.f_lineno})" if f is not None else ""

@@ -69,7 +69,8 @@ def port(ctx, acc: np.ndarray) -> np.ndarray:
     big = kernels.port(acc, nm.matmul_overflow, nm.matmul_subnormals == "flush")
     if big:
         hazards.report(ctx, f"{big} output value(s) rounded to |y| >= 2**15 (32752 is the largest "
-                       f"that passes) and read back as +-inf: the matmul output port saturates")
+                       f"that passes) and read back as +-inf: the matmul output port saturates",
+                       saturated=True)
     return acc
 
 

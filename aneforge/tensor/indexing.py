@@ -10,6 +10,7 @@ from .. import dtypes
 from ..errors import AneforgeError, DTypeError, LimitError, ShapeError
 from ..ops._grad import zeros
 from .args import empty_of, norm_dim
+from .assign import setitem
 from .base import TensorBase
 from .elementwise import where
 
@@ -463,5 +464,5 @@ class IndexingMixin(TensorBase):
         return getitem(self, index)
 
     def __setitem__(self, index, value):
-        raise AneforgeError("in-place assignment is not supported: programs are static SSA. "
-                            "Build the new value with af.where(mask, value, x) or af.cat.")
+        """torch's `x[index] = value`: this handle takes the new value (aneforge.tensor.assign)."""
+        self._inplace(lambda: setitem(self, index, value))

@@ -1,0 +1,134 @@
+"""`x[index] = value` (torch's __setitem__) on SSA programs: the handle takes a new value.
+
+torch writes into x's storage; a program has no storage to write into, so the assignment builds
+the new value and `x` (this handle) holds it from then on, as the in-place methods do. Which
+elements change is decided by `index` alone, so it is worked out once on the host (numpy's
+indexing rules, which torch's follow for these forms):
+
+    host data, nothing to differentiate  -> numpy assigns into a copy (a data loader building
+                                            samples, `y[len(ix)+1:] = -1`): no program at all
+    otherwise                            -> where(changed, value placed, x): the value padded
+                                            into place for a box of slices, gathered into place
+                                            for any other index; gradients reach x (unchanged
+                                            elements) and the value (the elements it wrote)
+
+Other handles on the old value (torch's views, `y = x[0]` before the write) keep it: there are
+no views here.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import dtypes
+from ..context import CTX
+from ..errors import LimitError
+from .base import TensorBase
+from .elementwise import where
+
+
+def setitem(x, index, value):
+    """The value of x after `x[index] = value` (torch's rules; the caller rebinds the handle).
+
+    >>> import aneforge as af
+    >>> x = af.zeros(5)
+    >>> x[1:3] = 2.0
+    >>> x[x > 1] = af.tensor([7.0, 8.0])
+    >>> x.tolist()
+    [0.0, 7.0, 8.0, 0.0, 0.0]
+    """
+    where_ = _host_index(index)
+    positions = np.arange(x.numel(), dtype=np.int64).reshape(x.shape)[where_]
+    if positions.size == 0:
+        return x
+    held = _host_array(x)
+    given = value if not isinstance(value, TensorBase) else _host_array(value)
+    grads = CTX.thread.grad_enabled and (x.requires_grad or
+                                         (isinstance(value, TensorBase) and value.requires_grad))
+    if held is not None and given is not None and not grads and CTX.thread.capture is None:
+        out = held.copy()
+        out[where_] = _shaped(np.asarray(given), positions.shape, x.shape)
+        return x._as_tensor(out.astype(held.dtype))
+    v = (value if isinstance(value, TensorBase) else x._as_tensor(np.asarray(value))).to(x.dtype)
+    _shaped(np.empty(v.shape, bool), positions.shape, x.shape)          # torch's shape check
+    changed = np.zeros(x.shape, bool)
+    changed[where_] = True
+    placed = _placed(x, v, where_, positions) if v.numel() > 1 else v.reshape(())
+    return where(x._const(changed, dtypes.bool_), placed, x)
+
+
+def _host_index(index):
+    """`index` with tensors replaced by their values (an index decides which elements change:
+    a pending index tensor is read once, on the host)."""
+    entries = index if isinstance(index, tuple) else (index,)
+    out = []
+    for i in entries:
+        if isinstance(i, TensorBase):
+            i = i.numpy()
+        elif isinstance(i, list):
+            i = np.asarray(i)
+        if isinstance(i, np.ndarray) and i.dtype.kind not in "iub":
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        out.append(i)
+    return tuple(out)
+
+
+def _host_array(t):
+    node, k = t.ref
+    return None if node.data is None else np.asarray(node.data[k])
+
+
+def _shaped(value: np.ndarray, shape: tuple, x_shape: tuple) -> np.ndarray:
+    """`value` broadcast to the indexed shape, torch's error otherwise."""
+    try:
+        return np.broadcast_to(value, shape)
+    except ValueError:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be "
+                           f"broadcast to indexing result of shape {list(shape)} (assigning into "
+                           f"a tensor of shape {list(x_shape)})") from None
+
+
+def _placed(x, v, where_, positions):
+    """A tensor of x's shape holding, at each assigned element, the value's element written
+    there (numpy's order: a repeated position keeps the last write)."""
+    box = _box(where_, x.shape)
+    if box is not None:                    # slices with step 1 and ints: pad the value in place
+        begin, sizes = box
+        v = v.expand(*positions.shape).reshape(sizes)
+        widths = tuple(n for b, s, full in zip(begin, sizes, x.shape) for n in (b, full - b - s))
+        floating = v.dtype.is_float
+        padded = (v if floating else v.to(dtypes.float32))._record(
+            "pad", {"x": v if floating else v.to(dtypes.float32)},
+            {"pad": widths, "mode": "constant", "constant_val": 0.0})
+        return padded if floating else padded.to(x.dtype)
+    if max(x.numel(), positions.size) > 65536:
+        raise LimitError(f"x[index] = value: this index ({positions.size} elements of a tensor "
+                         f"of {x.numel()}) is gathered over one axis past the ANE's 65536; assign "
+                         f"a box of slices, or in parts")
+    source = np.zeros(x.numel(), np.int32)
+    source[positions.ravel()] = np.arange(positions.size, dtype=np.int32)
+    flat = v.expand(*positions.shape).reshape(-1)
+    return flat.index_select(0, x._const(source, dtypes.int32)).reshape(x.shape)
+
+
+def _box(where_: tuple, shape: tuple):
+    """(begin, sizes) of the box `where_` selects when it is only ints, step-1 slices and
+    Ellipsis (each axis one contiguous run), else None."""
+    if any(i is None for i in where_):
+        return None
+    rest = len(shape) - sum(1 for i in where_ if i is not Ellipsis)
+    entries = []
+    for i in where_:
+        entries.extend([slice(None)] * rest if i is Ellipsis else [i])
+    entries += [slice(None)] * (len(shape) - len(entries))
+    begin, sizes = [], []
+    for i, n in zip(entries, shape):
+        if isinstance(i, numbers.Integral) and not isinstance(i, (bool, np.bool_)):
+            begin.append(int(i) % n), sizes.append(1)
+        elif isinstance(i, slice) and i.step in (None, 1):
+            b, e, _ = i.indices(n)
+            begin.append(b), sizes.append(max(e - b, 0))
+        else:
+            return None
+    return tuple(begin), tuple(sizes)
