@@ -152,8 +152,10 @@ def _staged(x, axes, rows, stages, values):
     """Contract the last `n` of the remaining length per stage, with that stage's column."""
     kept = tuple(i for i in range(x.ndim) if i not in axes)
     rest = math.prod(stages)
-    y = x.permute(kept + axes).reshape(rows + (rest,))
+    y = x.permute(kept + axes)
     for n, value in zip(stages, values):
+        # straight to (rows, rest, n): the flat (rows, k) between stages would be an axis over
+        # the engine's limit whenever k is (the reason this length is staged at all)
         rest //= n
         y = (y.reshape(rows + (rest, n)) @ _column(x, n, value)).reshape(rows + (rest,))
     return y
