@@ -202,8 +202,9 @@ class _Run:
         self.in_types = [n.types[i] for n, i in self.leaves]
         self.out_types = [n.types[i] for n, i in self.outputs]
         self.leaves = self.outputs = None
-        # per input: (dtype, boundary shape, converts?) so that a replay passes fp16 arrays of
-        # the right shape straight through (host cost per step: a few hundred microseconds)
+        # per input: (type, boundary shape, converts?) so that a replay passes fp16 arrays of
+        # the right shape straight through (host cost per step: a few hundred microseconds);
+        # a capture's programs take every int32 input in two parts (core/boundary.py)
         self.in_boundary = [(t, boundary.transport_type(t).shape,
                              boundary.transport_type(t).dtype is not t.dtype)
                             for t in self.in_types]
@@ -302,7 +303,7 @@ _STEPS = {
 
 def _run(run: _Run, arrays: list) -> list:
     inputs = [a if not convert and a.shape == shape else
-              boundary.encode(a, t) for a, (t, shape, convert) in zip(arrays, run.in_boundary)]
+              boundary.encode(a, t, True) for a, (t, shape, convert) in zip(arrays, run.in_boundary)]
     exe = run.entry.executable
     results = autoscale.rescue(exe.run, inputs, run.rescues) if run.rescues else exe.run(inputs)
     CTX.cache.hits += 1

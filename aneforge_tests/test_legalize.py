@@ -174,14 +174,21 @@ def test_int32_values_outside_int16_cross_both_ways_exactly():
     assert (af.tensor(70000) + 1).item() == 70001            # a scalar crosses as (1,)
 
 
-def test_int32_boundary_form_is_two_uint16_parts_by_type():
+def test_int32_inputs_take_parts_when_their_data_need_them_outputs_always():
     t = TensorType((2, 3), dtypes.int32)
     assert boundary.transport_type(t) == TensorType((2, 2, 3), dtypes.uint16)
+    assert boundary.transport_type(t, wide=False) == TensorType((2, 3), dtypes.int16)
     assert boundary.transport_type(TensorType((), dtypes.int32)).shape == (2, 1)
-    x = af.tensor([[1, 40000, 50256]])
-    program = af.program(x + 0)
-    assert [(v.dtype, v.shape) for v in program.main.inputs] == [(dtypes.uint16, (2, 1, 3))]
-    assert program.main.outputs[0].dtype == dtypes.uint16
+    for ids, form in (([[1, 40000, 50256]], (dtypes.uint16, (2, 1, 3))),
+                      ([[1, 4, 30000]], (dtypes.int16, (1, 3)))):
+        program = af.program(af.tensor(ids) + 0)
+        assert [(v.dtype, v.shape) for v in program.main.inputs] == [form]
+        assert program.main.outputs[0].dtype == dtypes.uint16      # the result may not fit
+    af.clear_cache()
+    small, big = np.array([[1, 4, 30000]]), np.array([[1, 40000, 50256]])
+    for ids in (small, big, small, big):                # one program per form, each reused
+        np.testing.assert_array_equal((af.tensor(ids) + 1).numpy(), ids + 1)
+    assert af.cache_info().misses == 2
 
 
 def test_int32_of_rank_five_doubles_axis_zero_or_names_the_shape():

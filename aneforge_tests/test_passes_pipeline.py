@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import aneforge.passes as P
-from aneforge.core.boundary import encode
+from aneforge.core.boundary import encode, wide_leaves
 from aneforge.core.realization import Cut
 from aneforge.hardware.numerics import get_numerics
 from aneforge.runtime.sim import SimBackend
@@ -30,9 +30,10 @@ def traced(tensors):
     if not pending:
         return None, None
     cut = Cut(pending)
-    inputs = [encode(n.data[i], n.types[i])
-              for n, i in cut.leaves]
-    return cut.program(), inputs
+    wide = wide_leaves(cut.leaves)
+    inputs = [encode(n.data[i], n.types[i], j in wide)
+              for j, (n, i) in enumerate(cut.leaves)]
+    return cut.program(wide), inputs
 
 
 def run(program, inputs):

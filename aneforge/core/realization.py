@@ -136,10 +136,10 @@ class Cut:
     def key(self, numerics, backend_name: str) -> tuple:
         return backend_name, numerics, self.structure
 
-    def program(self) -> Program:
+    def program(self, wide: tuple = ()) -> Program:
         """The MIL Program: leaves become inputs, target values outputs, each in the form
         that crosses the boundary (`core/boundary.py`: casts, int32 as two uint16 parts,
-        scalars as shape (1,))."""
+        scalars as shape (1,)); `wide`: the leaf positions whose int32 data cross in parts."""
         vars: dict = {}
         ops: list[Operation] = []
         inputs: list[Var] = []
@@ -149,9 +149,9 @@ class Cut:
             return Var(fresh_name(prefix, names, len(names)), type)   # x_0, cast_1, mul_2, ...
 
         emit = boundary.Emitter(ops, fresh)
-        for node, i in self.leaves:
+        for j, (node, i) in enumerate(self.leaves):
             t = node.types[i]
-            v = fresh("x", boundary.transport_type(t))
+            v = fresh("x", boundary.transport_type(t, j in wide))
             inputs.append(v)
             vars[(id(node), i)] = boundary.enter(v, t, emit)
         for node in self.nodes:
@@ -258,13 +258,14 @@ def run(refs: list[tuple]) -> None:
     cache = CTX.cache
     numerics, backend, pipeline = get_numerics(), get_backend(), passes.get_pipeline()
     cut = _prekeyed(pending) or Cut(pending)
-    key = cut.key(numerics, backend.name) + (pipeline, get_target().name)
+    wide = boundary.wide_leaves(cut.leaves, always=CTX.thread.capture is not None)
+    key = cut.key(numerics, backend.name) + (pipeline, get_target().name, wide)
     entry = cache.entries.get(key)
     if entry is None:
         start = time.perf_counter()
         if type(cut) is Prekeyed:
             cut = cut.full(pending)
-        program = cut.program()
+        program = cut.program(wide)
         report = passes.run(program, pipeline, numerics)
         entry = Entry(program, backend.compile(program, numerics), report)
         cache.compile_seconds += time.perf_counter() - start
@@ -279,12 +280,13 @@ def run(refs: list[tuple]) -> None:
         del cache.entries[next(iter(cache.entries))]
         cache.evictions += 1
     program, exe = entry.program, entry.executable
-    inputs = [boundary.encode(n.data[i], n.types[i]) for n, i in cut.leaves]
+    inputs = [boundary.encode(n.data[i], n.types[i], j in wide)
+              for j, (n, i) in enumerate(cut.leaves)]
     rules = autoscale.rescue_rules(cut.leaves, cut.outputs)
     if CTX.thread.capture is not None:
         CTX.thread.capture.ran(cut, entry, rules)
     if CTX.recorders:
-        run = Run(program, inputs, Cut(pending).program())
+        run = Run(program, inputs, Cut(pending).program(wide))
         for log in CTX.recorders:
             log.append(run)
     results = autoscale.rescue(exe.run, inputs, rules) if rules else exe.run(inputs)
@@ -334,7 +336,8 @@ def program_for(refs: list[tuple]) -> Program:
     value that is already realized, the program that computed it."""
     pending = [(n, i) for n, i in refs if n.data is None]
     if pending:
-        return Cut(pending).program()
+        cut = Cut(pending)
+        return cut.program(boundary.wide_leaves(cut.leaves))
     origins = {id(n.origin): n.origin for n, _ in refs}
     if len(origins) == 1 and None not in origins.values():
         return next(iter(origins.values()))
