@@ -136,6 +136,15 @@ class Emitter:
     def reshape(self, v: Var, shape: tuple) -> Var:
         return v if v.shape == shape else self.op("reshape", {"x": v}, {"shape": shape})
 
+    def half(self, v: Var, k: int) -> Var:
+        """The first (k = 0) or second half of `v` along axis 0."""
+        n, rank = v.shape[0] // 2, len(v.shape)
+        begin, end, flags = [0] * rank, list(v.shape), (False,) * rank
+        begin[0], end[0] = k * n, (k + 1) * n
+        return self.op("slice_by_index", {"x": v}, {
+            "begin": tuple(begin), "end": tuple(end), "stride": (1,) * rank,
+            "begin_mask": flags, "end_mask": flags, "squeeze_mask": flags})
+
     def binary(self, type_: str, x: Var, y) -> Var:
         y = y if isinstance(y, Var) else self.const(y, x.dtype)
         return self.op(type_, {"x": x, "y": y}, {})
@@ -147,7 +156,7 @@ def enter(v: Var, t: TensorType, emit: Emitter) -> Var:
         return emit.reshape(emit.cast(v, t.dtype), t.shape)
     emit = emit.parts()
     wide = emit.cast(v, dtypes.int32)
-    hi, lo = emit.op("split", {"x": wide}, {"num_splits": 2, "axis": 0})
+    hi, lo = (emit.half(wide, k) for k in (0, 1))
     high = emit.binary("mul", emit.binary("sub", hi, BIAS), BASE)    # in [-2**31, 2**31 - 2**16]
     return emit.reshape(emit.binary("add", high, lo), t.shape)
 
