@@ -32,7 +32,8 @@ above read inf, and on M1 |r| < 2**-14 is flushed to zero; ane-guide datapath ch
   for powers of two) plus the output rounding, as many as dividing after the sum, without the
   sum's overflow.
 - reductions longer than the engine's contraction cap (16384) run in stages of at most 16384
-  (each a mean of its chunk, so the intermediate values stay in range).
+  (each a mean of its chunk, so the intermediate values stay in range), each stage reshaping
+  to (rows, K / n, n) directly: a flat (rows, K) would be an axis past the 65536 limit.
 """
 from __future__ import annotations
 
