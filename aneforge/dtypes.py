@@ -48,7 +48,8 @@ BY_NAME = {d.name: d for d in ALL}
 
 # What the ANE accepts as program input/output (ANEForge `docs/capabilities.md`).
 IO_DTYPES = frozenset({float16, int8, uint8, int16, uint16})
-# How a dtype that may not cross the boundary travels.
+# How a dtype that may not cross the boundary travels in one piece. int32 data outside int16's
+# range, and every int32 output, cross as two uint16 parts instead (aneforge/core/boundary.py).
 TRANSPORT = {float32: float16, int32: int16, bool_: uint8}
 
 _FROM_NUMPY = {

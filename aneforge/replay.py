@@ -34,7 +34,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import dtypes
-from .core import autoscale, realization
+from .core import autoscale, boundary, realization
 from .context import CTX
 from .errors import AneforgeError
 from .ir.types import TensorType
@@ -217,11 +217,13 @@ class _Run:
         self.in_types = [n.types[i] for n, i in self.leaves]
         self.out_types = [n.types[i] for n, i in self.outputs]
         self.leaves = self.outputs = None
-        # per input: (dtype, boundary shape, converts?) so that a replay passes fp16 arrays of
-        # the right shape straight through (host cost per step: a few hundred microseconds)
-        self.in_boundary = [(t.dtype, realization.boundary_shape(t.shape),
-                         dtypes.transport(t.dtype) is not t.dtype) for t in self.in_types]
-        self.out_boundary = [(t.dtype.np, t.shape) for t in self.out_types]
+        # per input: (type, boundary shape, converts?) so that a replay passes fp16 arrays of
+        # the right shape straight through (host cost per step: a few hundred microseconds);
+        # a capture's programs take every int32 input in two parts (core/boundary.py)
+        self.in_boundary = [(t, boundary.transport_type(t).shape,
+                             boundary.transport_type(t).dtype is not t.dtype)
+                            for t in self.in_types]
+        self.out_boundary = self.out_types
 
 
 class _HostRun:
@@ -340,17 +342,11 @@ _STEPS = {
 
 def _run(run: _Run, arrays: list) -> list:
     inputs = [a if not convert and a.shape == shape else
-              realization.to_transport(a, dtype).reshape(shape)
-              for a, (dtype, shape, convert) in zip(arrays, run.in_boundary)]
+              boundary.encode(a, t, True) for a, (t, shape, convert) in zip(arrays, run.in_boundary)]
     exe = run.entry.executable
     results = autoscale.rescue(exe.run, inputs, run.rescues) if run.rescues else exe.run(inputs)
     CTX.cache.hits += 1
-    outs = []
-    for r, (np_dtype, shape) in zip(results, run.out_boundary):
-        if r.dtype != np_dtype:
-            r = r.astype(np_dtype)
-        outs.append(r if r.shape == shape else r.reshape(shape))
-    return outs
+    return [boundary.decode(r, t) for r, t in zip(results, run.out_boundary)]
 
 
 def _no_grad_now(node) -> bool:

@@ -49,15 +49,14 @@ def test_unsupported_dtypes():
         af.where(af.ones(2), af.ones(2), af.zeros(2))
 
 
-def test_int_values_that_cannot_cross_the_boundary():
+def test_int_values_outside_int16_cross_the_boundary():
+    """They used to raise DTypeError; they cross in two parts (core/boundary.py)."""
     big = af.tensor(np.array([70000], np.int64))
-    with pytest.raises(af.DTypeError, match="int16"):
-        (big + 1).numpy()
+    assert (big + 1).tolist() == [70001]
 
 
-def test_int_results_that_cannot_cross_the_boundary():
-    with pytest.raises(af.DTypeError, match=r"do not fit int16 at the program boundary"):
-        af.arange(300).sum().item()
+def test_int_results_outside_int16_cross_the_boundary():
+    assert af.arange(300).sum().item() == 44850
     assert (af.full((2,), 100) * 300).tolist() == [30000, 30000]
 
 
@@ -72,9 +71,9 @@ def test_advanced_indexing_says_what_to_do():
     assert af.ones(3)[af.arange(2)].shape == (2,)          # one tensor index: supported
     with pytest.raises(af.AneforgeError, match="one tensor/list index"):
         af.ones(3, 3)[af.arange(2), af.arange(2)]
-    with pytest.raises(af.AneforgeError, match="where"):
-        x = af.ones(3)
-        x[0] = 1.0
+    x = af.ones(3)
+    x[0] = 2.0                                              # assignment: as torch's
+    assert x.tolist() == [2.0, 1.0, 1.0]
 
 
 def test_const_inputs_are_checked_on_every_route():

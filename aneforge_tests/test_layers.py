@@ -28,6 +28,7 @@ LAYERS = (
     ("aneforge.ir",),
     ("aneforge.ops",),
     ("aneforge.core.trace",),
+    ("aneforge.core.boundary",),
     ("aneforge.passes", "aneforge.runtime", "aneforge.mil"),
     ("aneforge.core", "aneforge.core.plan"),
     ("aneforge.tensor.elementwise", "aneforge.tensor.products", "aneforge.tensor.reduce",

@@ -43,9 +43,9 @@ def test_golden_multi_output_casts_and_hex_constants():
     assert 'log(x = split_1, epsilon = const(fp16(0)))' in text
     assert ('tensor<fp16, [2, 2]> split_1, tensor<fp16, [2, 2]> split_2 = split(x = x_0, '
             'split_sizes = const(tensor<int32, [2]>([2, 2])), axis = const(int32(1)))') in text
-    # bool and int32 leave the program as uint8 and int16: the ANE's I/O dtypes
+    # bool leaves the program as uint8, int32 as two uint16 parts: the ANE's I/O dtypes
     assert 'cast(x = greater_5, dtype = string("uint8"))' in text
-    assert 'dtype = string("int16")' in text
+    assert 'dtype = string("uint16")' in text and "io_concat" in text
     hexes = af.to_mil(af.program(af.ones(2) + af.tensor(1.0) * 0 + _const([1.0, 2.0])))
     assert "tensor<fp16, [2]>([0x3c00, 0x4000])" in hexes
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import aneforge.passes as P
-from aneforge.core.realization import Cut, boundary_shape, to_transport
+from aneforge.core.boundary import encode, wide_leaves
+from aneforge.core.realization import Cut
 from aneforge.hardware.numerics import get_numerics
 from aneforge.runtime.sim import SimBackend
 from optable import CASES, af_inputs, arrays, call
@@ -29,9 +30,10 @@ def traced(tensors):
     if not pending:
         return None, None
     cut = Cut(pending)
-    inputs = [to_transport(n.data[i], n.types[i].dtype).reshape(boundary_shape(n.types[i].shape))
-              for n, i in cut.leaves]
-    return cut.program(), inputs
+    wide = wide_leaves(cut.leaves)
+    inputs = [encode(n.data[i], n.types[i], j in wide)
+              for j, (n, i) in enumerate(cut.leaves)]
+    return cut.program(wide), inputs
 
 
 def run(program, inputs):

@@ -17,18 +17,14 @@ import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import numpy as np
-
-from .. import dtypes
-from ..hardware import kernels
 from ..context import CTX
-from ..errors import AneforgeError, DTypeError
+from ..errors import AneforgeError
 from .. import passes
-from ..ir import Block, Function, Operation, Program, TensorType, Var
+from ..ir import Block, Function, Operation, Program, Var
 from ..ir.dag import fresh_name
 from ..hardware.numerics import get_numerics
 from ..hardware.targets import get_target
-from . import autoscale
+from . import autoscale, boundary
 from .plan import compile_plan
 from .trace import prekey_leaves
 from ..runtime import get_backend
@@ -141,10 +137,10 @@ class Cut:
     def key(self, numerics, backend_name: str) -> tuple:
         return backend_name, numerics, self.structure
 
-    def program(self) -> Program:
-        """The MIL Program: leaves become inputs (cast in from their transport dtype), target
-        values become outputs (cast out to one). Core ML's functions take and return tensors
-        of rank >= 1, so a scalar crosses the boundary as shape (1,) and is reshaped inside."""
+    def program(self, wide: tuple = ()) -> Program:
+        """The MIL Program: leaves become inputs, target values outputs, each in the form
+        that crosses the boundary (`core/boundary.py`: casts, int32 as two uint16 parts,
+        scalars as shape (1,)); `wide`: the leaf positions whose int32 data cross in parts."""
         vars: dict = {}
         ops: list[Operation] = []
         inputs: list[Var] = []
@@ -153,11 +149,12 @@ class Cut:
         def fresh(prefix, type):
             return Var(fresh_name(prefix, names, len(names)), type)   # x_0, cast_1, mul_2, ...
 
-        for node, i in self.leaves:
+        emit = boundary.Emitter(ops, fresh)
+        for j, (node, i) in enumerate(self.leaves):
             t = node.types[i]
-            v = fresh("x", TensorType(boundary_shape(t.shape), dtypes.transport(t.dtype)))
+            v = fresh("x", boundary.transport_type(t, j in wide))
             inputs.append(v)
-            vars[(id(node), i)] = _reshape_to(_cast_to(v, t.dtype, ops, fresh), t.shape, ops, fresh)
+            vars[(id(node), i)] = boundary.enter(v, t, emit)
         for node in self.nodes:
             args = {k: (tuple(vars[(id(n), i)] for n, i in v) if isinstance(v, list)
                         else vars[(id(v[0]), v[1])]) for k, v in node.srcs.items()}
@@ -165,10 +162,7 @@ class Cut:
             ops.append(Operation(node.op, args, dict(node.attrs), outs, outs[0].name))
             for i, v in enumerate(outs):
                 vars[(id(node), i)] = v
-        outputs = []
-        for node, i in self.outputs:
-            v = _reshape_to(vars[(id(node), i)], boundary_shape(node.types[i].shape), ops, fresh)
-            outputs.append(_cast_to(v, dtypes.transport(v.dtype), ops, fresh))
+        outputs = [boundary.leave(vars[(id(node), i)], emit) for node, i in self.outputs]
         return Program({"main": Function(Block(inputs, ops, outputs))})
 
 
@@ -225,42 +219,6 @@ def _wiring(nodes: list, outputs: list) -> tuple[list, tuple]:
     return list(leaves), (types, tuple(body), outs)
 
 
-def boundary_shape(shape: tuple) -> tuple:
-    return shape or (1,)
-
-
-def _reshape_to(v: Var, shape: tuple, ops: list, fresh) -> Var:
-    if v.shape == shape:
-        return v
-    out = fresh("reshape", TensorType(shape, v.dtype))
-    ops.append(Operation("reshape", {"x": v}, {"shape": shape}, [out], out.name))
-    return out
-
-
-def _cast_to(v: Var, dtype, ops: list, fresh) -> Var:
-    if v.dtype == dtype:
-        return v
-    out = fresh("cast", TensorType(v.shape, dtype))
-    ops.append(Operation("cast", {"x": v}, {"dtype": dtype.name}, [out], out.name))
-    return out
-
-
-def to_transport(array: np.ndarray, dtype) -> np.ndarray:
-    t = dtypes.transport(dtype)
-    if t is dtype:
-        return array
-    if t.np.kind in "iu" and array.size:
-        info = np.iinfo(t.np)
-        if array.min() < info.min or array.max() > info.max:
-            raise DTypeError(f"{dtype.torch_name} values must lie in [{info.min}, {info.max}] to "
-                             f"cross the program boundary as {t.name} (the ANE has no int32 I/O)")
-    return kernels.astype(array, t.np)          # float32 -> fp16 by the compiled cast
-
-
-def from_transport(array: np.ndarray, dtype) -> np.ndarray:
-    return array if array.dtype == dtype.np else array.astype(dtype.np)
-
-
 def realize(refs: list[tuple]) -> None:
     """Compute every pending (node, index) in `refs` with one program run.
 
@@ -301,13 +259,14 @@ def run(refs: list[tuple]) -> None:
     cache = CTX.cache
     numerics, backend, pipeline = get_numerics(), get_backend(), passes.get_pipeline()
     cut = _prekeyed(pending) or Cut(pending)
-    key = cut.key(numerics, backend.name) + (pipeline, get_target().name, CTX.budget)
+    wide = boundary.wide_leaves(cut.leaves, always=CTX.thread.capture is not None)
+    key = cut.key(numerics, backend.name) + (pipeline, get_target().name, CTX.budget, wide)
     entry = cache.entries.get(key)
     if entry is None:
         start = time.perf_counter()
         if type(cut) is Prekeyed:
             cut = cut.full(pending)
-        program = cut.program()
+        program = cut.program(wide)
         report = passes.run(program, pipeline, numerics)
         entry = Entry(program, compile_plan(program, backend, numerics), report)
         cache.compile_seconds += time.perf_counter() - start
@@ -322,22 +281,21 @@ def run(refs: list[tuple]) -> None:
         del cache.entries[next(iter(cache.entries))]
         cache.evictions += 1
     program, exe = entry.program, entry.executable
-    inputs = [to_transport(n.data[i], n.types[i].dtype).reshape(boundary_shape(n.types[i].shape))
-              for n, i in cut.leaves]
+    inputs = [boundary.encode(n.data[i], n.types[i], j in wide)
+              for j, (n, i) in enumerate(cut.leaves)]
     rules = autoscale.rescue_rules(cut.leaves, cut.outputs)
     if CTX.thread.capture is not None:
         CTX.thread.capture.ran(cut, entry, rules)
     for log in CTX.explainers:
         log.append(entry)
     if CTX.recorders:
-        run = Run(program, inputs, Cut(pending).program())
+        run = Run(program, inputs, Cut(pending).program(wide))
         for log in CTX.recorders:
             log.append(run)
     results = autoscale.rescue(exe.run, inputs, rules) if rules else exe.run(inputs)
     by_node: dict = {}
     for (node, i), r in zip(cut.outputs, results):
-        by_node.setdefault(node, {})[i] = from_transport(r, node.types[i].dtype).reshape(
-            node.types[i].shape)
+        by_node.setdefault(node, {})[i] = boundary.decode(r, node.types[i])
     for node, outs in by_node.items():
         node.set_data([outs[i] for i in range(len(node.types))], program)
 
@@ -381,7 +339,8 @@ def program_for(refs: list[tuple]) -> Program:
     value that is already realized, the program that computed it."""
     pending = [(n, i) for n, i in refs if n.data is None]
     if pending:
-        return Cut(pending).program()
+        cut = Cut(pending)
+        return cut.program(boundary.wide_leaves(cut.leaves))
     origins = {id(n.origin): n.origin for n, _ in refs}
     if len(origins) == 1 and None not in origins.values():
         return next(iter(origins.values()))

@@ -9,6 +9,7 @@ pre-A16 engines a width-offset slice saturates |v| > 4094 (ANEForge `docs/numeri
 from __future__ import annotations
 
 from ..errors import ShapeError
+from ..hardware import limits
 from ..tensor.movement import cat, stack
 
 
@@ -52,13 +53,25 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
         raise ShapeError(f"conv2d: input has {c} channels, weight expects {cin_g * groups} "
                          f"({cin_g} per group x {groups} groups)")
     cols, ho, wo = columns(x, (kh, kw), stride, padding, dilation, "conv2d")
-    outs = []
-    for g in range(groups):
-        cg = cols[:, g * cin_g:(g + 1) * cin_g] if groups > 1 else cols
-        cg = cg.reshape(n, cin_g * kh * kw, ho * wo)
-        wg = weight[g * (cout // groups):(g + 1) * (cout // groups)] if groups > 1 else weight
-        outs.append(wg.reshape(cout // groups, cin_g * kh * kw) @ cg)      # [N, Cout/g, Ho*Wo]
-    out = (cat(outs, 1) if groups > 1 else outs[0]).reshape(n, cout, ho, wo)
+    # Ho*Wo flattened is one axis of the matmul: past the axis limit the output rows are
+    # computed in bands of at most `rows` (a legal Ho*Wo each) and joined (exact: each output
+    # element is the same contraction)
+    rows = max(1, limits.axis_bound() // wo)
+    bands = [_band(cols[:, :, :, r:r + rows], weight, groups) for r in range(0, ho, rows)]
+    out = (cat(bands, 2) if len(bands) > 1 else bands[0])
     if bias is not None:
         out = out + bias.reshape(cout, 1, 1)
     return out.squeeze(0) if unbatched else out
+
+
+def _band(cols, weight, groups: int):
+    """conv2d of im2col columns [N, C, kh*kw, Ho, Wo]: one matmul per group -> [N, Cout, Ho, Wo]."""
+    n, c, taps, ho, wo = cols.shape
+    cout, cin_g = weight.shape[:2]
+    outs = []
+    for g in range(groups):
+        cg = cols[:, g * cin_g:(g + 1) * cin_g] if groups > 1 else cols
+        cg = cg.reshape(n, cin_g * taps, ho * wo)
+        wg = weight[g * (cout // groups):(g + 1) * (cout // groups)] if groups > 1 else weight
+        outs.append(wg.reshape(cout // groups, cin_g * taps) @ cg)         # [N, Cout/g, Ho*Wo]
+    return (cat(outs, 1) if groups > 1 else outs[0]).reshape(n, cout, ho, wo)

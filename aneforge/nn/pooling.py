@@ -31,15 +31,16 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
     for axis, before, after in pairs:                         # negative amounts crop
         if before < 0 or after < 0:
             n = x.shape[axis]
-            x = x.narrow(axis, max(-before, 0), n - max(-before, 0) - max(-after, 0))
+            kept = n - max(-before, 0) - max(-after, 0)    # 0: an empty tensor, as torch's
+            x = x.narrow(axis, max(-before, 0), kept)
     pairs = [(a, max(b, 0), max(e, 0)) for a, b, e in pairs if b > 0 or e > 0]
     if not pairs:
         return x
     if mode == "circular":
         for axis, before, after in pairs:
             n = x.shape[axis]
-            x = cat([x.narrow(axis, n - before, before)] * bool(before) + [x] +
-                    [x.narrow(axis, 0, after)] * bool(after), axis)
+            x = cat(([x.narrow(axis, n - before, before)] if before else []) + [x] +
+                    ([x.narrow(axis, 0, after)] if after else []), axis)
         return x
     if mode not in ("constant", "reflect", "replicate"):
         raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', "

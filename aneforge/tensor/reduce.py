@@ -32,7 +32,8 @@ above read inf, and on M1 |r| < 2**-14 is flushed to zero; ane-guide datapath ch
   for powers of two) plus the output rounding, as many as dividing after the sum, without the
   sum's overflow.
 - reductions longer than the engine's contraction cap (16384) run in stages of at most 16384
-  (each a mean of its chunk, so the intermediate values stay in range).
+  (each a mean of its chunk, so the intermediate values stay in range), each stage reshaping
+  to (rows, K / n, n) directly: a flat (rows, K) would be an axis past the 65536 limit.
 """
 from __future__ import annotations
 
@@ -117,7 +118,8 @@ def _layout(x, axes) -> tuple | None:
     kept = tuple(n for i, n in enumerate(x.shape) if i not in axes)
     r = math.prod(kept)
     rows = (r,) if r <= limits.axis_bound() else kept
-    if stages is None or len(rows) + 2 > limits.MAX_RANK and len(stages) > 1:
+    if stages is None or len(rows) + 2 > limits.MAX_RANK and len(stages) > 1 or \
+            k // stages[0] > limits.axis_bound():          # the first stage's rest is an axis
         return None
     return rows, stages
 
@@ -152,8 +154,10 @@ def _staged(x, axes, rows, stages, values):
     """Contract the last `n` of the remaining length per stage, with that stage's column."""
     kept = tuple(i for i in range(x.ndim) if i not in axes)
     rest = math.prod(stages)
-    y = x.permute(kept + axes).reshape(rows + (rest,))
+    y = x.permute(kept + axes)
     for n, value in zip(stages, values):
+        # straight to (rows, rest, n): the flat (rows, k) between stages would be an axis over
+        # the engine's limit whenever k is (the reason this length is staged at all)
         rest //= n
         y = (y.reshape(rows + (rest, n)) @ _column(x, n, value)).reshape(rows + (rest,))
     return y
@@ -318,9 +322,23 @@ class ReduceMixin(TensorBase):
         if dim is not None:
             dim = norm_dim(dim, self.ndim, op.replace("reduce_", ""))
         if dim is None:           # the index into the flattened tensor
-            flat = self._record(op, {"x": self.reshape(-1)}, {"axis": 0, "keep_dims": False})
+            flat = self._flat_arg(op)
             return flat.reshape((1,) * self.ndim) if keepdim else flat
         return self._record(op, {"x": self}, {"axis": dim, "keep_dims": keepdim})
+
+    def _flat_arg(self, op: str) -> "Tensor":
+        """The flat index of the first extremum. Past the axis limit the flattened tensor is no
+        legal value, so the last axis is reduced first (its index and extremum per row), then
+        the rows' extrema (recursively), and the two indices combine: the first row holding
+        the extremum, its first position, as the flat search finds."""
+        n = self.shape[-1]
+        if self.numel() <= limits.axis_bound():
+            return self._record(op, {"x": self.reshape(-1)}, {"axis": 0, "keep_dims": False})
+        at = self._record(op, {"x": self}, {"axis": self.ndim - 1, "keep_dims": False})
+        best = self.amax(-1) if op == "reduce_argmax" else self.amin(-1)
+        row = best._flat_arg(op)
+        places = self._const(np.arange(best.numel()).reshape(best.shape), dtypes.int32)
+        return row * n + ((places == row).int() * at).sum()
 
     def argmax(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
         """Index of the largest value (int32; the first one on ties)."""
@@ -343,6 +361,10 @@ class ReduceMixin(TensorBase):
         x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
         if x.ndim == 0:
             return x
+        if dim is None and x.numel() > limits.axis_bound():   # no flat axis past the limit:
+            while x.ndim > 1:                                  # one legal axis at a time
+                x = x.prod(-1)
+            return x.prod(0, keepdim).reshape((1,) * self.ndim) if keepdim else x.prod(0)
         d = 0 if dim is None else dim % x.ndim
         x = x.reshape(-1) if dim is None else x
         while x.shape[d] > 1:
