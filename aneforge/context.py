@@ -62,6 +62,7 @@ class Context:
     participants: weakref.WeakSet = field(default_factory=weakref.WeakSet)
     thread: ThreadState = field(default_factory=ThreadState)
     realized_seq: int = -1        # trace.SEQ at the latest realization (older plans are stale)
+    writes: list = field(default_factory=list)   # weakrefs to written leaves (core/trace.py)
     # automatic gradient scaling (core/autoscale.py): the default scaler (None: made on first
     # use), per-model settings [(parameter handles, scaler or None for off)], and the live
     # modules (parameter names for its warnings)

@@ -29,7 +29,7 @@ from ..ir.dag import fresh_name
 from ..hardware.numerics import get_numerics
 from ..hardware.targets import get_target
 from . import autoscale
-from .trace import prekey_leaves
+from .trace import land_writes, prekey_leaves, writes, written
 from ..runtime import get_backend
 
 
@@ -158,6 +158,10 @@ class Cut:
             inputs.append(v)
             vars[(id(node), i)] = _reshape_to(_cast_to(v, t.dtype, ops, fresh), t.shape, ops, fresh)
         for node in self.nodes:
+            if node.op is None:       # a written leaf: the value it will hold
+                src, i = node.args[0]
+                vars[(id(node), 0)] = vars[(id(src), i)]
+                continue
             args = {k: (tuple(vars[(id(n), i)] for n, i in v) if isinstance(v, list)
                         else vars[(id(v[0]), v[1])]) for k, v in node.srcs.items()}
             outs = [fresh(node.op, t) for t in node.types]
@@ -212,6 +216,9 @@ def _wiring(nodes: list, outputs: list) -> tuple[list, tuple]:
         return -1 - j
 
     for node in nodes:
+        if node.op is None:           # a written leaf (trace.written_leaf): its value's number
+            base[node] = number(node.args[0])
+            continue
         entry = [node.key]
         for k, v in node.srcs.items():
             entry.append(k)
@@ -270,26 +277,41 @@ def realize(refs: list[tuple]) -> None:
     if all(n.data is not None for n, _ in refs):
         return
     refs = list(refs)
+    if CTX.writes:                      # values set into handles (trace.written_leaf) come too
+        refs = [written(r) for r in refs] + writes()
     if CTX.thread.backward_records:
-        refs += _sibling_grads(refs)
+        grads, roots = _siblings(refs)
+        refs += grads
         for participant in list(CTX.participants):
             refs += participant.join_realization(refs)
-        refs += autoscale.pending_refs(refs)
+        refs += autoscale.pending_refs(refs) + roots
     run(refs)
+    if CTX.writes:
+        land_writes()
     autoscale.settle()
 
 
-def _sibling_grads(refs: list[tuple]) -> list[tuple]:
-    """Every pending gradient of a backward() whose gradients `refs` reads: the first `.grad`
-    read computes them all in one program, so reading N parameters' gradients one by one runs
-    one program, not N (each one a new cut, and a compile per signature)."""
+def realize_writes() -> None:
+    """Compute every value set into a handle and not computed yet (trace.written_leaf): what
+    af.compile does before it captures or replays, so its programs read parameters' arrays."""
+    if CTX.writes:
+        realize(writes())
+
+
+def _siblings(refs: list[tuple]) -> tuple[list, list]:
+    """What a backward() left pending that this realization computes too (its gradients, and
+    its roots: the loss, so `loss.item()` after them costs nothing): the first read of any of
+    it computes all of it in one program, so reading N parameters' gradients one by one (or
+    updating N parameters from them) runs one program, not N (each a new cut, and a compile
+    per signature). When `refs` are only gradients of some backward passes, those passes';
+    otherwise (a value that may be computed from any of them) every pending pass's."""
     wanted = {id(n) for n, _ in refs if n.data is None}
-    out = []
-    for record in CTX.thread.backward_records:
-        grads = [g.ref for g in record.grads()]
-        if any(id(n) in wanted for n, _ in grads):
-            out += grads
-    return out
+    passes = [(r, [g.ref for g in r.grads()]) for r in CTX.thread.backward_records]
+    passes = [(r, grads) for r, grads in passes if grads]
+    mine = [(r, grads) for r, grads in passes if any(id(n) in wanted for n, _ in grads)]
+    if not mine or not wanted <= {id(n) for _, grads in mine for n, _ in grads}:
+        mine = passes
+    return [g for _, grads in mine for g in grads], [o for r, _ in mine for o in r.outputs()]
 
 
 def run(refs: list[tuple]) -> None:

@@ -7,6 +7,7 @@ trace never grows without bound across training steps: the next step starts from
 from __future__ import annotations
 
 import itertools
+import weakref
 from typing import Any
 
 from ..context import CTX
@@ -58,6 +59,59 @@ class Node:
 
 def leaf(array, type: TensorType, requires_grad: bool = False) -> Node:
     return Node(None, {}, {}, [type], [array], requires_grad, None, ())
+
+
+# ---- written leaves: a value set into a handle, computed by the next realization --------
+# `p.data += -lr * p.grad` (Tensor.set_ of a pending value) makes p a new leaf at once, as
+# torch does, but its array comes later: a *written* leaf is a leaf (op None) without data
+# whose one argument is the pending value it will hold. Every realization computes the values
+# of all written leaves alive (`writes`), in the same program, and then gives each its array
+# (`land_writes`): N parameter updates and the `.item()` after them run as one program, not N + 1.
+# Until then the trace reads a written leaf as the value it holds (the cut wires readers to
+# the argument); autograd sees a leaf.
+def written_leaf(ref: tuple, type: TensorType, requires_grad: bool) -> Node:
+    """A leaf that will hold pending value `ref` (a written leaf's, the value it will hold)."""
+    ref = written(ref)
+    node = Node(None, {}, {}, [type], None, requires_grad, None, [ref])
+    CTX.writes.append(weakref.ref(node))
+    return node
+
+
+def is_written(node: Node) -> bool:
+    return node.op is None and node.data is None
+
+
+def written(ref: tuple) -> tuple:
+    """The pending value a written leaf will hold (ref itself for any other value)."""
+    node = ref[0]
+    return node.args[0] if node.op is None and node.data is None else ref
+
+
+def writes() -> list:
+    """The pending values of every written leaf alive (what a realization computes too)."""
+    out, alive = [], []
+    for w in CTX.writes:
+        node = w()
+        if node is not None and node.data is None:
+            alive.append(w)
+            out.append(node.args[0])
+    CTX.writes[:] = alive
+    return out
+
+
+def land_writes() -> None:
+    """Give each written leaf whose value is now computed its array (a plain leaf from now)."""
+    kept = []
+    for w in CTX.writes:
+        node = w()
+        if node is None or node.data is not None:
+            continue
+        src, i = node.args[0]
+        if src.data is None:
+            kept.append(w)
+            continue
+        node.data, node.args = [src.data[i]], ()
+    CTX.writes[:] = kept
 
 
 def record(op: str, srcs: dict[str, Any], attrs: dict[str, Any], requires_grad: bool) -> Node:

@@ -30,7 +30,7 @@ from ..dtypes import DType
 from ..errors import AneforgeError, DTypeError
 from ..ir.types import TensorType
 from ..hardware.limits import check_shape
-from ..core.trace import Node, leaf, record, record_binary
+from ..core.trace import Node, leaf, record, record_binary, written_leaf
 from .args import norm_dim
 from .casts import CastsMixin
 from .elementwise import ElementwiseMixin
@@ -144,8 +144,11 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
 
     def detach(self) -> "Tensor":
         """The same value, cut from the gradient graph."""
-        if self._node.data is not None:
-            return Tensor(leaf(self._node.data[self._idx], self.tensor_type))
+        node = self._node
+        if node.data is not None:
+            return Tensor(leaf(node.data[self._idx], self.tensor_type))
+        if node.op is None:            # a written leaf: another leaf for the value it will hold
+            return Tensor(written_leaf(node.args[0], self.tensor_type, False))
         with no_grad():
             return record_op("identity", {"x": self}, {})
 
@@ -161,6 +164,12 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
         """
         capture = CTX.thread.capture
         if isinstance(source, Tensor):
+            node = source._node
+            if node.data is None and capture is None and not node.requires_grad:
+                # computed with the next realization, in the same program as everything else
+                # pending (one program for all of a step's `p.data += ...`, not one each)
+                return self._hold(written_leaf(source.ref, source.tensor_type,
+                                               self._node.requires_grad))
             array, type = source.value(), source.tensor_type
             if capture is not None:          # af.compile: a replay sets the new value again
                 capture.effect(self.set_, source)
@@ -176,9 +185,12 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
     def _adopt(self, array: np.ndarray, type: TensorType) -> "Tensor":
         """`set_` of a host array already of this tensor's dtype, checks done (af.compile's
         replay sets parameters and optimizer state this way each step)."""
+        return self._hold(leaf(array, type, self._node.requires_grad))
+
+    def _hold(self, node: Node) -> "Tensor":
+        """This handle now holds leaf `node` (the same requires_grad, `.grad` kept)."""
         old = self._node
-        node = self._node = leaf(array, type, old.requires_grad)
-        self._idx = 0
+        self._node, self._idx = node, 0
         node.grad = old.grad
         # Both leaves name this handle: a captured program that read the old value reads the
         # handle's current one on replay (aneforge.replay).
