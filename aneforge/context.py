@@ -26,6 +26,7 @@ class ThreadState(threading.local):
         self.backward_records: list = []    # autograd.BackwardRecord of gradients still pending
         self.capture = None                 # replay.Capture while af.compile records a call
         self.held_hazards = None            # a list while a scaled pass may be rescued (autoscale)
+        self.tape = None                    # core/trace.Tape: what was recorded since a realization
 
 
 @dataclass
@@ -38,10 +39,13 @@ class CompileCache:
     limit: int = 256              # entries kept, least recently used dropped first
     evictions: int = 0
     generation: int = 0           # bumped by clear(): captured replays compile anew
+    # tape key -> (structure, the tape's leaf numbers the program reads): core/realization.py
+    tapes: dict = field(default_factory=dict)
 
     def clear(self) -> None:
         self.generation += 1
         self.entries.clear()
+        self.tapes.clear()
         self.hits = self.misses = self.evictions = 0
         self.compile_seconds = 0.0
 

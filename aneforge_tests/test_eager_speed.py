@@ -8,9 +8,11 @@ import hashlib
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import aneforge as af
 from aneforge.bench.workloads import makemore, mlp_deep
+from aneforge.core import realization
 
 MAKEMORE = {True: "b82d0995020e1c9170da2da17408196d5ded3156945ae8a2f0c4f2a8812ab521",
             False: "7c9039a7f1b808d9f67b0924cb13f1fc9b643c5f04ce11cb7deb8843e796fd96"}
@@ -115,3 +117,81 @@ def test_written_value_that_requires_grad_is_computed_now():
     v = af.zeros(1)
     v.set_(w * 2)
     assert v.ref[0].data is not None and v.tolist() == [2.0]
+
+
+# ---- the tape key (core/trace.Tape): cache hits neither walk nor key the trace ------------
+def _walks(fn) -> int:
+    count = [0]
+    real = realization.Cut.__init__
+
+    def counted(self, targets):
+        count[0] += 1
+        real(self, targets)
+    realization.Cut.__init__ = counted
+    try:
+        fn()
+    finally:
+        realization.Cut.__init__ = real
+    return count[0]
+
+
+def test_cache_hits_of_training_steps_do_not_walk_the_trace():
+    step, _ = makemore("aneforge")
+    step(), step()
+    assert _walks(lambda: [step() for _ in range(3)]) == 0
+    model, data, loss_fn = mlp_deep(64)
+    m = model(af.nn)
+    opt = af.optim.AdamW(m.parameters(), lr=1e-3)
+    x, y = data()
+
+    def train():
+        opt.zero_grad()
+        loss = loss_fn(af.nn.functional, m(af.tensor(x)), af.tensor(y))
+        loss.backward()
+        opt.step()
+        return loss.item()
+    train(), train()
+    assert _walks(lambda: [train() for _ in range(3)]) == 0
+
+
+OPS = [lambda a, b: a + b, lambda a, b: a * b, lambda a, b: af.maximum(a, b),
+       lambda a, b: (a * 0.5).exp() + b, lambda a, b: af.cat([a, b, a], dim=0)[:2]]
+
+
+@st.composite
+def recordings(draw):
+    """A random recording over 1-3 leaves (some read twice, some dead values), its targets
+    the last two values: each step applies an op to two earlier values or to a value and a
+    Python number."""
+    steps = draw(st.lists(st.tuples(st.integers(0, len(OPS) - 1), st.integers(0, 99),
+                                    st.integers(0, 99), st.sampled_from([None, 0.5])),
+                          min_size=2, max_size=10))
+    return draw(st.integers(1, 3)), draw(st.lists(st.integers(0, 2), max_size=3)), steps
+
+
+def _record(n_leaves, reads, steps, seed):
+    rng = np.random.default_rng(seed)
+    leaves = [af.tensor(rng.standard_normal((2, 3)).astype(np.float16)) for _ in range(n_leaves)]
+    values = leaves + [leaves[r % n_leaves] for r in reads]      # the same leaf again
+    for op, i, j, number in steps:
+        a = values[i % len(values)]
+        b = number if number is not None and op < 2 else values[j % len(values)]
+        values.append(OPS[op](a, b))
+    return [values[-2].ref, values[-1].ref]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(recordings(), min_size=2, max_size=4), st.integers(0, 3))
+def test_one_tape_key_is_one_program_with_the_same_leaves(recorded, seed):
+    """Soundness: recordings with one tape key walk to one structure and read the same tape
+    leaves (each recording twice, with other data; then realized, which starts a new tape)."""
+    seen = {}
+    for k, rec in enumerate(recorded * 2):
+        targets = _record(*rec, seed + k)
+        pending = list(dict.fromkeys(targets))
+        tape, tkey = realization._tape_places(pending)
+        assert tkey is not None
+        cut = realization.Cut(pending)
+        found = (cut.structure, [tape.leafno[(id(n), i)] for n, i in cut.leaves])
+        assert seen.setdefault(tkey, found) == found
+        realization.realize(targets)

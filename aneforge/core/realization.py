@@ -29,7 +29,7 @@ from ..ir.dag import fresh_name
 from ..hardware.numerics import get_numerics
 from ..hardware.targets import get_target
 from . import autoscale
-from .trace import land_writes, prekey_leaves, writes, written
+from .trace import current_tape, land_writes, prekey_leaves, writes, written
 from ..runtime import get_backend
 
 
@@ -321,7 +321,11 @@ def run(refs: list[tuple]) -> None:
         return
     cache = CTX.cache
     numerics, backend, pipeline = get_numerics(), get_backend(), passes.get_pipeline()
-    cut = _prekeyed(pending) or Cut(pending)
+    tape, tkey = _tape_places(pending)
+    cut = (_taped(tape, tkey, pending) if tkey else None) or _prekeyed(pending) \
+        or Cut(pending)
+    if tkey and type(cut) is Cut:
+        _remember_tape(tape, tkey, cut)
     key = cut.key(numerics, backend.name) + (pipeline, get_target().name)
     entry = cache.entries.get(key)
     if entry is None:
@@ -359,11 +363,13 @@ def run(refs: list[tuple]) -> None:
             node.types[i].shape)
     for node, outs in by_node.items():
         node.set_data([outs[i] for i in range(len(node.types))], program)
+    CTX.thread.tape = None    # stale now; dropping it lets go of the leaves it read
 
 
 class Prekeyed(NamedTuple):
-    """A cut known from the pending node.s prekey (`trace._prekey`), without walking the trace: the
-    leaves it reads, the outputs it writes, and its key."""
+    """A cut known without walking the trace, from the pending node's prekey (`trace._prekey`)
+    or from the tape key of the pending values (`trace.Tape`): the leaves it reads, the
+    outputs it writes, and its key."""
     leaves: list
     outputs: list
     structure: tuple
@@ -378,6 +384,40 @@ class Prekeyed(NamedTuple):
             raise AneforgeError(f"internal error: a prekey's {len(self.leaves)} leaves differ "
                                 f"from the cut's {len(cut.leaves)}")
         return cut
+
+
+def _tape_places(pending: list) -> tuple:
+    """(this thread's current tape, the tape key of `pending`: the tape's id and the places
+    of the values on it), or (None, None)."""
+    tape = current_tape()
+    if tape is None:
+        return None, None
+    places = []
+    for node, i in pending:
+        p = tape.place(node)
+        if p is None:
+            return None, None
+        places.append((p, i))
+    return tape, (tape.sid, tuple(places))
+
+
+def _taped(tape, tkey: tuple, pending: list) -> Prekeyed | None:
+    """The cut of `pending` from its tape key (`trace.Tape`), when one was walked before."""
+    known = CTX.cache.tapes.get(tkey)
+    if known is None:
+        return None
+    structure, numbers = known
+    reads = tape.reads
+    outputs = list(dict.fromkeys([(n, i) for n, _ in pending for i in range(len(n.types))]))
+    return Prekeyed([reads[j] for j in numbers], outputs, structure)
+
+
+def _remember_tape(tape, tkey: tuple, cut: Cut) -> None:
+    """Keep what walking `cut` found under its tape key: its structure and leaves."""
+    tapes = CTX.cache.tapes
+    if len(tapes) >= 4 * CTX.cache.limit:
+        tapes.clear()
+    tapes[tkey] = (cut.structure, tuple([tape.leafno[(id(n), i)] for n, i in cut.leaves]))
 
 
 def _prekeyed(pending: list) -> Prekeyed | None:

@@ -21,7 +21,8 @@ SEQ = itertools.count()
 
 class Node:
     __slots__ = ("op", "srcs", "args", "attrs", "types", "data", "requires_grad", "key", "origin",
-                 "grad", "owner", "freed", "overwritten", "seq", "sid", "reads", "__weakref__")
+                 "grad", "owner", "freed", "overwritten", "seq", "sid", "reads", "mid", "tape",
+                 "__weakref__")
 
     def __init__(self, op: str | None, srcs: dict[str, Any], attrs: dict[str, Any],
                  types: list[TensorType], data: list | None = None, requires_grad: bool = False,
@@ -40,6 +41,8 @@ class Node:
         self.key = key if key is not None or op is None else op_key(op, attrs)
         # see `_prekey`: this node's realization, keyed while recording (sid None: none)
         self.sid, self.reads = (None, ()) if prekey is None else prekey
+        self.mid = None           # its recording memo's number (see `_tape`)
+        self.tape = None          # its place on this thread's tape (see `_tape`)
 
     @property
     def realized(self) -> bool:
@@ -154,16 +157,19 @@ def _node(op: str, srcs: dict, attrs: dict, requires_grad: bool, memo: tuple, ar
         hit = _apply(op, srcs, attrs, memo)
     elif hit[4]:
         REGISTRY[op].check_const_inputs(srcs, _is_const)
-    full, types, key, floating, _ = hit
-    return Node(op, kept, full, types, None, requires_grad and floating, key, args,  # shared:
+    full, types, key, floating, _, mid = hit
+    node = Node(op, kept, full, types, None, requires_grad and floating, key, args,  # shared:
                 _prekey(memo, args))                                               # never mutated
+    node.mid = mid
+    taped(node)
+    return node
 
 
 def _apply(op: str, srcs: dict, attrs: dict, memo: tuple) -> tuple:
     opdef = REGISTRY[op]
     full, types = opdef.apply(srcs, attrs, _type, _is_const)
     hit = (full, types, op_key(op, full), any(t.dtype.is_float for t in types),
-           bool(opdef.const_inputs))
+           bool(opdef.const_inputs), next(_MID))
     if len(_APPLIED) >= _APPLIED_MAX:
         _APPLIED.clear()
     _APPLIED[memo] = hit
@@ -171,10 +177,91 @@ def _apply(op: str, srcs: dict, attrs: dict, memo: tuple) -> tuple:
 
 
 # (op, canonical attributes, target, then each argument's name and input types) -> (full
-# attributes, result types, op key, any float, has const inputs): a pure cache of
-# OpDef.apply's outcome (which depends on nothing else), bounded.
+# attributes, result types, op key, any float, has const inputs, the memo's number): a pure
+# cache of OpDef.apply's outcome (which depends on nothing else), bounded. The number
+# stands for the memo in tape keys (never reused, also after a clear).
 _APPLIED: dict = {}
 _APPLIED_MAX = 1 << 14
+_MID = itertools.count()
+
+
+# ---- the tape: a realization's cache key, built up while recording ----------------------
+# Every node a thread records between two realizations gets a place on its tape, and the
+# tape a structure id, interned link by link from the previous id, the node's memo number
+# and its wiring: a pending source by its place (and output index), a leaf read by the
+# leaf's number in order of first read (so the id says which reads are of one leaf). Two
+# tapes with one id are the same recording up to leaf values; with the places of the values
+# to compute, the id fixes the program and which of the tape's leaves it reads (realization
+# keeps that per tape key: a cache hit then neither walks nor keys the trace). A pending
+# source recorded before the tape (or on another thread's) breaks the tape until the next
+# realization; so does its length passing _TAPE_MAX.
+class Tape:
+    __slots__ = ("sid", "base", "count", "leafno", "reads", "start")
+
+    def __init__(self):
+        self.sid, self.count = 0, 0
+        self.base = next(_TAPE_SERIAL) << 32     # places are base + i: tapes never share one
+        self.leafno: dict = {}                   # (id(leaf node), index) -> leaf number
+        self.reads: list = []                    # the leaf refs by number (kept alive)
+        self.start = next(SEQ)                   # stale once a realization comes after it
+
+    def place(self, node) -> int | None:
+        """`node`'s place on this tape, or None."""
+        p = node.tape
+        return None if p is None or not 0 <= p - self.base < self.count else p - self.base
+
+
+_TAPE_SERIAL = itertools.count()
+_TAPE_MAX = 1 << 16
+_TAPE_IDS: dict = {}
+_TAPE_IDS_MAX = 1 << 17
+
+
+def current_tape() -> Tape | None:
+    """This thread's tape if it is whole and no realization came since it began."""
+    tape = CTX.thread.tape
+    if tape is None or tape.sid is None or tape.start < CTX.realized_seq:
+        return None
+    return tape
+
+
+def taped(node: Node) -> None:
+    """Put recorded `node` on this thread's tape (a new tape after a realization)."""
+    tape = CTX.thread.tape
+    if tape is None or tape.start < CTX.realized_seq:
+        tape = CTX.thread.tape = Tape()
+    sid = tape.sid
+    if sid is None or tape.count >= _TAPE_MAX:
+        tape.sid = None
+        return
+    wires = []
+    for ref in node.args:
+        src = ref[0]
+        if src.data is None and src.op is None:     # a written leaf: the value it will hold
+            ref = src.args[0]
+            src = ref[0]
+        if src.data is not None:
+            k = (id(src), ref[1])
+            j = tape.leafno.get(k)
+            if j is None:
+                j = tape.leafno[k] = len(tape.reads)
+                tape.reads.append(ref)
+            wires.append(-1 - j)
+            continue
+        p = src.tape
+        if p is None or not 0 <= p - tape.base < tape.count:
+            tape.sid = None
+            return
+        wires.append(p - tape.base if ref[1] == 0 else (p - tape.base, ref[1]))
+    desc = (sid, node.mid, tuple(wires))
+    sid = _TAPE_IDS.get(desc)
+    if sid is None:
+        if len(_TAPE_IDS) >= _TAPE_IDS_MAX:
+            _TAPE_IDS.clear()
+        sid = _TAPE_IDS[desc] = next(_SID)
+    tape.sid = sid
+    node.tape = tape.base + tape.count
+    tape.count += 1
 
 
 # ---- prekeys: a realization's cache key and inputs, built up while recording ------------

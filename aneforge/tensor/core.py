@@ -30,7 +30,7 @@ from ..dtypes import DType
 from ..errors import AneforgeError, DTypeError
 from ..ir.types import TensorType
 from ..hardware.limits import check_shape
-from ..core.trace import Node, leaf, record, record_binary, written_leaf
+from ..core.trace import Node, leaf, record, record_binary, taped, written_leaf
 from .args import norm_dim
 from .casts import CastsMixin
 from .elementwise import ElementwiseMixin
@@ -423,16 +423,20 @@ def _number_node(value, dtype: DType) -> Node:
     key = (type(value), value if value else repr(value), dtype)
     made = _CONSTS.get(key)
     if made is not None:
-        return Node("const", {}, made[0], made[1], None, False, made[2], (), made[3])
+        node = Node("const", {}, made[0], made[1], None, False, made[2], (), made[3])
+        node.mid = made[4]
+        taped(node)
+        return node
     if len(_CONSTS) >= 4096:
         _CONSTS.clear()
     with np.errstate(over="ignore"):        # an overflow was reported by the caller
         node = record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})._node
-    _CONSTS[key] = (node.attrs, node.types, node.key, (node.sid, ()))
+    _CONSTS[key] = (node.attrs, node.types, node.key, (node.sid, ()), node.mid)
     return node
 
 
-_CONSTS: dict = {}      # a pure cache: a Python number's checked const (attrs, types, key, plan)
+_CONSTS: dict = {}      # a pure cache: a Python number's checked const (attrs, types, key,
+                        # prekey, memo number)
 
 
 def tensor_like(value, like: Tensor) -> Tensor:
