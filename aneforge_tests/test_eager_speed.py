@@ -192,6 +192,6 @@ def test_one_tape_key_is_one_program_with_the_same_leaves(recorded, seed):
         tape, tkey = realization._tape_places(pending)
         assert tkey is not None
         cut = realization.Cut(pending)
-        found = (cut.structure, [tape.leafno[(id(n), i)] for n, i in cut.leaves])
+        found = (cut.structure, [tape.leafno[ref] for ref in cut.leaves])
         assert seen.setdefault(tkey, found) == found
         realization.realize(targets)

@@ -407,7 +407,7 @@ def _taped(tape, tkey: tuple, pending: list) -> Prekeyed | None:
     if known is None:
         return None
     structure, numbers = known
-    reads = tape.reads
+    reads = list(tape.leafno)                 # by number: in order of first read
     outputs = list(dict.fromkeys([(n, i) for n, _ in pending for i in range(len(n.types))]))
     return Prekeyed([reads[j] for j in numbers], outputs, structure)
 
@@ -417,7 +417,7 @@ def _remember_tape(tape, tkey: tuple, cut: Cut) -> None:
     tapes = CTX.cache.tapes
     if len(tapes) >= 4 * CTX.cache.limit:
         tapes.clear()
-    tapes[tkey] = (cut.structure, tuple([tape.leafno[(id(n), i)] for n, i in cut.leaves]))
+    tapes[tkey] = (cut.structure, tuple([tape.leafno[ref] for ref in cut.leaves]))
 
 
 def _prekeyed(pending: list) -> Prekeyed | None:

@@ -196,13 +196,12 @@ _MID = itertools.count()
 # source recorded before the tape (or on another thread's) breaks the tape until the next
 # realization; so does its length passing _TAPE_MAX.
 class Tape:
-    __slots__ = ("sid", "base", "count", "leafno", "reads", "start")
+    __slots__ = ("sid", "base", "count", "leafno", "start")
 
     def __init__(self):
         self.sid, self.count = 0, 0
         self.base = next(_TAPE_SERIAL) << 32     # places are base + i: tapes never share one
-        self.leafno: dict = {}                   # (id(leaf node), index) -> leaf number
-        self.reads: list = []                    # the leaf refs by number (kept alive)
+        self.leafno: dict = {}                   # leaf ref (node, index) -> its number (kept alive)
         self.start = next(SEQ)                   # stale once a realization comes after it
 
     def place(self, node) -> int | None:
@@ -227,32 +226,32 @@ def current_tape() -> Tape | None:
 
 def taped(node: Node) -> None:
     """Put recorded `node` on this thread's tape (a new tape after a realization)."""
-    tape = CTX.thread.tape
+    thread = CTX.thread
+    tape = thread.tape
     if tape is None or tape.start < CTX.realized_seq:
-        tape = CTX.thread.tape = Tape()
-    sid = tape.sid
-    if sid is None or tape.count >= _TAPE_MAX:
+        tape = thread.tape = Tape()
+    sid, base, count = tape.sid, tape.base, tape.count
+    if sid is None or count >= _TAPE_MAX:
         tape.sid = None
         return
     wires = []
     for ref in node.args:
         src = ref[0]
-        if src.data is None and src.op is None:     # a written leaf: the value it will hold
-            ref = src.args[0]
-            src = ref[0]
-        if src.data is not None:
-            k = (id(src), ref[1])
-            j = tape.leafno.get(k)
+        if src.data is not None:                    # a leaf read: by the leaf's number
+            leafno = tape.leafno
+            j = leafno.get(ref)
             if j is None:
-                j = tape.leafno[k] = len(tape.reads)
-                tape.reads.append(ref)
+                j = leafno[ref] = len(leafno)
             wires.append(-1 - j)
             continue
+        if src.op is None:                          # a written leaf: the value it will hold
+            ref = src.args[0]
+            src = ref[0]
         p = src.tape
-        if p is None or not 0 <= p - tape.base < tape.count:
+        if p is None or not base <= p < base + count:
             tape.sid = None
             return
-        wires.append(p - tape.base if ref[1] == 0 else (p - tape.base, ref[1]))
+        wires.append(p - base if ref[1] == 0 else (p - base, ref[1]))
     desc = (sid, node.mid, tuple(wires))
     sid = _TAPE_IDS.get(desc)
     if sid is None:
@@ -260,8 +259,8 @@ def taped(node: Node) -> None:
             _TAPE_IDS.clear()
         sid = _TAPE_IDS[desc] = next(_SID)
     tape.sid = sid
-    node.tape = tape.base + tape.count
-    tape.count += 1
+    node.tape = base + count
+    tape.count = count + 1
 
 
 # ---- prekeys: a realization's cache key and inputs, built up while recording ------------
