@@ -111,11 +111,10 @@ def makemore(lib, batch=32, block=3, vocab=27, embed=10, hidden=200, lr=0.1, wor
     if lib == "torch":
         import torch as lib_
         import torch.nn.functional as F
-        tensor = lambda a: lib_.tensor(a)                                   # noqa: E731
     else:
         import aneforge as lib_
         import aneforge.nn.functional as F
-        tensor = lambda a: lib_.tensor(a)                                   # noqa: E731
+    tensor = lib_.tensor
     Xt, Yt = tensor(X), tensor(Y)
     params = [tensor(a) for a in init]
     for p in params:
