@@ -26,6 +26,7 @@ class ThreadState(threading.local):
         self.backward_records: list = []    # autograd.BackwardRecord of gradients still pending
         self.capture = None                 # replay.Capture while af.compile records a call
         self.held_hazards = None            # a list while a scaled pass may be rescued (autoscale)
+        self.tape = None                    # core/trace.Tape: what was recorded since a realization
 
 
 @dataclass
@@ -38,10 +39,13 @@ class CompileCache:
     limit: int = 256              # entries kept, least recently used dropped first
     evictions: int = 0
     generation: int = 0           # bumped by clear(): captured replays compile anew
+    # tape key -> (structure, the tape's leaf numbers the program reads): core/realization.py
+    tapes: dict = field(default_factory=dict)
 
     def clear(self) -> None:
         self.generation += 1
         self.entries.clear()
+        self.tapes.clear()
         self.hits = self.misses = self.evictions = 0
         self.compile_seconds = 0.0
 
@@ -65,6 +69,7 @@ class Context:
     participants: weakref.WeakSet = field(default_factory=weakref.WeakSet)
     thread: ThreadState = field(default_factory=ThreadState)
     realized_seq: int = -1        # trace.SEQ at the latest realization (older plans are stale)
+    writes: list = field(default_factory=list)   # weakrefs to written leaves (core/trace.py)
     # automatic gradient scaling (core/autoscale.py): the default scaler (None: made on first
     # use), per-model settings [(parameter handles, scaler or None for off)], and the live
     # modules (parameter names for its warnings)

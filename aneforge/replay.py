@@ -391,6 +391,7 @@ class Compiled:
     def __call__(self, *args, **kwargs):
         if CTX.thread.capture is not None:          # inside another capture: just run
             return self._fn(*args, **kwargs)
+        realization.realize_writes()                 # parameters' pending `p.data = ...`
         flat, spec = _arguments(args, kwargs)
         key = (spec, CTX.thread.grad_enabled, get_numerics(), CTX.backend, get_pipeline(),
                CTX.target, CTX.budget, CTX.cache.generation)

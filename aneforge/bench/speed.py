@@ -8,7 +8,7 @@ import statistics
 import time
 
 from . import section, settings
-from .workloads import char_lm, cnn, matmul, mlp, train_step
+from .workloads import char_lm, cnn, eager_loop, matmul, mlp, mlp_deep, train_step
 
 
 def threads() -> int:
@@ -44,6 +44,10 @@ def workloads():
     out.append((f"{rows[0][0]}, af.compile replay, fp32 BLAS matmuls (accumulator='blas')",
                 lambda lib: train_step(*rows[0][1], lib, compiled=True,
                                    numerics={"accumulator": "blas"})))
+    out += [(f"MLP 64-128-128-10 AdamW eager step, batch {b}",
+             lambda lib, b=b: train_step(*mlp_deep(b), lib)) for b in (64, 256)]
+    out.append(("makemore MLP eager loop on raw tensors, batch 32 (C[X[ix]], p.data += -lr * "
+                "p.grad, loss.item())", eager_loop))
     out.append((f"matmul {n}x{n}x{n} fp16 (aneforge: ANE tile datapath)", matmul(n)))
     return out
 

@@ -83,3 +83,59 @@ def matmul(n):
         import aneforge as af
         return lambda: (af.tensor(a) @ af.tensor(b)).numpy()
     return make
+
+
+def mlp_deep(batch):
+    """The 64-128-128-10 network of the eager-speed goal (issue 25)."""
+    rng = np.random.default_rng(0)
+    data = lambda: (rng.random((batch, 64)).astype(np.float32), rng.integers(0, 10, batch))  # noqa: E731
+
+    def model(nn):
+        return nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 128), nn.GELU(),
+                             nn.Linear(128, 10))
+    return model, data, lambda F, out, y: F.cross_entropy(out, y)
+
+
+def makemore(lib, batch=32, block=3, vocab=27, embed=10, hidden=200, lr=0.1, words=2000):
+    """A step of Karpathy's makemore MLP as its notebook writes it, eagerly on raw tensors:
+    a minibatch `ix` drawn each step, `emb = C[X[ix]]`, a tanh layer, `F.cross_entropy`,
+    `p.grad = None` for each parameter, `loss.backward()`, `p.data += -lr * p.grad` for each
+    parameter and `loss.item()`. Returns the step function (it returns the loss) and the
+    parameters."""
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, vocab, (words, block))
+    Y = rng.integers(0, vocab, words)
+    shapes = [(vocab, embed), (block * embed, hidden), (hidden,), (hidden, vocab), (vocab,)]
+    init = [rng.standard_normal(s).astype(np.float32) * 0.2 for s in shapes]
+    draws = np.random.default_rng(1)
+    if lib == "torch":
+        import torch as lib_
+        import torch.nn.functional as F
+    else:
+        import aneforge as lib_
+        import aneforge.nn.functional as F
+    tensor = lib_.tensor
+    Xt, Yt = tensor(X), tensor(Y)
+    params = [tensor(a) for a in init]
+    for p in params:
+        p.requires_grad = True
+    C, W1, b1, W2, b2 = params
+
+    def step():
+        ix = tensor(draws.integers(0, words, batch))
+        emb = C[Xt[ix]]
+        h = lib_.tanh(emb.view(-1, block * embed) @ W1 + b1)
+        logits = h @ W2 + b2
+        loss = F.cross_entropy(logits, Yt[ix])
+        for p in params:
+            p.grad = None
+        loss.backward()
+        for p in params:
+            p.data += -lr * p.grad
+        return loss.item()
+    return step, params
+
+
+def eager_loop(lib):
+    """The makemore step as a bench function."""
+    return makemore(lib)[0]

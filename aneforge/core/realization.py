@@ -26,7 +26,7 @@ from ..hardware.numerics import get_numerics
 from ..hardware.targets import get_target
 from . import autoscale, boundary
 from .plan import compile_plan
-from .trace import prekey_leaves
+from .trace import current_tape, land_writes, prekey_leaves, writes, written
 from ..runtime import get_backend
 
 
@@ -156,6 +156,10 @@ class Cut:
             inputs.append(v)
             vars[(id(node), i)] = boundary.enter(v, t, emit)
         for node in self.nodes:
+            if node.op is None:       # a written leaf: the value it will hold
+                src, i = node.args[0]
+                vars[(id(node), 0)] = vars[(id(src), i)]
+                continue
             args = {k: (tuple(vars[(id(n), i)] for n, i in v) if isinstance(v, list)
                         else vars[(id(v[0]), v[1])]) for k, v in node.srcs.items()}
             outs = [fresh(node.op, t) for t in node.types]
@@ -207,6 +211,9 @@ def _wiring(nodes: list, outputs: list) -> tuple[list, tuple]:
         return -1 - j
 
     for node in nodes:
+        if node.op is None:           # a written leaf (trace.written_leaf): its value's number
+            base[node] = number(node.args[0])
+            continue
         entry = [node.key]
         for k, v in node.srcs.items():
             entry.append(k)
@@ -229,26 +236,41 @@ def realize(refs: list[tuple]) -> None:
     if all(n.data is not None for n, _ in refs):
         return
     refs = list(refs)
+    if CTX.writes:                      # values set into handles (trace.written_leaf) come too
+        refs = [written(r) for r in refs] + writes()
     if CTX.thread.backward_records:
-        refs += _sibling_grads(refs)
+        grads, roots = _siblings(refs)
+        refs += grads
         for participant in list(CTX.participants):
             refs += participant.join_realization(refs)
-        refs += autoscale.pending_refs(refs)
+        refs += autoscale.pending_refs(refs) + roots
     run(refs)
+    if CTX.writes:
+        land_writes()
     autoscale.settle()
 
 
-def _sibling_grads(refs: list[tuple]) -> list[tuple]:
-    """Every pending gradient of a backward() whose gradients `refs` reads: the first `.grad`
-    read computes them all in one program, so reading N parameters' gradients one by one runs
-    one program, not N (each one a new cut, and a compile per signature)."""
+def realize_writes() -> None:
+    """Compute every value set into a handle and not computed yet (trace.written_leaf): what
+    af.compile does before it captures or replays, so its programs read parameters' arrays."""
+    if CTX.writes:
+        realize(writes())
+
+
+def _siblings(refs: list[tuple]) -> tuple[list, list]:
+    """What a backward() left pending that this realization computes too (its gradients, and
+    its roots: the loss, so `loss.item()` after them costs nothing): the first read of any of
+    it computes all of it in one program, so reading N parameters' gradients one by one (or
+    updating N parameters from them) runs one program, not N (each a new cut, and a compile
+    per signature). When `refs` are only gradients of some backward passes, those passes';
+    otherwise (a value that may be computed from any of them) every pending pass's."""
     wanted = {id(n) for n, _ in refs if n.data is None}
-    out = []
-    for record in CTX.thread.backward_records:
-        grads = [g.ref for g in record.grads()]
-        if any(id(n) in wanted for n, _ in grads):
-            out += grads
-    return out
+    passes = [(r, [g.ref for g in r.grads()]) for r in CTX.thread.backward_records]
+    passes = [(r, grads) for r, grads in passes if grads]
+    mine = [(r, grads) for r, grads in passes if any(id(n) in wanted for n, _ in grads)]
+    if not mine or not wanted <= {id(n) for _, grads in mine for n, _ in grads}:
+        mine = passes
+    return [g for _, grads in mine for g in grads], [o for r, _ in mine for o in r.outputs()]
 
 
 def run(refs: list[tuple]) -> None:
@@ -258,7 +280,11 @@ def run(refs: list[tuple]) -> None:
         return
     cache = CTX.cache
     numerics, backend, pipeline = get_numerics(), get_backend(), passes.get_pipeline()
-    cut = _prekeyed(pending) or Cut(pending)
+    tape, tkey = _tape_places(pending)
+    cut = (_taped(tape, tkey, pending) if tkey else None) or _prekeyed(pending) \
+        or Cut(pending)
+    if tkey and type(cut) is Cut:
+        _remember_tape(tape, tkey, cut)
     wide = boundary.wide_leaves(cut.leaves, always=CTX.thread.capture is not None)
     key = cut.key(numerics, backend.name) + (pipeline, get_target().name, CTX.budget, wide)
     entry = cache.entries.get(key)
@@ -298,11 +324,13 @@ def run(refs: list[tuple]) -> None:
         by_node.setdefault(node, {})[i] = boundary.decode(r, node.types[i])
     for node, outs in by_node.items():
         node.set_data([outs[i] for i in range(len(node.types))], program)
+    CTX.thread.tape = None    # stale now; dropping it lets go of the leaves it read
 
 
 class Prekeyed(NamedTuple):
-    """A cut known from the pending node.s prekey (`trace._prekey`), without walking the trace: the
-    leaves it reads, the outputs it writes, and its key."""
+    """A cut known without walking the trace, from the pending node's prekey (`trace._prekey`)
+    or from the tape key of the pending values (`trace.Tape`): the leaves it reads, the
+    outputs it writes, and its key."""
     leaves: list
     outputs: list
     structure: tuple
@@ -317,6 +345,40 @@ class Prekeyed(NamedTuple):
             raise AneforgeError(f"internal error: a prekey's {len(self.leaves)} leaves differ "
                                 f"from the cut's {len(cut.leaves)}")
         return cut
+
+
+def _tape_places(pending: list) -> tuple:
+    """(this thread's current tape, the tape key of `pending`: the tape's id and the places
+    of the values on it), or (None, None)."""
+    tape = current_tape()
+    if tape is None:
+        return None, None
+    places = []
+    for node, i in pending:
+        p = tape.place(node)
+        if p is None:
+            return None, None
+        places.append((p, i))
+    return tape, (tape.sid, tuple(places))
+
+
+def _taped(tape, tkey: tuple, pending: list) -> Prekeyed | None:
+    """The cut of `pending` from its tape key (`trace.Tape`), when one was walked before."""
+    known = CTX.cache.tapes.get(tkey)
+    if known is None:
+        return None
+    structure, numbers = known
+    reads = list(tape.leafno)                 # by number: in order of first read
+    outputs = list(dict.fromkeys([(n, i) for n, _ in pending for i in range(len(n.types))]))
+    return Prekeyed([reads[j] for j in numbers], outputs, structure)
+
+
+def _remember_tape(tape, tkey: tuple, cut: Cut) -> None:
+    """Keep what walking `cut` found under its tape key: its structure and leaves."""
+    tapes = CTX.cache.tapes
+    if len(tapes) >= 4 * CTX.cache.limit:
+        tapes.clear()
+    tapes[tkey] = (cut.structure, tuple([tape.leafno[ref] for ref in cut.leaves]))
 
 
 def _prekeyed(pending: list) -> Prekeyed | None:

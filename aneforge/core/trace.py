@@ -7,6 +7,7 @@ trace never grows without bound across training steps: the next step starts from
 from __future__ import annotations
 
 import itertools
+import weakref
 from typing import Any
 
 from ..context import CTX
@@ -21,7 +22,8 @@ SEQ = itertools.count()
 
 class Node:
     __slots__ = ("op", "srcs", "args", "attrs", "types", "data", "requires_grad", "key", "origin",
-                 "grad", "owner", "freed", "overwritten", "seq", "sid", "reads", "__weakref__")
+                 "grad", "owner", "freed", "overwritten", "seq", "sid", "reads", "mid", "tape",
+                 "__weakref__")
 
     def __init__(self, op: str | None, srcs: dict[str, Any], attrs: dict[str, Any],
                  types: list[TensorType], data: list | None = None, requires_grad: bool = False,
@@ -40,6 +42,8 @@ class Node:
         self.key = key if key is not None or op is None else op_key(op, attrs)
         # see `_prekey`: this node's realization, keyed while recording (sid None: none)
         self.sid, self.reads = (None, ()) if prekey is None else prekey
+        self.mid = None           # its recording memo's number (see `_tape`)
+        self.tape = None          # its place on this thread's tape (see `_tape`)
 
     @property
     def realized(self) -> bool:
@@ -59,6 +63,59 @@ class Node:
 
 def leaf(array, type: TensorType, requires_grad: bool = False) -> Node:
     return Node(None, {}, {}, [type], [array], requires_grad, None, ())
+
+
+# ---- written leaves: a value set into a handle, computed by the next realization --------
+# `p.data += -lr * p.grad` (Tensor.set_ of a pending value) makes p a new leaf at once, as
+# torch does, but its array comes later: a *written* leaf is a leaf (op None) without data
+# whose one argument is the pending value it will hold. Every realization computes the values
+# of all written leaves alive (`writes`), in the same program, and then gives each its array
+# (`land_writes`): N parameter updates and the `.item()` after them run as one program, not N + 1.
+# Until then the trace reads a written leaf as the value it holds (the cut wires readers to
+# the argument); autograd sees a leaf.
+def written_leaf(ref: tuple, type: TensorType, requires_grad: bool) -> Node:
+    """A leaf that will hold pending value `ref` (a written leaf's, the value it will hold)."""
+    ref = written(ref)
+    node = Node(None, {}, {}, [type], None, requires_grad, None, [ref])
+    CTX.writes.append(weakref.ref(node))
+    return node
+
+
+def is_written(node: Node) -> bool:
+    return node.op is None and node.data is None
+
+
+def written(ref: tuple) -> tuple:
+    """The pending value a written leaf will hold (ref itself for any other value)."""
+    node = ref[0]
+    return node.args[0] if node.op is None and node.data is None else ref
+
+
+def writes() -> list:
+    """The pending values of every written leaf alive (what a realization computes too)."""
+    out, alive = [], []
+    for w in CTX.writes:
+        node = w()
+        if node is not None and node.data is None:
+            alive.append(w)
+            out.append(node.args[0])
+    CTX.writes[:] = alive
+    return out
+
+
+def land_writes() -> None:
+    """Give each written leaf whose value is now computed its array (a plain leaf from now)."""
+    kept = []
+    for w in CTX.writes:
+        node = w()
+        if node is None or node.data is not None:
+            continue
+        src, i = node.args[0]
+        if src.data is None:
+            kept.append(w)
+            continue
+        node.data, node.args = [src.data[i]], ()
+    CTX.writes[:] = kept
 
 
 def record(op: str, srcs: dict[str, Any], attrs: dict[str, Any], requires_grad: bool) -> Node:
@@ -101,9 +158,12 @@ def _node(op: str, srcs: dict, attrs: dict, requires_grad: bool, memo: tuple, ar
         hit = _apply(op, srcs, attrs, memo)
     elif hit[4]:
         REGISTRY[op].check_const_inputs(srcs, is_const)
-    full, types, key, floating, _ = hit
-    return Node(op, kept, full, types, None, requires_grad and floating, key, args,  # shared:
+    full, types, key, floating, _, mid = hit
+    node = Node(op, kept, full, types, None, requires_grad and floating, key, args,  # shared:
                 _prekey(memo, args))                                               # never mutated
+    node.mid = mid
+    taped(node)
+    return node
 
 
 def _apply(op: str, srcs: dict, attrs: dict, memo: tuple) -> tuple:
@@ -112,7 +172,7 @@ def _apply(op: str, srcs: dict, attrs: dict, memo: tuple) -> tuple:
     if any(0 in t.shape for t in _memo_types(memo)):
         raise EmptyOperand(f"{op}: an operand is empty; the ANE has no empty tensors")
     hit = (full, types, op_key(op, full), any(t.dtype.is_float for t in types),
-           bool(opdef.const_inputs))
+           bool(opdef.const_inputs), next(_MID))
     if len(_APPLIED) >= _APPLIED_MAX:
         _APPLIED.clear()
     _APPLIED[memo] = hit
@@ -134,10 +194,90 @@ class EmptyOperand(LimitError):
 
 
 # (op, canonical attributes, target, then each argument's name and input types) -> (full
-# attributes, result types, op key, any float, has const inputs): a pure cache of
-# OpDef.apply's outcome (which depends on nothing else), bounded.
+# attributes, result types, op key, any float, has const inputs, the memo's number): a pure
+# cache of OpDef.apply's outcome (which depends on nothing else), bounded. The number
+# stands for the memo in tape keys (never reused, also after a clear).
 _APPLIED: dict = {}
 _APPLIED_MAX = 1 << 14
+_MID = itertools.count()
+
+
+# ---- the tape: a realization's cache key, built up while recording ----------------------
+# Every node a thread records between two realizations gets a place on its tape, and the
+# tape a structure id, interned link by link from the previous id, the node's memo number
+# and its wiring: a pending source by its place (and output index), a leaf read by the
+# leaf's number in order of first read (so the id says which reads are of one leaf). Two
+# tapes with one id are the same recording up to leaf values; with the places of the values
+# to compute, the id fixes the program and which of the tape's leaves it reads (realization
+# keeps that per tape key: a cache hit then neither walks nor keys the trace). A pending
+# source recorded before the tape (or on another thread's) breaks the tape until the next
+# realization; so does its length passing _TAPE_MAX.
+class Tape:
+    __slots__ = ("sid", "base", "count", "leafno", "start")
+
+    def __init__(self):
+        self.sid, self.count = 0, 0
+        self.base = next(_TAPE_SERIAL) << 32     # places are base + i: tapes never share one
+        self.leafno: dict = {}                   # leaf ref (node, index) -> its number (kept alive)
+        self.start = next(SEQ)                   # stale once a realization comes after it
+
+    def place(self, node) -> int | None:
+        """`node`'s place on this tape, or None."""
+        p = node.tape
+        return None if p is None or not 0 <= p - self.base < self.count else p - self.base
+
+
+_TAPE_SERIAL = itertools.count()
+_TAPE_MAX = 1 << 16
+_TAPE_IDS: dict = {}
+_TAPE_IDS_MAX = 1 << 17
+
+
+def current_tape() -> Tape | None:
+    """This thread's tape if it is whole and no realization came since it began."""
+    tape = CTX.thread.tape
+    if tape is None or tape.sid is None or tape.start < CTX.realized_seq:
+        return None
+    return tape
+
+
+def taped(node: Node) -> None:
+    """Put recorded `node` on this thread's tape (a new tape after a realization)."""
+    thread = CTX.thread
+    tape = thread.tape
+    if tape is None or tape.start < CTX.realized_seq:
+        tape = thread.tape = Tape()
+    sid, base, count = tape.sid, tape.base, tape.count
+    if sid is None or count >= _TAPE_MAX:
+        tape.sid = None
+        return
+    wires = []
+    for ref in node.args:
+        src = ref[0]
+        if src.data is not None:                    # a leaf read: by the leaf's number
+            leafno = tape.leafno
+            j = leafno.get(ref)
+            if j is None:
+                j = leafno[ref] = len(leafno)
+            wires.append(-1 - j)
+            continue
+        if src.op is None:                          # a written leaf: the value it will hold
+            ref = src.args[0]
+            src = ref[0]
+        p = src.tape
+        if p is None or not base <= p < base + count:
+            tape.sid = None
+            return
+        wires.append(p - base if ref[1] == 0 else (p - base, ref[1]))
+    desc = (sid, node.mid, tuple(wires))
+    sid = _TAPE_IDS.get(desc)
+    if sid is None:
+        if len(_TAPE_IDS) >= _TAPE_IDS_MAX:
+            _TAPE_IDS.clear()
+        sid = _TAPE_IDS[desc] = next(_SID)
+    tape.sid = sid
+    node.tape = base + count
+    tape.count = count + 1
 
 
 # ---- prekeys: a realization's cache key and inputs, built up while recording ------------

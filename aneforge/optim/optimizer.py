@@ -21,7 +21,7 @@ import numpy as np
 
 from ..core import realization, scalar_consts
 from ..context import CTX
-from ..autograd import enable_grad, no_grad
+from ..autograd import carried, enable_grad, no_grad
 from ..creation import tensor
 from ..errors import AneforgeError
 from ..nn.parameter import assign, host_array
@@ -402,7 +402,7 @@ def _expected_step_args(opt: Optimizer, records: list) -> tuple:
     """(grad_scale, check_finite) the coming step will most likely get: a GradScaler's, when the
     loss went through one (its scaled loss names it), else a plain step's."""
     for rec in records:
-        scaler = getattr(rec.root, "scaler", None)
+        scaler = carried(rec.root, "scaler")
         if scaler is not None:
             return scaler.step_args(opt)
     return None, False

@@ -31,7 +31,7 @@ from ..dtypes import DType
 from ..errors import AneforgeError, DTypeError, LimitError
 from ..ir.types import TensorType
 from ..hardware.limits import check_leaf_shape
-from ..core.trace import Node, leaf, record, record_binary
+from ..core.trace import Node, leaf, record, record_binary, taped, written_leaf
 from .args import norm_dim
 from .casts import CastsMixin
 from .elementwise import ElementwiseMixin
@@ -145,8 +145,11 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
 
     def detach(self) -> "Tensor":
         """The same value, cut from the gradient graph."""
-        if self._node.data is not None:
-            return Tensor(leaf(self._node.data[self._idx], self.tensor_type))
+        node = self._node
+        if node.data is not None:
+            return Tensor(leaf(node.data[self._idx], self.tensor_type))
+        if node.op is None:            # a written leaf: another leaf for the value it will hold
+            return Tensor(written_leaf(node.args[0], self.tensor_type, False))
         with no_grad():
             return record_op("identity", {"x": self}, {})
 
@@ -162,6 +165,12 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
         """
         capture = CTX.thread.capture
         if isinstance(source, Tensor):
+            node = source._node
+            if node.data is None and capture is None and not node.requires_grad:
+                # computed with the next realization, in the same program as everything else
+                # pending (one program for all of a step's `p.data += ...`, not one each)
+                return self._hold(written_leaf(source.ref, source.tensor_type,
+                                               self._node.requires_grad))
             array, type = source.value(), source.tensor_type
             if capture is not None:          # af.compile: a replay sets the new value again
                 capture.effect(self.set_, source)
@@ -177,9 +186,12 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
     def _adopt(self, array: np.ndarray, type: TensorType) -> "Tensor":
         """`set_` of a host array already of this tensor's dtype, checks done (af.compile's
         replay sets parameters and optimizer state this way each step)."""
+        return self._hold(leaf(array, type, self._node.requires_grad))
+
+    def _hold(self, node: Node) -> "Tensor":
+        """This handle now holds leaf `node` (the same requires_grad, `.grad` kept)."""
         old = self._node
-        node = self._node = leaf(array, type, old.requires_grad)
-        self._idx = 0
+        self._node, self._idx = node, 0
         node.grad = old.grad
         # Both leaves name this handle: a captured program that read the old value reads the
         # handle's current one on replay (aneforge.replay).
@@ -426,16 +438,20 @@ def _number_node(value, dtype: DType) -> Node:
     key = (type(value), value if value else repr(value), dtype)
     made = _CONSTS.get(key)
     if made is not None:
-        return Node("const", {}, made[0], made[1], None, False, made[2], (), made[3])
+        node = Node("const", {}, made[0], made[1], None, False, made[2], (), made[3])
+        node.mid = made[4]
+        taped(node)
+        return node
     if len(_CONSTS) >= 4096:
         _CONSTS.clear()
     with np.errstate(over="ignore"):        # an overflow was reported by the caller
         node = record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})._node
-    _CONSTS[key] = (node.attrs, node.types, node.key, (node.sid, ()))
+    _CONSTS[key] = (node.attrs, node.types, node.key, (node.sid, ()), node.mid)
     return node
 
 
-_CONSTS: dict = {}      # a pure cache: a Python number's checked const (attrs, types, key, plan)
+_CONSTS: dict = {}      # a pure cache: a Python number's checked const (attrs, types, key,
+                        # prekey, memo number)
 
 
 def tensor_like(value, like: Tensor) -> Tensor:

@@ -1,0 +1,197 @@
+"""Eager training loops realize few programs per step, compile nothing after warm-up, and give
+the same bits as before these loops were made faster (issue 25).
+
+The digests below are sha256 over the final parameters' fp16 bytes, recorded by the code at
+d3119c2 (five realizations per makemore step, a forward rerun for `loss.item()`): the values
+must not change when the programs are grouped differently."""
+import hashlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import aneforge as af
+from aneforge.bench.workloads import makemore, mlp_deep
+from aneforge.core import realization
+
+MAKEMORE = {True: "b82d0995020e1c9170da2da17408196d5ded3156945ae8a2f0c4f2a8812ab521",
+            False: "7c9039a7f1b808d9f67b0924cb13f1fc9b643c5f04ce11cb7deb8843e796fd96"}
+ADAMW = "4f7156678fe798ab4e6a0f1d8055d2157f7c3dc1d0bb72e8cc1f251bb4e71dee"
+MAKEMORE_LOSSES = [3.734375, 3.818359375, 3.47265625, 3.46484375, 3.33984375, 3.384765625,
+                   3.44140625, 3.501953125]
+
+
+def _digest(params) -> str:
+    h = hashlib.sha256()
+    for p in params:
+        h.update(np.ascontiguousarray(p.numpy()).tobytes())
+    return h.hexdigest()
+
+
+def _runs() -> int:
+    info = af.cache_info()
+    return info.hits + info.misses
+
+
+@pytest.fixture
+def auto_scale():
+    yield af.amp.set_auto_scale
+    af.amp.set_auto_scale(True)
+
+
+@pytest.mark.parametrize("scaled", [True, False])
+def test_makemore_loop_is_one_program_a_step_with_the_same_bits(scaled, auto_scale):
+    """Forward, backward, five `p.data += -lr * p.grad` and `loss.item()`: one program run per
+    step (five before, and a sixth recomputing the forward for the loss), no compile after the
+    first step, and the recorded losses and parameters."""
+    auto_scale(scaled)
+    step, params = makemore("aneforge")
+    losses = [step(), step()]
+    misses, runs = af.cache_info().misses, _runs()
+    for _ in range(6):
+        losses.append(step())
+        assert _runs() == runs + 1
+        runs += 1
+    assert af.cache_info().misses == misses
+    assert losses == MAKEMORE_LOSSES
+    assert _digest(params) == MAKEMORE[scaled]
+
+
+def test_adamw_module_step_is_one_program_with_the_same_bits():
+    model, data, loss_fn = mlp_deep(64)
+    af.manual_seed(0)
+    m = model(af.nn)
+    opt = af.optim.AdamW(m.parameters(), lr=1e-3)
+    x, y = data()
+    losses = []
+    for k in range(4):
+        runs = _runs()
+        opt.zero_grad()
+        loss = loss_fn(af.nn.functional, m(af.tensor(x)), af.tensor(y))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        assert _runs() == runs + 1
+    assert losses == [2.298828125, 2.287109375, 2.275390625, 2.265625]
+    assert _digest(m.parameters()) == ADAMW
+
+
+def test_written_parameter_is_a_leaf_computed_with_the_next_read():
+    """`p.data += d` makes p a leaf at once (requires_grad and .grad kept); its value comes
+    with the next realization, in the same program as what that reads."""
+    w = af.tensor([1.0, 2.0], requires_grad=True)
+    (w * w).sum().backward()
+    g = w.grad
+    runs = _runs()
+    w.data += -0.5 * w.grad
+    w.data += 1.0                        # a second write reads the first's pending value
+    assert (w.is_leaf, w.requires_grad, w.grad is g) == (True, True, True)
+    assert _runs() == runs                # nothing ran yet
+    d = w.detach()
+    assert d.is_leaf and not d.requires_grad
+    y = (w * 3).sum()                    # read before it is computed: wired to the value
+    assert y.item() == 6.0 and _runs() == runs + 1
+    assert w.tolist() == [1.0, 1.0] and d.tolist() == [1.0, 1.0] and g.tolist() == [2.0, 4.0]
+    (w * w).sum().backward()             # the written leaf's gradient, added to .grad
+    assert w.grad.tolist() == [2.0 + 2.0, 4.0 + 2.0]
+
+
+def test_written_parameter_then_compiled_step_reads_its_value():
+    """af.compile captures and replays against arrays: writes pending before a call are
+    computed first (a capture would otherwise bake the old value's update into its program)."""
+    w = af.nn.Parameter(af.ones(2))
+    step = af.compile(lambda x: (w * x).sum())
+    x = af.tensor([1.0, 2.0])
+    assert step(x).item() == 3.0
+    with af.no_grad():
+        w.data = w * 2
+    assert step(x).item() == 6.0
+    w.data += 1.0
+    assert step(x).item() == 9.0 and w.is_leaf
+
+
+def test_written_value_that_requires_grad_is_computed_now():
+    """set_ of a value that requires grad (outside no_grad) stays eager: its graph is not a
+    parameter update."""
+    w = af.tensor([1.0], requires_grad=True)
+    v = af.zeros(1)
+    v.set_(w * 2)
+    assert v.ref[0].data is not None and v.tolist() == [2.0]
+
+
+# ---- the tape key (core/trace.Tape): cache hits neither walk nor key the trace ------------
+def _walks(fn) -> int:
+    count = [0]
+    real = realization.Cut.__init__
+
+    def counted(self, targets):
+        count[0] += 1
+        real(self, targets)
+    realization.Cut.__init__ = counted
+    try:
+        fn()
+    finally:
+        realization.Cut.__init__ = real
+    return count[0]
+
+
+def test_cache_hits_of_training_steps_do_not_walk_the_trace():
+    step, _ = makemore("aneforge")
+    step(), step()
+    assert _walks(lambda: [step() for _ in range(3)]) == 0
+    model, data, loss_fn = mlp_deep(64)
+    m = model(af.nn)
+    opt = af.optim.AdamW(m.parameters(), lr=1e-3)
+    x, y = data()
+
+    def train():
+        opt.zero_grad()
+        loss = loss_fn(af.nn.functional, m(af.tensor(x)), af.tensor(y))
+        loss.backward()
+        opt.step()
+        return loss.item()
+    train(), train()
+    assert _walks(lambda: [train() for _ in range(3)]) == 0
+
+
+OPS = [lambda a, b: a + b, lambda a, b: a * b, lambda a, b: af.maximum(a, b),
+       lambda a, b: (a * 0.5).exp() + b, lambda a, b: af.cat([a, b, a], dim=0)[:2]]
+
+
+@st.composite
+def recordings(draw):
+    """A random recording over 1-3 leaves (some read twice, some dead values), its targets
+    the last two values: each step applies an op to two earlier values or to a value and a
+    Python number."""
+    steps = draw(st.lists(st.tuples(st.integers(0, len(OPS) - 1), st.integers(0, 99),
+                                    st.integers(0, 99), st.sampled_from([None, 0.5])),
+                          min_size=2, max_size=10))
+    return draw(st.integers(1, 3)), draw(st.lists(st.integers(0, 2), max_size=3)), steps
+
+
+def _record(n_leaves, reads, steps, seed):
+    rng = np.random.default_rng(seed)
+    leaves = [af.tensor(rng.standard_normal((2, 3)).astype(np.float16)) for _ in range(n_leaves)]
+    values = leaves + [leaves[r % n_leaves] for r in reads]      # the same leaf again
+    for op, i, j, number in steps:
+        a = values[i % len(values)]
+        b = number if number is not None and op < 2 else values[j % len(values)]
+        values.append(OPS[op](a, b))
+    return [values[-2].ref, values[-1].ref]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(recordings(), min_size=2, max_size=4), st.integers(0, 3))
+def test_one_tape_key_is_one_program_with_the_same_leaves(recorded, seed):
+    """Soundness: recordings with one tape key walk to one structure and read the same tape
+    leaves (each recording twice, with other data; then realized, which starts a new tape)."""
+    seen = {}
+    for k, rec in enumerate(recorded * 2):
+        targets = _record(*rec, seed + k)
+        pending = list(dict.fromkeys(targets))
+        tape, tkey = realization._tape_places(pending)
+        assert tkey is not None
+        cut = realization.Cut(pending)
+        found = (cut.structure, [tape.leafno[ref] for ref in cut.leaves])
+        assert seen.setdefault(tkey, found) == found
+        realization.realize(targets)
