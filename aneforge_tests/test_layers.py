@@ -42,7 +42,8 @@ LAYERS = (
      "aneforge.creation", "aneforge.linalg", "aneforge._api", "aneforge.cuda",
      "aneforge.utils"),
     ("aneforge.replay", "aneforge.serialization", "aneforge.torch_import", "aneforge.testing",
-     "aneforge.bench", "aneforge.docgen", "aneforge"),
+     "aneforge.bench", "aneforge.docgen", "aneforge",
+     "aneforge.exported"),
 )
 
 

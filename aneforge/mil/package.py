@@ -32,9 +32,10 @@ CORE_ML_ARRAY_TYPES = {"fp16": "FLOAT16", "fp32": "FLOAT32", "int32": "INT32", "
 WIDENED = dtypes.int32             # Core ML's type for the I/O it cannot describe
 
 
-def export(obj, path: str) -> str:
+def export(obj, path: str, delegate: bool = True) -> str:
     """Write `obj` as a Core ML `.mlpackage` at `path` (an existing one is replaced only once
-    the new one is written); returns the path.
+    the new one is written), or as an ExecuTorch program if `path` ends in `.pte`
+    (mil/pte.py; `delegate` is for that format only); returns the path.
 
     `obj` is a Program or a function from `af.load_mil` (`af.export` also takes a tensor or
     tuple of tensors: the program that computes them). Needs coremltools: `pip install
@@ -46,10 +47,21 @@ def export(obj, path: str) -> str:
     >>> spec.specificationVersion, [i.name for i in spec.description.input]
     (9, ['x_0'])
     """
-    ct = _coremltools()
+    if str(path).endswith(".pte"):
+        from .pte import export_pte
+        return export_pte(_program_of(obj), str(path), delegate)
     if not str(path).endswith(".mlpackage"):
-        raise AneforgeError(f"export writes a Core ML package: name it '*.mlpackage', not {path!r}")
-    program = validate(_program_of(obj))
+        raise AneforgeError(f"export writes a Core ML package ('*.mlpackage') or an ExecuTorch "
+                            f"program ('*.pte'), not {path!r}")
+    write_package(_program_of(obj), path)
+    return str(path)
+
+
+def write_package(program: Program, path: str) -> None:
+    """`program` as a Core ML package at `path`: checked (validation, compile walls), its I/O
+    made describable (`core_ml_boundary`)."""
+    ct = _coremltools()
+    program = validate(program)
     from ..ops.walls import check_walls
     check_walls(program)
     program = core_ml_boundary(program)
@@ -58,7 +70,6 @@ def export(obj, path: str) -> str:
         model = ct.models.MLModel(spec, weights_dir=os.path.join(tmp, "weights"),
                                   skip_model_load=True)
         _replace(path, model.save)
-    return str(path)
 
 
 def _replace(path, write) -> None:
