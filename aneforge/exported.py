@@ -35,11 +35,18 @@ def export(obj, path: str, args=None, *, delegate: bool = True, dynamic_shapes=N
     >>> os.path.getsize(path) > 0
     True
     """
-    from .mil.package import export as write
+    from .mil import package
     if dynamic_shapes is not None:
         raise AneforgeError("aneforge exports static shapes only (ANE programs are compiled per "
                             "shape): drop dynamic_shapes and export one program per input shape")
-    return write(program_of(obj, args), path, delegate)
+    if not str(path).endswith((".pte", ".mlpackage")):
+        raise AneforgeError(f"export writes a Core ML package ('*.mlpackage') or an ExecuTorch "
+                            f"program ('*.pte'): name it so, not {path!r}")
+    obj = program_of(obj, args)
+    if str(path).endswith(".pte"):
+        from .mil.pte import export_pte
+        return export_pte(package.program_of(obj), str(path), delegate)
+    return package.export(obj, path)
 
 
 def program_of(obj, args=None):

@@ -32,10 +32,9 @@ CORE_ML_ARRAY_TYPES = {"fp16": "FLOAT16", "fp32": "FLOAT32", "int32": "INT32", "
 WIDENED = dtypes.int32             # Core ML's type for the I/O it cannot describe
 
 
-def export(obj, path: str, delegate: bool = True) -> str:
+def export(obj, path: str) -> str:
     """Write `obj` as a Core ML `.mlpackage` at `path` (an existing one is replaced only once
-    the new one is written), or as an ExecuTorch program if `path` ends in `.pte`
-    (mil/pte.py; `delegate` is for that format only); returns the path.
+    the new one is written); returns the path.
 
     `obj` is a Program or a function from `af.load_mil` (`af.export` also takes a tensor or
     tuple of tensors: the program that computes them). Needs coremltools: `pip install
@@ -47,13 +46,9 @@ def export(obj, path: str, delegate: bool = True) -> str:
     >>> spec.specificationVersion, [i.name for i in spec.description.input]
     (9, ['x_0'])
     """
-    if str(path).endswith(".pte"):
-        from .pte import export_pte
-        return export_pte(_program_of(obj), str(path), delegate)
     if not str(path).endswith(".mlpackage"):
-        raise AneforgeError(f"export writes a Core ML package ('*.mlpackage') or an ExecuTorch "
-                            f"program ('*.pte'), not {path!r}")
-    write_package(_program_of(obj), path)
+        raise AneforgeError(f"export writes a Core ML package: name it '*.mlpackage', not {path!r}")
+    write_package(program_of(obj), path)
     return str(path)
 
 
@@ -107,7 +102,7 @@ def _coremltools():
     return coremltools
 
 
-def _program_of(obj) -> Program:
+def program_of(obj) -> Program:
     if isinstance(obj, Program):
         return obj
     if isinstance(getattr(obj, "program", None), Program):     # a function from af.load_mil

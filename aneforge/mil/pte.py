@@ -32,7 +32,6 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .. import dtypes
 from ..errors import AneforgeError
 from ..ir import Program, TensorType, Var
 from ..ops import validate
@@ -115,8 +114,10 @@ class Lowering:
     def ints(self, items) -> int:
         return self.add(("ints", tuple(self.scalar("int", int(i)) for i in items)))
 
-    def tensor(self, type: TensorType) -> int:
-        return self.add(("tensor", fmt.Tensor(tuple(type.shape), type.dtype.name)))
+    def tensor(self, type: TensorType, dtype: str | None = None) -> int:
+        """A non-constant tensor of `type` (`dtype`: a scalar type name aneforge has no dtype
+        for, e.g. "int64")."""
+        return self.add(("tensor", fmt.Tensor(tuple(type.shape), dtype or type.dtype.name)))
 
     def constant(self, array: np.ndarray, type: TensorType) -> int:
         data = np.ascontiguousarray(np.asarray(array).astype(type.dtype.np).reshape(type.shape))
@@ -143,9 +144,9 @@ class Lowering:
 
     def lower(self, segs: list[Segment], name: str = "forward") -> fmt.Plan:
         first, last = segs[0].program.main, segs[-1].program.main
-        inputs = [self.of(v) for v in first.inputs]
         for seg in segs:
             (self._host if seg.backend is None else self._delegated)(seg)
+        inputs = [self.of(v) for v in first.inputs]       # a delegate's typed them already
         outputs = [self.of(v) for v in last.outputs]
         size = _plan_memory(self.values, self.instructions, inputs, outputs)
         return fmt.Plan(name, self.values, inputs, outputs, self.instructions, self.operators,
@@ -163,17 +164,16 @@ class Lowering:
 
     def _delegated(self, seg: Segment) -> None:
         from .package import core_ml_boundary
-        program = core_ml_boundary(seg.program)
-        f = program.main
+        f = core_ml_boundary(seg.program).main      # the I/O dtypes Core ML's interface has
         args = [self.of(v) for v in f.inputs] + [self.of(v) for v in f.outputs]
-        self.delegate_data.append(core_ml_payload(program))
+        self.delegate_data.append(core_ml_payload(seg.program))
         self.delegates.append(fmt.Delegate(seg.backend, len(self.delegate_data) - 1, COMPILE_SPECS))
         self.instructions.append(("delegate", len(self.delegates) - 1, args))
 
 
 # ---- the memory plan ------------------------------------------------------------------------
 def _tensor_bytes(t: fmt.Tensor) -> int:
-    return math.prod(t.sizes) * dtypes.BY_NAME[t.dtype].np.itemsize
+    return math.prod(t.sizes) * fmt.ITEMSIZE[t.dtype]
 
 
 def _plan_memory(values: list, instructions: list, inputs: list, outputs: list) -> int:
@@ -299,7 +299,7 @@ def _pad(L: Lowering, op) -> None:
     if op.attrs["mode"] != "constant":
         raise AneforgeError(f"pad mode {op.attrs['mode']!r} ({op.name}) has no portable kernel "
                             f"here (constant only); export with delegate=True")
-    pad = [p for b, e in reversed(widths(x.rank, op.attrs["pad"])) for p in (b, e)]  # last axis first
+    pad = [p for b, e in reversed(widths(len(x.shape), op.attrs["pad"])) for p in (b, e)]  # last axis first
     L.call("aten::constant_pad_nd", "out", [L.of(x), L.ints(pad),
                                             L.scalar("double", float(op.attrs["constant_val"])),
                                             L.of(op.outputs[0])])
@@ -307,7 +307,7 @@ def _pad(L: Lowering, op) -> None:
 
 def _axes(op) -> list[int]:
     axes = op.attrs.get("axes")
-    return list(range(op.inputs["x"].rank)) if axes is None else list(axes)
+    return list(range(len(op.inputs["x"].shape))) if axes is None else list(axes)
 
 
 def _reduce(name: str, overload: str, dtype_arg: bool) -> Callable:
@@ -363,6 +363,27 @@ def _silu(L: Lowering, op) -> None:
     gate = L.tensor(x.type)
     L.call("aten::sigmoid", "out", [L.of(x), gate])
     L.call("aten::mul", "out", [L.of(x), gate, L.of(op.outputs[0])])
+
+
+def _split(L: Lowering, op) -> None:
+    """split_with_sizes_copy writes a list of tensors (passed twice, as every `out`)."""
+    axis = op.attrs["axis"]
+    parts = L.add(("tensors", tuple(L.of(v) for v in op.outputs)))
+    L.call("aten::split_with_sizes_copy", "out",
+           [L.of(op.inputs["x"]), L.ints([v.shape[axis] for v in op.outputs]),
+            L.scalar("int", axis), parts])
+
+
+def _arg_reduce(name: str) -> Callable:
+    """reduce_argmax / argmin: aten's kernels write int64 indices; cast to the op's dtype."""
+    def rule(L: Lowering, op) -> None:
+        out = op.outputs[0]
+        wide = L.tensor(out.type, "int64")
+        L.call(name, "out", [L.of(op.inputs["x"]), L.scalar("int", op.attrs["axis"]),
+                             L.scalar("bool", bool(op.attrs["keep_dims"])), wide])
+        L.call("aten::_to_copy", "out", [wide, L.scalar("bool", False), L.scalar("null", None),
+                                         L.of(out)])
+    return rule
 
 
 def _tile(L: Lowering, op) -> None:
@@ -449,6 +470,9 @@ KERNELS: dict[str, Callable] = {
     "concat": _concat,
     "pad": _pad,
     "tile": _tile,
+    "split": _split,
+    "reduce_argmax": _arg_reduce("aten::argmax"),
+    "reduce_argmin": _arg_reduce("aten::argmin"),
     "reduce_mean": _reduce("aten::mean", "out", dtype_arg=True),
     "reduce_sum": _reduce("aten::sum", "IntList_out", dtype_arg=True),
     "reduce_max": _reduce("aten::amax", "out", dtype_arg=False),

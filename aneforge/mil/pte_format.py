@@ -20,8 +20,10 @@ from ..errors import AneforgeError
 FILE_IDENTIFIER = b"ET12"
 SCHEMA_VERSION = 0                     # executorch.exir.version.EXECUTORCH_SCHEMA_VERSION
 # scalar_type.fbs ScalarType, for the dtypes aneforge programs carry
-SCALAR_TYPES = {"uint8": 0, "int8": 1, "int16": 2, "int32": 3, "fp16": 5, "fp32": 6, "bool": 11,
-                "uint16": 27}
+SCALAR_TYPES = {"uint8": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "fp16": 5, "fp32": 6,
+                "bool": 11, "uint16": 27}
+ITEMSIZE = {"uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "fp16": 2, "fp32": 4,
+            "bool": 1, "uint16": 2}
 # union KernelTypes and InstructionArguments: member -> type tag (0 is NONE)
 KERNEL_TYPES = {k: i for i, k in enumerate(
     ("null", "int", "bool", "double", "tensor", "string", "ints", "doubles", "bools", "tensors",
