@@ -79,12 +79,13 @@ def program_of_call(fn, args) -> Program:
         raise AneforgeError("an output was computed on the host before export (.numpy(), "
                             ".item() or an input returned as is): return values the function "
                             "computes from its inputs")
-    return _lifted(Cut(refs), {id(t.ref[0]): k for k, t in enumerate(inputs)})
+    return _lifted(Cut(refs), refs, {id(t.ref[0]): k for k, t in enumerate(inputs)})
 
 
-def _lifted(cut: Cut, arg_nodes: dict) -> Program:
+def _lifted(cut: Cut, refs: list, arg_nodes: dict) -> Program:
     """The cut's program with the leaves that are not arguments turned into constants;
-    the arguments stay inputs, in argument order."""
+    the arguments stay inputs, in argument order, and the outputs are `refs` (a cut gives
+    every output of a multi-output op)."""
     program = cut.program()
     f = program.main
     consts, kept = [], {}
@@ -100,5 +101,6 @@ def _lifted(cut: Cut, arg_nodes: dict) -> Program:
         raise AneforgeError(f"argument(s) {unused} do not reach the outputs: an exported "
                             f"program takes only the inputs it reads; drop them")
     inputs = [kept[k] for k in sorted(kept)]
-    block = Block(inputs, consts + f.block.operations, f.outputs)
+    outputs = [f.outputs[cut.outputs.index(ref)] for ref in refs]
+    block = Block(inputs, consts + f.block.operations, outputs)
     return Program({"main": Function(block, f.opset)}, program.version, program.build_info)

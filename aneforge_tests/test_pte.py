@@ -91,6 +91,99 @@ def test_portable_program_runs_in_executorch_like_aneforge(name, tmp_path):
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2 * scale)
 
 
+def _one_op(op_type, inputs, attrs=None, consts=None):
+    """A MIL program of one op (inputs {name: shape}, fp16; consts {name: array}), callable."""
+    from aneforge.ir import Block, Function, Operation, Program, TensorType, Var
+    from aneforge.mil.load import MILFunction
+    from aneforge.ops.registry import apply_to_vars
+    args = {k: Var(k, TensorType(shape, af.dtypes.float16)) for k, shape in inputs.items()}
+    ops = []
+    for k, value in (consts or {}).items():
+        args[k] = Var(k, TensorType(value.shape, af.dtypes.float16))
+        ops.append(Operation("const", {}, {"val": value.astype(np.float16)}, [args[k]], k))
+    _, types = apply_to_vars(op_type, args, attrs or {})
+    outs = [Var(f"y{i}", t) for i, t in enumerate(types)]
+    ops.append(Operation(op_type, args, dict(attrs or {}), outs, "y0"))
+    return MILFunction(Program({"main": Function(Block([args[k] for k in inputs], ops, outs))}))
+
+
+W = np.linspace(-1, 1, 12).reshape(3, 4)
+# MIL op -> (function or MIL program, its inputs' shapes): every rule of mil/pte.py KERNELS
+OPS = {
+    **{op: (getattr(af.Tensor, op), [(2, 3, 4)])
+       for op in ("relu", "exp", "sin", "cos", "erf", "tanh", "sigmoid", "abs")},
+    "sqrt": (lambda x: x.exp().sqrt(), [(2, 3)]),
+    "log": (lambda x: x.exp().log(), [(2, 3)]),
+    "rsqrt": (lambda x: x.exp().rsqrt(), [(2, 3)]),
+    "logical_not": (lambda x: (x > 0).logical_not(), [(2, 3)]),
+    "equal": (lambda x, y: (x.round() == y.round()).half(), [(2, 3), (3,)]),
+    "not_equal": (lambda x, y: (x.round() != y.round()).half(), [(2, 3), (3,)]),
+    "greater": (lambda x, y: (x > y).half(), [(2, 3), (3,)]),
+    "greater_equal": (lambda x, y: (x >= y).half(), [(2, 3), (3,)]),
+    "less": (lambda x, y: (x < y).half(), [(2, 3), (3,)]),
+    "less_equal": (lambda x, y: (x <= y).half(), [(2, 3), (3,)]),
+    "add": (lambda x, y: x + y, [(2, 3), (3,)]),
+    "sub": (lambda x, y: x - y, [(2, 3), (2, 1)]),
+    "mul": (lambda x, y: x * y, [(2, 3), (3,)]),
+    "real_div": (lambda x, y: x / y.exp(), [(2, 3), (3,)]),
+    "maximum": (af.maximum, [(2, 3), (2, 3)]),
+    "minimum": (af.minimum, [(2, 3), (2, 3)]),
+    "pow": (lambda x, y: x.abs() ** y, [(2, 3), (2, 3)]),
+    "const": (lambda x: x * 3, [(2, 3)]),
+    "reshape": (lambda x: x.reshape(3, 2), [(2, 3)]),
+    "expand_dims": (lambda x: x.unsqueeze(0), [(2, 3)]),
+    "squeeze": (lambda x: x[:, :1].squeeze(1), [(2, 3)]),
+    "transpose": (lambda x: x.permute(2, 0, 1), [(2, 3, 4)]),
+    "slice_by_index": (_one_op("slice_by_index", {"x": (4, 6)}, {
+        "begin": (1, -1), "end": (4, 0), "stride": (2, -2), "begin_mask": (False, False),
+        "end_mask": (False, True), "squeeze_mask": (False, False)}), [(4, 6)]),
+    "concat": (lambda x, y: af.cat([x, y, x], dim=1), [(2, 3), (2, 1)]),
+    "pad": (lambda x: F.pad(x, (1, 2, 0, 1), value=0.5), [(2, 3)]),
+    "tile": (lambda x: x.repeat(1, 2, 1), [(2, 3, 4)]),
+    "split": (lambda x: x.split(2, -1)[1], [(2, 3, 4)]),
+    "reduce_mean": (lambda x: x.mean(-1), [(2, 3, 4)]),
+    "reduce_sum": (lambda x: x.sum((0, 2)), [(2, 3, 4)]),
+    "reduce_max": (lambda x: x.amax(-1), [(2, 3, 4)]),
+    "reduce_min": (lambda x: x.amin(1), [(2, 3, 4)]),
+    "reduce_argmax": (lambda x: x.argmax(-1), [(2, 3, 4)]),
+    "reduce_argmin": (lambda x: x.argmin(1), [(2, 3, 4)]),
+    "softmax": (lambda x: x.softmax(1), [(2, 3, 4)]),
+    "cast": (lambda x: (x * 4).int(), [(2, 3)]),
+    "select": (lambda x, y: af.where(x > 0, x, y), [(2, 3), (2, 3)]),
+    "clip": (lambda x: x.clamp(-0.5, 0.5), [(2, 3)]),
+    "leaky_relu": (lambda x: F.leaky_relu(x, 0.1), [(2, 3)]),
+    "gelu": (lambda x: F.gelu(x) + F.gelu(x, approximate="tanh"), [(2, 3)]),
+    "silu": (F.silu, [(2, 3)]),
+    "matmul": (lambda x, y: x @ y, [(2, 1, 3, 4), (5, 4, 2)]),
+    "linear": (_one_op("linear", {"x": (2, 5, 4)}, consts={"weight": W, "bias": W[:, 0]}),
+               [(2, 5, 4)]),
+    "identity": (_one_op("identity", {"x": (2, 3)}), [(2, 3)]),
+}
+
+
+def test_every_portable_rule_has_a_case():
+    from aneforge.mil.pte import KERNELS
+    assert sorted(OPS) == sorted(KERNELS)
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_each_mil_op_runs_on_portable_kernels_like_aneforge(op, tmp_path):
+    fn, shapes = OPS[op]
+    rng = np.random.default_rng(len(op))
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    if hasattr(fn, "program"):                    # a MIL program
+        program, want = fn.program, [fn(*arrays)]
+        path = af.export(fn, str(tmp_path / "o.pte"), delegate=False)
+    else:
+        outs = fn(*[af.tensor(a) for a in arrays])
+        program, want = af.program(outs), [outs.numpy()]
+        path = af.export(fn, str(tmp_path / "o.pte"), tuple(arrays), delegate=False)
+    assert op in program.op_counts()
+    got = _run_executorch(path, arrays)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, np.asarray(w, np.float32), rtol=1e-2, atol=1e-2)
+
+
 def test_a_compiled_function_and_tensors_export_too(tmp_path):
     af.manual_seed(0)
     lin = nn.Linear(4, 3)
