@@ -355,3 +355,20 @@ def test_import_aneforge_imports_neither_executorch_nor_flatbuffers():
             "if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_segments_chain_by_value_names_host_then_core_ml(tmp_path):
+    """The writer over a list of segments (what a multi-segment plan hands it): portable
+    kernels, then a Core ML delegate reading the host segment's output by name."""
+    from aneforge.mil.pte import Segment, to_pte_bytes
+    host = _one_op("relu", {"x": (2, 3)}).program
+    host.main.block.outputs[0].name = "h"
+    ane = _one_op("exp", {"x": (2, 3)}).program
+    ane.main.inputs[0].name = "h"
+    program = _reader()(to_pte_bytes([Segment(None, host), Segment("CoreMLBackend", ane)])).program
+    plan = program.execution_plan[0]
+    kernel, delegate = [i.instr_args for i in plan.chains[0].instructions]
+    assert plan.operators[kernel.op_index].name == "aten::relu"
+    assert list(delegate.args) == [kernel.args[1], plan.outputs[0]]      # relu's out feeds it
+    assert [d.id for d in plan.delegates] == ["CoreMLBackend"]
+    _check_memory_plan(plan)

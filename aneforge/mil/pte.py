@@ -64,7 +64,6 @@ def export_pte(program: Program, path: str, delegate: bool = True) -> str:
     b'ET12'
     """
     program = validate(program)
-    _check_static(program)
     data = to_pte_bytes(segments(program, delegate))
     tmp = f"{path}.partial"
     with open(tmp, "wb") as f:
@@ -77,13 +76,6 @@ def to_pte_bytes(segs: list[Segment]) -> bytes:
     lowering = Lowering()
     plan = lowering.lower(segs)
     return fmt.serialize([plan], lowering.constants, lowering.delegate_data)
-
-
-def _check_static(program: Program) -> None:
-    for v in program.main.block.vars():
-        if not all(isinstance(n, (int, np.integer)) and n > 0 for n in v.shape):
-            raise AneforgeError(f"{v.name!r} has shape {v.shape}: a .pte from aneforge has static "
-                                f"shapes; export one program per input shape")
 
 
 class Lowering:
