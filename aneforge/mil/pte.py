@@ -15,7 +15,7 @@ being the method's inputs and the last outputs named as the method's outputs (`l
 
 Every tensor that is not a constant gets a place in one planned buffer (memory id 1), placed by
 lifetime over the instruction list (`_plan_memory`: first fit, runtime/plan.py's `Arena`).
-Constants are in the program's constant buffers. The Core ML payload is what ExecuTorch's
+Constants are in the constant segment (pte_format.py). The Core ML payload is what ExecuTorch's
 `CoreMLBackend.preprocess` produces (backends/apple/coreml/compiler/coreml_preprocess.py): the
 directory {model.mlpackage/, metadata.json (inputNames, outputNames, identifier)} flattened by
 its `flatten_directory_contents` (`flatten_directory`: file bytes one after the other, then the
@@ -503,7 +503,8 @@ def flatten_directory(root: str) -> bytes:
     system: every file's bytes in tree order (depth first, names sorted, a directory after its
     entries), then the tree {"nodes": [{children: {name: node index}, dataRegion: {offset,
     size}, kind: 0 file / 1 directory, name}, ...]} (root last) as compact JSON, reversed, so a
-    reader finds it from the end."""
+    reader finds it from the end. The backend lists a directory in the file system's order;
+    nodes refer to each other by index, so sorting names only makes the bytes reproducible."""
     nodes, chunks = [], []
 
     def visit(path: str) -> int:
