@@ -158,6 +158,13 @@ OPS = {
     "linear": (_one_op("linear", {"x": (2, 5, 4)}, consts={"weight": W, "bias": W[:, 0]}),
                [(2, 5, 4)]),
     "identity": (_one_op("identity", {"x": (2, 3)}), [(2, 3)]),
+    "layer_norm": (_one_op("layer_norm", {"x": (2, 3, 4)}, {"axes": (-1, -2), "epsilon": 1e-5},
+                           {"gamma": W + 1, "beta": W}), [(2, 3, 4)]),
+    "conv": (_one_op("conv", {"x": (1, 2, 5, 6)}, {
+        "strides": (2, 1), "pad_type": "custom", "pad": (1, 0, 2, 2), "dilations": (1, 2),
+        "groups": 1}, {"weight": np.linspace(-1, 1, 36).reshape(3, 2, 2, 3),
+                       "bias": W[0, :3]}), [(1, 2, 5, 6)]),
+    "softsign": (_one_op("softsign", {"x": (2, 3)}), [(2, 3)]),
 }
 
 

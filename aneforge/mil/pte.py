@@ -35,6 +35,7 @@ import numpy as np
 from ..errors import AneforgeError
 from ..ir import Program, TensorType, Var
 from ..ops import validate
+from ..ops.conv import paddings
 from ..ops.padding import widths
 from ..ops.shape import slices
 from . import pte_format as fmt
@@ -124,14 +125,13 @@ class Lowering:
         return self.named[var.name]
 
     # ---- instructions -----------------------------------------------------------------
-    def call(self, name: str, overload: str, args: list[int], returns: int = 1) -> None:
-        """A kernel call. ExecuTorch passes an out-variant kernel its arguments and then its
-        results again (each `Tensor(a!)` it returns is its `out`): `returns` = how many of the
-        last arguments it returns."""
+    def call(self, name: str, overload: str, args: list[int]) -> None:
+        """A kernel call. ExecuTorch's unboxed kernels take their arguments and then one slot
+        for their result: the (last) `out` again, one slot even for several results."""
         key = (name, overload)
         if key not in self.operators:
             self.operators.append(key)
-        args = list(args) + list(args[len(args) - returns:])
+        args = list(args) + [args[-1]]
         self.instructions.append(("kernel", self.operators.index(key), args))
 
     def lower(self, segs: list[Segment], name: str = "forward") -> fmt.Plan:
@@ -378,6 +378,54 @@ def _arg_reduce(name: str) -> Callable:
     return rule
 
 
+def _optional(L: Lowering, op, name: str) -> int:
+    v = op.inputs.get(name)
+    return L.scalar("null", None) if v is None else L.of(v)
+
+
+def _layer_norm(L: Lowering, op) -> None:
+    """native_layer_norm over the trailing axes; it also writes the mean and 1/std (unused)."""
+    x, out = op.inputs["x"], op.outputs[0]
+    rank = len(x.shape)
+    axes = sorted(a % rank for a in op.attrs["axes"])
+    if axes != list(range(rank - len(axes), rank)):
+        raise AneforgeError(f"layer_norm over axes {op.attrs['axes']} ({op.name}): the portable "
+                            f"kernel normalizes trailing axes only; export with delegate=True")
+    stats = TensorType(tuple(x.shape[:rank - len(axes)]) + (1,) * len(axes), x.dtype)
+    L.call("aten::native_layer_norm", "out",
+           [L.of(x), L.ints(x.shape[rank - len(axes):]), _optional(L, op, "gamma"),
+            _optional(L, op, "beta"), L.scalar("double", float(op.attrs["epsilon"])),
+            L.of(out), L.tensor(stats), L.tensor(stats)])
+
+
+def _conv(L: Lowering, op) -> None:
+    """convolution.out; padding aten cannot express (unequal before/after) is a
+    constant_pad_nd first."""
+    x, w, out = op.inputs["x"], op.inputs["weight"], op.outputs[0]
+    a = op.attrs
+    pads = paddings(a["pad_type"], a["pad"], x.shape[2:], w.shape[2:], a["strides"], a["dilations"])
+    src = L.of(x)
+    if any(p0 != p1 for p0, p1 in pads):
+        shape = tuple(x.shape[:2]) + tuple(n + p0 + p1 for n, (p0, p1) in zip(x.shape[2:], pads))
+        padded = L.tensor(TensorType(shape, x.dtype))
+        L.call("aten::constant_pad_nd", "out", [src, L.ints([p for p0, p1 in reversed(pads) for p in (p0, p1)]),
+                                                L.scalar("double", 0.0), padded])
+        src, pads = padded, [(0, 0)] * len(pads)
+    L.call("aten::convolution", "out",
+           [src, L.of(w), _optional(L, op, "bias"), L.ints(a["strides"]), L.ints([p for p, _ in pads]),
+            L.ints(a["dilations"]), L.scalar("bool", False), L.ints([0] * len(pads)),
+            L.scalar("int", a["groups"]), L.of(out)])
+
+
+def _softsign(L: Lowering, op) -> None:
+    """x / (1 + |x|)."""
+    x = op.inputs["x"]
+    size, one = L.tensor(x.type), L.constant(np.ones((), x.dtype.np), TensorType((), x.dtype))
+    L.call("aten::abs", "out", [L.of(x), size])
+    L.call("aten::add", "out", [size, one, L.scalar("int", 1), size])
+    L.call("aten::div", "out", [L.of(x), size, L.of(op.outputs[0])])
+
+
 def _tile(L: Lowering, op) -> None:
     L.call("aten::repeat", "out", [L.of(op.inputs["x"]), L.ints(op.attrs["reps"]), L.of(op.outputs[0])])
 
@@ -462,6 +510,9 @@ KERNELS: dict[str, Callable] = {
     "concat": _concat,
     "pad": _pad,
     "tile": _tile,
+    "layer_norm": _layer_norm,
+    "conv": _conv,
+    "softsign": _softsign,
     "split": _split,
     "reduce_argmax": _arg_reduce("aten::argmax"),
     "reduce_argmin": _arg_reduce("aten::argmin"),
