@@ -151,16 +151,16 @@ def cross_compile_check(obj, target=None):
     return check(obj, target)
 
 
-def export(obj, path: str) -> str:
-    """Write a Program, tensor(s) or `load_mil` function as a Core ML `.mlpackage` (iOS18).
+def export(obj, path: str, args=None, *, delegate: bool = True, dynamic_shapes=None) -> str:
+    """Write a Program, tensor(s), `load_mil` function, or a function / module with example
+    `args`, as a Core ML `.mlpackage` (iOS18) or an ExecuTorch `.pte` (`delegate`: one Core ML
+    delegate call, or portable kernels); see aneforge.exported.
 
-    Needs coremltools (`pip install -e ".[coreml]"` in a clone); see aneforge.mil.package.
+    Needs coremltools (`pip install -e ".[coreml]"` in a clone) for Core ML, flatbuffers
+    (`".[pte]"`) for `.pte`.
     """
-    from .mil.package import export as _export
-    tensors = obj if isinstance(obj, (tuple, list)) else (obj,)
-    if tensors and builtins.all(isinstance(t, Tensor) for t in tensors):   # af.all shadows it
-        obj = program(*tensors)
-    return _export(obj, path)
+    from .exported import export as _export
+    return _export(obj, path, args, delegate=delegate, dynamic_shapes=dynamic_shapes)
 
 
 __all__ = ["Tensor", "tensor", "from_numpy", "zeros", "ones", "full", "zeros_like", "ones_like",

@@ -42,8 +42,8 @@ LAYERS = (
      "aneforge.forwarders", "aneforge.adapters",
      "aneforge.creation", "aneforge.linalg", "aneforge._api", "aneforge.cuda",
      "aneforge.utils"),
-    ("aneforge.replay", "aneforge.explain", "aneforge.serialization", "aneforge.torch_import", "aneforge.testing",
-     "aneforge.bench", "aneforge.docgen", "aneforge"),
+    ("aneforge.replay", "aneforge.explain", "aneforge.serialization", "aneforge.torch_import",
+     "aneforge.testing", "aneforge.bench", "aneforge.docgen", "aneforge", "aneforge.exported"),
 )
 
 

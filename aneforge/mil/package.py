@@ -46,10 +46,17 @@ def export(obj, path: str) -> str:
     >>> spec.specificationVersion, [i.name for i in spec.description.input]
     (9, ['x_0'])
     """
-    ct = _coremltools()
     if not str(path).endswith(".mlpackage"):
         raise AneforgeError(f"export writes a Core ML package: name it '*.mlpackage', not {path!r}")
-    program = validate(_program_of(obj))
+    write_package(program_of(obj), path)
+    return str(path)
+
+
+def write_package(program: Program, path: str) -> None:
+    """`program` as a Core ML package at `path`: checked (validation, compile walls), its I/O
+    made describable (`core_ml_boundary`)."""
+    ct = _coremltools()
+    program = validate(program)
     from ..ops.walls import check_walls
     check_walls(program)
     program = core_ml_boundary(program)
@@ -58,7 +65,6 @@ def export(obj, path: str) -> str:
         model = ct.models.MLModel(spec, weights_dir=os.path.join(tmp, "weights"),
                                   skip_model_load=True)
         _replace(path, model.save)
-    return str(path)
 
 
 def _replace(path, write) -> None:
@@ -96,7 +102,7 @@ def _coremltools():
     return coremltools
 
 
-def _program_of(obj) -> Program:
+def program_of(obj) -> Program:
     if isinstance(obj, Program):
         return obj
     if isinstance(getattr(obj, "program", None), Program):     # a function from af.load_mil
