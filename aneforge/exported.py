@@ -86,7 +86,7 @@ def _lifted(cut: Cut, refs: list, arg_nodes: dict) -> Program:
     """The cut's program with the leaves that are not arguments turned into constants;
     the arguments stay inputs, in argument order, and the outputs are `refs` (a cut gives
     every output of a multi-output op)."""
-    program = cut.program()
+    program = cut.program(int32_out=True)        # ExecuTorch and Core ML take int32 results
     f = program.main
     consts, kept = [], {}
     for (node, i), var in zip(cut.leaves, f.inputs):

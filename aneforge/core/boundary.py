@@ -161,8 +161,11 @@ def enter(v: Var, t: TensorType, emit: Emitter) -> Var:
     return emit.reshape(emit.binary("add", high, lo), t.shape)
 
 
-def leave(v: Var, emit: Emitter) -> Var:
-    """The value `v` as a boundary output of `transport_type(v.type)`."""
+def leave(v: Var, emit: Emitter, int32_out: bool = False) -> Var:
+    """The value `v` as a boundary output of `transport_type(v.type)` (int32 as itself with
+    `int32_out`: a program exported for a runtime that takes int32, as ExecuTorch's)."""
+    if int32_out and split(v.dtype):
+        return emit.reshape(v, boundary_shape(v.shape))
     if not split(v.dtype):
         return emit.cast(emit.reshape(v, boundary_shape(v.shape)), dtypes.transport(v.dtype))
     emit = emit.parts()

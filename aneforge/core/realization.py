@@ -137,10 +137,11 @@ class Cut:
     def key(self, numerics, backend_name: str) -> tuple:
         return backend_name, numerics, self.structure
 
-    def program(self, wide: tuple = ()) -> Program:
+    def program(self, wide: tuple = (), int32_out: bool = False) -> Program:
         """The MIL Program: leaves become inputs, target values outputs, each in the form
         that crosses the boundary (`core/boundary.py`: casts, int32 as two uint16 parts,
-        scalars as shape (1,)); `wide`: the leaf positions whose int32 data cross in parts."""
+        scalars as shape (1,)); `wide`: the leaf positions whose int32 data cross in parts;
+        `int32_out`: int32 results leave as int32 (an export for a runtime that takes it)."""
         vars: dict = {}
         ops: list[Operation] = []
         inputs: list[Var] = []
@@ -166,7 +167,7 @@ class Cut:
             ops.append(Operation(node.op, args, dict(node.attrs), outs, outs[0].name))
             for i, v in enumerate(outs):
                 vars[(id(node), i)] = v
-        outputs = [boundary.leave(vars[(id(node), i)], emit) for node, i in self.outputs]
+        outputs = [boundary.leave(vars[(id(node), i)], emit, int32_out) for node, i in self.outputs]
         return Program({"main": Function(Block(inputs, ops, outputs))})
 
 

@@ -15,9 +15,11 @@ class ValidationError(AneforgeError):
     """A Program that breaks an IR invariant."""
 
 
-def validate(program, type_op: Callable) -> None:
+def validate(program, type_op: Callable, ane_io: bool = True) -> None:
     """Raise a ValidationError (or the op's own error) at the first broken invariant.
-    `type_op(op)` checks one operation and returns the types it infers for its outputs."""
+    `type_op(op)` checks one operation and returns the types it infers for its outputs;
+    `ane_io`: inputs and outputs must have the ANE's boundary dtypes (not for a program
+    exported to a runtime that takes int32, as ExecuTorch's)."""
     f = program.main
     defined, names = set(), set()
 
@@ -30,7 +32,8 @@ def validate(program, type_op: Callable) -> None:
         defined.add(id(v))
 
     for v in f.inputs:
-        _check_io(v, "input")
+        if ane_io:
+            _check_io(v, "input")
         define(v)
     for op in f.block.operations:
         for v in op.input_vars():
@@ -45,7 +48,8 @@ def validate(program, type_op: Callable) -> None:
     for v in f.outputs:
         if id(v) not in defined:
             raise ValidationError(f"output {v.name!r} is not defined in the function")
-        _check_io(v, "output")
+        if ane_io:
+            _check_io(v, "output")
 
 
 def _check_io(v, what):

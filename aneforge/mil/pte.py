@@ -64,7 +64,7 @@ def export_pte(program: Program, path: str, delegate: bool = True) -> str:
     >>> open(path, "rb").read()[4:8]
     b'ET12'
     """
-    program = validate(program)
+    program = validate(program, ane_io=False)     # ExecuTorch and Core ML take int32 I/O
     data = to_pte_bytes(segments(program, delegate))
     tmp = f"{path}.partial"
     with open(tmp, "wb") as f:

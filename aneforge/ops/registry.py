@@ -210,8 +210,8 @@ def _type_op(op) -> list[TensorType]:
     return apply_to_vars(op.type, op.inputs, op.attrs)[1]
 
 
-def validate(program):
+def validate(program, ane_io: bool = True):
     """Check a Program's invariants (aneforge.ir.validate), typing each op by the registry;
-    returns the program."""
-    validate_ir(program, _type_op)
+    returns the program. `ane_io=False` allows int32 at its boundary (an export)."""
+    validate_ir(program, _type_op, ane_io)
     return program
