@@ -219,6 +219,42 @@ def test_compare_reports_agreement_and_catches_a_difference():
     assert "DIFF" in str(bad)
 
 
+def test_compare_keeps_token_ids_integer():
+    class Tokens(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.head = tnn.Embedding(11, 8), tnn.Linear(8, 11)
+
+        def forward(self, idx):
+            return self.head(self.emb(idx))
+    torch.manual_seed(0)
+    net, idx = Tokens(), np.array([[1, 5, 10], [0, 3, 7]])
+    report = af.testing.compare(af.from_torch(net, (torch.from_numpy(idx),)), net, (idx,))
+    assert report.ok, str(report)
+    assert [r.name for r in report] == ["output 0", "grad emb.weight", "grad head.weight",
+                                        "grad head.bias"]
+
+
+def test_compare_default_loss_reaches_through_a_final_layer_norm():
+    """A mean of squares of a LayerNorm's output (weight 1, bias 0) is ~1 whatever comes
+    before: the earlier layer's gradients are rounding noise, which compared as a difference.
+    The default projection's gradient there is of the order of the weights'."""
+    torch.manual_seed(0)
+    net = tnn.Sequential(tnn.Linear(8, 16), tnn.GELU(), tnn.LayerNorm(16))
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+    squares = net(torch.from_numpy(x)).pow(2).mean()
+    squares.backward()
+    assert net[0].weight.grad.abs().max() < 1e-3       # the old default loss: ~eps only
+    net.zero_grad()
+    testing_loss = af.testing.projection_loss([net(torch.from_numpy(x))])
+    testing_loss.backward()
+    assert net[0].weight.grad.abs().max() > 1e-2
+    # rtol 2**-5: the MAC datapath's tolerance (see the test above)
+    report = af.testing.compare(af.from_torch(net, (torch.from_numpy(x),)), net, (x,),
+                                rtol=2 ** -5)
+    assert report.ok, str(report)
+
+
 def test_assert_close_uses_fp16_aware_tolerances():
     x = np.linspace(-4, 4, 101)
     af.testing.assert_close(af.tensor(x).tanh(), np.tanh(x))            # fp16 roundings pass
