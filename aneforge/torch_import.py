@@ -462,7 +462,7 @@ class TorchModule(Module):
             env[step.name] = step.run(env)
         for name, target in graph.mutations:            # torch updates buffers without grad
             self._buffers[target] = env[name].detach()
-        out = [env[name] for name in graph.outputs]
+        out = _load(graph.outputs, env)
         return out[0] if len(out) == 1 else tuple(out)
 
     def _graph(self) -> "_Graph":
@@ -510,13 +510,15 @@ class _Graph:
     steps, the user outputs and the buffer updates (output name, buffer)."""
 
     def __init__(self, ep, training: bool):
-        from torch.export.graph_signature import InputKind, OutputKind
+        from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
         kinds = {InputKind.PARAMETER: "PARAMETER", InputKind.BUFFER: "BUFFER",
                  InputKind.CONSTANT_TENSOR: "BUFFER", InputKind.USER_INPUT: "USER"}
         sig = ep.graph_signature
         self.training = training
         self.inputs = [(s.arg.name, (kinds[s.kind], s.target)) for s in sig.input_specs]
-        self.outputs = [s.arg.name for s in sig.output_specs if s.kind == OutputKind.USER_OUTPUT]
+        # a user output is a node's value, or a constant (nanoGPT's `loss = None`)
+        self.outputs = [s.arg.value if isinstance(s.arg, ConstantArgument) else _Ref(s.arg.name)
+                        for s in sig.output_specs if s.kind == OutputKind.USER_OUTPUT]
         self.mutations = [(s.arg.name, s.target) for s in sig.output_specs
                           if s.kind == OutputKind.BUFFER_MUTATION]
         unsupported = _unrouted(ep)
