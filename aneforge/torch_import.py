@@ -2,12 +2,16 @@
 
 torch.export traces the module into a graph of ATen ops; each op runs the aneforge function
 whose row in aneforge/_api.py's TABLE lists it (or, where the ATen signature differs, the small
-adapter below that the row names); `routes()` is that map, built from the table alone.
+adapter below that the row names); `routes()` is that map, built from the table alone. A graph
+with an op no row lists is lowered to torch's Core ATen opset first (docs/torch_coverage.md
+lists which core ops have a route, and why the others have none); one that writes state in
+place (batch norm's running statistics in training mode) is functionalized, so each buffer
+update is an output the module stores, as torch updates the buffer.
 Parameters become aneforge Parameters under their torch names (so `state_dict()` keys match
-torch's), buffers become state tensors. The result is an ordinary `af.nn.Module`: it runs,
-trains with `af.optim`, replays under `af.compile`, and exports with `af.export`. An ATen op
-no row lists is named in the error, with the node and the line of the torch source that
-produced it.
+torch's; a tied parameter stays one), buffers become state tensors. The result is an ordinary
+`af.nn.Module`: it runs, trains with `af.optim`, replays under `af.compile`, and exports with
+`af.export`. An ATen op without a route, and an error while a node runs, name the node and the
+user's own source line that produced it (the innermost frame outside torch).
 
 This is the one runtime module that imports torch, and only when `from_torch` is called.
 """

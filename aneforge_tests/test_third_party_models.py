@@ -1,124 +1,34 @@
 """af.from_torch on models written the way popular public model files write them, in train and
 eval mode: forward values, gradients, and a few training steps against torch.
 
-The models follow these public files (shrunk; structure, layer names and idioms kept, the code
-written here):
-- GPT: karpathy/nanoGPT model.py (MIT licence, Copyright (c) 2022 Andrej Karpathy): LayerNorm
-  with an optional bias through F.layer_norm, causal F.scaled_dot_product_attention, tied
-  `transformer.wte.weight = lm_head.weight`, `torch.arange` positions, `x[:, [-1], :]` at
-  inference and `F.cross_entropy(..., ignore_index=-1)` with targets.
+The models are, or follow, these public files (shrunk; structure, layer names and idioms kept):
+- GPT: karpathy/nanoGPT model.py (MIT licence), the copy in test_nanogpt_port.py run on torch:
+  causal F.scaled_dot_product_attention, tied `transformer.wte.weight = lm_head.weight`,
+  `torch.arange` positions, `x[:, [-1], :]` at inference and `F.cross_entropy(...,
+  ignore_index=-1)` with targets.
 - NeuralNetwork: the PyTorch "Quickstart" tutorial (pytorch/tutorials
   beginner_source/basics/quickstart_tutorial.py, BSD-3-Clause), its exact layers.
 - BasicBlock: torchvision models/resnet.py (BSD-3-Clause): conv3x3, BatchNorm2d, ReLU and the
   1x1-conv downsample of a strided block.
 - TransformerEncoderLayer: torch.nn's own (BSD-3-Clause), used as is.
 """
-import math
+import contextlib
 
 import numpy as np
 import pytest
 import torch
 import torch.nn as nn
-from torch.nn import functional as TF
 
 import aneforge as af
+from test_nanogpt_port import TORCH_IMPORTS, load
 
 
-# ---- nanoGPT-style GPT ------------------------------------------------------------------------
-class LayerNorm(nn.Module):
-    def __init__(self, ndim, bias):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(ndim))
-        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
-
-    def forward(self, input):
-        return TF.layer_norm(input, self.weight.shape, self.weight, self.bias, 1e-5)
+# ---- nanoGPT's GPT: test_nanogpt_port's copy of its model.py (with its licence) on torch ---------
+NANOGPT = load(TORCH_IMPORTS)
 
 
-class CausalSelfAttention(nn.Module):
-    def __init__(self, n_embd, n_head, bias):
-        super().__init__()
-        self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=bias)
-        self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
-        self.resid_dropout = nn.Dropout(0.0)
-        self.n_head, self.n_embd = n_head, n_embd
-
-    def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        y = TF.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0, is_causal=True)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.resid_dropout(self.c_proj(y))
-
-
-class MLP(nn.Module):
-    def __init__(self, n_embd, bias):
-        super().__init__()
-        self.c_fc = nn.Linear(n_embd, 4 * n_embd, bias=bias)
-        self.gelu = nn.GELU()
-        self.c_proj = nn.Linear(4 * n_embd, n_embd, bias=bias)
-        self.dropout = nn.Dropout(0.0)
-
-    def forward(self, x):
-        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
-
-
-class Block(nn.Module):
-    def __init__(self, n_embd, n_head, bias):
-        super().__init__()
-        self.ln_1, self.ln_2 = LayerNorm(n_embd, bias), LayerNorm(n_embd, bias)
-        self.attn = CausalSelfAttention(n_embd, n_head, bias)
-        self.mlp = MLP(n_embd, bias)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab_size=37, block_size=8, n_layer=2, n_head=2, n_embd=16, bias=True):
-        super().__init__()
-        self.block_size = block_size
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(vocab_size, n_embd),
-            wpe=nn.Embedding(block_size, n_embd),
-            drop=nn.Dropout(0.0),
-            h=nn.ModuleList([Block(n_embd, n_head, bias) for _ in range(n_layer)]),
-            ln_f=LayerNorm(n_embd, bias),
-        ))
-        self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
-        self.transformer.wte.weight = self.lm_head.weight
-        self.apply(self._init_weights)
-        for pn, p in self.named_parameters():
-            if pn.endswith("c_proj.weight"):
-                torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layer))
-
-    def _init_weights(self, module):
-        if isinstance(module, nn.Linear):
-            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                torch.nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
-
-    def forward(self, idx, targets=None):
-        b, t = idx.size()
-        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
-        x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
-        for block in self.transformer.h:
-            x = block(x)
-        x = self.transformer.ln_f(x)
-        if targets is not None:
-            logits = self.lm_head(x)
-            loss = TF.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1),
-                                    ignore_index=-1)
-        else:
-            logits = self.lm_head(x[:, [-1], :])
-            loss = None
-        return logits, loss
+def GPT():
+    return NANOGPT["GPT"](NANOGPT["GPTConfig"](vocab_size=37, block_size=8))
 
 
 # ---- the PyTorch quickstart network ------------------------------------------------------------
@@ -185,9 +95,13 @@ MODELS = {
                                   .astype(np.float32), lambda out: out),
 }
 TOL = 2 ** -5       # the ANE's MAC datapath (see test_from_torch's compare test)
-# nanoGPT's mlp.c_proj gradients: the MAC datapath's 12-bit truncation of partial sums moves
-# them by up to 5.4% of their scale (the per-product model, af.numerics("per_product"): 2**-5)
-GRAD_TOL = {"nanogpt": 2 ** -4}
+
+
+def _numerics(name):
+    """nanoGPT's mlp.c_proj gradients: the MAC datapath's 12-bit truncation of partial sums
+    (the default numerics) moves them by up to 6% of their scale, data-dependent; under the
+    per-product model every gradient is within 2.2%. Its gradients are compared there."""
+    return af.numerics("per_product") if name == "nanogpt" else contextlib.nullcontext()
 
 
 def _pair(name, train):
@@ -206,8 +120,8 @@ def test_forward_and_gradients_match_torch(name, train):
     net, model, x, pick = _pair(name, train)
     assert model.training == train
     assert len(list(model.parameters())) == len(list(net.parameters()))
-    report = af.testing.compare(_Picked(model, pick), _Picked(net, pick), (x,),
-                                rtol=GRAD_TOL.get(name, TOL))
+    with _numerics(name):
+        report = af.testing.compare(_Picked(model, pick), _Picked(net, pick), (x,), rtol=TOL)
     kinks = _kinks(net, x) if name == "quickstart" else {}
     for r in report:
         assert r.ok or r.name in kinks, str(report)
@@ -288,10 +202,11 @@ def test_nanogpt_with_targets_imports_its_loss():
     targets = RNG.integers(0, 37, (2, 8))
     targets[0, :3] = -1                                     # ignore_index=-1
     model = af.from_torch(net, (torch.from_numpy(IDX), torch.from_numpy(targets)))
-    _, loss = model(af.tensor(IDX), af.tensor(targets))
-    _, tloss = net(torch.from_numpy(IDX), torch.from_numpy(targets))
-    assert abs(loss.item() - tloss.item()) < TOL * tloss.item()
-    loss.backward(), tloss.backward()
-    grads = dict(net.named_parameters())
-    for k, p in model.named_parameters():
-        af.testing.assert_close(p.grad, grads[k].grad, rtol=GRAD_TOL["nanogpt"], msg=k)
+    with _numerics("nanogpt"):
+        _, loss = model(af.tensor(IDX), af.tensor(targets))
+        _, tloss = net(torch.from_numpy(IDX), torch.from_numpy(targets))
+        assert abs(loss.item() - tloss.item()) < TOL * tloss.item()
+        loss.backward(), tloss.backward()
+        grads = dict(net.named_parameters())
+        for k, p in model.named_parameters():
+            af.testing.assert_close(p.grad, grads[k].grad, rtol=TOL, msg=k)
