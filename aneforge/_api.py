@@ -59,8 +59,10 @@ TABLE = """
 abs                   Tensor    torch Tensor    abs             abs.default
 acos                  Tensor    torch Tensor    decomposed      acos.default
 acosh                 Tensor    torch Tensor    decomposed      acosh.default
-adaptive_avg_pool2d   F         F               decomposed
+adaptive_avg_pool2d   F         F               decomposed      adaptive_avg_pool2d.default
+                                                                _adaptive_avg_pool2d.default
 add                   Tensor    torch Tensor    add             add.Tensor
+                                                                add.Scalar
 add_                  Tensor    Tensor          add
 addcdiv               Tensor    torch Tensor    decomposed
 addcmul               Tensor    torch Tensor    decomposed
@@ -69,10 +71,12 @@ all                   Tensor    torch Tensor    decomposed
 allclose              Tensor    torch Tensor    host
     -- a Python bool: the comparison runs as a program, the answer is read back
 amax                  Tensor    torch Tensor    reduce_max      amax.default:_amax
-amin                  Tensor    torch Tensor    reduce_min
-any                   Tensor    torch Tensor    decomposed
-argmax                Tensor    torch Tensor    reduce_argmax
-argmin                Tensor    torch Tensor    reduce_argmin
+amin                  Tensor    torch Tensor    reduce_min      amin.default:_amin
+any                   Tensor    torch Tensor    decomposed      any.default
+                                                                any.dim
+                                                                any.dims:_any
+argmax                Tensor    torch Tensor    reduce_argmax   argmax.default
+argmin                Tensor    torch Tensor    reduce_argmin   argmin.default
 argsort               Tensor    torch Tensor    decomposed
 argwhere              Tensor    torch Tensor    host
     -- the row count depends on the values: nonzero's host segment
@@ -80,12 +84,15 @@ asin                  Tensor    torch Tensor    decomposed      asin.default
 asinh                 Tensor    torch Tensor    decomposed      asinh.default
 atan                  Tensor    torch Tensor    decomposed      atan.default
 atanh                 Tensor    torch Tensor    decomposed      atanh.default
-avg_pool1d            F         torch F         decomposed
-avg_pool2d            F         F               decomposed
-avg_pool3d            F         F               decomposed
+avg_pool1d            F         torch F         decomposed      avg_pool1d.default:_avg_pool1d
+avg_pool2d            F         F               decomposed      avg_pool2d.default:_avg_pool2d
+avg_pool3d            F         F               decomposed      avg_pool3d.default:_avg_pool3d
 backward              Tensor    Tensor          host
     -- records the gradient ops (autograd); they run with the next realization
 batch_norm            F         torch* F        decomposed      batch_norm.default:_batch_norm
+                                                                _native_batch_norm_legit_functional.default:_batch_norm_train
+                                                                _native_batch_norm_legit.default:_batch_norm_legit
+                                                                _native_batch_norm_legit.no_stats:_batch_norm_no_stats
                                        _native_batch_norm_legit_no_training.default:_batch_norm_eval
 bernoulli             Tensor    torch Tensor    host
     -- drawn on the host from the realized probabilities; enters programs as an input
@@ -94,18 +101,22 @@ bernoulli_            Tensor    Tensor          host
 binary_cross_entropy  F         F               decomposed
 binary_cross_entropy_with_logits F         torch* F        decomposed
 bitwise_and           Tensor    torch Tensor    decomposed      bitwise_and.Tensor
+                                                                bitwise_and.Scalar
 bitwise_left_shift    Tensor    torch Tensor    decomposed
 bitwise_not           Tensor    torch Tensor    decomposed      bitwise_not.default
 bitwise_or            Tensor    torch Tensor    decomposed      bitwise_or.Tensor
+                                                                bitwise_or.Scalar
 bitwise_right_shift   Tensor    torch Tensor    decomposed
 bitwise_xor           Tensor    torch Tensor    decomposed      bitwise_xor.Tensor
+                                                                bitwise_xor.Scalar
 bmm                   Tensor    torch Tensor    matmul          bmm.default
 bool                  Tensor    Tensor          cast
 cat                   functions torch           concat          cat.default
-ceil                  Tensor    torch Tensor    decomposed
+ceil                  Tensor    torch Tensor    decomposed      ceil.default
 celu                  F         torch F         decomposed
 chunk                 Tensor    torch Tensor    split           chunk.default
 clamp                 Tensor    torch Tensor    clip            clamp.default
+                                                                clamp.Tensor
 clamp_                Tensor    torch Tensor    clip
 clamp_max             Tensor    torch Tensor    decomposed
 clamp_min             Tensor    torch Tensor    decomposed
@@ -117,118 +128,137 @@ contiguous            Tensor    Tensor          no-op           contiguous.defau
     -- tensors are always contiguous
 conv1d                F         torch F         decomposed
 conv2d                F         torch F         decomposed      conv2d.default:_conv2d
+                                                                convolution.default:_convolution
 conv3d                F         torch F         decomposed
 conv_transpose2d      F         torch F         decomposed
-copy_                 Tensor    Tensor          no-op
+copy_                 Tensor    Tensor          no-op           copy.default:_copy
     -- the handle takes `src`'s value
 copysign              Tensor    torch Tensor    decomposed
-cos                   Tensor    torch Tensor    cos
+cos                   Tensor    torch Tensor    cos             cos.default
 cosh                  Tensor    torch Tensor    decomposed      cosh.default
 cosine_similarity     F         torch F         decomposed
 count_nonzero         Tensor    torch Tensor    decomposed
 cpu                   Tensor    Tensor          no-op
     -- one device
-cross_entropy         F         F               decomposed
+cross_entropy         F         F               decomposed      cross_entropy_loss.default:_cross_entropy
 cuda                  Tensor    Tensor          host
     -- raises: no CUDA device (use "cpu", "mps" or "ane", or drop the call)
 cummax                Tensor    torch Tensor    decomposed
 cummin                Tensor    torch Tensor    decomposed
 cumprod               Tensor    torch Tensor    decomposed
-cumsum                Tensor    torch Tensor    decomposed
+cumsum                Tensor    torch Tensor    decomposed      cumsum.default:_cumsum
 detach                Tensor    torch Tensor    no-op           detach.default
     -- a new handle without gradient history
 diag                  Tensor    torch Tensor    decomposed
-diagonal              Tensor    torch Tensor    decomposed
+diagonal              Tensor    torch Tensor    decomposed      diagonal.default
 dim                   Tensor    Tensor          host
     -- the static rank (no program)
 div                   Tensor    torch Tensor    real_div        div.Tensor
+                                                                div.Scalar
+                                                                div.Tensor_mode
+                                                                div.Scalar_mode
 div_                  Tensor    Tensor          real_div
 dropout               F         torch* F        decomposed      dropout.default
+                                                                native_dropout.default:_native_dropout
 einsum                functions torch           decomposed
-elu                   F         F               decomposed
+elu                   F         F               decomposed      elu.default:_elu
 embedding             F         torch* F        decomposed      embedding.default:_embedding
-eq                    Tensor    torch Tensor    equal
+eq                    Tensor    torch Tensor    equal           eq.Tensor
+                                                                eq.Scalar
 erf                   Tensor    torch Tensor    erf             erf.default
 exp                   Tensor    torch Tensor    exp             exp.default
 exp2                  Tensor    torch Tensor    pow             exp2.default
 expand                Tensor    Tensor          tile            expand.default:_expand
 expand_as             Tensor    Tensor          tile
-expm1                 Tensor    torch Tensor    decomposed
-fill_                 Tensor    torch Tensor    decomposed
+expm1                 Tensor    torch Tensor    decomposed      expm1.default
+fill_                 Tensor    torch Tensor    decomposed      fill.Scalar:_fill
 flatten               Tensor    torch Tensor    reshape         flatten.using_ints
-flip                  Tensor    torch Tensor    decomposed
+flip                  Tensor    torch Tensor    decomposed      flip.default
 float                 Tensor    Tensor          cast
-floor                 Tensor    torch Tensor    decomposed
+floor                 Tensor    torch Tensor    decomposed      floor.default
 floor_divide          Tensor    torch Tensor    decomposed
-fmod                  Tensor    torch Tensor    decomposed
-gather                Tensor    torch Tensor    decomposed
-ge                    Tensor    torch Tensor    greater_equal
+fmod                  Tensor    torch Tensor    decomposed      fmod.Tensor
+                                                                fmod.Scalar
+gather                Tensor    torch Tensor    decomposed      gather.default:_gather
+ge                    Tensor    torch Tensor    greater_equal   ge.Tensor
+                                                                ge.Scalar
 gelu                  F         F               gelu            gelu.default
-group_norm            F         torch F         decomposed
-gt                    Tensor    torch Tensor    greater
+group_norm            F         torch F         decomposed      native_group_norm.default:_group_norm_stats
+gt                    Tensor    torch Tensor    greater         gt.Tensor
+                                                                gt.Scalar
 half                  Tensor    Tensor          cast
 hardsigmoid           F         F               decomposed
 hardswish             F         F               decomposed
-hardtanh              F         F               clip
+hardtanh              F         F               clip            hardtanh.default
 huber_loss            F         F               decomposed
-index_select          Tensor    torch Tensor    decomposed
+index_put             Tensor    torch Tensor    decomposed      index_put.default
+index_put_            Tensor    torch Tensor    decomposed      index_put_.default
+index_select          Tensor    torch Tensor    decomposed      index_select.default
 int                   Tensor    Tensor          cast
-interpolate           F         F               decomposed
+interpolate           F         F               decomposed      upsample_bilinear2d.vec:_upsample_bilinear
+                                                                upsample_nearest2d.vec:_upsample_nearest
 isclose               Tensor    torch Tensor    decomposed
 isfinite              Tensor    torch Tensor    decomposed      isfinite.default
 isinf                 Tensor    torch Tensor    decomposed      isinf.default
 isnan                 Tensor    torch Tensor    not_equal       isnan.default
-item                  Tensor    Tensor          host
+item                  Tensor    Tensor          host            _local_scalar_dense.default
     -- reads one value back to Python
 kl_div                F         torch* F        decomposed
 l1_loss               F         F               decomposed
 layer_norm            F         torch F         decomposed      layer_norm.default:_layer_norm
-le                    Tensor    torch Tensor    less_equal
-leaky_relu            F         F               leaky_relu
+                                                                native_layer_norm.default:_layer_norm_stats
+le                    Tensor    torch Tensor    less_equal      le.Tensor
+                                                                le.Scalar
+leaky_relu            F         F               leaky_relu      leaky_relu.default
 lerp                  Tensor    torch Tensor    decomposed
 linear                F         F               decomposed      linear.default
 log                   Tensor    torch Tensor    log             log.default
 log10                 Tensor    torch Tensor    decomposed      log10.default
-log1p                 Tensor    torch Tensor    decomposed
+log1p                 Tensor    torch Tensor    decomposed      log1p.default
 log2                  Tensor    torch Tensor    decomposed      log2.default
 log_softmax           Tensor    torch Tensor F  decomposed      log_softmax.int:_log_softmax
+                                                                _log_softmax.default:_log_softmax
 logaddexp             Tensor    torch Tensor    decomposed      logaddexp.default
 logaddexp2            Tensor    torch Tensor    decomposed      logaddexp2.default
 logcumsumexp          Tensor    torch Tensor    decomposed
 logical_and           Tensor    torch Tensor    decomposed      logical_and.default
-logical_not           Tensor    torch Tensor    logical_not
+logical_not           Tensor    torch Tensor    logical_not     logical_not.default
 logical_or            Tensor    torch Tensor    decomposed      logical_or.default
 logical_xor           Tensor    torch Tensor    decomposed      logical_xor.default
 logsigmoid            F         F               decomposed
 logsumexp             Tensor    torch Tensor    decomposed
 long                  Tensor    Tensor          cast
-lt                    Tensor    torch Tensor    less
+lt                    Tensor    torch Tensor    less            lt.Tensor
+                                                                lt.Scalar
 masked_fill           Tensor    torch Tensor    select          masked_fill.Scalar
 masked_scatter        Tensor    torch Tensor    host            masked_scatter.default
     -- the source positions are read from the mask on the host; values move on the ANE
 masked_select         Tensor    torch Tensor    host            masked_select.default
     -- the positions are found on the host (a host segment); the gather runs on the ANE
 matmul                Tensor    torch Tensor    matmul          matmul.default mm.default
-max                   Tensor    torch Tensor    reduce_max
+max                   Tensor    torch Tensor    reduce_max      max.dim
 max_pool1d            F         torch F         decomposed
-max_pool2d            F         torch F         decomposed
+max_pool2d            F         torch F         decomposed      max_pool2d.default:_max_pool2d
+                                                                max_pool2d_with_indices.default:_max_pool2d_with_indices
 max_unpool2d          F         F               decomposed
-maximum               Tensor    torch Tensor    maximum
+maximum               Tensor    torch Tensor    maximum         maximum.default
 mean                  Tensor    torch Tensor    reduce_mean     mean.dim:_mean mean.default:_mean
 meshgrid              functions torch           decomposed
-min                   Tensor    torch Tensor    reduce_min
-minimum               Tensor    torch Tensor    minimum
+min                   Tensor    torch Tensor    reduce_min      min.dim
+minimum               Tensor    torch Tensor    minimum         minimum.default
 mish                  F         F               decomposed
 movedim               Tensor    torch Tensor    transpose
 mse_loss              F         F               decomposed
 mul                   Tensor    torch Tensor    mul             mul.Tensor
+                                                                mul.Scalar
 mul_                  Tensor    Tensor          mul
 multinomial           Tensor    torch Tensor    host
     -- drawn on the host from the realized weights; the result (a static shape) is an input
 multiply              Tensor    torch Tensor    mul
 nan_to_num            Tensor    torch Tensor    decomposed
 narrow                Tensor    torch Tensor    slice_by_index
-ne                    Tensor    torch Tensor    not_equal
+ne                    Tensor    torch Tensor    not_equal       ne.Tensor
+                                                                ne.Scalar
 neg                   Tensor    torch Tensor    decomposed      neg.default
 negative              Tensor    torch Tensor    decomposed
 nelement              Tensor    Tensor          host
@@ -240,21 +270,30 @@ norm                  Tensor    torch Tensor    decomposed
 normal_               Tensor    Tensor          host
     -- a host draw from the generator, entering programs as an input
 normalize             F         F               decomposed
-numel                 Tensor    torch Tensor    host
+numel                 Tensor    torch Tensor    host            sym_numel.default:_sym_numel
     -- the static element count (no program)
 numpy                 Tensor    Tensor          host
     -- reads the values back as a numpy array
 one_hot               F         F               decomposed
 outer                 Tensor    torch Tensor    decomposed
-pad                   F         F               pad
+pad                   F         F               pad             constant_pad_nd.default:_pad
+                                                                reflection_pad1d.default:_reflection_pad
+                                                                reflection_pad2d.default:_reflection_pad
+                                                                reflection_pad3d.default:_reflection_pad
+                                                                replication_pad2d.default:_replication_pad
+                                                                replication_pad3d.default:_replication_pad
 permute               Tensor    torch Tensor    transpose       permute.default
 pow                   Tensor    torch Tensor    pow             pow.Tensor_Scalar
-prod                  Tensor    torch Tensor    decomposed
-reciprocal            Tensor    torch Tensor    decomposed
+                                                                pow.Tensor_Tensor
+                                                                pow.Scalar:_rpow
+prod                  Tensor    torch Tensor    decomposed      prod.default:_prod
+                                                                prod.dim_int:_prod
+reciprocal            Tensor    torch Tensor    decomposed      reciprocal.default
 relu                  Tensor    torch Tensor F* relu            relu.default
 relu6                 F         F               clip
-remainder             Tensor    torch Tensor    decomposed
-repeat                Tensor    Tensor          tile
+remainder             Tensor    torch Tensor    decomposed      remainder.Tensor
+                                                                remainder.Scalar
+repeat                Tensor    Tensor          tile            repeat.default
 repeat_interleave     Tensor    torch Tensor    decomposed      repeat_interleave.self_int
 requires_grad_        Tensor    Tensor          no-op
     -- a leaf's flag
@@ -264,19 +303,21 @@ roll                  Tensor    torch Tensor    decomposed
 round                 Tensor    torch Tensor    decomposed      round.default round.decimals
 rsqrt                 Tensor    torch Tensor    rsqrt           rsqrt.default
 scaled_dot_product_attention F         F               scaled_dot_product_attention
-scatter               Tensor    torch Tensor    decomposed
-scatter_add           Tensor    torch Tensor    decomposed
-scatter_reduce        Tensor    torch Tensor    decomposed
+                                                                scaled_dot_product_attention.default
+scatter               Tensor    torch Tensor    decomposed      scatter.src
+                                                                scatter.value:_scatter_value
+scatter_add           Tensor    torch Tensor    decomposed      scatter_add.default
+scatter_reduce        Tensor    torch Tensor    decomposed      scatter_reduce.two
 select                Tensor    torch Tensor    decomposed      select.int
 selu                  F         torch F         decomposed
 set_                  Tensor    Tensor          no-op
     -- the handle takes another value
 sigmoid               Tensor    torch Tensor F  sigmoid         sigmoid.default
-sign                  Tensor    torch Tensor    decomposed
+sign                  Tensor    torch Tensor    decomposed      sign.default
 silu                  F         F               silu            silu.default
-sin                   Tensor    torch Tensor    sin
+sin                   Tensor    torch Tensor    sin             sin.default
 sinh                  Tensor    torch Tensor    decomposed      sinh.default
-size                  Tensor    Tensor          host
+size                  Tensor    Tensor          host            sym_size.int:_sym_size
     -- the static shape (no program)
 smooth_l1_loss        F         F               decomposed
 softmax               Tensor    torch Tensor F  softmax         softmax.int:_softmax
@@ -284,7 +325,7 @@ softmax               Tensor    torch Tensor F  softmax         softmax.int:_sof
 softmin               F         F               decomposed
 softplus              F         F               decomposed
 softsign              F         F               decomposed
-sort                  Tensor    torch Tensor    decomposed
+sort                  Tensor    torch Tensor    decomposed      sort.default:_sort
 split                 Tensor    torch Tensor    split           split.Tensor
                                                                 split_with_sizes.default
 sqrt                  Tensor    torch Tensor    sqrt            sqrt.default
@@ -294,6 +335,7 @@ stack                 functions torch           decomposed      stack.default
 std                   Tensor    torch Tensor    decomposed
 std_mean              functions torch           decomposed
 sub                   Tensor    torch Tensor    sub             sub.Tensor
+                                                                sub.Scalar
 sub_                  Tensor    Tensor          sub
 subtract              Tensor    torch Tensor    sub
 sum                   Tensor    torch Tensor    reduce_sum      sum.dim_IntList:_sum
@@ -304,26 +346,28 @@ tan                   Tensor    torch Tensor    decomposed      tan.default
 tanh                  Tensor    torch Tensor F  tanh            tanh.default
 tile                  Tensor    torch Tensor    tile
 to                    Tensor    Tensor          cast            to.dtype:_to
+                                                                _to_copy.default:_to_copy
 tolist                Tensor    Tensor          host
     -- reads the values back to Python
-topk                  Tensor    torch Tensor    decomposed
+topk                  Tensor    torch Tensor    decomposed      topk.default
 transpose             Tensor    torch Tensor    transpose       transpose.int
 tril                  Tensor    torch Tensor    decomposed
 triu                  Tensor    torch Tensor    decomposed
 true_divide           Tensor    torch Tensor    real_div
-trunc                 Tensor    torch Tensor    decomposed
+trunc                 Tensor    torch Tensor    decomposed      trunc.default
 type                  Tensor    Tensor          host
     -- with no argument: the type string (no program); with a dtype: a cast
 type_as               Tensor    Tensor          cast
 unbind                Tensor    torch Tensor    decomposed
-unflatten             Tensor    torch Tensor    reshape
+unflatten             Tensor    torch Tensor    reshape         unflatten.int
 unique                Tensor    torch Tensor    host
     -- the number of distinct values sets the shape: a host segment (numpy)
 unfold                Tensor    Tensor F*       decomposed      unfold.default
 uniform_              Tensor    Tensor          host
     -- a host draw (see normal_)
 unsqueeze             Tensor    torch Tensor    expand_dims     unsqueeze.default
-var                   Tensor    torch Tensor    decomposed
+var                   Tensor    torch Tensor    decomposed      var.dim:_var
+                                                                var.correction:_var_correction
 var_mean              functions torch           decomposed
 view                  Tensor    Tensor          reshape         view.default
 view_as               Tensor    Tensor          reshape
@@ -340,8 +384,57 @@ alias.default                     _same
 lift_fresh_copy.default           _same
 _assert_tensor_metadata.default   skip
 _assert_scalar.default            skip
+arange.default                    _arange
+arange.start                      _arange
+arange.start_step                 _arange
+full.default                      _full
+full_like.default                 _full_like
+empty.memory_format               _empty
+empty_strided.default             _empty
+scalar_tensor.default             _scalar_tensor
+rand.default                      _rand
+randn.default                     _randn
+randperm.default                  _randperm
+index.Tensor                      _index
+slice_scatter.default             _slice_scatter
+select_scatter.default            _select_scatter
+sym_stride.int                    _sym_stride
+sym_storage_offset.default        _sym_storage_offset
+sym_is_contiguous.default         _sym_is_contiguous
 """
 
+
+# torch's Core ATen opset (the ops torch tags `core`: what `ep.run_decompositions()` lowers to)
+# that have no route above, each with its kind and why. docs/torch_coverage.md lists every core
+# op as routed (its row) or as one of these; aneforge_tests/test_from_torch_core.py checks this
+# list against torch's own. Kinds: `backward` (a gradient op: it appears only in joint
+# forward-backward graphs; from_torch differentiates the forward with aneforge's autograd),
+# `absent` (aneforge has no function that computes it), `todo` (aneforge computes it, the route is
+# not written yet).
+#  ATen op                                     kind      why
+CORE_ATEN_UNROUTED = """
+_adaptive_avg_pool2d_backward.default          backward  adaptive_avg_pool2d's gradient
+avg_pool2d_backward.default                    backward  avg_pool2d's gradient
+convolution_backward.default                   backward  convolution's gradient
+embedding_dense_backward.default               backward  embedding's gradient
+max_pool2d_with_indices_backward.default       backward  max_pool2d's gradient
+native_group_norm_backward.default             backward  group_norm's gradient
+native_layer_norm_backward.default             backward  layer_norm's gradient
+_adaptive_avg_pool3d.default                   absent    no adaptive_avg_pool3d
+_cdist_forward.default                         absent    no cdist
+adaptive_avg_pool1d.default                    absent    no adaptive_avg_pool1d
+resize_.default                                absent    no storage to resize in place: values are immutable, a new shape is a new tensor
+_embedding_bag.default                         absent    no embedding_bag
+_fft_c2r.default                               absent    no complex dtype, no FFT
+_fft_r2c.default                               absent    no complex dtype, no FFT
+_pdist_forward.default                         absent    no pdist
+as_strided.default                             absent    tensors have no strides: no strided view
+atan2.default                                  absent    no atan2
+atan2.out                                      absent    an out= variant, and no atan2
+col2im.default                                 absent    no fold (col2im)
+grid_sampler_2d.default                        absent    no grid_sample
+max_pool3d_with_indices.default                absent    no max_pool3d
+"""
 
 # Doctest bodies for the generated af.X forwarders (after `>>> import aneforge as af`).
 EXAMPLES = {
@@ -435,6 +528,15 @@ def aten_routes() -> list[tuple[str, str, str]]:
     own = [(op, row.implementation, adapter) for row in ROWS for op, adapter in row.aten]
     only = [(op, "", adapter) for op, adapter in map(str.split, _lines(ATEN_ONLY))]
     return [(f"aten.{op}", implementation, adapter) for op, implementation, adapter in own + only]
+
+
+CORE_ATEN_KINDS = ("backward", "absent", "todo")
+
+
+def core_aten_unrouted() -> list[tuple[str, str, str]]:
+    """(ATen op as torch.export names it, kind, why) of CORE_ATEN_UNROUTED."""
+    return [(f"aten.{op}", kind, why) for op, kind, why in
+            (line.split(None, 2) for line in _lines(CORE_ATEN_UNROUTED))]
 
 
 def _bound_from(row: Row, surface: str) -> str:

@@ -24,8 +24,6 @@ torch   inverse            no matrix factorization or solve op on the ANE (inver
                            only); compute them on the host
 torch   fft                no FFT op on the ANE
 torch   sparse_coo_tensor  no sparse storage on the ANE
-Tensor  index_put_         programs are static SSA: build the new value with where, scatter or cat
-                           (`x[i] = v` raises with that advice)
 Tensor  exp_               in-place versions exist for add_, sub_, mul_, div_, clamp_, zero_, fill_,
                            copy_; others say to write x = x.op()
 F       ctc_loss           a dynamic-programming recursion over the sequence; not implemented

@@ -370,6 +370,16 @@ def gt(input: Tensor, other):
     return input.gt(other)
 
 
+def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    """torch.index_put: `input.index_put(indices, values, accumulate)`; see Tensor.index_put."""
+    return input.index_put(indices, values, accumulate)
+
+
+def index_put_(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    """torch.index_put_: `input.index_put_(indices, values, accumulate)`; see Tensor.index_put_."""
+    return input.index_put_(indices, values, accumulate)
+
+
 def index_select(input: Tensor, dim: int, index) -> Tensor:
     """torch.index_select: `input.index_select(dim, index)`; see Tensor.index_select."""
     return input.index_select(dim, index)

@@ -184,15 +184,15 @@ from .forwarders import (
     bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor, bmm, ceil, chunk, clamp, clamp_,
     clamp_max, clamp_min, clip, clone, copysign, cos, cosh, count_nonzero, cummax, cummin, cumprod,
     cumsum, detach, diag, diagonal, div, eq, erf, exp, exp2, expm1, fill_, flatten, flip, floor,
-    floor_divide, fmod, gather, ge, gt, index_select, isclose, isfinite, isinf, isnan, le, lerp,
-    log, log10, log1p, log2, log_softmax, logaddexp, logaddexp2, logcumsumexp, logical_and,
-    logical_not, logical_or, logical_xor, logsumexp, lt, masked_fill, masked_scatter, masked_select,
-    matmul, max, maximum, mean, min, minimum, movedim, mul, multinomial, multiply, nan_to_num,
-    narrow, ne, neg, negative, nonzero, norm, numel, outer, permute, pow, prod, reciprocal, relu,
-    remainder, repeat_interleave, reshape, roll, round, rsqrt, scatter, scatter_add, scatter_reduce,
-    select, sigmoid, sign, sin, sinh, softmax, sort, split, sqrt, square, squeeze, std, sub,
-    subtract, sum, swapaxes, t, tan, tanh, tile, topk, transpose, tril, triu, true_divide, trunc,
-    unbind, unflatten, unique, unsqueeze, var, zero_)
+    floor_divide, fmod, gather, ge, gt, index_put, index_put_, index_select, isclose, isfinite,
+    isinf, isnan, le, lerp, log, log10, log1p, log2, log_softmax, logaddexp, logaddexp2,
+    logcumsumexp, logical_and, logical_not, logical_or, logical_xor, logsumexp, lt, masked_fill,
+    masked_scatter, masked_select, matmul, max, maximum, mean, min, minimum, movedim, mul,
+    multinomial, multiply, nan_to_num, narrow, ne, neg, negative, nonzero, norm, numel, outer,
+    permute, pow, prod, reciprocal, relu, remainder, repeat_interleave, reshape, roll, round, rsqrt,
+    scatter, scatter_add, scatter_reduce, select, sigmoid, sign, sin, sinh, softmax, sort, split,
+    sqrt, square, squeeze, std, sub, subtract, sum, swapaxes, t, tan, tanh, tile, topk, transpose,
+    tril, triu, true_divide, trunc, unbind, unflatten, unique, unsqueeze, var, zero_)
 # ---- end of generated block: forwarders ----
 
 
@@ -205,15 +205,16 @@ __all__ = [
     "clip", "clone", "concat", "concatenate", "copysign", "cos", "cosh", "count_nonzero", "cummax",
     "cummin", "cumprod", "cumsum", "detach", "diag", "diagonal", "div", "einsum", "eq", "erf",
     "exp", "exp2", "expm1", "fill_", "flatten", "flip", "floor", "floor_divide", "fmod", "gather",
-    "ge", "gt", "index_select", "isclose", "isfinite", "isinf", "isnan", "le", "lerp", "log",
-    "log10", "log1p", "log2", "log_softmax", "logaddexp", "logaddexp2", "logcumsumexp",
-    "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp", "lt", "masked_fill",
-    "masked_scatter", "masked_select", "matmul", "max", "maximum", "mean", "meshgrid", "min",
-    "minimum", "movedim", "mul", "multinomial", "multiply", "nan_to_num", "narrow", "ne", "neg",
-    "negative", "nonzero", "norm", "numel", "outer", "permute", "pow", "prod", "reciprocal", "relu",
-    "remainder", "repeat_interleave", "reshape", "roll", "round", "rsqrt", "scatter", "scatter_add",
-    "scatter_reduce", "select", "sigmoid", "sign", "sin", "sinh", "softmax", "sort", "split",
-    "sqrt", "square", "squeeze", "stack", "std", "std_mean", "sub", "subtract", "sum", "swapaxes",
-    "t", "tan", "tanh", "tile", "topk", "transpose", "tril", "triu", "true_divide", "trunc",
-    "unbind", "unflatten", "unique", "unsqueeze", "var", "var_mean", "where", "zero_"]
+    "ge", "gt", "index_put", "index_put_", "index_select", "isclose", "isfinite", "isinf", "isnan",
+    "le", "lerp", "log", "log10", "log1p", "log2", "log_softmax", "logaddexp", "logaddexp2",
+    "logcumsumexp", "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp", "lt",
+    "masked_fill", "masked_scatter", "masked_select", "matmul", "max", "maximum", "mean",
+    "meshgrid", "min", "minimum", "movedim", "mul", "multinomial", "multiply", "nan_to_num",
+    "narrow", "ne", "neg", "negative", "nonzero", "norm", "numel", "outer", "permute", "pow",
+    "prod", "reciprocal", "relu", "remainder", "repeat_interleave", "reshape", "roll", "round",
+    "rsqrt", "scatter", "scatter_add", "scatter_reduce", "select", "sigmoid", "sign", "sin", "sinh",
+    "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "std_mean", "sub",
+    "subtract", "sum", "swapaxes", "t", "tan", "tanh", "tile", "topk", "transpose", "tril", "triu",
+    "true_divide", "trunc", "unbind", "unflatten", "unique", "unsqueeze", "var", "var_mean",
+    "where", "zero_"]
 # ---- end of generated block: __all__ ----

@@ -111,10 +111,13 @@ class Comparison(list):
 def compare(af_model, torch_model, inputs, loss=None, **tolerances) -> Comparison:
     """Run both models on the same inputs and report forward and gradient agreement.
 
-    `inputs`: a tuple of numpy arrays (given to both). The gradients are of `loss(outputs)`
-    (default: the sum of every output's mean of squares) with respect to each parameter, matched
-    by `named_parameters()` name. The models should hold the same weights (e.g. one made with
-    `af.from_torch`, or `load_state_dict` of the other's).
+    `inputs`: a tuple of arrays given to both; float arrays run as float32 in torch, integer
+    and bool ones keep their kind (token ids stay integers). The gradients are of
+    `loss(outputs)` with respect to each parameter, matched by `named_parameters()` name; the
+    default loss is `projection_loss`, a fixed random projection of every float output, whose
+    gradient reaches every parameter (a mean of squares behind a final LayerNorm is nearly
+    constant, and its near-zero gradients would compare noise). The models should hold the
+    same weights (e.g. one made with `af.from_torch`, or `load_state_dict` of the other's).
 
     >>> import torch, numpy as np, aneforge as af
     >>> net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh())
@@ -124,12 +127,12 @@ def compare(af_model, torch_model, inputs, loss=None, **tolerances) -> Compariso
     (True, ['output 0', 'grad 0.weight', 'grad 0.bias'])
     """
     import torch
-    arrays = [np.asarray(x, dtype=np.float32) for x in inputs]
+    arrays = [_input(x) for x in inputs]
     a_out = _outputs(af_model(*[tensor(x) for x in arrays]))
     t_out = _outputs(torch_model(*[torch.from_numpy(x) for x in arrays]))
     report = Comparison(agreement(a, t.detach(), f"output {i}", **tolerances)
                         for i, (a, t) in enumerate(zip(a_out, t_out)))
-    loss = loss or (lambda outs: sum((o * o).mean() for o in outs))
+    loss = loss or projection_loss
     for p in af_model.parameters():
         p.grad = None
     torch_model.zero_grad()
@@ -142,8 +145,38 @@ def compare(af_model, torch_model, inputs, loss=None, **tolerances) -> Compariso
     return report
 
 
+def _input(x) -> np.ndarray:
+    """An input array as both models get it: floats as float32, other kinds as they are."""
+    a = np.asarray(x)
+    return a.astype(np.float32) if a.dtype.kind in "fc" else a
+
+
+def projection_loss(outputs, seed: int = 0):
+    """`sum_i (outputs[i] * W_i).sum()` with W_i fixed normal draws (seeded, scaled by
+    1/sqrt(size)): the same numbers for aneforge and torch outputs, so both sides differentiate
+    one loss. Integer and bool outputs are left out.
+
+    >>> import numpy as np, aneforge as af
+    >>> y = af.tensor([1.0, 2.0], requires_grad=True)
+    >>> af.testing.projection_loss([y]).backward()
+    >>> bool(np.all(y.grad.numpy() != 0))
+    True
+    """
+    rng = np.random.default_rng(seed)
+    total = 0
+    for out in filter(_is_float, outputs):
+        w = (rng.standard_normal(tuple(out.shape)) / np.sqrt(max(out.numel(), 1)))
+        w = w.astype(np.float32)        # new_tensor: a torch tensor without importing torch
+        total = total + (out * (tensor(w) if isinstance(out, Tensor) else out.new_tensor(w))).sum()
+    return total
+
+
+def _is_float(out) -> bool:
+    return out.dtype.is_float if isinstance(out, Tensor) else out.dtype.is_floating_point
+
+
 def _outputs(out) -> list:
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
-__all__ = ["assert_close", "compare", "agreement", "Agreement", "Comparison", "RTOL", "ATOL"]
+__all__ = ["assert_close", "compare", "projection_loss", "agreement", "Agreement", "Comparison", "RTOL", "ATOL"]

@@ -227,6 +227,7 @@ def _args(name):
         "true_divide": (x, pos), "addcdiv": (x, y, pos), "addcmul": (x, y, pos),
         "count_nonzero": (mask, 1), "diag": (x[0],), "lerp": (x, y, 0.25), "nan_to_num": (x,),
         "unflatten": (x, 1, (3, 1)), "select": (x, 1, -1), "index_select": (x, 1, af.tensor([2, 0])),
+        "index_put": (x, (af.tensor([0, 1]),), y[0]), "index_put_": (x * 1, (af.tensor([0, 1]),), y[0]),
         "topk": (x, 2, 1),
         # random draws: probabilities of 0 and 1 only, so every surface draws the same
         "bernoulli": (mask.half(),), "multinomial": (af.tensor([[0.0, 2.0, 0.0], [1.0, 0, 0]]), 1),

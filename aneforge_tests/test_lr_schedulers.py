@@ -43,6 +43,20 @@ SCHEDULES = {
     "SequentialLR": lambda S, o: S.SequentialLR(
         o, [S.LinearLR(o, start_factor=0.2, total_iters=3), S.ExponentialLR(o, gamma=0.8),
             S.StepLR(o, 2)], milestones=[4, 10]),
+    "CyclicLR": lambda S, o: S.CyclicLR(o, base_lr=0.1, max_lr=[0.5, 1.0], step_size_up=3),
+    "CyclicLR_triangular2_down": lambda S, o: S.CyclicLR(
+        o, 0.05, 0.4, step_size_up=2, step_size_down=5, mode="triangular2"),
+    "CyclicLR_exp_range": lambda S, o: S.CyclicLR(
+        o, [0.1, 0.2], 0.6, 4, mode="exp_range", gamma=0.9, base_momentum=0.7,
+        max_momentum=[0.95, 0.9]),
+    "CyclicLR_scale_fn": lambda S, o: S.CyclicLR(
+        o, 0.1, 0.6, 3, scale_fn=lambda x: 0.5 ** x, scale_mode="iterations",
+        cycle_momentum=False),
+    "ChainedScheduler": lambda S, o: S.ChainedScheduler(
+        [S.ConstantLR(o, factor=0.1, total_iters=4), S.ExponentialLR(o, gamma=0.9)]),
+    "ChainedScheduler_three": lambda S, o: S.ChainedScheduler(
+        [S.LinearLR(o, start_factor=0.2, total_iters=5), S.StepLR(o, 3, gamma=0.5),
+         S.CosineAnnealingLR(o, T_max=30)], optimizer=o),
 }
 STEPS = 19
 
@@ -84,6 +98,20 @@ def test_one_cycle_cycles_adam_beta1_as_torch():
         assert [b[1] for b in b_a] == [b[1] for b in b_t]
 
 
+@pytest.mark.parametrize("name", ["CyclicLR", "CyclicLR_exp_range"])
+def test_cyclic_lr_over_many_cycles_cycles_lr_and_adam_beta1_as_torch(name):
+    """200 steps: 33 (exp_range: 25) whole cycles, the lr and beta1 of each step."""
+    runs = []
+    for lib, S in ((af, AS), (torch, TS)):
+        opt = _groups(lib, "Adam")
+        sched = SCHEDULES[name](S, opt)
+        runs.append([])
+        for _ in range(200):
+            runs[-1].append(sched.get_last_lr() + [g["betas"][0] for g in opt.param_groups])
+            sched.step()
+    np.testing.assert_allclose(runs[0], runs[1], rtol=1e-12)
+
+
 def test_warm_restarts_take_fractional_epochs_as_torch():
     got, want = [], []
     for lib, S, out in ((af, AS, got), (torch, TS, want)):
@@ -113,7 +141,8 @@ def test_reduce_on_plateau_matches_torch():
     AS.ReduceLROnPlateau(opt).step(af.tensor([3.0]))          # a one-element tensor metric
 
 
-@pytest.mark.parametrize("name", ["LambdaLR_object", "SequentialLR", "OneCycleLR"])
+@pytest.mark.parametrize("name", ["LambdaLR_object", "SequentialLR", "OneCycleLR", "CyclicLR",
+                                  "ChainedScheduler_three"])
 def test_state_dict_resumes_the_schedule(name):
     make = SCHEDULES[name]
     opt = _groups(af)
@@ -140,6 +169,15 @@ def test_state_dict_resumes_the_schedule(name):
     (lambda o: AS.SequentialLR(o, [AS.StepLR(o, 2)], milestones=[3]), "one more"),
     (lambda o: AS.ReduceLROnPlateau(o, factor=2.0), "Factor"),
     (lambda o: AS.LinearLR(o, start_factor=0.0), "Starting multiplicative factor"),
+    (lambda o: AS.CyclicLR(o, 0.1, 1.0, mode="triangle"), "mode is invalid"),
+    (lambda o: AS.CyclicLR(o, [0.1], 1.0), "expected 2 values for base_lr"),
+    (lambda o: AS.ChainedScheduler([]), "at least one scheduler"),
+    (lambda o: AS.ChainedScheduler([AS.StepLR(o, 2), AS.ReduceLROnPlateau(o)]),
+     "does not support `ReduceLROnPlateau`"),
+    (lambda o: AS.ChainedScheduler([AS.StepLR(o, 2), AS.StepLR(_groups(af), 2)]),
+     "same optimizer"),
+    (lambda o: AS.CyclicLR(af.optim.Adagrad(o.param_groups[0]["params"]), 0.1, 1.0),
+     "must support momentum"),
 ])
 def test_bad_arguments_raise_as_torch(make, match):
     with pytest.raises(ValueError, match=match):

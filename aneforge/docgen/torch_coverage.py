@@ -86,6 +86,58 @@ def totals() -> dict[str, int]:
             "absent on purpose": len(_api.ABSENT)}
 
 
+def core_aten_ops() -> list[str]:
+    """torch's Core ATen opset, read from torch itself (this generator's one torch import): every
+    `torch.ops.aten` overload tagged `torch.Tag.core`, as torch.export names it."""
+    import torch
+    names = {s.name.split("::")[1] for s in torch._C._jit_get_all_schemas()
+             if s.name.startswith("aten::")}     # every aten op, loaded or not
+    ops = []
+    for name in names:
+        packet = getattr(torch.ops.aten, name, None)
+        for overload in getattr(packet, "overloads", list)():
+            op = getattr(packet, overload)
+            if torch.Tag.core in op.tags:
+                ops.append(str(op))             # as torch.export names it: aten.add.Tensor
+    return sorted(ops)
+
+
+def _core_aten_section() -> list[str]:
+    """Each Core ATen op: the function af.from_torch runs for it, or why it has none."""
+    import torch
+    routes = {op: adapter if adapter and adapter != "skip" and not implementation
+              else implementation + (f" via `{adapter}`" if adapter else "")
+              for op, implementation, adapter in _api.aten_routes()}
+    unrouted = {op: (kind, why) for op, kind, why in _api.core_aten_unrouted()}
+    ops = core_aten_ops()
+    routed = [op for op in ops if op in routes]
+    kinds = [unrouted.get(op, ("?", ""))[0] for op in ops if op not in routes]
+    gradients, absent, todo = (kinds.count(k) for k in _api.CORE_ATEN_KINDS)
+    has = len(ops) - gradients - absent
+    out = ["## Core ATen opset in `af.from_torch`", "",
+           f"torch {torch.__version__.split('+')[0]}'s Core ATen opset is the {len(ops)} "
+           "`torch.ops.aten` overloads tagged `torch.Tag.core`: what "
+           "`ExportedProgram.run_decompositions()` lowers a model to, and what `af.from_torch` "
+           "lowers a graph to when an op of torch.export's own graph has no route. The routes "
+           "come from the ATen column of aneforge/_api.py's TABLE (a `via` names the adapter "
+           "in aneforge/torch_import.py where the signatures differ); the ops without one are "
+           "its CORE_ATEN_UNROUTED list.", "",
+           "| | count |", "|---|---|",
+           f"| Core ATen ops | {len(ops)} |", f"| routed | {len(routed)} |",
+           f"| backward ops (aneforge differentiates the forward itself) | "
+           f"{gradients} |",
+           f"| no aneforge function computes it | {absent} |",
+           f"| aneforge computes it, no route yet | {todo} |",
+           f"| routed, of the {has} ops aneforge has a function for | "
+           f"{100 * len(routed) / has:.1f}% |", "",
+           "| ATen op | route, or kind: why not |", "|---|---|"]
+    for op in ops:
+        kind, why = unrouted.get(op, ("unlisted", "missing from CORE_ATEN_UNROUTED"))
+        out.append(f"| `{op}` | " + (f"`{routes[op]}`" if op in routes else f"{kind}: {why}")
+                   + " |")
+    return out + [""]
+
+
 def render() -> str:
     lines = INTRO.splitlines() + ["", "## Totals", "", "| | count |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in totals().items()] + [""]
@@ -117,6 +169,7 @@ def render() -> str:
         "and `ane` name the one device (where the backend runs programs) wherever torch takes "
         "a device; `cuda` raises `DeviceError` saying what to use; "
         "`af.cuda.is_available()` is False and `af.backends.mps.is_available()` True.")
+    lines += _core_aten_section()
     lines += ["## Absent on purpose", "", "| surface | torch name | why |", "|---|---|---|"]
     lines += [f"| {s} | `{n}` | {why} |" for s, n, why in _api.ABSENT]
     return "\n".join(lines).rstrip() + "\n"

@@ -306,26 +306,13 @@ class OneCycleLR(LRScheduler):
             g["initial_lr"] = top / div_factor
             g["max_lr"], g["min_lr"] = top, g["initial_lr"] / final_div_factor
         if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` "
-                                 "option enabled")
-            self.use_beta1 = "betas" in optimizer.defaults
-            for g, low, high in zip(groups, _per_group(base_momentum, groups, "base_momentum"),
-                                    _per_group(max_momentum, groups, "max_momentum")):
-                self._set_momentum(g, high)
-                g["max_momentum"], g["base_momentum"] = high, low
+            _cycle_momentum(self, optimizer, base_momentum, max_momentum, last_epoch)
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, start: float, end: float, pct: float) -> float:
         if self.anneal_strategy == "cos":
             return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
         return (end - start) * pct + start
-
-    def _set_momentum(self, group: dict, value: float) -> None:
-        if self.use_beta1:
-            group["betas"] = (value, *group["betas"][1:])
-        else:
-            group["momentum"] = value
 
     def get_lr(self):
         step = self.last_epoch
@@ -340,10 +327,32 @@ class OneCycleLR(LRScheduler):
                     pct = (step - start) / (end - start)
                     lrs.append(self._anneal(g[lr_from], g[lr_to], pct))
                     if self.cycle_momentum:
-                        self._set_momentum(g, self._anneal(g[m_from], g[m_to], pct))
+                        _set_momentum(self, g, self._anneal(g[m_from], g[m_to], pct))
                     break
                 start = end
         return lrs
+
+
+def _cycle_momentum(scheduler, optimizer, base_momentum, max_momentum, last_epoch) -> None:
+    """OneCycleLR's and CyclicLR's momentum set-up, as torch's: each group's momentum (Adam's
+    beta1) starts at max_momentum (on a fresh start) and the bounds go into the groups."""
+    if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+        raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` "
+                         "option enabled")
+    scheduler.use_beta1 = "betas" in optimizer.defaults
+    groups = optimizer.param_groups
+    for g, low, high in zip(groups, _per_group(base_momentum, groups, "base_momentum"),
+                            _per_group(max_momentum, groups, "max_momentum")):
+        if last_epoch == -1:
+            _set_momentum(scheduler, g, high)
+        g["max_momentum"], g["base_momentum"] = high, low
+
+
+def _set_momentum(scheduler, group: dict, value: float) -> None:
+    if scheduler.use_beta1:
+        group["betas"] = (value, *group["betas"][1:])
+    else:
+        group["momentum"] = value
 
 
 def _total_steps(total_steps, epochs, steps_per_epoch) -> int:
@@ -379,7 +388,154 @@ def _per_group(value, groups, name: str) -> list:
     return [value] * len(groups)
 
 
-class SequentialLR(LRScheduler):
+class CyclicLR(LRScheduler):
+    """The cyclical learning rate policy (Smith, 2017): each group's lr runs from base_lr up to
+    max_lr in `step_size_up` steps and back in `step_size_down` (default: the same), the
+    cycle's height scaled by `mode` ("triangular": 1, "triangular2": halved each cycle,
+    "exp_range": gamma ** step) or by `scale_fn` of the cycle or the step (`scale_mode`);
+    momentum (or Adam's beta1) cycles the opposite way between max_momentum and
+    base_momentum. Step it once per batch.
+
+    >>> import aneforge as af
+    >>> opt = af.optim.SGD([af.nn.Parameter(af.ones(1))], lr=1.0, momentum=0.9)
+    >>> s = af.optim.lr_scheduler.CyclicLR(opt, base_lr=0.1, max_lr=0.5, step_size_up=2)
+    >>> [(round(s.get_last_lr()[0], 3), s.step())[0] for _ in range(5)]
+    [0.1, 0.3, 0.5, 0.3, 0.1]
+    """
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up: int = 2000,
+                 step_size_down: int | None = None, mode: str = "triangular",
+                 gamma: float = 1.0, scale_fn=None, scale_mode: str = "cycle",
+                 cycle_momentum: bool = True, base_momentum=0.8, max_momentum=0.9,
+                 last_epoch: int = -1):
+        groups = optimizer.param_groups
+        base_lrs = _per_group(base_lr, groups, "base_lr")
+        if last_epoch == -1:
+            for g, lr in zip(groups, base_lrs):
+                g["lr"] = g["initial_lr"] = lr
+        self.max_lrs = _per_group(max_lr, groups, "max_lr")
+        up = float(step_size_up)
+        self.total_size = up + (float(step_size_down) if step_size_down is not None else up)
+        self.step_ratio = up / self.total_size
+        if mode not in _CYCLES and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode, self.gamma, self._scale_fn_custom = mode, gamma, scale_fn
+        self.scale_mode = scale_mode if scale_fn is not None else _CYCLES[mode][1]
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            _cycle_momentum(self, optimizer, base_momentum, max_momentum, last_epoch)
+            self.base_momentums = [g["base_momentum"] for g in groups]
+            self.max_momentums = [g["max_momentum"] for g in groups]
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def scale_fn(self, x: float) -> float:
+        """The cycle height's scale at cycle (or step) x."""
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        return _CYCLES[self.mode][0](self.gamma, x)
+
+    def get_lr(self):
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        rise = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [low + (high - low) * rise * scale for low, high in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for g, low, high in zip(self.optimizer.param_groups, self.base_momentums,
+                                    self.max_momentums):
+                _set_momentum(self, g, high - (high - low) * rise * scale)
+        return lrs
+
+    def state_dict(self) -> dict:
+        """torch's: a custom scale_fn is kept only if it is a callable object (its __dict__),
+        not a function or lambda."""
+        state = super().state_dict()
+        fn = state.pop("_scale_fn_custom")
+        state["_scale_fn_custom"] = None if fn is None or isinstance(fn, types.FunctionType) \
+            else fn.__dict__.copy()
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state = dict(state_dict)
+        fn = state.pop("_scale_fn_custom")
+        super().load_state_dict(state)
+        if fn is not None and self._scale_fn_custom is not None:
+            self._scale_fn_custom.__dict__.update(fn)
+
+
+# CyclicLR's modes: (scale of the cycle height at x, whether x counts cycles or steps)
+_CYCLES = {"triangular": (lambda gamma, x: 1.0, "cycle"),
+           "triangular2": (lambda gamma, x: 1 / (2.0 ** (x - 1)), "cycle"),
+           "exp_range": (lambda gamma, x: gamma ** x, "iterations")}
+
+
+class _Composite(LRScheduler):
+    """A scheduler over schedulers of one optimizer (SequentialLR, ChainedScheduler): its
+    state_dict holds theirs."""
+
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state = dict(state_dict)
+        for s, saved in zip(self._schedulers, state.pop("_schedulers")):
+            s.load_state_dict(saved)
+        super().load_state_dict(state)
+
+
+class ChainedScheduler(_Composite):
+    """Schedulers applied together: each step steps every one of them, and the lr is the
+    product of their schedules, base_lr * prod(schedule_i / base_lr) (torch's chained form for
+    the multiplicative schedulers: StepLR, MultiStepLR, ExponentialLR, ConstantLR, LinearLR,
+    PolynomialLR, MultiplicativeLR, LambdaLR, and CosineAnnealingLR with eta_min 0).
+
+    >>> import aneforge as af
+    >>> from aneforge.optim import lr_scheduler as S
+    >>> opt = af.optim.SGD([af.nn.Parameter(af.ones(1))], lr=1.0)
+    >>> s = S.ChainedScheduler([S.ConstantLR(opt, 0.1, total_iters=2), S.ExponentialLR(opt, 0.9)])
+    >>> [(round(s.get_last_lr()[0], 4), s.step())[0] for _ in range(4)]
+    [0.1, 0.09, 0.81, 0.729]
+    """
+
+    def __init__(self, schedulers, optimizer=None):
+        if len(schedulers) < 1:
+            raise ValueError("ChainedScheduler expects at least one scheduler to be chained, "
+                             "but got no scheduler.")
+        optimizer = optimizer or schedulers[0].optimizer
+        for i, s in enumerate(schedulers):
+            if isinstance(s, ReduceLROnPlateau):
+                raise ValueError(f"ChainedScheduler does not support `ReduceLROnPlateau` "
+                                 f"scheduler as it requires additional kwargs to be specified "
+                                 f"when calling `step`, but got one at index {i} in the given "
+                                 f"schedulers sequence.")
+            if s.optimizer is not optimizer:
+                raise ValueError(f"ChainedScheduler expects all schedulers to belong to the "
+                                 f"same optimizer, but got scheduler {type(s).__name__} at "
+                                 f"index {i} with another optimizer")
+        self.optimizer, self._schedulers = optimizer, list(schedulers)
+        self._set_lrs(self._chained())       # the schedulers' own first steps overwrote each other
+
+    def step(self) -> None:
+        """Step every scheduler (torch's ChainedScheduler.step takes no epoch)."""
+        super().step()
+
+    def _advance(self) -> None:
+        for s in self._schedulers:
+            s.last_epoch += 1
+        self._set_lrs(self._chained())
+
+    def _chained(self) -> list[float]:
+        lrs = [g["initial_lr"] for g in self.optimizer.param_groups]
+        for s in self._schedulers:
+            lrs = [lr * new / base if base else new
+                   for lr, new, base in zip(lrs, s.get_lr(), s.base_lrs)]
+        return lrs
+
+
+class SequentialLR(_Composite):
     """Schedulers one after another: `schedulers[i]` from `milestones[i-1]` on (each restarts
     at its epoch 0 there).
 
@@ -416,17 +572,6 @@ class SequentialLR(LRScheduler):
         if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
             scheduler.last_epoch = -1                # restart it at its epoch 0
         scheduler._advance()
-
-    def state_dict(self) -> dict:
-        state = super().state_dict()
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        state = dict(state_dict)
-        for s, saved in zip(self._schedulers, state.pop("_schedulers")):
-            s.load_state_dict(saved)
-        super().load_state_dict(state)
 
 
 class ReduceLROnPlateau:
@@ -505,4 +650,5 @@ class ReduceLROnPlateau:
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "ConstantLR", "LinearLR",
            "PolynomialLR", "LambdaLR", "MultiplicativeLR", "CosineAnnealingLR",
-           "CosineAnnealingWarmRestarts", "OneCycleLR", "SequentialLR", "ReduceLROnPlateau"]
+           "CosineAnnealingWarmRestarts", "OneCycleLR", "SequentialLR", "ReduceLROnPlateau",
+           "CyclicLR", "ChainedScheduler"]

@@ -58,6 +58,32 @@ def setitem(x, index, value):
     return where(x._const(changed, dtypes.bool_), placed, x)
 
 
+def index_put(x, indices, values, accumulate: bool = False):
+    """torch's `x.index_put(indices, values, accumulate)`: x with `values` written (or, with
+    `accumulate`, added: repeated positions add up) at the elements `indices` (a tuple of
+    index tensors, as x[indices]) pick.
+
+    >>> import aneforge as af
+    >>> x = af.zeros(4)
+    >>> x.index_put((af.tensor([1, 1, 3]),), af.tensor([1.0, 2.0, 5.0]), accumulate=True).tolist()
+    [0.0, 3.0, 0.0, 5.0]
+    """
+    where_ = _host_index(tuple(indices))
+    if not accumulate:
+        return setitem(x, where_, values)
+    positions = np.arange(x.numel(), dtype=np.int64).reshape(x.shape)[where_]
+    v = (values if isinstance(values, TensorBase) else x._as_tensor(np.asarray(values))).to(x.dtype)
+    if np.unique(positions).size == positions.size:        # no repeats: add in place
+        return setitem(x, where_, x[where_] + v.expand(*positions.shape))
+    flat = positions.reshape(-1)
+    if x.numel() > 65536 or flat.size > 65536:
+        raise LimitError(f"index_put(accumulate=True) with repeated positions gathers over one axis "
+                         f"past the ANE's 65536 ({x.numel()} elements); accumulate in parts")
+    added = x.reshape(-1).scatter_add(0, x._const(flat.astype(np.int32), dtypes.int32),
+                                      v.expand(*positions.shape).reshape(-1))
+    return added.reshape(x.shape)
+
+
 def _host_index(index):
     """`index` with tensors replaced by their values (an index decides which elements change:
     a pending index tensor is read once, on the host)."""

@@ -10,7 +10,7 @@ from .. import dtypes
 from ..errors import AneforgeError, DTypeError, LimitError, ShapeError
 from ..ops._grad import zeros
 from .args import empty_of, norm_dim
-from .assign import setitem
+from .assign import index_put, setitem
 from .base import TensorBase
 from .elementwise import where
 
@@ -462,6 +462,14 @@ class IndexingMixin(TensorBase):
 
     def __getitem__(self, index) -> "Tensor":
         return getitem(self, index)
+
+    def index_put(self, indices, values, accumulate: bool = False) -> "Tensor":
+        """x with values put at `indices` (torch's; aneforge.tensor.assign.index_put)."""
+        return index_put(self, indices, values, accumulate)
+
+    def index_put_(self, indices, values, accumulate: bool = False) -> "Tensor":
+        """In-place index_put: this handle takes the new value."""
+        return self._inplace(lambda: index_put(self, indices, values, accumulate))
 
     def __setitem__(self, index, value):
         """torch's `x[index] = value`: this handle takes the new value (aneforge.tensor.assign)."""
