@@ -1,0 +1,76 @@
+"""Start-up costs: a fresh process's first steps while numba's kernels load or compile (the
+numpy reference runs meanwhile: aneforge/hardware/kernels/__init__.py), and parsing a large
+MIL text."""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from . import settings
+
+# A small training job in a fresh process: MLP 64-128-10 steps of batch 64 (af.compile'd, as
+# examples/train_mlp.py) until the compiled kernels are in and `after` more steps have run
+# (at most `limit` seconds); prints each step's seconds and the step the kernels came in.
+_JOB = """
+import json, sys, time
+import numpy as np
+import aneforge as af, aneforge.nn as nn, aneforge.nn.functional as F
+from aneforge.hardware import kernels
+after, limit = int(sys.argv[1]), float(sys.argv[2])
+af.manual_seed(0)
+rng = np.random.default_rng(0)
+x, y = rng.standard_normal((64, 64)).astype(np.float32), rng.integers(0, 10, 64)
+model = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 10))
+opt = af.optim.AdamW(model.parameters(), lr=1e-3)
+
+@af.compile
+def step(xb, yb):
+    loss = F.cross_entropy(model(af.tensor(xb)), af.tensor(yb))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss
+
+times, swap, start = [], None, time.perf_counter()
+while len(times) < (swap or 10 ** 9) + after and time.perf_counter() - start < limit:
+    t = time.perf_counter()
+    step(x, y).item()
+    times.append(time.perf_counter() - t)
+    if swap is None and kernels.active() == "numba":
+        swap = len(times)
+print(json.dumps({"times": times, "swap": swap}))
+"""
+
+
+def first_run(fresh: bool = True, after: int = 40, limit: float = 180.0) -> dict:
+    """Run `_JOB` in a fresh process, on an empty numba cache when `fresh` (else the cache in
+    place), and return its first step, its steady step (the median of its last 20) and the
+    time from its first step's start to steady state: the end of the last step slower than
+    3x the steady step."""
+    env = dict(os.environ, ANEFORGE_KERNELS="auto")
+    with tempfile.TemporaryDirectory() as cache:
+        if fresh:
+            env["NUMBA_CACHE_DIR"] = cache
+        out = subprocess.run([sys.executable, "-c", _JOB, str(after), str(limit)], env=env,
+                             capture_output=True, text=True, check=True).stdout
+    run = json.loads(out.splitlines()[-1])
+    times = run["times"]
+    steady = statistics.median(times[-20:])
+    slow = [i for i, t in enumerate(times) if t > 3 * steady]
+    return dict(first=times[0], steady=steady, swap=run["swap"],
+                ready=sum(times[:slow[-1] + 1]) if slow else 0.0)
+
+
+def rows() -> list[tuple[str, float, None, str]]:
+    """The speed table's start-up rows (seconds, shown in ms): on a clean numba cache, or under
+    `--quick` (the test suite) on the cache in place."""
+    fresh = settings.steps >= 100
+    run = first_run(fresh=fresh, after=40 if fresh else 25)
+    what = "first run on a clean numba cache" if fresh else "first run, numba cache in place"
+    return [(f"{what}: first step (MLP b64, af.compile)", run["first"], None, "ms"),
+            (f"{what}: first step to steady state", run["ready"], None, "ms"),
+            (f"{what}: steady step", run["steady"], None, "ms")]
