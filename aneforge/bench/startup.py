@@ -9,6 +9,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 from . import settings
 
@@ -71,6 +72,36 @@ def rows() -> list[tuple[str, float, None, str]]:
     fresh = settings.steps >= 100
     run = first_run(fresh=fresh, after=40 if fresh else 25)
     what = "first run on a clean numba cache" if fresh else "first run, numba cache in place"
+    statements = 130_000 if fresh else 2_000
     return [(f"{what}: first step (MLP b64, af.compile)", run["first"], None, "ms"),
             (f"{what}: first step to steady state", run["ready"], None, "ms"),
-            (f"{what}: steady step", run["steady"], None, "ms")]
+            (f"{what}: steady step", run["steady"], None, "ms"),
+            (f"parse + validate MIL text of {statements} statements", mil_parse(statements),
+             None, "ms")]
+
+
+def mil_program(statements: int) -> str:
+    """MIL text of `statements` statements (~87 bytes each: 10 MB is ~115k) as a network's
+    text looks: a chain of binary ops on [1, 64] fp16 values, every fourth a multiply by a
+    scalar const (its own statement), relus between."""
+    lines = ["program(1.3)", "{", "    func main<ios18>(tensor<fp16, [1, 64]> x) {"]
+    prev, before = "x", "x"
+    for i in range(statements // 5 * 4):
+        v, op = f"v{i}", ("add", "sub", "relu", "mul")[i % 4]
+        args = f"x = {prev}" if op == "relu" else f"x = {prev}, y = {before}"
+        if op == "mul":
+            lines.append(f'        fp16 c{i} = const()[name = string("c{i}"), '
+                         f'val = fp16(0x1.8p-1)];')
+            args = f"x = {prev}, y = c{i}"
+        lines.append(f'        tensor<fp16, [1, 64]> {v} = {op}({args})[name = string("{v}")];')
+        prev, before = v, prev
+    return "\n".join(lines + [f"    }} -> ({prev});", "}", ""])
+
+
+def mil_parse(statements: int) -> float:
+    """Seconds to parse and validate `mil_program(statements)` (`af.load_mil`'s front half)."""
+    from ..mil.text import parse
+    text = mil_program(statements)
+    start = time.perf_counter()
+    parse(text)
+    return time.perf_counter() - start
