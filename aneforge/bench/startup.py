@@ -13,33 +13,20 @@ import time
 
 from . import settings
 
-# A small training job in a fresh process: MLP 64-128-10 steps of batch 64 (af.compile'd, as
-# examples/train_mlp.py) until the compiled kernels are in and `after` more steps have run
-# (at most `limit` seconds); prints each step's seconds and the step the kernels came in.
+# A small training job in a fresh process: the speed table's MLP 64-128-10 step of batch 64
+# under af.compile (as examples/train_mlp.py's), run until the compiled kernels are in and
+# `after` more steps have run (at most `limit` seconds); prints each step's seconds and the
+# step the kernels came in.
 _JOB = """
 import json, sys, time
-import numpy as np
-import aneforge as af, aneforge.nn as nn, aneforge.nn.functional as F
+from aneforge.bench.workloads import mlp, train_step
 from aneforge.hardware import kernels
 after, limit = int(sys.argv[1]), float(sys.argv[2])
-af.manual_seed(0)
-rng = np.random.default_rng(0)
-x, y = rng.standard_normal((64, 64)).astype(np.float32), rng.integers(0, 10, 64)
-model = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 10))
-opt = af.optim.AdamW(model.parameters(), lr=1e-3)
-
-@af.compile
-def step(xb, yb):
-    loss = F.cross_entropy(model(af.tensor(xb)), af.tensor(yb))
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    return loss
-
+step = train_step(*mlp(64), "aneforge", compiled=True)
 times, swap, start = [], None, time.perf_counter()
 while len(times) < (swap or 10 ** 9) + after and time.perf_counter() - start < limit:
     t = time.perf_counter()
-    step(x, y).item()
+    step()
     times.append(time.perf_counter() - t)
     if swap is None and kernels.active() == "numba":
         swap = len(times)
