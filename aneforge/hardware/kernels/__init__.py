@@ -181,20 +181,23 @@ def _compile_elsewhere() -> None:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     path = [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = dict(os.environ, ANEFORGE_KERNELS="numba", PYTHONPATH=os.pathsep.join(path))
+    groups: dict = {}
+    for module, name, _ in WARM:
+        groups.setdefault(module, []).append(f"{module}.{name}")
     children = [subprocess.Popen(
         [sys.executable, "-c", f"from aneforge.hardware import kernels; "
-                               f"kernels.compile_warm({module!r})"],
+                               f"kernels.compile_warm({names!r})"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for module in dict.fromkeys(module for module, _, _ in WARM)]
+        for names in groups.values()]
     for child in children:
         child.wait()
 
 
-def compile_warm(module: str | None = None) -> None:
-    """Compile (or load) the WARM kernels of `module` ("compiled", "fused"; None: all) in this
+def compile_warm(names: list[str] | None = None) -> None:
+    """Compile (or load) the WARM kernels named ("compiled.port", ...; None: all) in this
     process (`_compile_elsewhere`'s children run this)."""
-    for (name, _, _), (kernel, sig) in zip(WARM, _kernels()):
-        if module in (None, name):
+    for (module, name, _), (kernel, sig) in zip(WARM, _kernels()):
+        if names is None or f"{module}.{name}" in names:
             kernel.compile(sig)
 
 
