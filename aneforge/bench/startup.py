@@ -4,6 +4,7 @@ MIL text."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -31,6 +32,7 @@ while len(times) < (swap or 10 ** 9) + after and time.perf_counter() - start < l
     if swap is None and kernels.active() == "numba":
         swap = len(times)
 print(json.dumps({"times": times, "swap": swap}))
+kernels.wait()          # the compiling children end before their cache directory is removed
 """
 
 
@@ -38,7 +40,7 @@ def first_run(fresh: bool = True, after: int = 40, limit: float = 180.0) -> dict
     """Run `_JOB` in a fresh process, on an empty numba cache when `fresh` (else the cache in
     place), and return its first step, its steady step (the median of its last 20) and the
     time from its first step's start to steady state: the end of the last step slower than
-    3x the steady step."""
+    3x the steady step (NaN if the compiled kernels did not come in within `limit`)."""
     env = dict(os.environ, ANEFORGE_KERNELS="auto")
     with tempfile.TemporaryDirectory() as cache:
         if fresh:
@@ -47,6 +49,8 @@ def first_run(fresh: bool = True, after: int = 40, limit: float = 180.0) -> dict
                              capture_output=True, text=True, check=True).stdout
     run = json.loads(out.splitlines()[-1])
     times = run["times"]
+    if run["swap"] is None:             # never came in: no steady state to report
+        return dict(first=times[0], steady=math.nan, swap=None, ready=math.nan)
     steady = statistics.median(times[-20:])
     slow = [i for i, t in enumerate(times) if t > 3 * steady]
     return dict(first=times[0], steady=steady, swap=run["swap"],
