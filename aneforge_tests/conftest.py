@@ -46,3 +46,12 @@ def step_program(model, loss_fn, inputs):
         opt.step()
     (run,) = runs
     return run.traced
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compiled_kernels():
+    """The compiled kernels in before the first test: under "auto" they load in the background
+    on a fresh numba cache (the numpy reference runs meanwhile), and the tests that compare the
+    two implementations or run the run plan need them in."""
+    from aneforge.hardware import kernels
+    kernels.wait()

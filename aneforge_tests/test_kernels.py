@@ -311,20 +311,89 @@ def test_import_does_not_import_numba():
 
 
 def test_environment_switch_forces_numpy():
-    code = "from aneforge.hardware import kernels; print(kernels.active())"
-    assert _python(code, ANEFORGE_KERNELS="numpy") == "numpy"
-    if kernels.available():
-        assert _python(code, ANEFORGE_KERNELS="auto") == "numba"
+    code = "from aneforge.hardware import kernels; print(kernels.active(), kernels.wait())"
+    assert _python(code, ANEFORGE_KERNELS="numpy") == "numpy numpy"
+    if kernels.available():      # nothing runs before the first kernel call; then numba
+        assert _python(code, ANEFORGE_KERNELS="auto") == "numpy numba"
 
 
 def test_without_numba_the_numpy_kernels_run(tmp_path):
     (tmp_path / "numba.py").write_text("raise ImportError('no numba here')\n")
     code = ("import numpy as np, aneforge as af; from aneforge.hardware import kernels; "
             "v = (af.tensor([[1.0, 2.0]]) @ af.tensor([[3.0], [4.0]])).item(); "
-            "print(v, kernels.active())")
+            "print(v, kernels.wait())")
     import os
     path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
     assert _python(code, PYTHONPATH=path) == "11.0 numpy"
+
+
+def _training(steps: int = 3) -> list:
+    """A few AdamW steps of a small GELU MLP: each loss, then the final weights."""
+    import aneforge as af
+    import aneforge.nn as nn
+    import aneforge.nn.functional as F
+    af.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    opt = af.optim.AdamW(model.parameters(), lr=1e-2)
+    x = af.tensor(np.random.default_rng(0).standard_normal((6, 8)).astype(np.float32))
+    y = af.tensor(np.arange(6) % 4)
+    out = []
+    for _ in range(steps):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        out.append(loss.numpy())
+    return out + [p.numpy() for p in model.parameters()]
+
+
+@needs_numba
+def test_the_background_swap_mid_run_gives_the_same_bits(monkeypatch):
+    """Under "auto" the compiled kernels come in whenever their load ends, here in the middle
+    of a program run (at its 40th fp16 rounding): the steps give the bits they give all-numpy
+    and all-numba."""
+    with kernels.using("numpy"):
+        ref = _training()
+    with kernels.using("numba"):
+        for a, b in zip(_training(), ref):
+            same(a, b)
+    loaded, calls = kernels._fast(), []
+
+    class Pending:                                   # a load that has not ended yet
+        def start(self):
+            pass
+
+    def round16(x, mode):
+        calls.append(kernels.active())
+        if len(calls) == 40:
+            kernels._compiled.append(loaded)         # the loader's publication
+        return reference_round16(x, mode)
+
+    reference_round16 = reference.round16
+    monkeypatch.setattr(kernels, "_compiled", [])
+    monkeypatch.setattr(kernels, "_LOADER", Pending())
+    monkeypatch.setattr(reference, "round16", round16)
+    with kernels.using("auto"):
+        swapped = _training()
+    assert calls[:40] == ["numpy"] * 40 and len(calls) == 40, calls    # then numba only
+    assert kernels.active() == "numba"
+    for a, b in zip(swapped, ref):
+        same(a, b)
+
+
+@needs_numba
+def test_a_fresh_numba_cache_compiles_in_the_background(tmp_path):
+    """On an empty numba cache the first kernel call returns at once (numpy), child processes
+    compile the kernels into the cache, and the load swaps them in (WARM cut to one kernel:
+    the others take ~15 s to compile)."""
+    code = ("import aneforge as af; from aneforge.hardware import kernels; "
+            "kernels.WARM = kernels.WARM[:1]; "
+            "v = (af.tensor([[1.0, 2.0]]) @ af.tensor([[3.0], [4.0]])).item(); "
+            "first = kernels.active(); now = kernels.wait(); "
+            "print(v, first, now, kernels._load_cached(kernels._kernels()))")
+    assert _python(code, ANEFORGE_KERNELS="auto", NUMBA_CACHE_DIR=str(tmp_path)) == \
+        "11.0 numpy numba True"
+    assert any(tmp_path.rglob("*to_float16*.nbi"))       # written by the child process
 
 
 def test_use_rejects_unknown_kernels():

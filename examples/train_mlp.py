@@ -5,8 +5,9 @@ in PyTorch fp32, and compare.
     python examples/train_mlp.py [--epochs 20] [--batch-size 64] [--out examples/out]
 
 Prints a side-by-side table (final loss, test accuracy, wall time, compiles), the steady-state
-step times (the first step captures and compiles the step, and on a fresh install numba compiles
-the simulator's kernels once, about 10 s, cached for later runs), and saves the two loss curves
+step times (the first step captures and compiles the step; on a fresh install numba compiles
+the simulator's kernels once in the background, cached for later runs, and the steps meanwhile
+run on the numpy kernels, same bits, slower), and saves the two loss curves
 to OUT/train_mlp_loss.png.
 """
 from __future__ import annotations

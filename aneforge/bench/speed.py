@@ -9,6 +9,7 @@ import time
 
 from . import section, settings
 from .workloads import char_lm, cnn, eager_loop, matmul, mlp, mlp_deep, train_step
+from .startup import rows as startup_rows
 
 
 def threads() -> int:
@@ -94,7 +95,7 @@ def measure(rounds: int | None = None, number: int = 3):
                 if t_fn is not None:
                     t_t.append(_time(t_fn, number))
         return [(name, statistics.median(a), statistics.median(t) if t else None, "ms")
-                for name, _, _, a, t in pairs] + overheads()
+                for name, _, _, a, t in pairs] + overheads() + startup_rows()
     finally:
         if torch is not None:
             torch.set_num_threads(before)

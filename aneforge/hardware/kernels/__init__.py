@@ -13,8 +13,12 @@ import (`auto`, the default: numba if importable; `numpy`; `numba`), or `use()`:
 'numpy'
 >>> _ = kernels.use(previous)
 
-Importing aneforge never imports numba: it is imported, and each kernel compiled (or loaded
-from numba's on-disk cache), on first use.
+Importing aneforge never imports numba. Under "auto" the first kernel call starts loading the
+compiled kernels in a background thread and runs the numpy reference until they are ready (the
+two are bit-identical, so a program gives the same bits whichever runs, and whenever the swap
+happens): on a fresh install numba compiles them once, in a child process on another core
+(~15 s), into its on-disk cache, from which later runs load them in ~0.3 s. `wait()` blocks
+until the swap (tests that must run the compiled kernels call it); "numba" loads them at once.
 """
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ import functools
 import importlib.util
 import math
 import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -67,31 +73,189 @@ def using(choice: str):
 
 
 def active() -> str:
-    """"numba" or "numpy": the implementation the next kernel call runs."""
+    """"numba" or "numpy": the implementation the next kernel call runs (under "auto", numpy
+    until the background load has swapped the compiled kernels in)."""
     if _choice[0] not in CHOICES:
         raise ValueError(f"ANEFORGE_KERNELS must be one of {CHOICES}, got {_choice[0]!r}")
-    if _choice[0] == "numpy" or (_choice[0] == "auto" and (not available() or _compiled == [None])):
+    if _choice[0] == "numpy" or (_choice[0] == "auto" and (not available() or not _compiled
+                                                           or _compiled == [None])):
         return "numpy"
     return "numba"
 
 
 def _fast():
-    """The compiled module, or None when the numpy reference runs (chosen, or numba absent or
-    broken under "auto")."""
+    """The compiled module, or None when the numpy reference runs (chosen, numba absent or
+    broken, or under "auto" still loading in the background: `_Loader`)."""
     if _compiled and _choice[0] != "numpy" and _compiled[0] is not None:
         return _compiled[0]                 # the hot path: loaded, and not switched off
     if active() == "numpy":
+        if _choice[0] == "auto" and available() and not _compiled:
+            _LOADER.start()                 # the reference runs until the swap
         return None
-    if not _compiled:
-        try:
-            from . import compiled
-        except ImportError:
-            if _choice[0] == "numba":
-                raise
-            _compiled.append(None)
-            return None
-        _compiled.append(compiled)
+    _LOADER.start()                         # "numba": wait for the load
+    _LOADER.done.wait()
+    if _compiled[0] is None:
+        from . import compiled              # noqa: F401  (raises numba's ImportError)
     return _compiled[0]
+
+
+def wait(timeout: float | None = None) -> str:
+    """Block until the compiled kernels are loaded (or known to be unavailable), at most
+    `timeout` seconds; returns `active()`.
+
+    >>> wait() in ("numba", "numpy")
+    True
+    """
+    if _choice[0] != "numpy" and available():
+        _LOADER.start()
+        _LOADER.done.wait(timeout)
+    return active()
+
+
+# ---- loading the compiled kernels without stopping the caller --------------------------------
+# The kernels the default numerics call from Python, with the argument types they are called
+# with (runtime/plan.py's fused runs, the tile matmul, the casts and roundings): these are
+# loaded, or compiled into numba's cache, before the swap. Others (other numerics models, other
+# types) compile on first use. Types: "f4:2" a C-contiguous 2-D float32 array ("r": read-only),
+# else a numba scalar type.
+WARM = (
+    ("compiled", "to_float16", ("f4:1", "u2:1")),
+    ("compiled", "from_float16", ("u2:1", "f4:1")),
+    ("compiled", "has_nan", ("f4:1",)),
+    ("compiled", "_round16_ieee", ("f4:1", "f4:1", "int64")),
+    ("compiled", "_narrow_sum", ("f4:2", "f4:1", "int64")),
+    ("compiled", "port", ("f4:1", "float32", "boolean")),
+    ("compiled", "_default_tasks", ("f4:3", "f4:3", "i8:1r", "i8:1r", "f4:3", "int64", "int64",
+                                    "float32", "int64", "int64")),
+    ("fused", "run", ("f4:1", "i8:2", "f4:1", "f4:1", "f4:1", "int64", "u2:1", "int64")),
+    ("fused", "load16", ("u2:1", "f4:1", "boolean")),
+)
+
+
+def _numba_type(spec: str):
+    from numba import from_dtype, types
+    if ":" not in spec:
+        return getattr(types, spec)
+    dtype, ndim = spec.split(":")
+    return types.Array(from_dtype(np.dtype(dtype)), int(ndim[0]), "C", readonly=ndim[1:] == "r")
+
+
+def _kernels():
+    """[(dispatcher, argument types)] of WARM (imports numba)."""
+    import importlib
+    return [(getattr(importlib.import_module(f"{__name__}.{module}"), name),
+             tuple(map(_numba_type, specs))) for module, name, specs in WARM]
+
+
+class _NotCached(Exception):
+    pass
+
+
+def _load_cached(kernels) -> bool:
+    """Load each kernel from numba's on-disk cache, compiling none: False at the first one
+    not there (numba announces a compile before starting it; this thread's is stopped)."""
+    from numba.core import event
+    me = threading.get_ident()
+
+    class Refuse(event.Listener):
+        def on_start(self, ev):
+            if threading.get_ident() == me:
+                raise _NotCached
+
+        def on_end(self, ev):
+            pass
+
+    try:
+        with event.install_listener("numba:compile", Refuse()):
+            for kernel, sig in kernels:
+                kernel.compile(sig)
+    except _NotCached:
+        return False
+    return True
+
+
+def _compile_elsewhere() -> None:
+    """Compile WARM into numba's on-disk cache in child processes, one per module, side by
+    side: on other cores, and not under this process's GIL (numba's compiler is mostly Python:
+    compiling in a thread here would halve the speed of the steps the caller runs meanwhile)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    path = [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = dict(os.environ, ANEFORGE_KERNELS="numba", PYTHONPATH=os.pathsep.join(path))
+    groups: dict = {}
+    for module, name, _ in WARM:
+        groups.setdefault(module, []).append(f"{module}.{name}")
+    children = [subprocess.Popen(
+        [sys.executable, "-c", f"from aneforge.hardware import kernels; "
+                               f"kernels.compile_warm({names!r})"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for names in groups.values()]
+    for child in children:
+        child.wait()
+
+
+def compile_warm(names: list[str] | None = None) -> None:
+    """Compile (or load) the WARM kernels named ("compiled.port", ...; None: all) in this
+    process (`_compile_elsewhere`'s children run this)."""
+    for (module, name, _), (kernel, sig) in zip(WARM, _kernels()):
+        if names is None or f"{module}.{name}" in names:
+            kernel.compile(sig)
+
+
+class _Loader:
+    """The load of the compiled kernels, once per process. The first kernel call imports them
+    and loads the WARM kernels from numba's on-disk cache (~1 s, in the caller: quicker than
+    running the reference meanwhile); when one is not there (a fresh install, a new numba or a
+    changed kernel), a background thread has them compiled into the cache by child processes,
+    loads them and publishes the module, while the caller runs the numpy reference.
+
+    Thread safety of the swap: publishing is one append to `_compiled` under `_LOCK`, after
+    every WARM kernel is loaded; readers (`_fast`) read `_compiled` without the lock and see
+    either the empty list (numpy reference) or the loaded module, never a half-loaded one. A
+    run that sees the swap between two kernel calls mixes the two implementations, which give
+    identical bits (aneforge_tests/test_kernels.py), and the run plan (runtime/plan.py) is
+    only built once `_fast()` returns the module. numba's compiler holds a process-wide lock,
+    so a kernel the caller compiles meanwhile (other numerics) waits for the loader's, never
+    races it."""
+
+    def __init__(self):
+        self.started, self.done = False, threading.Event()
+
+    def start(self) -> None:
+        with _LOCK:
+            if self.started:
+                return
+            self.started = True
+            try:
+                from . import compiled
+                kernels = _kernels()
+            except ImportError:             # numba broken: the numpy reference stays
+                self._publish(None)
+                return
+            if _load_cached(kernels):
+                self._publish(compiled)
+            else:
+                threading.Thread(target=self._compile, args=(compiled,), daemon=True,
+                                 name="aneforge-kernels-compile").start()
+
+    def _compile(self, module) -> None:
+        try:
+            _compile_elsewhere()
+            compile_warm()                  # from the cache now (compiles what is missing)
+        except BaseException:               # printed by the thread; the reference stays
+            module = None
+            raise
+        finally:
+            with _LOCK:
+                self._publish(module)
+
+    def _publish(self, module) -> None:
+        if not _compiled:
+            _compiled.append(module)
+        self.done.set()
+
+
+_LOCK = threading.Lock()
+_LOADER = _Loader()
 
 
 def mode(rounding: str, subnormals: str, nan_to_zero: bool = False) -> int:
@@ -262,10 +426,19 @@ def _batch_index(a: np.ndarray, batch: tuple) -> tuple[np.ndarray, np.ndarray]:
     own = a.shape[:-2]
     count = math.prod(own)
     index = np.arange(count, dtype=np.int64).reshape((1,) * (len(batch) - len(own)) + own)
-    return np.ascontiguousarray(np.broadcast_to(index, batch)).reshape(-1), _stack(a, count)
+    return _read_only(np.ascontiguousarray(np.broadcast_to(index, batch)).reshape(-1)), \
+        _stack(a, count)
 
 
-_ONE = np.zeros(1, np.int64)     # the index of the one matrix of a 2-D operand
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """a, not writeable. Every batch index the matmul kernels get is read-only: numba compiles
+    a kernel once per argument type, and writeable and read-only arrays are two types (the
+    shared indexes must be read-only; mixing them compiled the tile matmul three times)."""
+    a.setflags(write=False)
+    return a
+
+
+_ONE = _read_only(np.zeros(1, np.int64))     # the index of the one matrix of a 2-D operand
 
 
 def _stack(a: np.ndarray, count: int) -> np.ndarray:
@@ -275,7 +448,7 @@ def _stack(a: np.ndarray, count: int) -> np.ndarray:
 @functools.lru_cache(maxsize=64)
 def _arange(count: int) -> np.ndarray:
     """0 .. count - 1, shared between calls (the kernels only read it)."""
-    return np.arange(count, dtype=np.int64)
+    return _read_only(np.arange(count, dtype=np.int64))
 
 
 def narrow_sum(terms: np.ndarray, mode: int) -> np.ndarray:

@@ -1,0 +1,98 @@
+"""Start-up costs: a fresh process's first steps while numba's kernels load or compile (the
+numpy reference runs meanwhile: aneforge/hardware/kernels/__init__.py), and parsing a large
+MIL text."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import settings
+
+# A small training job in a fresh process: the speed table's MLP 64-128-10 step of batch 64
+# under af.compile (as examples/train_mlp.py's), run until the compiled kernels are in and
+# `after` more steps have run (at most `limit` seconds); prints each step's seconds and the
+# step the kernels came in.
+_JOB = """
+import json, sys, time
+from aneforge.bench.workloads import mlp, train_step
+from aneforge.hardware import kernels
+after, limit = int(sys.argv[1]), float(sys.argv[2])
+step = train_step(*mlp(64), "aneforge", compiled=True)
+times, swap, start = [], None, time.perf_counter()
+while len(times) < (swap or 10 ** 9) + after and time.perf_counter() - start < limit:
+    t = time.perf_counter()
+    step()
+    times.append(time.perf_counter() - t)
+    if swap is None and kernels.active() == "numba":
+        swap = len(times)
+print(json.dumps({"times": times, "swap": swap}))
+kernels.wait()          # the compiling children end before their cache directory is removed
+"""
+
+
+def first_run(fresh: bool = True, after: int = 40, limit: float = 180.0) -> dict:
+    """Run `_JOB` in a fresh process, on an empty numba cache when `fresh` (else the cache in
+    place), and return its first step, its steady step (the median of its last 20) and the
+    time from its first step's start to steady state: the end of the last step slower than
+    3x the steady step (NaN if the compiled kernels did not come in within `limit`)."""
+    env = dict(os.environ, ANEFORGE_KERNELS="auto")
+    with tempfile.TemporaryDirectory() as cache:
+        if fresh:
+            env["NUMBA_CACHE_DIR"] = cache
+        out = subprocess.run([sys.executable, "-c", _JOB, str(after), str(limit)], env=env,
+                             capture_output=True, text=True, check=True).stdout
+    run = json.loads(out.splitlines()[-1])
+    times = run["times"]
+    if run["swap"] is None:             # never came in: no steady state to report
+        return dict(first=times[0], steady=math.nan, swap=None, ready=math.nan)
+    steady = statistics.median(times[-20:])
+    slow = [i for i, t in enumerate(times) if t > 3 * steady]
+    return dict(first=times[0], steady=steady, swap=run["swap"],
+                ready=sum(times[:slow[-1] + 1]) if slow else 0.0)
+
+
+def rows() -> list[tuple[str, float, None, str]]:
+    """The speed table's start-up rows (seconds, shown in ms): on a clean numba cache, or under
+    `--quick` (the test suite) on the cache in place."""
+    fresh = settings.steps >= 100
+    run = first_run(fresh=fresh, after=40 if fresh else 25)
+    what = "first run on a clean numba cache" if fresh else "first run, numba cache in place"
+    statements = 130_000 if fresh else 2_000
+    return [(f"{what}: first step (MLP b64, af.compile)", run["first"], None, "ms"),
+            (f"{what}: first step to steady state", run["ready"], None, "ms"),
+            (f"{what}: steady step", run["steady"], None, "ms"),
+            (f"parse + validate MIL text of {statements} statements", mil_parse(statements),
+             None, "ms")]
+
+
+def mil_program(statements: int) -> str:
+    """MIL text of `statements` statements (~87 bytes each: 10 MB is ~115k) as a network's
+    text looks: a chain of binary ops on [1, 64] fp16 values, every fourth a multiply by a
+    scalar const (its own statement), relus between."""
+    lines = ["program(1.3)", "{", "    func main<ios18>(tensor<fp16, [1, 64]> x) {"]
+    prev, before = "x", "x"
+    for i in range(statements // 5 * 4):
+        v, op = f"v{i}", ("add", "sub", "relu", "mul")[i % 4]
+        args = f"x = {prev}" if op == "relu" else f"x = {prev}, y = {before}"
+        if op == "mul":
+            lines.append(f'        fp16 c{i} = const()[name = string("c{i}"), '
+                         f'val = fp16(0x1.8p-1)];')
+            args = f"x = {prev}, y = c{i}"
+        lines.append(f'        tensor<fp16, [1, 64]> {v} = {op}({args})[name = string("{v}")];')
+        prev, before = v, prev
+    return "\n".join(lines + [f"    }} -> ({prev});", "}", ""])
+
+
+def mil_parse(statements: int) -> float:
+    """Seconds to parse and validate `mil_program(statements)` (`af.load_mil`'s front half)."""
+    from ..mil.text import parse
+    text = mil_program(statements)
+    start = time.perf_counter()
+    parse(text)
+    return time.perf_counter() - start
