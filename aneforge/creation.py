@@ -26,8 +26,8 @@ from .tensor.core import _leaf, _stored, host_draw, tensor
 
 
 def generator(gen=None):
-    """The engine draws come from: `gen`'s, else the default generator's (numpy's Generator
-    methods: `random`, `standard_normal`, `integers`, ...)."""
+    """The engine draws come from: `gen`'s, else the default generator's (torch's CPU kernels:
+    `uniform`, `normal`, `random_from_to`, `randperm`, `bernoulli`, ...; aneforge.random)."""
     return engine(gen)
 
 
@@ -156,18 +156,25 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None,
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False,
          pin_memory: bool = False) -> Tensor:
     """Uniform samples from [0, 1), drawn on the host from `generator` (default: the one
-    `af.manual_seed` seeds)."""
+    `af.manual_seed` seeds): torch.rand's float32 values after the same seed, then stored as
+    `dtype` (docs/random.md).
+
+    >>> import aneforge as af
+    >>> _ = af.manual_seed(0)
+    >>> af.rand(3).tolist()      # torch.manual_seed(0); torch.rand(3).half(): the same values
+    [0.496337890625, 0.76806640625, 0.0885009765625]
+    """
     eng, shape = engine(generator), _sizes(size)
-    return _random(lambda: eng.random(shape), _dtype(dtype), device, requires_grad, "af.rand")
+    return _random(lambda: eng.uniform(shape), _dtype(dtype), device, requires_grad, "af.rand")
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False,
           pin_memory: bool = False) -> Tensor:
     """Standard normal samples, drawn on the host from `generator` (default: the one
-    `af.manual_seed` seeds)."""
+    `af.manual_seed` seeds): torch.randn's float32 values after the same seed, then stored as
+    `dtype` (docs/random.md)."""
     eng, shape = engine(generator), _sizes(size)
-    return _random(lambda: eng.standard_normal(shape), _dtype(dtype), device, requires_grad,
-                   "af.randn")
+    return _random(lambda: eng.normal(shape), _dtype(dtype), device, requires_grad, "af.randn")
 
 
 def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None,
@@ -185,8 +192,8 @@ def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None,
     elif not isinstance(high, numbers.Integral) and size == ():     # randint(high, size)
         low, high, size = 0, low, high
     eng, shape = engine(generator), _sizes((size,))
-    return _random(lambda: eng.integers(low, high, shape), _dtype(dtype, dtypes.int32), device,
-                   requires_grad, "af.randint")
+    return _random(lambda: eng.random_from_to(shape, low, high), _dtype(dtype, dtypes.int32),
+                   device, requires_grad, "af.randint")
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None,
@@ -198,7 +205,7 @@ def randperm(n: int, *, generator=None, dtype=None, device=None,
     [0, 1, 2, 3, 4]
     """
     eng = engine(generator)
-    return _random(lambda: eng.permutation(n), _dtype(dtype, dtypes.int32), device,
+    return _random(lambda: eng.randperm(n), _dtype(dtype, dtypes.int32), device,
                    requires_grad, "af.randperm")
 
 

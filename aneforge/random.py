@@ -1,13 +1,25 @@
 """torch's random generators: `af.Generator`, the default one `af.manual_seed` seeds, and the
 engine behind them.
 
-A Generator owns an *engine*: the object that draws. The engine is numpy's PCG64
-(`np.random.Generator`), and the draws aneforge makes go through the numpy Generator methods
-`random`, `standard_normal`, `uniform`, `normal`, `integers`, `permutation` and `choice`, and
-`get_state` / `set_state` save and restore the engine's `bit_generator.state` (a JSON-able
-dict). An engine that reproduces torch's CPU stream (mt19937 and torch's transforms) plugs in
-by providing those methods and setting `Generator.ENGINE` to its constructor from a seed;
-nothing else changes.
+Same seed, same numbers as torch: a Generator owns an *engine*, by default `TorchCPUEngine`,
+which is torch's CPU generator (`aten/src/ATen/core/CPUGeneratorImpl.cpp`): a Mersenne
+Twister (mt19937, seeded from the low 32 bits of the seed as std::mt19937 is, its words drawn
+by numpy's `np.random.MT19937` bit generator) and torch's transforms from its 32- and 64-bit
+words to each distribution (`ATen/core/TransformationHelper.h`, `DistributionsHelper.h`,
+`native/cpu/DistributionTemplates.h`), in torch's draw order, with torch's cached second
+normal. `af.rand`, `af.randn`, `af.randint`, `af.randperm`, `normal_`, `uniform_`,
+`bernoulli`, `multinomial`, dropout masks, `nn.init` and the layers' default initializers,
+`DataLoader(shuffle=True)` and `random_split` draw what torch's CPU functions draw after the
+same seed, in float32, before aneforge's float16 cast (docs/random.md). The engine's state is
+torch's byte layout: `af.get_rng_state()` can be given to `torch.set_rng_state`, and back.
+
+Where torch's own CPU numbers depend on the machine, the engine follows the machine torch
+would run on, as `Generator.PLATFORM` says (see `TorchCPUEngine.NORMAL_KERNELS`):
+normal_ of 16 or more float32 values runs Box-Muller through avx_mathfun.h's float
+polynomials on x86-64 (torch's AVX2 kernel) and through the C library's logf / cosf / sinf
+elsewhere (Apple silicon); and torch built with MKL on an *Intel* CPU draws `bernoulli_(p)`
+with a float p (so dropout) from MKL's own stream, which is not reproduced (AMD CPUs and
+Apple silicon use the generator's stream, reproduced here).
 
 >>> import aneforge as af
 >>> g = af.Generator().manual_seed(3)
@@ -17,7 +29,8 @@ nothing else changes.
 """
 from __future__ import annotations
 
-import json
+import math
+import platform
 import secrets
 
 import numpy as np
@@ -25,15 +38,316 @@ import numpy as np
 from .context import CTX
 from .devices import use
 
-DEFAULT_SEED = 0
+DEFAULT_SEED = 67280421310721      # torch's default_generator seed before any manual_seed
+
+_N = 624                           # mt19937's state words
+_F32 = np.float32
+_U32 = np.uint64(0xFFFFFFFF)
+
+
+def _mt_key(seed: int) -> np.ndarray:
+    """std::mt19937's state from a 32-bit seed (init_genrand: Knuth's multiplier 1812433253)."""
+    key = [seed & 0xFFFFFFFF]
+    for j in range(1, _N):
+        prev = key[-1]
+        key.append((1812433253 * (prev ^ (prev >> 30)) + j) & 0xFFFFFFFF)
+    return np.array(key, np.uint32)
+
+
+# avx_mathfun.h's constants (Julien Pommier's sse_mathfun, Cephes polynomials), as float32
+_LOG_P = [_F32(c) for c in (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1,
+                            -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
+                            2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)]
+_LOG_Q1, _LOG_Q2, _SQRTHF = _F32(-2.12194440e-4), _F32(0.693359375), _F32(0.707106781186547524)
+_DP = [_F32(-0.78515625), _F32(-2.4187564849853515625e-4), _F32(-3.77489497744594108e-8)]
+_SINCOF = [_F32(-1.9515295891e-4), _F32(8.3321608736e-3), _F32(-1.6666654611e-1)]
+_COSCOF = [_F32(2.443315711809948e-005), _F32(-1.388731625493765e-003),
+           _F32(4.166664568298827e-002)]
+_FOPI, _HALF, _ONE = _F32(1.27323954473516), _F32(0.5), _F32(1.0)
+_TWO_PI_F = _F32(2.0 * math.pi)
+
+
+def _fma(a, b, c) -> np.ndarray:
+    """float32 a * b + c rounded once (a fused multiply-add). The product of two float32 is
+    exact in float64; the float64 sum rounds, and rounding that to float32 is the single
+    rounding except where the float64 sum sits exactly halfway between two float32 (or below
+    float32's normal range): there the sum's own error (TwoSum) decides."""
+    p = np.asarray(a, np.float64) * b
+    s = p + c
+    r = s.astype(_F32)
+    low = s.view(np.int64) & 0x1FFFFFFF
+    doubt = (low == 0x10000000) | (np.abs(s) < 2.0 ** -126)
+    if doubt.any():
+        p, s, c = p[doubt], s[doubt], np.broadcast_to(c, doubt.shape)[doubt]
+        err = (p - (s - (s - p))) + (c - (s - p))
+        r[doubt] = np.where(err != 0, np.nextafter(s, s + err), s).astype(_F32)
+    return r
+
+
+# torch's AVX2 objects are built by GCC with -mfma, whose default -ffp-contract=fast turns a
+# multiply whose one use is an add into a fused multiply-add, the first such multiply in
+# statement order winning: the `_fma` calls below are those contractions, the plain `*` and
+# `+` the operations left alone (checked bit for bit against torch: test_rng_torch.py).
+def _poly(x, coefs, start):
+    """Horner's rule, each step one contracted multiply-add."""
+    y = start
+    for c in coefs:
+        y = _fma(y, x, c)
+    return y
+
+
+def _log_ps(x: np.ndarray) -> np.ndarray:
+    """avx_mathfun.h's log256_ps, operation for operation in float32 (x > 0)."""
+    x = np.maximum(x, _F32(1.17549435e-38))
+    bits = x.view(np.int32)
+    e = ((bits >> 23) - 0x7F).astype(_F32) + _ONE
+    x = ((bits & ~0x7F800000) | 0x3F000000).view(_F32)          # mantissa in [0.5, 1)
+    small = x < _SQRTHF
+    tmp = np.where(small, x, _F32(0))
+    x = x - _ONE
+    e = e - np.where(small, _ONE, _F32(0))
+    x = x + tmp
+    z = x * x
+    y = _poly(x, _LOG_P[1:], _LOG_P[0]) * x
+    y = _fma(y, z, e * _LOG_Q1)
+    y = _fma(z, -_HALF, y)
+    return _fma(e, _LOG_Q2, x + y)
+
+
+def _sincos_ps(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """avx_mathfun.h's sincos256_ps, operation for operation in float32 (x >= 0)."""
+    j = (x * _FOPI).astype(np.int32)
+    j = (j + 1) & ~1
+    y = j.astype(_F32)
+    sin_sign = ((j & 4) << 29).view(np.uint32)
+    cos_sign = ((~(j - 2) & 4) << 29).view(np.uint32)
+    sin_poly = (j & 2) == 0
+    for dp in _DP:                                 # extended-precision reduction by pi/4
+        x = _fma(y, dp, x)
+    z = x * x
+    c = _poly(z, _COSCOF[1:], _COSCOF[0]) * z
+    c = _fma(c, z, -(z * _HALF)) + _ONE
+    s = _fma(_poly(z, _SINCOF[1:], _SINCOF[0]) * z, x, x)
+    s_part, c_part = np.where(sin_poly, s, _F32(0)), np.where(sin_poly, _F32(0), c)
+    s, c = s - s_part, c - c_part
+    sin = ((c_part + s_part).view(np.uint32) ^ sin_sign).view(_F32)
+    cos = ((c + s).view(np.uint32) ^ cos_sign).view(_F32)
+    return sin, cos
+
+
+def _box_muller_avx2(u1, u2, mean, std):
+    radius = np.sqrt(_F32(-2.0) * _log_ps(u1))
+    sin, cos = _sincos_ps(_TWO_PI_F * u2)
+    return _fma(radius * cos, std, mean), _fma(radius * sin, std, mean)
+
+
+def _box_muller_scalar(u1, u2, mean, std):
+    """NormalFill16's scalar form: the C library's logf, cosf and sinf (nearly always the
+    correctly rounded values computed here in float64)."""
+    radius = np.sqrt(_F32(-2.0) * np.log(u1.astype(np.float64)).astype(_F32))
+    theta = (2.0 * math.pi * u2.astype(np.float64)).astype(_F32).astype(np.float64)
+    cos, sin = np.cos(theta).astype(_F32), np.sin(theta).astype(_F32)
+    return _fma(radius * cos, std, mean), _fma(radius * sin, std, mean)
+
+
+def _host_platform() -> str:
+    return "x86_64" if platform.machine().lower() in ("x86_64", "amd64", "i686") else "other"
+
+
+class TorchCPUEngine:
+    """torch's CPU generator: mt19937 words and torch's transforms over them.
+
+    Each method is the torch CPU kernel of the same name (float32 results for float
+    distributions, int64 for integers), drawing exactly the words torch draws, so the
+    stream stays in step with torch's through any interleaving of calls."""
+
+    # normal_ of >= 16 contiguous float32 values: Box-Muller on blocks of 16 uniforms, through
+    # avx_mathfun.h's polynomials where torch dispatches its AVX2 kernel (x86-64; AVX-512
+    # machines fall back to it: DistributionKernels.cpp's REGISTER_NO_AVX512_DISPATCH), else
+    # through the C library's functions.
+    NORMAL_KERNELS = {"x86_64": _box_muller_avx2, "other": _box_muller_scalar}
+
+    def __init__(self, seed: int, platform: str | None = None):
+        self.seed = seed
+        self.platform = platform or _host_platform()
+        self.bits = np.random.MT19937()
+        self.bits.state = {"bit_generator": "MT19937",
+                           "state": {"key": _mt_key(seed), "pos": _N}}
+        self.fresh = True                    # no word drawn since seeding (torch's next_ = 0)
+        self.next_double_normal = None       # Box-Muller's cached second value (double path)
+        self.next_float_normal = None        # kept for torch's state layout
+
+    # -- words --------------------------------------------------------------------------
+    def random(self, n: int) -> np.ndarray:
+        """n 32-bit words (as uint64)."""
+        if n:
+            self.fresh = False
+        return self.bits.random_raw(n) if n else np.zeros(0, np.uint64)
+
+    def random64(self, n: int) -> np.ndarray:
+        """n 64-bit words, each from two 32-bit ones, the first high (make64BitsFrom32Bits)."""
+        w = self.random(2 * n).reshape(n, 2)
+        return (w[:, 0] << np.uint64(32)) | w[:, 1]
+
+    def _unit_float(self, n: int) -> np.ndarray:
+        """uniform_real_distribution<float>(0, 1): 24 bits of a 32-bit word."""
+        return (self.random(n) & np.uint64(0xFFFFFF)).astype(_F32) * _F32(2.0 ** -24)
+
+    def _unit_double(self, n: int) -> np.ndarray:
+        """uniform_real_distribution<double>(0, 1): 53 bits of a 64-bit word."""
+        return (self.random64(n) & np.uint64((1 << 53) - 1)).astype(np.float64) * 2.0 ** -53
+
+    # -- distributions --------------------------------------------------------------------
+    def uniform(self, shape, from_: float = 0.0, to: float = 1.0) -> np.ndarray:
+        """uniform_kernel: x * (to - from) + from in float32; a value rounding up to `to`
+        becomes `from`."""
+        lo, hi = _F32(from_), _F32(to)
+        if lo == 0 and hi == 1:
+            return self._unit_float(math.prod(shape)).reshape(shape)     # x * 1 + 0 is x
+        value = _fma(self._unit_float(math.prod(shape)), hi - lo, lo)   # contracted
+        return np.where(value == hi, lo, value).reshape(shape)
+
+    def normal(self, shape, mean: float = 0.0, std: float = 1.0) -> np.ndarray:
+        """normal_kernel: 16 or more values run Box-Muller on blocks of 16 uniforms (the last
+        block redrawn when the size is not a multiple of 16); fewer run the double-precision
+        scalar path, one pair at a time, keeping the second value for the next call."""
+        n = math.prod(shape)
+        if n < 16:
+            return np.array([self._scalar_normal(mean, std) for _ in range(n)],
+                            _F32).reshape(shape)
+        data = self._unit_float(n)
+        whole = n // 16 * 16
+        fill = self.NORMAL_KERNELS[self.platform]
+        blocks = data[:whole].reshape(-1, 2, 8)
+        data[:whole] = np.stack(fill(_ONE - blocks[:, 0], blocks[:, 1], _F32(mean), _F32(std)),
+                                1).reshape(-1)
+        if n % 16:
+            tail = self._unit_float(16).reshape(2, 8)
+            data[n - 16:] = np.concatenate(fill(_ONE - tail[0], tail[1], _F32(mean), _F32(std)))
+        return data.reshape(shape)
+
+    def _scalar_normal(self, mean: float, std: float) -> float:
+        """normal_distribution<double>: Box-Muller on two 53-bit uniforms; sin's value waits."""
+        if self.next_double_normal is not None:
+            value, self.next_double_normal = self.next_double_normal, None
+            return value * std + mean
+        u1, u2 = self._unit_double(2)
+        r = math.sqrt(-2.0 * math.log1p(-u2))
+        theta = 2.0 * math.pi * u1
+        self.next_double_normal = r * math.sin(theta)
+        return r * math.cos(theta) * std + mean
+
+    def random_from_to(self, shape, low: int, high: int) -> np.ndarray:
+        """random_(low, high) / randint: word % range + low; ranges of 2**28 or more take
+        64-bit words (uniform_int_from_to_distribution)."""
+        span, n = high - low, math.prod(shape)
+        if span <= 0:
+            raise ValueError(f"random_ expects 'from' to be less than 'to', but got "
+                             f"from={low} >= to={high}")
+        words = self.random64(n) if span >= 1 << 28 else self.random(n)
+        return ((words % np.uint64(span)).astype(np.int64) + low).reshape(shape)
+
+    def random_int64(self, shape=()) -> np.ndarray:
+        """random_() of an int64 tensor: a 64-bit word % 2**63."""
+        n = math.prod(shape)
+        return (self.random64(n) % np.uint64(1 << 63)).astype(np.int64).reshape(shape)
+
+    def randperm(self, n: int) -> np.ndarray:
+        """randperm_cpu: Fisher-Yates from the front, swapping i with i + word % (n - i)."""
+        if n >= 0xFFFFFFFF // 20:
+            raise ValueError(f"randperm: n={n} is over torch's small-n algorithm "
+                             f"(n < {0xFFFFFFFF // 20}), the only one reproduced")
+        perm = np.arange(n, dtype=np.int64)
+        if n > 1:
+            steps = (self.random(n - 1) % np.arange(n, 1, -1, dtype=np.uint64)).tolist()
+            out = perm.tolist()
+            for i, z in enumerate(steps):
+                out[i], out[i + z] = out[i + z], out[i]
+            perm = np.array(out, np.int64)
+        return perm
+
+    def bernoulli(self, shape, p: float) -> np.ndarray:
+        """bernoulli_(p) with a float p: a 53-bit uniform < p per element."""
+        return (self._unit_double(math.prod(shape)) < p).reshape(shape)
+
+    def bernoulli_probs(self, probs: np.ndarray) -> np.ndarray:
+        """bernoulli of a float tensor of probabilities: a 24-bit uniform < p per element."""
+        probs = np.asarray(probs, _F32)
+        return (self._unit_float(probs.size).reshape(probs.shape) < probs)
+
+    def exponential(self, shape, lambd: float = 1.0, dtype=_F32) -> np.ndarray:
+        """exponential_: -1/lambda * log1p(-u) of a 53-bit uniform, in double, then `dtype`."""
+        u = self._unit_double(math.prod(shape))
+        return (-1.0 / lambd * np.log1p(-u)).astype(dtype).reshape(shape)
+
+    def multinomial(self, rows: np.ndarray, num_samples: int, replacement: bool) -> np.ndarray:
+        """torch.multinomial of weight rows [n, k], float32 or float64, computed in their
+        dtype (int64 [n, num_samples]). One
+        sample, or any without replacement: the exponential trick, the largest weight /
+        Exp(1) draws (one exponential per weight, all rows first: Distributions.cpp). With
+        replacement: per row, a float32 running sum divided by the total, then per sample a
+        53-bit uniform located by binary search (MultinomialKernel.cpp)."""
+        rows = np.asarray(rows)
+        if num_samples == 1 or not replacement:
+            keys = rows / self.exponential(rows.shape, 1.0, rows.dtype)
+            return np.argsort(-keys, axis=-1, kind="stable")[:, :num_samples]
+        cum = np.cumsum(rows, axis=-1, dtype=rows.dtype)
+        cum = cum / cum[:, -1:]
+        cum[:, -1] = 1
+        return np.stack([np.searchsorted(c.astype(np.float64), self._unit_double(num_samples))
+                         for c in cum])
+
+    # -- state (torch's CPUGeneratorImplState byte layout) --------------------------------
+    _LAYOUT = np.dtype([("seed", "<u8"), ("left", "<i4"), ("seeded", "<i4"), ("next", "<u8"),
+                        ("state", "<u8", _N), ("normal_x", "<f8"), ("normal_y", "<f8"),
+                        ("normal_rho", "<f8"), ("normal_is_valid", "<i4"),
+                        ("next_float", "<f4"), ("next_float_valid", "u1"), ("pad", "u1", 7)])
+
+    def get_state(self) -> np.ndarray:
+        st = self.bits.state["state"]
+        pos = int(st["pos"])
+        rec = np.zeros((), self._LAYOUT)
+        rec["seed"], rec["seeded"], rec["state"] = self.seed, 1, st["key"]
+        rec["left"], rec["next"] = (1, 0) if self.fresh else (625 - pos, pos)
+        if self.next_double_normal is not None:
+            rec["normal_is_valid"], rec["normal_y"] = 1, self.next_double_normal
+        if self.next_float_normal is not None:
+            rec["next_float_valid"], rec["next_float"] = 1, self.next_float_normal
+        return np.frombuffer(rec.tobytes(), np.uint8).copy()
+
+    @classmethod
+    def from_state(cls, state: np.ndarray, platform: str | None = None) -> "TorchCPUEngine":
+        blob = np.asarray(state, np.uint8)
+        if blob.size != cls._LAYOUT.itemsize:
+            raise ValueError(f"set_state: expected a state of {cls._LAYOUT.itemsize} bytes "
+                             f"(torch's CPU generator state), got {blob.size}; pass what "
+                             f"get_state / torch.get_rng_state returned")
+        rec = np.frombuffer(blob.tobytes(), cls._LAYOUT)[0]
+        engine = cls(int(rec["seed"]), platform)
+        left, nxt = int(rec["left"]), int(rec["next"])
+        engine.bits.state = {"bit_generator": "MT19937", "state": {
+            "key": rec["state"].astype(np.uint32), "pos": _N if left <= 1 else nxt}}
+        engine.fresh = left == 1 and nxt == 0
+        engine.next_double_normal = float(rec["normal_y"]) if rec["normal_is_valid"] else None
+        engine.next_float_normal = float(rec["next_float"]) if rec["next_float_valid"] else None
+        return engine
 
 
 class Generator:
     """torch.Generator: a seeded stream of host random draws (`generator=` on af.rand,
     af.randn, af.randint, af.randperm, af.multinomial, Tensor.normal_ / uniform_ / bernoulli,
-    DataLoader and random_split). `device` is accepted ("cpu", "mps", "ane")."""
+    nn.init, DataLoader and random_split), the same stream as torch's CPU generator with the
+    same seed. `device` is accepted ("cpu", "mps", "ane").
 
-    ENGINE = staticmethod(np.random.default_rng)     # seed -> engine (see the module's docstring)
+    >>> import aneforge as af
+    >>> g = af.Generator().manual_seed(0)
+    >>> # torch.rand(3, generator=torch.Generator().manual_seed(0)): [0.4963, 0.7682, 0.0885]
+    >>> [round(v, 3) for v in af.rand(3, generator=g).tolist()]
+    [0.496, 0.768, 0.089]
+    """
+
+    ENGINE = TorchCPUEngine           # seed -> engine (see the module's docstring)
+    PLATFORM = None                   # None: this machine's; "x86_64" or "other" to choose
 
     def __init__(self, device="cpu"):
         self.device = use(device, "af.Generator")
@@ -44,7 +358,7 @@ class Generator:
         seed = int(seed)
         if seed < 0:
             seed += 2 ** 64      # torch accepts negative seeds as their 64-bit pattern
-        self._seed, self.engine = seed, self.ENGINE(seed)
+        self._seed, self.engine = seed, self.ENGINE(seed, self.PLATFORM)
         return self
 
     def seed(self) -> int:
@@ -57,15 +371,14 @@ class Generator:
         return self._seed
 
     def get_state(self) -> np.ndarray:
-        """The engine's state as bytes (a uint8 array, as torch's ByteTensor): `set_state`
-        resumes the stream exactly there."""
-        blob = json.dumps([self._seed, self.engine.bit_generator.state]).encode()
-        return np.frombuffer(blob, np.uint8).copy()
+        """The engine's state as bytes (a uint8 array, torch's ByteTensor layout: torch's
+        `Generator.set_state` accepts it as a tensor): `set_state` resumes the stream there."""
+        return self.engine.get_state()
 
     def set_state(self, new_state) -> "Generator":
-        seed, state = json.loads(np.asarray(new_state, np.uint8).tobytes())
-        self._seed, self.engine = seed, self.ENGINE(seed)
-        self.engine.bit_generator.state = state
+        """Resume from `get_state()`'s bytes (or torch's `get_rng_state()`, as numpy)."""
+        self.engine = self.ENGINE.from_state(new_state, self.PLATFORM)
+        self._seed = self.engine.seed
         return self
 
     def __repr__(self) -> str:
