@@ -148,6 +148,8 @@ embedding             F         torch* F        decomposed      embedding.defaul
 eq                    Tensor    torch Tensor    equal
 erf                   Tensor    torch Tensor    erf             erf.default
 exp                   Tensor    torch Tensor    exp             exp.default
+exponential_          Tensor    Tensor          host
+    -- a host draw (see bernoulli)
 exp2                  Tensor    torch Tensor    pow             exp2.default
 expand                Tensor    Tensor          tile            expand.default:_expand
 expand_as             Tensor    Tensor          tile
@@ -242,6 +244,8 @@ pad                   F         F               pad
 permute               Tensor    torch Tensor    transpose       permute.default
 pow                   Tensor    torch Tensor    pow             pow.Tensor_Scalar
 prod                  Tensor    torch Tensor    decomposed
+random_               Tensor    Tensor          host
+    -- a host draw (see bernoulli)
 reciprocal            Tensor    torch Tensor    decomposed
 relu                  Tensor    torch Tensor F* relu            relu.default
 relu6                 F         F               clip

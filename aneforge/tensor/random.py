@@ -81,6 +81,25 @@ class RandomMixin(TensorBase):
         eng, shape = engine(generator), self.shape
         return self._refill(lambda: eng.exponential(shape, lambd))
 
+    def random_(self, from_: int = 0, to: int | None = None, *, generator=None) -> "Tensor":
+        """Fill with integers drawn uniformly from [from_, to) (`random_(to)`: [0, to)), in
+        place, as torch's word % range. Without bounds: [0, 2**24] for a float tensor (torch's
+        float32 rule), [0, 2**31) for int32, 0 or 1 for bool.
+
+        >>> import aneforge as af
+        >>> x = af.zeros(50, dtype=af.int32).random_(3, 7)
+        >>> 3 <= x.min().item() and x.max().item() < 7
+        True
+        """
+        eng, shape = engine(generator), self.shape
+        if to is None and from_ != 0:
+            from_, to = 0, from_                                  # random_(to)
+        if to is None:
+            modulus = _FULL_RANGE.get(self.dtype.name, (1 << 24) + 1)
+            return self._refill(lambda: (eng.random(self.numel()) % np.uint64(modulus))
+                                .reshape(shape).astype(np.int64))
+        return self._refill(lambda: eng.random_from_to(shape, from_, to))
+
     def multinomial(self, num_samples: int, replacement: bool = False, *,
                     generator=None) -> "Tensor":
         """Indices of `num_samples` draws from each row of (unnormalized) weights, with or
@@ -107,6 +126,11 @@ class RandomMixin(TensorBase):
 
     def _refill(self, draw) -> "Tensor":
         return self._inplace(lambda: self._draw(draw, self.dtype))
+
+
+# random_() without bounds: word % (the dtype's max + 1), as torch's uniform_int
+_FULL_RANGE = {"int32": 1 << 31, "int16": 1 << 15, "int8": 1 << 7, "uint8": 1 << 8,
+               "bool": 2}
 
 
 def _probabilities(t, name: str) -> np.ndarray:
