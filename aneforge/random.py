@@ -3,7 +3,7 @@ engine behind them.
 
 Same seed, same numbers as torch: a Generator owns an *engine*, by default `TorchCPUEngine`,
 which is torch's CPU generator (`aten/src/ATen/core/CPUGeneratorImpl.cpp`): a Mersenne
-Twister (mt19937, seeded from the low 32 bits of the seed as std::mt19937 is, its words drawn
+Twister (mt19937, seeded from its seed's low 32 bits as std::mt19937 is, its words drawn
 by numpy's `np.random.MT19937` bit generator) and torch's transforms from its 32- and 64-bit
 words to each distribution (`ATen/core/TransformationHelper.h`, `DistributionsHelper.h`,
 `native/cpu/DistributionTemplates.h`), in torch's draw order, with torch's cached second
