@@ -37,12 +37,14 @@ import numpy as np
 
 from .context import CTX
 from .devices import use
+from .hardware import kernels
+from .random_kernels import box_muller_avx2, box_muller_scalar, fma
 
 DEFAULT_SEED = 67280421310721      # torch's default_generator seed before any manual_seed
 
 _N = 624                           # mt19937's state words
 _F32 = np.float32
-_U32 = np.uint64(0xFFFFFFFF)
+_ONE = _F32(1.0)
 
 
 def _mt_key(seed: int) -> np.ndarray:
@@ -52,102 +54,6 @@ def _mt_key(seed: int) -> np.ndarray:
         prev = key[-1]
         key.append((1812433253 * (prev ^ (prev >> 30)) + j) & 0xFFFFFFFF)
     return np.array(key, np.uint32)
-
-
-# avx_mathfun.h's constants (Julien Pommier's sse_mathfun, Cephes polynomials), as float32
-_LOG_P = [_F32(c) for c in (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1,
-                            -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
-                            2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)]
-_LOG_Q1, _LOG_Q2, _SQRTHF = _F32(-2.12194440e-4), _F32(0.693359375), _F32(0.707106781186547524)
-_DP = [_F32(-0.78515625), _F32(-2.4187564849853515625e-4), _F32(-3.77489497744594108e-8)]
-_SINCOF = [_F32(-1.9515295891e-4), _F32(8.3321608736e-3), _F32(-1.6666654611e-1)]
-_COSCOF = [_F32(2.443315711809948e-005), _F32(-1.388731625493765e-003),
-           _F32(4.166664568298827e-002)]
-_FOPI, _HALF, _ONE = _F32(1.27323954473516), _F32(0.5), _F32(1.0)
-_TWO_PI_F = _F32(2.0 * math.pi)
-
-
-def _fma(a, b, c) -> np.ndarray:
-    """float32 a * b + c rounded once (a fused multiply-add). The product of two float32 is
-    exact in float64; the float64 sum rounds, and rounding that to float32 is the single
-    rounding except where the float64 sum sits exactly halfway between two float32 (or below
-    float32's normal range): there the sum's own error (TwoSum) decides."""
-    p = np.asarray(a, np.float64) * b
-    s = p + c
-    r = s.astype(_F32)
-    low = s.view(np.int64) & 0x1FFFFFFF
-    doubt = (low == 0x10000000) | (np.abs(s) < 2.0 ** -126)
-    if doubt.any():
-        p, s, c = p[doubt], s[doubt], np.broadcast_to(c, doubt.shape)[doubt]
-        err = (p - (s - (s - p))) + (c - (s - p))
-        r[doubt] = np.where(err != 0, np.nextafter(s, s + err), s).astype(_F32)
-    return r
-
-
-# torch's AVX2 objects are built by GCC with -mfma, whose default -ffp-contract=fast turns a
-# multiply whose one use is an add into a fused multiply-add, the first such multiply in
-# statement order winning: the `_fma` calls below are those contractions, the plain `*` and
-# `+` the operations left alone (checked bit for bit against torch: test_rng_torch.py).
-def _poly(x, coefs, start):
-    """Horner's rule, each step one contracted multiply-add."""
-    y = start
-    for c in coefs:
-        y = _fma(y, x, c)
-    return y
-
-
-def _log_ps(x: np.ndarray) -> np.ndarray:
-    """avx_mathfun.h's log256_ps, operation for operation in float32 (x > 0)."""
-    x = np.maximum(x, _F32(1.17549435e-38))
-    bits = x.view(np.int32)
-    e = ((bits >> 23) - 0x7F).astype(_F32) + _ONE
-    x = ((bits & ~0x7F800000) | 0x3F000000).view(_F32)          # mantissa in [0.5, 1)
-    small = x < _SQRTHF
-    tmp = np.where(small, x, _F32(0))
-    x = x - _ONE
-    e = e - np.where(small, _ONE, _F32(0))
-    x = x + tmp
-    z = x * x
-    y = _poly(x, _LOG_P[1:], _LOG_P[0]) * x
-    y = _fma(y, z, e * _LOG_Q1)
-    y = _fma(z, -_HALF, y)
-    return _fma(e, _LOG_Q2, x + y)
-
-
-def _sincos_ps(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """avx_mathfun.h's sincos256_ps, operation for operation in float32 (x >= 0)."""
-    j = (x * _FOPI).astype(np.int32)
-    j = (j + 1) & ~1
-    y = j.astype(_F32)
-    sin_sign = ((j & 4) << 29).view(np.uint32)
-    cos_sign = ((~(j - 2) & 4) << 29).view(np.uint32)
-    sin_poly = (j & 2) == 0
-    for dp in _DP:                                 # extended-precision reduction by pi/4
-        x = _fma(y, dp, x)
-    z = x * x
-    c = _poly(z, _COSCOF[1:], _COSCOF[0]) * z
-    c = _fma(c, z, -(z * _HALF)) + _ONE
-    s = _fma(_poly(z, _SINCOF[1:], _SINCOF[0]) * z, x, x)
-    s_part, c_part = np.where(sin_poly, s, _F32(0)), np.where(sin_poly, _F32(0), c)
-    s, c = s - s_part, c - c_part
-    sin = ((c_part + s_part).view(np.uint32) ^ sin_sign).view(_F32)
-    cos = ((c + s).view(np.uint32) ^ cos_sign).view(_F32)
-    return sin, cos
-
-
-def _box_muller_avx2(u1, u2, mean, std):
-    radius = np.sqrt(_F32(-2.0) * _log_ps(u1))
-    sin, cos = _sincos_ps(_TWO_PI_F * u2)
-    return _fma(radius * cos, std, mean), _fma(radius * sin, std, mean)
-
-
-def _box_muller_scalar(u1, u2, mean, std):
-    """NormalFill16's scalar form: the C library's logf, cosf and sinf (nearly always the
-    correctly rounded values computed here in float64)."""
-    radius = np.sqrt(_F32(-2.0) * np.log(u1.astype(np.float64)).astype(_F32))
-    theta = (2.0 * math.pi * u2.astype(np.float64)).astype(_F32).astype(np.float64)
-    cos, sin = np.cos(theta).astype(_F32), np.sin(theta).astype(_F32)
-    return _fma(radius * cos, std, mean), _fma(radius * sin, std, mean)
 
 
 def _host_platform() -> str:
@@ -165,7 +71,7 @@ class TorchCPUEngine:
     # avx_mathfun.h's polynomials where torch dispatches its AVX2 kernel (x86-64; AVX-512
     # machines fall back to it: DistributionKernels.cpp's REGISTER_NO_AVX512_DISPATCH), else
     # through the C library's functions.
-    NORMAL_KERNELS = {"x86_64": _box_muller_avx2, "other": _box_muller_scalar}
+    NORMAL_KERNELS = {"x86_64": box_muller_avx2, "other": box_muller_scalar}
 
     def __init__(self, seed: int, platform: str | None = None):
         self.seed = seed
@@ -204,7 +110,7 @@ class TorchCPUEngine:
         lo, hi = _F32(from_), _F32(to)
         if lo == 0 and hi == 1:
             return self._unit_float(math.prod(shape)).reshape(shape)     # x * 1 + 0 is x
-        value = _fma(self._unit_float(math.prod(shape)), hi - lo, lo)   # contracted
+        value = fma(self._unit_float(math.prod(shape)), hi - lo, lo)   # contracted
         return np.where(value == hi, lo, value).reshape(shape)
 
     def normal(self, shape, mean: float = 0.0, std: float = 1.0) -> np.ndarray:
@@ -217,14 +123,22 @@ class TorchCPUEngine:
                             _F32).reshape(shape)
         data = self._unit_float(n)
         whole = n // 16 * 16
-        fill = self.NORMAL_KERNELS[self.platform]
-        blocks = data[:whole].reshape(-1, 2, 8)
-        data[:whole] = np.stack(fill(_ONE - blocks[:, 0], blocks[:, 1], _F32(mean), _F32(std)),
-                                1).reshape(-1)
+        data[:whole] = self._box_muller(data[:whole], mean, std)
         if n % 16:
-            tail = self._unit_float(16).reshape(2, 8)
-            data[n - 16:] = np.concatenate(fill(_ONE - tail[0], tail[1], _F32(mean), _F32(std)))
+            data[n - 16:] = self._box_muller(self._unit_float(16), mean, std)
         return data.reshape(shape)
+
+    def _box_muller(self, uniforms: np.ndarray, mean: float, std: float) -> np.ndarray:
+        """Blocks of 16 uniforms -> 16 normals each: the cosines from the first 8 (as 1 - u)
+        paired with the last 8, then the sines."""
+        blocks = uniforms.reshape(-1, 2, 8)
+        u1, u2 = _ONE - blocks[:, 0], np.ascontiguousarray(blocks[:, 1])
+        fill = self.NORMAL_KERNELS[self.platform]
+        if fill is box_muller_avx2 and kernels.active() == "numba":
+            from . import random_compiled                       # numba: imported on first use
+            fill = random_compiled.box_muller_avx2
+        cos, sin = fill(u1.reshape(-1), u2.reshape(-1), _F32(mean), _F32(std))
+        return np.stack([cos.reshape(-1, 8), sin.reshape(-1, 8)], 1).reshape(-1)
 
     def _scalar_normal(self, mean: float, std: float) -> float:
         """normal_distribution<double>: Box-Muller on two 53-bit uniforms; sin's value waits."""

@@ -271,3 +271,14 @@ def test_scalar_normal_kernel_close_to_torch_default_capability(tmp_path):
     ours = TorchCPUEngine(0, "other").normal((4000,))
     ulps = np.abs(theirs.view(np.int32).astype(np.int64) - ours.view(np.int32))
     assert ulps.max() <= 2 and (ulps == 0).mean() > 0.97       # measured: 2, 98.5%
+
+
+def test_compiled_normal_kernel_bit_equal_to_the_numpy_reference():
+    pytest.importorskip("numba")
+    from aneforge.hardware import kernels
+    for n, mean, std in [(16, 0.0, 1.0), (1000003, 0.3, 1.7)]:
+        with kernels.using("numba"):
+            fast = TorchCPUEngine(5, "x86_64").normal((n,), mean, std)
+        with kernels.using("numpy"):
+            reference = TorchCPUEngine(5, "x86_64").normal((n,), mean, std)
+        assert np.array_equal(fast.view(np.int32), reference.view(np.int32))
