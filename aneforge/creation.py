@@ -209,6 +209,39 @@ def randperm(n: int, *, generator=None, dtype=None, device=None,
                    requires_grad, "af.randperm")
 
 
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad: bool = False) -> Tensor:
+    """torch.normal: samples of N(mean, std^2). With numbers and `size`, torch's
+    `empty(size).normal_(mean, std)` values. With a tensor mean or std, torch's draw of
+    standard normals z of their broadcast shape, then `z * std + mean` in float32, on the host
+    (mean and std are read): a new leaf. torch's gradients through normal are zeros; this
+    result carries none.
+
+    >>> import aneforge as af
+    >>> _ = af.manual_seed(0)
+    >>> af.normal(2.0, 0.5, (3,)).tolist()   # torch.manual_seed(0); torch.normal(2., .5, (3,))
+    [2.76953125, 1.853515625, 0.91064453125]
+    >>> af.normal(af.zeros(2), af.ones(2)).shape
+    (2,)
+    """
+    tensors = [v for v in (mean, std) if isinstance(v, Tensor)]
+    if not tensors:
+        if size is None:
+            raise TypeError("normal: with a number mean and std, pass size= (torch's "
+                            "normal(mean, std, size)), or give mean or std as a tensor")
+        eng, shape = engine(generator), _sizes((size,))
+        return _random(lambda: eng.normal(shape, mean, std), _dtype(dtype), device,
+                       requires_grad, "af.normal")
+    if size is not None:
+        raise TypeError("normal: size= goes with a number mean and std; with a tensor mean or "
+                        "std the shape is theirs (broadcast)")
+    m, s = (np.asarray(v.numpy() if isinstance(v, Tensor) else v, np.float32) for v in (mean, std))
+    eng, shape = engine(generator), np.broadcast_shapes(m.shape, s.shape)
+    # torch: output.normal_(0, 1), then output.mul_(std).add_(mean): two float32 roundings
+    draw = lambda: (eng.normal(shape) * s).astype(np.float32) + m          # noqa: E731
+    return _random(draw, _dtype(dtype, tensors[0].dtype), device, requires_grad, "af.normal")
+
+
 def rand_like(input: Tensor, *, generator=None, dtype=None, device=None,
               requires_grad: bool = False, memory_format=None) -> Tensor:
     return rand(input.shape, generator=generator, dtype=_like(input, dtype), device=device,

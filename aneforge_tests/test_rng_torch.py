@@ -121,6 +121,8 @@ PUBLIC = {
     "bernoulli_probs": lambda m: m.bernoulli(m.full((33,), 0.5)),
     "exponential_": lambda m: m.zeros(21).exponential_(),
     "random_": lambda m: m.zeros(12).random_(2, 9),
+    "normal": lambda m: m.normal(2.0, 0.5, (4, 5)),
+    "normal_tensor_mean": lambda m: m.normal(m.arange(6.0), 1.0),
 }
 
 
@@ -255,6 +257,10 @@ def test_bad_draws_say_what_to_do():
         af.rand(2, generator=torch.Generator())
     with pytest.raises(ValueError, match="lambda > 0"):
         af.zeros(3).exponential_(0.0)
+    with pytest.raises(TypeError, match="pass size="):
+        af.normal(0.0, 1.0)
+    with pytest.raises(TypeError, match="size= goes with a number"):
+        af.normal(af.zeros(2), 1.0, (2,))
 
 
 @pytest.mark.skipif(TorchCPUEngine(0).platform != "x86_64", reason="needs torch's x86 kernels")
