@@ -13,6 +13,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from .hardware.kernels.compiled import _bits, _float      # float32 <-> uint32 bits
 from .random_kernels import (_COSCOF, _DP, _FOPI, _HALF, _LOG_P, _LOG_Q1, _LOG_Q2, _ONE, _SINCOF,
                      _SQRTHF, _TWO_PI_F)
 
@@ -35,26 +36,12 @@ def _fmaf(typingctx, a, b, c):
     return types.float32(types.float32, types.float32, types.float32), codegen
 
 
-@intrinsic
-def _bits(typingctx, v):
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-    return types.int32(types.float32), codegen
-
-
-@intrinsic
-def _float(typingctx, v):
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.FloatType())
-    return types.float32(types.int32), codegen
-
-
 @njit(cache=True)
 def _log_ps(x):
     x = max(x, _MIN_NORM)
     bits = _bits(x)
-    e = np.float32(np.int32(bits >> 23) - np.int32(0x7F)) + _ONE
-    x = _float(np.int32((bits & np.int32(~0x7F800000)) | np.int32(0x3F000000)))
+    e = np.float32(np.int32(bits >> np.uint32(23)) - np.int32(0x7F)) + _ONE
+    x = _float((bits & np.uint32(0x807FFFFF)) | np.uint32(0x3F000000))   # mantissa in [0.5, 1)
     small = x < _SQRTHF
     tmp = x if small else _ZERO
     x = x - _ONE
@@ -73,8 +60,8 @@ def _sincos_ps(x):
     j = np.int32(x * _FOPI)
     j = (j + np.int32(1)) & np.int32(~1)
     y = np.float32(j)
-    sin_sign = np.int32((j & np.int32(4)) << np.int32(29))
-    cos_sign = np.int32((~(j - np.int32(2)) & np.int32(4)) << np.int32(29))
+    sin_sign = np.uint32((j & np.int32(4)) << np.int32(29))
+    cos_sign = np.uint32((~(j - np.int32(2)) & np.int32(4)) << np.int32(29))
     sin_poly = (j & np.int32(2)) == 0
     x = _fmaf(y, _DP1, x)
     x = _fmaf(y, _DP2, x)
