@@ -97,7 +97,8 @@ class TorchCPUEngine:
 
     def _unit_float(self, n: int) -> np.ndarray:
         """uniform_real_distribution<float>(0, 1): 24 bits of a 32-bit word."""
-        return (self.random(n) & np.uint64(0xFFFFFF)).astype(_F32) * _F32(2.0 ** -24)
+        low24 = self.random(n).astype(np.uint32) & np.uint32(0xFFFFFF)
+        return low24.view(np.int32).astype(_F32) * _F32(2.0 ** -24)   # int32: numpy's fast cast
 
     def _unit_double(self, n: int) -> np.ndarray:
         """uniform_real_distribution<double>(0, 1): 53 bits of a 64-bit word."""
@@ -158,8 +159,11 @@ class TorchCPUEngine:
         if span <= 0:
             raise ValueError(f"random_ expects 'from' to be less than 'to', but got "
                              f"from={low} >= to={high}")
-        words = self.random64(n) if span >= 1 << 28 else self.random(n)
-        return ((words % np.uint64(span)).astype(np.int64) + low).reshape(shape)
+        if span >= 1 << 28:
+            offsets = self.random64(n) % np.uint64(span)
+        else:                                           # 32-bit words: a faster modulo
+            offsets = self.random(n).astype(np.uint32) % np.uint32(span)
+        return (offsets.astype(np.int64) + low).reshape(shape)
 
     def random_int64(self, shape=()) -> np.ndarray:
         """random_() of an int64 tensor: a 64-bit word % 2**63."""

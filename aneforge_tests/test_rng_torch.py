@@ -119,6 +119,7 @@ PUBLIC = {
     "bernoulli_": lambda m: m.zeros(50).bernoulli_(0.25),
     "bernoulli_p": lambda m: m.bernoulli(m.full((33,), 0.5), 0.75),
     "bernoulli_probs": lambda m: m.bernoulli(m.full((33,), 0.5)),
+    "bernoulli_tensor_p": lambda m: m.zeros(4, 9).bernoulli_(m.full((9,), 0.375)),
     "exponential_": lambda m: m.zeros(21).exponential_(),
     "random_": lambda m: m.zeros(12).random_(2, 9),
     "normal": lambda m: m.normal(2.0, 0.5, (4, 5)),
