@@ -4,9 +4,9 @@ random_, multinomial.
 Draws are made on the host from a generator (`generator=`, else the default one that
 `af.manual_seed` seeds), by torch's CPU kernels (aneforge.random: the same values as torch's
 after the same seed, float32 before the cast to the tensor's dtype), and enter programs as
-inputs. bernoulli and multinomial of a tensor of
-probabilities read those probabilities first (one realization), as their result depends on
-every value; their results are ordinary leaves, with no gradient (torch's have none either).
+inputs. bernoulli and multinomial of a tensor of probabilities read those probabilities first
+(one realization), as their result depends on every value; their results are ordinary leaves,
+with no gradient (torch's have none either).
 """
 from __future__ import annotations
 
