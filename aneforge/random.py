@@ -265,7 +265,8 @@ class Generator:
     """
 
     ENGINE = TorchCPUEngine           # seed -> engine (see the module's docstring)
-    PLATFORM = None                   # None: this machine's; "x86_64" or "other" to choose
+    PLATFORM = None      # torch's machine: None for this one, or "x86_64" / "other" (read
+                         # by manual_seed and set_state)
 
     def __init__(self, device="cpu"):
         self.device = use(device, "af.Generator")
