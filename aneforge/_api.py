@@ -167,6 +167,8 @@ eq                    Tensor    torch Tensor    equal           eq.Tensor
                                                                 eq.Scalar
 erf                   Tensor    torch Tensor    erf             erf.default
 exp                   Tensor    torch Tensor    exp             exp.default
+exponential_          Tensor    Tensor          host
+    -- a host draw (see bernoulli)
 exp2                  Tensor    torch Tensor    pow             exp2.default
 expand                Tensor    Tensor          tile            expand.default:_expand
 expand_as             Tensor    Tensor          tile
@@ -288,6 +290,8 @@ pow                   Tensor    torch Tensor    pow             pow.Tensor_Scala
                                                                 pow.Scalar:_rpow
 prod                  Tensor    torch Tensor    decomposed      prod.default:_prod
                                                                 prod.dim_int:_prod
+random_               Tensor    Tensor          host
+    -- a host draw (see bernoulli)
 reciprocal            Tensor    torch Tensor    decomposed      reciprocal.default
 relu                  Tensor    torch Tensor F* relu            relu.default
 relu6                 F         F               clip

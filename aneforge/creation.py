@@ -26,8 +26,8 @@ from .tensor.core import _leaf, _stored, host_draw, tensor
 
 
 def generator(gen=None):
-    """The engine draws come from: `gen`'s, else the default generator's (numpy's Generator
-    methods: `random`, `standard_normal`, `integers`, ...)."""
+    """The engine draws come from: `gen`'s, else the default generator's (torch's CPU kernels:
+    `uniform`, `normal`, `random_from_to`, `randperm`, `bernoulli`, ...; aneforge.random)."""
     return engine(gen)
 
 
@@ -156,18 +156,25 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None,
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False,
          pin_memory: bool = False) -> Tensor:
     """Uniform samples from [0, 1), drawn on the host from `generator` (default: the one
-    `af.manual_seed` seeds)."""
+    `af.manual_seed` seeds): torch.rand's float32 values after the same seed, then stored as
+    `dtype` (docs/random.md).
+
+    >>> import aneforge as af
+    >>> _ = af.manual_seed(0)
+    >>> af.rand(3).tolist()      # torch.manual_seed(0); torch.rand(3).half(): the same values
+    [0.496337890625, 0.76806640625, 0.0885009765625]
+    """
     eng, shape = engine(generator), _sizes(size)
-    return _random(lambda: eng.random(shape), _dtype(dtype), device, requires_grad, "af.rand")
+    return _random(lambda: eng.uniform(shape), _dtype(dtype), device, requires_grad, "af.rand")
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False,
           pin_memory: bool = False) -> Tensor:
     """Standard normal samples, drawn on the host from `generator` (default: the one
-    `af.manual_seed` seeds)."""
+    `af.manual_seed` seeds): torch.randn's float32 values after the same seed, then stored as
+    `dtype` (docs/random.md)."""
     eng, shape = engine(generator), _sizes(size)
-    return _random(lambda: eng.standard_normal(shape), _dtype(dtype), device, requires_grad,
-                   "af.randn")
+    return _random(lambda: eng.normal(shape), _dtype(dtype), device, requires_grad, "af.randn")
 
 
 def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None,
@@ -185,8 +192,8 @@ def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None,
     elif not isinstance(high, numbers.Integral) and size == ():     # randint(high, size)
         low, high, size = 0, low, high
     eng, shape = engine(generator), _sizes((size,))
-    return _random(lambda: eng.integers(low, high, shape), _dtype(dtype, dtypes.int32), device,
-                   requires_grad, "af.randint")
+    return _random(lambda: eng.random_from_to(shape, low, high), _dtype(dtype, dtypes.int32),
+                   device, requires_grad, "af.randint")
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None,
@@ -198,8 +205,41 @@ def randperm(n: int, *, generator=None, dtype=None, device=None,
     [0, 1, 2, 3, 4]
     """
     eng = engine(generator)
-    return _random(lambda: eng.permutation(n), _dtype(dtype, dtypes.int32), device,
+    return _random(lambda: eng.randperm(n), _dtype(dtype, dtypes.int32), device,
                    requires_grad, "af.randperm")
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad: bool = False) -> Tensor:
+    """torch.normal: samples of N(mean, std^2). With numbers and `size`, torch's
+    `empty(size).normal_(mean, std)` values. With a tensor mean or std, torch's draw of
+    standard normals z of their broadcast shape, then `z * std + mean` in float32, on the host
+    (mean and std are read): a new leaf. torch's gradients through normal are zeros; this
+    result carries none.
+
+    >>> import aneforge as af
+    >>> _ = af.manual_seed(0)
+    >>> af.normal(2.0, 0.5, (3,)).tolist()   # torch.manual_seed(0); torch.normal(2., .5, (3,))
+    [2.76953125, 1.853515625, 0.91064453125]
+    >>> af.normal(af.zeros(2), af.ones(2)).shape
+    (2,)
+    """
+    tensors = [v for v in (mean, std) if isinstance(v, Tensor)]
+    if not tensors:
+        if size is None:
+            raise TypeError("normal: with a number mean and std, pass size= (torch's "
+                            "normal(mean, std, size)), or give mean or std as a tensor")
+        eng, shape = engine(generator), _sizes((size,))
+        return _random(lambda: eng.normal(shape, mean, std), _dtype(dtype), device,
+                       requires_grad, "af.normal")
+    if size is not None:
+        raise TypeError("normal: size= goes with a number mean and std; with a tensor mean or "
+                        "std the shape is theirs (broadcast)")
+    m, s = (np.asarray(v.numpy() if isinstance(v, Tensor) else v, np.float32) for v in (mean, std))
+    eng, shape = engine(generator), np.broadcast_shapes(m.shape, s.shape)
+    # torch: output.normal_(0, 1), then output.mul_(std).add_(mean): two float32 roundings
+    draw = lambda: (eng.normal(shape) * s).astype(np.float32) + m          # noqa: E731
+    return _random(draw, _dtype(dtype, tensors[0].dtype), device, requires_grad, "af.normal")
 
 
 def rand_like(input: Tensor, *, generator=None, dtype=None, device=None,

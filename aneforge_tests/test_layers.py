@@ -24,7 +24,8 @@ BELOW_THE_FRONT = ("aneforge.ir", "aneforge.passes", "aneforge.runtime", "anefor
 # or below (the longest matching prefix names a module's layer).
 LAYERS = (
     ("aneforge.errors", "aneforge.dtypes", "aneforge.context", "aneforge.hardware",
-     "aneforge.devices", "aneforge.random", "aneforge.absent"),
+     "aneforge.devices", "aneforge.random", "aneforge.absent",
+     "aneforge.random_kernels", "aneforge.random_compiled"),
     ("aneforge.ir",),
     ("aneforge.ops",),
     ("aneforge.core.trace",),

@@ -356,11 +356,13 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero elements with probability p and scale the rest by 1/(1-p). The mask is drawn on the
-    host (af.manual_seed) and enters the program as an input."""
+    host (af.manual_seed) and enters the program as an input: torch's mask after the same seed
+    (torch's CPU dropout draws `bernoulli_(1 - p)` over the input's shape; on an Intel CPU with
+    an MKL build torch draws it from MKL's stream instead: docs/random.md)."""
     if not training or p == 0:
         return input
     shape = input.shape
-    keep = host_random(lambda: generator().random(shape) >= p, "bool")
+    keep = host_random(lambda: generator().bernoulli(shape, 1.0 - p), "bool")
     return where(keep, input * (1.0 / (1.0 - p)), zeros(input))
 
 

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ..creation import generator
+from ..creation import generator as generator_engine
 from .parameter import assign
 
 
@@ -30,12 +30,20 @@ def _fans(shape) -> tuple[int, int]:
     return shape[1] * field, shape[0] * field
 
 
-def uniform_(t, a: float = 0.0, b: float = 1.0):
-    return assign(t, generator().uniform(a, b, t.shape))
+def uniform_(tensor, a: float = 0.0, b: float = 1.0, generator=None):
+    """Fill with U[a, b) samples: torch's values after the same seed (Tensor.uniform_).
+
+    >>> import aneforge as af
+    >>> w = af.nn.init.uniform_(af.zeros(2, 3), -1, 1, generator=af.Generator().manual_seed(0))
+    >>> bool((w.abs() <= 1).all())
+    True
+    """
+    return assign(tensor, generator_engine(generator).uniform(tensor.shape, a, b))
 
 
-def normal_(t, mean: float = 0.0, std: float = 1.0):
-    return assign(t, generator().normal(mean, std, t.shape))
+def normal_(tensor, mean: float = 0.0, std: float = 1.0, generator=None):
+    """Fill with N(mean, std^2) samples: torch's values after the same seed (Tensor.normal_)."""
+    return assign(tensor, generator_engine(generator).normal(tensor.shape, mean, std))
 
 
 def constant_(t, val: float):
@@ -50,23 +58,33 @@ def ones_(t):
     return constant_(t, 1.0)
 
 
-def kaiming_uniform_(t, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"):
-    fan = _fans(t.shape)[0 if mode == "fan_in" else 1]
-    bound = math.sqrt(3.0) * calculate_gain(nonlinearity, a) / math.sqrt(fan)
-    return uniform_(t, -bound, bound)
+# The bounds are computed in torch's order of operations (std first, then sqrt(3) * std), so
+# the float32 bound, and with it every drawn value, is torch's.
+def kaiming_uniform_(tensor, a: float = 0.0, mode: str = "fan_in",
+                     nonlinearity: str = "leaky_relu", generator=None):
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
+    bound = math.sqrt(3.0) * std
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def kaiming_normal_(t, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"):
-    fan = _fans(t.shape)[0 if mode == "fan_in" else 1]
-    return normal_(t, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan))
+def kaiming_normal_(tensor, a: float = 0.0, mode: str = "fan_in",
+                    nonlinearity: str = "leaky_relu", generator=None):
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
+    return normal_(tensor, 0.0, std, generator)
 
 
-def xavier_uniform_(t, gain: float = 1.0):
-    fan_in, fan_out = _fans(t.shape)
-    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return uniform_(t, -bound, bound)
+def xavier_uniform_(tensor, gain: float = 1.0, generator=None):
+    fan_in, fan_out = _fans(tensor.shape)
+    bound = math.sqrt(3.0) * (gain * math.sqrt(2.0 / float(fan_in + fan_out)))
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def xavier_normal_(t, gain: float = 1.0):
-    fan_in, fan_out = _fans(t.shape)
-    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+def xavier_normal_(tensor, gain: float = 1.0, generator=None):
+    fan_in, fan_out = _fans(tensor.shape)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
+
+
+def _fan(tensor, mode: str) -> int:
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"mode {mode!r} not supported, please use one of fan_in, fan_out")
+    return _fans(tensor.shape)[0 if mode == "fan_in" else 1]

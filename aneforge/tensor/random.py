@@ -1,9 +1,12 @@
-"""torch's random Tensor methods: normal_, uniform_, bernoulli, bernoulli_, multinomial.
+"""torch's random Tensor methods: normal_, uniform_, bernoulli, bernoulli_, exponential_,
+random_, multinomial.
 
 Draws are made on the host from a generator (`generator=`, else the default one that
-`af.manual_seed` seeds) and enter programs as inputs. bernoulli and multinomial of a tensor of
-probabilities read those probabilities first (one realization), as their result depends on
-every value; their results are ordinary leaves, with no gradient (torch's have none either).
+`af.manual_seed` seeds), by torch's CPU kernels (aneforge.random: the same values as torch's
+after the same seed, float32 before the cast to the tensor's dtype), and enter programs as
+inputs. bernoulli and multinomial of a tensor of probabilities read those probabilities first
+(one realization), as their result depends on every value; their results are ordinary leaves,
+with no gradient (torch's have none either).
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ class RandomMixin(TensorBase):
         ((2, 3), aneforge.float16)
         """
         eng, shape = engine(generator), self.shape
-        return self._refill(lambda: eng.normal(mean, std, shape))
+        return self._refill(lambda: eng.normal(shape, mean, std))
 
     def uniform_(self, from_: float = 0.0, to: float = 1.0, *, generator=None) -> "Tensor":
         """Fill with samples of U[from_, to), in place.
@@ -38,7 +41,7 @@ class RandomMixin(TensorBase):
         True
         """
         eng, shape = engine(generator), self.shape
-        return self._refill(lambda: eng.uniform(from_, to, shape))
+        return self._refill(lambda: eng.uniform(shape, from_, to))
 
     def bernoulli_(self, p=0.5, *, generator=None) -> "Tensor":
         """Fill with 1 where a draw falls below `p` (a number, or a tensor of probabilities),
@@ -46,10 +49,11 @@ class RandomMixin(TensorBase):
         eng, shape = engine(generator), self.shape
         if isinstance(p, TensorBase):
             probs = np.broadcast_to(_probabilities(p, "bernoulli_"), shape)
-            return self._inplace(lambda: self._as_tensor(eng.random(shape) < probs).to(self.dtype))
+            return self._inplace(
+                lambda: self._as_tensor(eng.bernoulli_probs(probs)).to(self.dtype))
         if not 0 <= p <= 1:
             raise ValueError(f"bernoulli_: p must be in [0, 1], got {p}")
-        return self._refill(lambda: (eng.random(shape) < p).astype(np.float32))
+        return self._refill(lambda: eng.bernoulli(shape, p).astype(np.float32))
 
     def bernoulli(self, p=None, *, generator=None) -> "Tensor":
         """1 with probability self (elementwise), else 0; self's dtype. With `p` (a number),
@@ -61,9 +65,40 @@ class RandomMixin(TensorBase):
         """
         eng, shape = engine(generator), self.shape
         if p is not None:
-            return self._draw(lambda: (eng.random(shape) < p).astype(np.float32), self.dtype)
+            return self._draw(lambda: eng.bernoulli(shape, p).astype(np.float32), self.dtype)
         probs = _probabilities(self, "bernoulli")
-        return self._as_tensor(eng.random(shape) < probs).to(self.dtype)
+        return self._as_tensor(eng.bernoulli_probs(probs)).to(self.dtype)
+
+    def exponential_(self, lambd: float = 1.0, *, generator=None) -> "Tensor":
+        """Fill with samples of the exponential distribution of rate `lambd`, in place.
+
+        >>> import aneforge as af
+        >>> bool((af.zeros(100).exponential_(2.0) >= 0).all())
+        True
+        """
+        if not lambd > 0:
+            raise ValueError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+        eng, shape = engine(generator), self.shape
+        return self._refill(lambda: eng.exponential(shape, lambd))
+
+    def random_(self, from_: int = 0, to: int | None = None, *, generator=None) -> "Tensor":
+        """Fill with integers drawn uniformly from [from_, to) (`random_(to)`: [0, to)), in
+        place, as torch's word % range. Without bounds: [0, 2**24] for a float tensor (torch's
+        float32 rule), [0, 2**31) for int32, 0 or 1 for bool.
+
+        >>> import aneforge as af
+        >>> x = af.zeros(50, dtype=af.int32).random_(3, 7)
+        >>> 3 <= x.min().item() and x.max().item() < 7
+        True
+        """
+        eng, shape = engine(generator), self.shape
+        if to is None and from_ != 0:
+            from_, to = 0, from_                                  # random_(to)
+        if to is None:
+            modulus = _FULL_RANGE.get(self.dtype.name, (1 << 24) + 1)
+            return self._refill(lambda: (eng.random(self.numel()) % np.uint64(modulus))
+                                .reshape(shape).astype(np.int64))
+        return self._refill(lambda: eng.random_from_to(shape, from_, to))
 
     def multinomial(self, num_samples: int, replacement: bool = False, *,
                     generator=None) -> "Tensor":
@@ -85,14 +120,17 @@ class RandomMixin(TensorBase):
         if (rows.sum(-1) <= 0).any():
             raise AneforgeError("multinomial: a row of weights sums to 0; every row needs a "
                                 "positive weight")
-        eng = engine(generator)
-        picks = np.stack([eng.choice(len(r), num_samples, replacement, p=r / r.sum())
-                          for r in rows])
+        picks = engine(generator).multinomial(rows.astype(np.float32), num_samples, replacement)
         return self._as_tensor(picks.reshape(weights.shape[:-1] + (num_samples,))
                                .astype(np.int32))
 
     def _refill(self, draw) -> "Tensor":
         return self._inplace(lambda: self._draw(draw, self.dtype))
+
+
+# random_() without bounds: word % (the dtype's max + 1), as torch's uniform_int
+_FULL_RANGE = {"int32": 1 << 31, "int16": 1 << 15, "int8": 1 << 7, "uint8": 1 << 8,
+               "bool": 2}
 
 
 def _probabilities(t, name: str) -> np.ndarray:

@@ -12,6 +12,7 @@ import numbers
 
 import numpy as np
 
+from ...random import engine
 from ...tensor import Tensor
 from ...tensor.core import tensor
 from .dataset import IterableDataset, TensorDataset
@@ -144,6 +145,9 @@ class DataLoader:
             (default_collate if self._auto else default_convert)
 
     def __iter__(self):
+        # torch's iterator draws its workers' base seed first (a 64-bit draw from `generator`,
+        # else the default generator); drawn here too, so the stream advances as torch's
+        engine(self.generator).random_int64()
         if self._iterable:
             return self._iter_stream()
         if not self._auto:

@@ -151,6 +151,6 @@ def random_split(dataset, lengths, generator=None) -> list[Subset]:
     if sum(lengths) != n:
         raise ValueError(f"Sum of input lengths ({sum(lengths)}) does not equal the length of the "
                          f"input dataset ({n})")
-    order = engine(generator).permutation(n).tolist()
+    order = engine(generator).randperm(n).tolist()        # torch.randperm's order
     ends = list(itertools.accumulate(lengths))
     return [Subset(dataset, order[end - k:end]) for k, end in zip(lengths, ends)]

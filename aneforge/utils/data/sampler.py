@@ -30,11 +30,12 @@ class SequentialSampler(Sampler):
 
 
 def _epoch_engine(generator):
-    """The engine one epoch draws from: `generator`'s, else (as torch) a generator seeded by a
-    draw from the default one, so `af.manual_seed` fixes every epoch's order."""
+    """The engine one epoch draws from: `generator`'s, else (as torch) a new generator seeded
+    by a 64-bit draw from the default one (torch's `torch.empty((), dtype=torch.int64)
+    .random_()`), so `af.manual_seed` fixes every epoch's order, torch's order."""
     if generator is not None:
         return engine(generator)
-    return Generator().manual_seed(int(engine().integers(0, 2 ** 63 - 1))).engine
+    return Generator().manual_seed(int(engine().random_int64())).engine
 
 
 class RandomSampler(Sampler):
@@ -60,12 +61,17 @@ class RandomSampler(Sampler):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self):
+        # a generator, as torch's: the draws happen as the iteration reaches them (with
+        # replacement, 32 indices at a time), in torch's order
         n, eng = len(self.data_source), _epoch_engine(self.generator)
         if self.replacement:
-            return iter(eng.integers(0, n, self.num_samples).tolist())
-        whole, rest = divmod(self.num_samples, n)
-        order = [i for _ in range(whole) for i in eng.permutation(n).tolist()]
-        return iter(order + eng.permutation(n).tolist()[:rest])
+            for _ in range(self.num_samples // 32):
+                yield from eng.random_from_to((32,), 0, n).tolist()
+            yield from eng.random_from_to((self.num_samples % 32,), 0, n).tolist()
+            return
+        for _ in range(self.num_samples // n):
+            yield from eng.randperm(n).tolist()
+        yield from eng.randperm(n).tolist()[:self.num_samples % n]   # drawn even when empty
 
     def __len__(self) -> int:
         return self.num_samples
@@ -78,8 +84,9 @@ class SubsetRandomSampler(Sampler):
         self.indices, self.generator = indices, generator
 
     def __iter__(self):
-        order = _epoch_engine(self.generator).permutation(len(self.indices))
-        return (self.indices[i] for i in order.tolist())
+        # torch draws from the default generator itself here (no per-epoch seed)
+        for i in engine(self.generator).randperm(len(self.indices)).tolist():
+            yield self.indices[i]
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -97,9 +104,10 @@ class WeightedRandomSampler(Sampler):
         self.replacement, self.generator = replacement, generator
 
     def __iter__(self):
-        eng = _epoch_engine(self.generator)
-        p = self.weights / self.weights.sum()
-        return iter(eng.choice(len(p), self.num_samples, self.replacement, p=p).tolist())
+        # torch.multinomial of the float64 weights, from the default generator itself
+        picks = engine(self.generator).multinomial(self.weights[None], self.num_samples,
+                                                   self.replacement)
+        yield from picks[0].tolist()
 
     def __len__(self) -> int:
         return self.num_samples
