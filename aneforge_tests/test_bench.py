@@ -18,6 +18,8 @@ def test_every_section_runs_quick(capsys, monkeypatch):
                 "matmul 64x64x64", "host overhead per recorded op", "cache-hit realization",
                 "host time outside the executor"):
         assert row in table, row
+    for row in ("GPT-style LM step", "BatchNorm CNN step"):    # real model shapes, compiled
+        assert f"{row}" in table and "ratio aneforge / torch" in table.split(row)[1], row
     assert "thread(s)" in out.splitlines()[0]          # the machine line: cores, numba, threads
     rows = {name.strip(): value for name, value, _ in bench.SECTIONS["training"]()}
     assert rows["compiles over 12 steps"] == 1
