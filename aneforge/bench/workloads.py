@@ -123,9 +123,9 @@ def gpt(batch=8, block=32, vocab=65, width=64, heads=2, layers=2):
                 self.ln_1, self.ln_2, self.attn = nn.LayerNorm(width), nn.LayerNorm(width), Attention()
                 self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
 
-            def forward(self, x):
-                x = x + self.attn(self.ln_1(x))
-                return x + self.mlp(self.ln_2(x))
+            def forward(self, x):           # pre-LayerNorm residual blocks
+                h = x + self.attn(self.ln_1(x))
+                return h + self.mlp(self.ln_2(h))
 
         class GPT(nn.Module):
             def __init__(self):
