@@ -107,21 +107,25 @@ def gpt(batch=8, block=32, vocab=65, width=64, heads=2, layers=2):
             def __init__(self):
                 super().__init__()
                 self.c_attn, self.c_proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
-                self.register_buffer("mask", torch.tril(torch.ones(block, block)).view(1, 1, block, block))
+                causal = torch.tril(torch.ones(block, block)).view(1, 1, block, block)
+                self.register_buffer("mask", causal)
 
             def forward(self, x):
                 B, T, C = x.size()
                 q, k, v = (t.view(B, T, heads, C // heads).transpose(1, 2)
                            for t in self.c_attn(x).split(width, dim=2))
                 att = (q @ k.transpose(-2, -1)) * (1.0 / (C // heads) ** 0.5)
-                att = F.softmax(att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf")), dim=-1)
+                att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+                att = F.softmax(att, dim=-1)
                 return self.c_proj((att @ v).transpose(1, 2).contiguous().view(B, T, C))
 
         class Block(nn.Module):
             def __init__(self):
                 super().__init__()
-                self.ln_1, self.ln_2, self.attn = nn.LayerNorm(width), nn.LayerNorm(width), Attention()
-                self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+                self.ln_1, self.ln_2 = nn.LayerNorm(width), nn.LayerNorm(width)
+                self.attn = Attention()
+                self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(),
+                                         nn.Linear(4 * width, width))
 
             def forward(self, x):           # pre-LayerNorm residual blocks
                 h = x + self.attn(self.ln_1(x))
@@ -156,7 +160,8 @@ def bn_cnn(batch=32):
             def __init__(self):
                 super().__init__()
                 self.conv1, self.bn1 = nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8)
-                self.conv2, self.bn2 = nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
+                self.conv2 = nn.Conv2d(8, 16, 3, padding=1, bias=False)
+                self.bn2 = nn.BatchNorm2d(16)
                 self.fc = nn.Linear(16 * 4 * 4, 10)
 
             def forward(self, x):
