@@ -73,8 +73,8 @@ def _truth(t):
     return _ONE if t else _ZERO
 
 
-# One small compiled function per elementwise opcode. `_line` takes
-# the function as an argument: numba compiles one specialisation of `_line` per function, each
+# One small compiled function per elementwise opcode. `_grid` takes
+# the function as an argument: numba compiles one specialisation of `_grid` per function, each
 # small, with the function inlined (a single `_apply(op, x, y)` chain inlined into one loop per
 # opcode made `_op` take ~40 s to compile).
 @njit(cache=True, error_model="numpy")
