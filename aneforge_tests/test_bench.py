@@ -19,6 +19,8 @@ def test_every_section_runs_quick(capsys, monkeypatch):
                 "host time outside the executor", "MLP 64-128-128-10 AdamW eager step, batch 64",
                 "makemore MLP eager loop on raw tensors", "first step to steady state"):
         assert row in table, row
+    for row in ("GPT-style LM step", "BatchNorm CNN step"):    # real model shapes, compiled
+        assert f"{row}" in table and "ratio aneforge / torch" in table.split(row)[1], row
     assert "thread(s)" in out.splitlines()[0]          # the machine line: cores, numba, threads
     rows = {name.strip(): value for name, value, _ in bench.SECTIONS["training"]()}
     assert rows["compiles over 12 steps"] == 1

@@ -732,6 +732,31 @@ def test_reductions_over_leading_axes(monkeypatch, model):
     assert kernel.count("reduce_mean") == (2 if wide else 0)
 
 
+@pytest.mark.parametrize("model", MODELS)
+def test_narrow_sums_over_a_batch_run_side_by_side(monkeypatch, model):
+    """A weight gradient's narrow fp16 sum (and mean) over the batch axis, many results wide:
+    the fused loop keeps every result's running sum side by side (`_narrow_leading`) and must
+    give each one's in-order, rounded-per-add bits; the widths leave vector remainders and the
+    terms grow past fp16's spacing, so a dropped or misplaced rounding shows."""
+    rng = np.random.default_rng(11)
+    data = [(rng.standard_normal(shape) * np.exp(rng.standard_normal(shape) * 3) * 30
+             ).astype(np.float16) for shape in [(8, 1000), (3, 5, 37), (16, 2, 300)]]
+    data[0].reshape(-1)[::13] = SPECIAL[np.arange(616) % len(SPECIAL)]
+    made = _executables(monkeypatch)
+
+    def run():
+        with af.numerics(**MODELS[model]):
+            out = []
+            for d in data:
+                x = af.tensor(d) * 1.0
+                out += [(x.sum(0) * 1.0).numpy(), (x.mean(0, keepdim=True) * 1.0).numpy()]
+            out.append((af.tensor(data[2]) * 1.0).sum((0, 1)).numpy())
+            return out
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+    assert "reduce_sum" not in _kernel_ops(made) and "sum16" in _opcodes(made)
+
+
 def test_a_zero_maximum_of_both_signs_runs_its_kernel(monkeypatch):
     """A row whose largest value is 0 and holds +0 and -0: numpy's sign depends on its vector
     lanes, so the fused run stops there and the op's kernel computes it; the run resumes

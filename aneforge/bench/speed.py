@@ -8,7 +8,7 @@ import statistics
 import time
 
 from . import section, settings
-from .workloads import char_lm, cnn, eager_loop, matmul, mlp, mlp_deep, train_step
+from .workloads import bn_cnn, char_lm, cnn, eager_loop, gpt, matmul, mlp, mlp_deep, train_step
 from .startup import rows as startup_rows
 
 
@@ -42,6 +42,7 @@ def workloads():
     out = [(name, lambda lib, w=w: train_step(*w, lib)) for name, w in rows]
     out += [(f"{name}, af.compile replay", lambda lib, w=w: train_step(*w, lib, compiled=True))
             for name, w in rows]
+    out += model_steps(small)
     out.append((f"{rows[0][0]}, af.compile replay, fp32 BLAS matmuls (accumulator='blas')",
                 lambda lib: train_step(*rows[0][1], lib, compiled=True,
                                    numerics={"accumulator": "blas"})))
@@ -51,6 +52,18 @@ def workloads():
                 "p.grad, loss.item())", eager_loop))
     out.append((f"matmul {n}x{n}x{n} fp16 (aneforge: ANE tile datapath)", matmul(n)))
     return out
+
+
+def model_steps(small: bool) -> list:
+    """Steps of real model shapes under af.compile: a GPT-style LM (attention, LayerNorm,
+    softmax) and a CNN with BatchNorm written as an nn.Module."""
+    batch = 4 if small else 8
+    rows = [(f"GPT-style LM step (2 layers, width 64, 2 heads, block 32, batch {batch})",
+             gpt(batch)),
+            (f"BatchNorm CNN step (conv-bn-relu-pool x2 + linear, batch {16 if small else 32})",
+             bn_cnn(16 if small else 32))]
+    return [(f"{name}, af.compile replay", lambda lib, w=w: train_step(*w, lib, compiled=True))
+            for name, w in rows]
 
 
 def _time(fn, number):

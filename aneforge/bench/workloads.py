@@ -139,3 +139,90 @@ def makemore(lib, batch=32, block=3, vocab=27, embed=10, hidden=200, lr=0.1, wor
 def eager_loop(lib):
     """The makemore step as a bench function."""
     return makemore(lib)[0]
+
+
+def _library(nn):
+    """The library a model maker was handed `nn` of (torch or aneforge): a model written once
+    against the torch namespace needs its functions too (tril, arange)."""
+    import importlib
+    return importlib.import_module(nn.__name__.rpartition(".")[0])
+
+
+def gpt(batch=8, block=32, vocab=65, width=64, heads=2, layers=2):
+    """A nanoGPT-style LM: token and position embeddings, pre-LayerNorm blocks of causal
+    self-attention (masked_fill, softmax) and a GELU MLP, a tied-free head, cross-entropy over
+    every position."""
+    rng = np.random.default_rng(0)
+    data = lambda: (rng.integers(0, vocab, (batch, block)),  # noqa: E731
+                    rng.integers(0, vocab, (batch, block)))
+
+    def model(nn):
+        torch, F = _library(nn), nn.functional
+
+        class Attention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.c_attn, self.c_proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+                causal = torch.tril(torch.ones(block, block)).view(1, 1, block, block)
+                self.register_buffer("mask", causal)
+
+            def forward(self, x):
+                B, T, C = x.size()
+                q, k, v = (t.view(B, T, heads, C // heads).transpose(1, 2)
+                           for t in self.c_attn(x).split(width, dim=2))
+                att = (q @ k.transpose(-2, -1)) * (1.0 / (C // heads) ** 0.5)
+                att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+                att = F.softmax(att, dim=-1)
+                return self.c_proj((att @ v).transpose(1, 2).contiguous().view(B, T, C))
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ln_1, self.ln_2 = nn.LayerNorm(width), nn.LayerNorm(width)
+                self.attn = Attention()
+                self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(),
+                                         nn.Linear(4 * width, width))
+
+            def forward(self, x):           # pre-LayerNorm residual blocks
+                h = x + self.attn(self.ln_1(x))
+                return h + self.mlp(self.ln_2(h))
+
+        class GPT(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(block, width)
+                self.h = nn.ModuleList([Block() for _ in range(layers)])
+                self.ln_f, self.lm_head = nn.LayerNorm(width), nn.Linear(width, vocab, bias=False)
+
+            def forward(self, idx):
+                x = self.wte(idx) + self.wpe(torch.arange(0, idx.size(1)))
+                for blk in self.h:
+                    x = blk(x)
+                return self.lm_head(self.ln_f(x))
+        return GPT()
+    return model, data, lambda F, out, y: F.cross_entropy(out.view(-1, out.size(-1)), y.view(-1))
+
+
+def bn_cnn(batch=32):
+    """conv-BatchNorm-relu-pool twice and a linear head, written as an nn.Module."""
+    rng = np.random.default_rng(0)
+    data = lambda: (rng.standard_normal((batch, 1, 16, 16)).astype(np.float32),  # noqa: E731
+                    rng.integers(0, 10, batch))
+
+    def model(nn):
+        torch, F = _library(nn), nn.functional
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv1, self.bn1 = nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8)
+                self.conv2 = nn.Conv2d(8, 16, 3, padding=1, bias=False)
+                self.bn2 = nn.BatchNorm2d(16)
+                self.fc = nn.Linear(16 * 4 * 4, 10)
+
+            def forward(self, x):
+                x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+                x = F.max_pool2d(F.relu(self.bn2(self.conv2(x))), 2)
+                return self.fc(torch.flatten(x, 1))
+        return Net()
+    return model, data, lambda F, out, y: F.cross_entropy(out, y)

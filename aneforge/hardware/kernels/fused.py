@@ -73,8 +73,8 @@ def _truth(t):
     return _ONE if t else _ZERO
 
 
-# One small compiled function per elementwise opcode. `_line` takes
-# the function as an argument: numba compiles one specialisation of `_line` per function, each
+# One small compiled function per elementwise opcode. `_grid` takes
+# the function as an argument: numba compiles one specialisation of `_grid` per function, each
 # small, with the function inlined (a single `_apply(op, x, y)` chain inlined into one loop per
 # opcode made `_op` take ~40 s to compile).
 @njit(cache=True, error_model="numpy")
@@ -177,21 +177,6 @@ def _logical_not(x, y):
     return _truth(x == _ZERO)
 
 
-@njit(cache=True, error_model="numpy")
-def _line(out, x, y, fn, store):
-    """out[c] = fn(x[c], y[c]) stored, over one row: in one pass for no store and the default
-    one (nearest-even, NaN to +0), whose loops have the mode constant and vectorize; other
-    modes round in a second pass (`_store`, compiled once, not once per opcode)."""
-    if store == 4:
-        for c in range(out.size):
-            out[c] = r16_ieee(fn(x[c], y[c]), 4)
-        return
-    for c in range(out.size):
-        out[c] = fn(x[c], y[c])
-    if store >= 0:
-        _store(out, store)
-
-
 @njit(cache=True)
 def _store(out, store):
     """The fp16 store of one row in place, under any mode (a loop of its own: compiled once,
@@ -222,7 +207,7 @@ def _fill(row, v):
         row[c] = v
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _operand(arena, start, stride, cols, scratch, filled):
     """A row of an operand: a view of the arena when contiguous, else gathered into
     `scratch` (a strided row, or one value broadcast; `filled`: scratch already holds it)."""
@@ -239,53 +224,138 @@ def _operand(arena, start, stride, cols, scratch, filled):
 
 
 @njit(cache=True, error_model="numpy")
-def _op(out, x, y, z, op, store, tables, at):
-    """out = op(x, y) (select: x ? y : z; lookup: the table at `at`, at x), stored: one
-    specialised loop per opcode (the opcode is constant over the loop)."""
+def _op(out, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
+    """out[o:o + rows * cols] = op(x, y) (select: x ? y : z; lookup: the table at `at`, at x),
+    stored. x, y, z: operands as (array, start, row stride, column stride) (`_operand`; sx,
+    sy, sz their scratch rows). One specialised loop nest per opcode: the opcode is chosen
+    once per op, not once per row (a call per row of 64 cost ~200 ns, 30x its work)."""
     if op == _ADD:
-        _line(out, x, y, _self._add, store)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._add, store)
     elif op == _SUB:
-        _line(out, x, y, _self._sub, store)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._sub, store)
     elif op == _MUL:
-        _line(out, x, y, _self._mul, store)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._mul, store)
     elif op == _DIV:
-        _line(out, x, y, _self._div, store)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._div, store)
     elif op == _DIV_ENGINE:
-        _line(out, x, y, _self._div_engine, store)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._div_engine, store)
     elif op == _MAXIMUM:
-        _line(out, x, y, _self._maximum, store)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._maximum, store)
     elif op == _MINIMUM:
-        _line(out, x, y, _self._minimum, store)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._minimum, store)
     elif op == _ABS:
-        _line(out, x, y, _self._abs, store)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._abs, store)
     elif op == _SQRT:
-        _line(out, x, y, _self._sqrt, store)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._sqrt, store)
     elif op == _SQRT_ENGINE:
-        _line(out, x, y, _self._sqrt_engine, store)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._sqrt_engine, store)
     elif op == _RELU:
-        _line(out, x, y, _self._relu, store)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._relu, store)
     elif op == _LESS:
-        _line(out, x, y, _self._less, -1)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._less, -1)
     elif op == _LESS_EQUAL:
-        _line(out, x, y, _self._less_equal, -1)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._less_equal, -1)
     elif op == _GREATER:
-        _line(out, x, y, _self._greater, -1)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._greater, -1)
     elif op == _GREATER_EQUAL:
-        _line(out, x, y, _self._greater_equal, -1)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._greater_equal, -1)
     elif op == _EQUAL:
-        _line(out, x, y, _self._equal, -1)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._equal, -1)
     elif op == _NOT_EQUAL:
-        _line(out, x, y, _self._not_equal, -1)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._not_equal, -1)
     elif op == _NONZERO:
-        _line(out, x, y, _self._nonzero, -1)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._nonzero, -1)
     elif op == _LOGICAL_NOT:
-        _line(out, x, y, _self._logical_not, -1)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._logical_not, -1)
     elif op == SELECT:
-        _select_line(out, x, y, z)
+        for r in range(rows):
+            _select_line(out[o + r * cols:o + (r + 1) * cols], _row_of(x, r, cols, sx),
+                         _row_of(y, r, cols, sy), _row_of(z, r, cols, sz))
     elif op == LOOKUP:              # stored results: no rounding after
-        _lookup_line(out, x, tables, at)
+        for r in range(rows):
+            _lookup_line(out[o + r * cols:o + (r + 1) * cols], _row_of(x, r, cols, sx),
+                         tables, at)
     else:                           # copy
-        _line(out, x, y, _self._copy, store)
+        _grid(out, o, rows, cols, x, y, sx, sy, _self._copy, store)
+
+
+@njit(cache=True, error_model="numpy")
+def _grid(out, o, rows, cols, x, y, sx, sy, fn, store):
+    """out[o + r * cols + c] = fn(x's (r, c), y's (r, c)) stored, row by row. Operands whose
+    rows are contiguous or one value each (nearly every op of a step: a bias or a row's mean
+    broadcast) run loops of their own, the column stride and a broadcast value known to the
+    compiler; other strides gather rows (`_operand`). The default store (nearest-even, NaN to
+    +0) rounds inside the loops, which vectorize with its mode constant; other modes round
+    the whole result in a second pass (a call inside the row loop stopped its vector code:
+    4x slower)."""
+    xa, a, ars, acs = x
+    ya, b, brs, bcs = y
+    if acs == 1 and bcs == 1:
+        for r in range(rows):
+            xo, yo = a + r * ars, b + r * brs
+            _pair(out[o + r * cols:o + (r + 1) * cols], xa[xo:xo + cols], ya[yo:yo + cols],
+                  fn, store)
+    elif acs == 1 and bcs == 0:
+        for r in range(rows):
+            xo = a + r * ars
+            _pair_by(out[o + r * cols:o + (r + 1) * cols], xa[xo:xo + cols], ya[b + r * brs],
+                     fn, store)
+    elif acs == 0 and bcs == 1:
+        for r in range(rows):
+            yo = b + r * brs
+            _by_pair(out[o + r * cols:o + (r + 1) * cols], xa[a + r * ars], ya[yo:yo + cols],
+                     fn, store)
+    elif acs == 0 and bcs == 0:          # one value a row: computed once
+        for r in range(rows):
+            v = fn(xa[a + r * ars], ya[b + r * brs])
+            _fill(out[o + r * cols:o + (r + 1) * cols], r16_ieee(v, 4) if store == 4 else v)
+    else:
+        for r in range(rows):
+            _pair(out[o + r * cols:o + (r + 1) * cols], _row_of(x, r, cols, sx),
+                  _row_of(y, r, cols, sy), fn, store)
+    if store >= 0 and store != 4:
+        _store(out[o:o + rows * cols], store)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _pair(out, x, y, fn, store):
+    """out[c] = fn(x[c], y[c]), rounded in the loop under the default store (`_grid`)."""
+    if store == 4:
+        for c in range(out.size):
+            out[c] = r16_ieee(fn(x[c], y[c]), 4)
+    else:
+        for c in range(out.size):
+            out[c] = fn(x[c], y[c])
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _pair_by(out, x, v, fn, store):
+    """`_pair` with y one value."""
+    if store == 4:
+        for c in range(out.size):
+            out[c] = r16_ieee(fn(x[c], v), 4)
+    else:
+        for c in range(out.size):
+            out[c] = fn(x[c], v)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _by_pair(out, v, y, fn, store):
+    """`_pair` with x one value."""
+    if store == 4:
+        for c in range(out.size):
+            out[c] = r16_ieee(fn(v, y[c]), 4)
+    else:
+        for c in range(out.size):
+            out[c] = fn(v, y[c])
+
+
+@njit(cache=True, inline="always")
+def _row_of(operand, r, cols, scratch):
+    """Row r of an operand (array, start, row stride, column stride): `_operand`'s view or
+    gathered row (a value broadcast over every row is filled into its scratch once)."""
+    array, start, rs, cs = operand
+    return _operand(array, start + r * rs, cs, cols, scratch, r > 0 and rs == 0)
 
 
 @njit(cache=True)
@@ -392,12 +462,39 @@ def _reduce(arena, code, k, sx) -> bool:
     is unsettled (`_extremum`)."""
     op, store, rows, cols, o = code[k, 0], code[k, 1], code[k, 2], code[k, 3], code[k, 4]
     a, ars, acs, mode = code[k, 5], code[k, 6], code[k, 7], code[k, 8]
+    if (op == _SUM16 or op == _MEAN16) and ars == 1 and acs != 1 and rows > 1:
+        _narrow_leading(arena, a, acs, rows, cols, o, op, store, mode, sx[:rows])
+        return True
     for r in range(rows):
         v, settled = _fold(_operand(arena, a + r * ars, acs, cols, sx, False), op, mode)
         if not settled:
             return False
         arena[o + r] = v if store < 0 else r16(v, store)
     return True
+
+
+@njit(cache=True, error_model="numpy")
+def _narrow_leading(arena, a, acs, rows, cols, o, op, store, mode, acc):
+    """The narrow fp16 sum (or mean) over leading axes (a weight gradient's sum over the
+    batch: result r folds the terms a + r + c * acs): all R running sums side by side, one
+    term of each at a time, so the loops run along contiguous memory and vectorize (a row
+    gathered per result cost ~7 ns a term). Each result still adds its terms in order c = 0,
+    1, ... with the rounding after each add, as `_fold` does: the same bits."""
+    for r in range(rows):
+        acc[r] = arena[a + r]
+    if mode & 3 == 0:                 # the default rounding: a loop LLVM vectorizes
+        for c in range(1, cols):
+            at = a + c * acs
+            for r in range(rows):
+                acc[r] = r16_ieee(acc[r] + arena[at + r], mode)
+    else:
+        for c in range(1, cols):
+            at = a + c * acs
+            for r in range(rows):
+                acc[r] = r16(acc[r] + arena[at + r], mode)
+    for r in range(rows):
+        v = acc[r] / np.float32(cols) if op == _MEAN16 else acc[r]
+        arena[o + r] = v if store < 0 else r16(v, store)
 
 
 @njit(cache=True)
@@ -410,21 +507,19 @@ def _blocked(arena, code, sx, sy, sz, block, tables):
             op, local = code[k, 0], code[k, 11]
             # a block-local value lives in a place of one block: no offset
             o = code[k, 4] + (0 if local & 1 else c0)
-            x = _block_operand(arena, code[k, 5], code[k, 7], local & 2, c0, m, sx)
-            y = x if op == LOOKUP else _block_operand(arena, code[k, 8], code[k, 10],
-                                                      local & 4, c0, m, sy)
-            z = _block_operand(arena, code[k, 12], code[k, 14], local & 8, c0, m,
-                               sz) if op == SELECT else x
-            _op(arena[o:o + m], x, y, z, op, code[k, 1], tables, code[k, 8])
+            x = _block_operand(arena, code[k, 5], code[k, 7], local & 2, c0)
+            y = _block_operand(arena, code[k, 8], code[k, 10], local & 4, c0)
+            z = _block_operand(arena, code[k, 12], code[k, 14], local & 8, c0)
+            _op(arena, o, 1, m, x, y, z, op, code[k, 1], tables, code[k, 8], sx, sy, sz)
 
 
 @njit(cache=True, inline="always")
-def _block_operand(arena, start, stride, local, c0, m, scratch):
-    """One block of an operand of a blocked run: contiguous, or one value broadcast."""
+def _block_operand(arena, start, stride, local, c0):
+    """One block of an operand of a blocked run (`_op`'s form): contiguous, or one value
+    broadcast."""
     if stride == 1:
-        at = start + (0 if local else c0)
-        return arena[at:at + m]
-    return _operand(arena, start, 0, m, scratch, False)
+        return arena, start + (0 if local else c0), 0, 1
+    return arena, start, 0, 0
 
 
 @njit(cache=True)
@@ -457,18 +552,11 @@ def run(arena, code, sx, sy, sz, block, tables, start):
 @njit(cache=True)
 def _rows(arena, code, k, sx, sy, sz, tables):
     """Elementwise row k, row by row (a value broadcast over the whole op is filled into its
-    scratch row once)."""
-    op, store, rows, cols, o = code[k, 0], code[k, 1], code[k, 2], code[k, 3], code[k, 4]
-    a, ars, acs, b, brs, bcs = code[k, 5], code[k, 6], code[k, 7], code[k, 8], code[k, 9], \
-        code[k, 10]
-    for r in range(rows):
-        # operands the op reads (a lookup's b is its table's offset)
-        x = _operand(arena, a + r * ars, acs, cols, sx, r > 0 and ars == 0)
-        y = x if op == LOOKUP else _operand(arena, b + r * brs, bcs, cols, sy,
-                                            r > 0 and brs == 0)
-        z = x if op != SELECT else _operand(arena, code[k, 12] + r * code[k, 13], code[k, 14],
-                                            cols, sz, r > 0 and code[k, 13] == 0)
-        _op(arena[o + r * cols:o + (r + 1) * cols], x, y, z, op, store, tables, b)
+    scratch row once; a lookup's b is its table's offset, read as an operand by no opcode)."""
+    _op(arena, code[k, 4], code[k, 2], code[k, 3], (arena, code[k, 5], code[k, 6], code[k, 7]),
+        (arena, code[k, 8], code[k, 9], code[k, 10]),
+        (arena, code[k, 12], code[k, 13], code[k, 14]), code[k, 0], code[k, 1], tables,
+        code[k, 8], sx, sy, sz)
 
 
 @njit(cache=True)
@@ -485,7 +573,8 @@ def _columns(arena, code, k, sx, sy, sz, tables):
             _gather(arena, code[k, 8] + c * code[k, 10], code[k, 9], y)
         if op == SELECT:
             _gather(arena, code[k, 12] + c * code[k, 14], code[k, 13], z)
-        _op(x, x, y, z, op, store, tables, code[k, 8])
+        _op(x, 0, 1, rows, (x, 0, 0, 1), (y, 0, 0, 1), (z, 0, 0, 1), op, store, tables,
+            code[k, 8], sx, sy, sz)
         for r in range(rows):
             arena[o + r * cols + c] = x[r]
 
