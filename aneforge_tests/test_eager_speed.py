@@ -16,7 +16,9 @@ from aneforge.core import realization
 
 MAKEMORE = {True: "b82d0995020e1c9170da2da17408196d5ded3156945ae8a2f0c4f2a8812ab521",
             False: "7c9039a7f1b808d9f67b0924cb13f1fc9b643c5f04ce11cb7deb8843e796fd96"}
-ADAMW = "4f7156678fe798ab4e6a0f1d8055d2157f7c3dc1d0bb72e8cc1f251bb4e71dee"
+# weights from numpy (not af.manual_seed: the default initializers now draw torch's numbers,
+# which d3119c2 did not), so the run is the same on both sides of the change
+ADAMW = "1be3d0e931e19bba902b00f59c9f399a5df1b15ff74d3c7d9a1bc8989911344d"
 MAKEMORE_LOSSES = [3.734375, 3.818359375, 3.47265625, 3.46484375, 3.33984375, 3.384765625,
                    3.44140625, 3.501953125]
 
@@ -59,8 +61,10 @@ def test_makemore_loop_is_one_program_a_step_with_the_same_bits(scaled, auto_sca
 
 def test_adamw_module_step_is_one_program_with_the_same_bits():
     model, data, loss_fn = mlp_deep(64)
-    af.manual_seed(0)
     m = model(af.nn)
+    init = np.random.default_rng(7)
+    m.load_state_dict({k: (init.standard_normal(v.shape) * 0.1).astype(np.float32)
+                       for k, v in m.state_dict().items()})
     opt = af.optim.AdamW(m.parameters(), lr=1e-3)
     x, y = data()
     losses = []
@@ -72,7 +76,7 @@ def test_adamw_module_step_is_one_program_with_the_same_bits():
         opt.step()
         losses.append(loss.item())
         assert _runs() == runs + 1
-    assert losses == [2.298828125, 2.287109375, 2.275390625, 2.265625]
+    assert losses == [2.330078125, 2.296875, 2.26953125, 2.244140625]
     assert _digest(m.parameters()) == ADAMW
 
 
