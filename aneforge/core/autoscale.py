@@ -304,6 +304,8 @@ def rescue(run, inputs: list, rules: list) -> list:
     ladder goes on (`RESCUE`) for passes whose values pass fp16 only scaled down. (Runs around
     every replayed step: the clean run is the fast path.)"""
     results, held = _held_run(run, inputs)
+    if not held and all(_finite(results[k_out]) for _, k_out, _ in rules):
+        return results                        # the clean run: nothing to redo or report
     bad = _overflowed(results, rules)
     if bad:
         results, held = _lower(run, inputs, rules, bad, results, held)
@@ -344,10 +346,15 @@ def _held_run(run, inputs: list) -> tuple:
         thread.held_hazards = None
 
 
+def _finite(peaks) -> bool:
+    """Whether a pass's peaks (largest and smallest max|g|, then its scale) are finite."""
+    top, low = peaks.ravel().tolist()[:2]
+    return math.isfinite(top + low)
+
+
 def _overflowed(results: list, rules: list) -> list:
     """The (scale input, scaler) of each pass whose peaks came back inf or NaN."""
-    return [(k_in, scaler) for k_in, k_out, scaler in rules
-            if not math.isfinite(sum(results[k_out].ravel().tolist()[:2]))]
+    return [(k_in, scaler) for k_in, k_out, scaler in rules if not _finite(results[k_out])]
 
 
 def _lower(run, first: list, rules: list, bad: list, results: list, held: list) -> tuple:
