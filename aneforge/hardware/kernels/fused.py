@@ -55,7 +55,7 @@ _MAXIMUM, _MINIMUM, _ABS, _SQRT = OP["maximum"], OP["minimum"], OP["abs"], OP["s
 _SQRT_ENGINE, _RELU = OP["sqrt_engine"], OP["relu"]
 _LESS, _LESS_EQUAL, _GREATER = OP["less"], OP["less_equal"], OP["greater"]
 _GREATER_EQUAL, _EQUAL, _NOT_EQUAL = OP["greater_equal"], OP["equal"], OP["not_equal"]
-_NONZERO, _LOGICAL_NOT = OP["nonzero"], OP["logical_not"]
+_NONZERO, _LOGICAL_NOT, _COPY = OP["nonzero"], OP["logical_not"], OP["copy"]
 _SUM16, _MEAN16, _MEAN, _MAX, _MIN = OP["sum16"], OP["mean16"], OP["mean"], OP["max"], OP["min"]
 ROW = ("opcode", "store", "rows", "cols", "out", "a", "a_rs", "a_cs", "b", "b_rs", "b_cs",
        "local", "c", "c_rs", "c_cs", "step")
@@ -227,46 +227,17 @@ def _operand(arena, start, stride, cols, scratch, filled):
 def _op(out, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
     """out[o:o + rows * cols] = op(x, y) (select: x ? y : z; lookup: the table at `at`, at x),
     stored. x, y, z: operands as (array, start, row stride, column stride) (`_operand`; sx,
-    sy, sz their scratch rows). One specialised loop nest per opcode: the opcode is chosen
-    once per op, not once per row (a call per row of 64 cost ~200 ns, 30x its work)."""
+    sy, sz their scratch rows). add, sub, mul and copy get a specialised loop nest each, the
+    opcode chosen once per op, not once per row (a call per row of 64 cost ~200 ns, 30x its
+    work); the rarer opcodes share one loop that switches per element (`_each`)."""
     if op == _ADD:
         _grid(out, o, rows, cols, x, y, sx, sy, _self._add, store)
     elif op == _SUB:
         _grid(out, o, rows, cols, x, y, sx, sy, _self._sub, store)
     elif op == _MUL:
         _grid(out, o, rows, cols, x, y, sx, sy, _self._mul, store)
-    elif op == _DIV:
-        _grid(out, o, rows, cols, x, y, sx, sy, _self._div, store)
-    elif op == _DIV_ENGINE:
-        _grid(out, o, rows, cols, x, y, sx, sy, _self._div_engine, store)
-    elif op == _MAXIMUM:
-        _grid(out, o, rows, cols, x, y, sx, sy, _self._maximum, store)
-    elif op == _MINIMUM:
-        _grid(out, o, rows, cols, x, y, sx, sy, _self._minimum, store)
-    elif op == _ABS:
-        _grid(out, o, rows, cols, x, y, sx, sy, _self._abs, store)
-    elif op == _SQRT:
-        _grid(out, o, rows, cols, x, y, sx, sy, _self._sqrt, store)
-    elif op == _SQRT_ENGINE:
-        _grid(out, o, rows, cols, x, y, sx, sy, _self._sqrt_engine, store)
-    elif op == _RELU:
-        _grid(out, o, rows, cols, x, y, sx, sy, _self._relu, store)
-    elif op == _LESS:
-        _grid(out, o, rows, cols, x, y, sx, sy, _self._less, -1)
-    elif op == _LESS_EQUAL:
-        _grid(out, o, rows, cols, x, y, sx, sy, _self._less_equal, -1)
-    elif op == _GREATER:
-        _grid(out, o, rows, cols, x, y, sx, sy, _self._greater, -1)
-    elif op == _GREATER_EQUAL:
-        _grid(out, o, rows, cols, x, y, sx, sy, _self._greater_equal, -1)
-    elif op == _EQUAL:
-        _grid(out, o, rows, cols, x, y, sx, sy, _self._equal, -1)
-    elif op == _NOT_EQUAL:
-        _grid(out, o, rows, cols, x, y, sx, sy, _self._not_equal, -1)
-    elif op == _NONZERO:
-        _grid(out, o, rows, cols, x, y, sx, sy, _self._nonzero, -1)
-    elif op == _LOGICAL_NOT:
-        _grid(out, o, rows, cols, x, y, sx, sy, _self._logical_not, -1)
+    elif op != SELECT and op != LOOKUP and op != _COPY:
+        _each(out, o, rows, cols, x, y, sx, sy, op, store if op < _LESS else -1)
     elif op == SELECT:
         for r in range(rows):
             _select_line(out[o + r * cols:o + (r + 1) * cols], _row_of(x, r, cols, sx),
@@ -313,6 +284,58 @@ def _grid(out, o, rows, cols, x, y, sx, sy, fn, store):
         for r in range(rows):
             _pair(out[o + r * cols:o + (r + 1) * cols], _row_of(x, r, cols, sx),
                   _row_of(y, r, cols, sy), fn, store)
+    if store >= 0 and store != 4:
+        _store(out[o:o + rows * cols], store)
+
+
+@njit(cache=True, error_model="numpy")
+def _apply(op, a, b):
+    """One element of opcode `op` (the ops `_op` does not give a loop nest of their own)."""
+    if op == _DIV:
+        return _div(a, b)
+    if op == _DIV_ENGINE:
+        return _div_engine(a, b)
+    if op == _MAXIMUM:
+        return _maximum(a, b)
+    if op == _MINIMUM:
+        return _minimum(a, b)
+    if op == _ABS:
+        return _abs(a, b)
+    if op == _SQRT:
+        return _sqrt(a, b)
+    if op == _SQRT_ENGINE:
+        return _sqrt_engine(a, b)
+    if op == _RELU:
+        return _relu(a, b)
+    if op == _LESS:
+        return _less(a, b)
+    if op == _LESS_EQUAL:
+        return _less_equal(a, b)
+    if op == _GREATER:
+        return _greater(a, b)
+    if op == _GREATER_EQUAL:
+        return _greater_equal(a, b)
+    if op == _EQUAL:
+        return _equal(a, b)
+    if op == _NOT_EQUAL:
+        return _not_equal(a, b)
+    if op == _NONZERO:
+        return _nonzero(a, b)
+    return _logical_not(a, b)
+
+
+@njit(cache=True, error_model="numpy")
+def _each(out, o, rows, cols, x, y, sx, sy, op, store):
+    """The other opcodes: one loop for all, the opcode chosen per element. Every opcode given
+    a loop nest of its own (`_grid`) costs numba ~2-4 s of the fused kernel's one-time compile
+    (all of them: 90 s against 11 s); add, sub, mul and copy, nearly every op of a training
+    step, keep theirs."""
+    for r in range(rows):
+        row = out[o + r * cols:o + (r + 1) * cols]
+        a, b = _row_of(x, r, cols, sx), _row_of(y, r, cols, sy)
+        for c in range(cols):
+            v = _apply(op, a[c], b[c])
+            row[c] = r16_ieee(v, 4) if store == 4 else v
     if store >= 0 and store != 4:
         _store(out[o:o + rows * cols], store)
 
