@@ -1,0 +1,64 @@
+"""Cases from the torch-derived op suite (tinygrad's test_ops, run against torch) that aneforge
+got wrong or refused: pad's per-mode reach, one_hot without num_classes, ... Each compares the
+forward values and the gradients with torch."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import aneforge as af
+import aneforge.nn.functional as F
+
+
+def _data(*shape, seed=0):
+    return np.random.default_rng(seed).uniform(-2, 2, shape).astype(np.float16)
+
+
+def _match(fn, *arrays, grad=True):
+    """fn on torch tensors and on aneforge tensors (fn takes the module as its first
+    argument): the same values, and the same gradient of a weighted sum."""
+    ts = [torch.tensor(a.astype(np.float32), requires_grad=grad) for a in arrays]
+    as_ = [af.tensor(a, requires_grad=grad) for a in arrays]
+    want, got = fn(torch, *ts), fn(af, *as_)
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_allclose(got.numpy().astype(np.float32), want.detach().numpy(),
+                               atol=2e-3, rtol=2e-3)
+    if not grad:
+        return
+    w = np.random.default_rng(1).standard_normal(tuple(want.shape)).astype(np.float16)
+    (want * torch.tensor(w.astype(np.float32))).sum().backward()
+    (got * af.tensor(w)).sum().backward()
+    for t, a in zip(ts, as_):
+        np.testing.assert_allclose(a.grad.numpy().astype(np.float32), t.grad.numpy(),
+                                   atol=2e-2, rtol=2e-2)
+
+
+def _pad(lib, x, pad, mode):
+    return (TF if lib is torch else F).pad(x, pad, mode=mode)
+
+
+PADS = [  # (shape, pad, mode): torch's reach per mode, and negative amounts with each mode
+    ((1, 1, 5, 5), (3, 11, 0, 30), "replicate"),       # replicate: any amount
+    ((1, 1, 2, 2), (2, 3, 0, 1), "replicate"),
+    ((1, 1, 5, 5), (4, 4, 0, 4), "reflect"),           # reflect: less than the axis
+    ((1, 1, 5, 5), (3, -3, 0, -3), "reflect"),         # padded first, then cropped
+    ((3, 3, 3, 3), (-1, 2, 2, -1), "reflect"),
+    ((1, 1, 5, 5), (3, -5, 1, -5), "replicate"),
+    ((1, 1, 5, 5), (5, 5, 0, 2), "circular"),          # circular: wraps once at most
+    ((1, 1, 5, 5), (3, -2, 0, 0), "circular"),         # wraps what is left after cropping
+    ((3, 3), (-1, 2, -3, 4), "constant"),              # crops a whole axis, then pads it
+]
+
+
+@pytest.mark.parametrize("shape,pad,mode", PADS)
+def test_pad_modes_reach_as_torch(shape, pad, mode):
+    _match(lambda lib, x: _pad(lib, x, pad, mode), _data(*shape))
+
+
+@pytest.mark.parametrize("pad,mode,match", [
+    ((5, 0), "reflect", "less than"), ((0, 6), "circular", "more than once"),
+    ((-6, 0), "constant", "negative"), ((1, 1), "typo", "unrecognised")])
+def test_pad_past_torch_limits_raises(pad, mode, match):
+    x = af.tensor(_data(1, 1, 5))
+    with pytest.raises((af.ShapeError, NotImplementedError), match=match):
+        F.pad(x, pad, mode=mode)
