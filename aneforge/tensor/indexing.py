@@ -1,5 +1,6 @@
-"""Indexing: basic (x[1:3, :, None, ..., -1]) as MIL slice_by_index + expand_dims; one integer
-tensor/list index or a bool mask per expression through index_select (a one-hot select)."""
+"""Indexing: basic (x[1:3, :, None, ..., -1]) as MIL slice_by_index + expand_dims; integer
+tensor/list indices (several broadcast together, as torch) or a bool mask through index_select
+(a one-hot select)."""
 from __future__ import annotations
 
 import numbers
@@ -93,8 +94,7 @@ def _advanced(x, index: tuple):
     result's shape depends on them). Built from index_select, a one-hot select and sum."""
     advanced = [k for k, i in enumerate(index) if _is_advanced(i)]
     if len(advanced) > 1:
-        raise AneforgeError("only one tensor/list index per indexing expression is supported; "
-                            "index one axis at a time, or use gather / index_select")
+        return _several(x, index, advanced)
     k = advanced[0]
     entry = index[k]
     rest = index[:k] + (slice(None),) + index[k + 1:]
@@ -116,6 +116,48 @@ def _advanced(x, index: tuple):
     out = getitem(x.index_select(axis, idx.reshape(-1)), rest)
     pos = sum(1 for i in index[:k] if i is None or isinstance(i, slice))
     return out.reshape(out.shape[:pos] + shape + out.shape[pos + 1:])
+
+
+def _several(x, index: tuple, advanced: list):
+    """x[i0, :, i1] with several integer tensors/lists, torch's rule: the indices broadcast to
+    one shape B and pick x[i0[b], :, i1[b]]; B replaces the indexed axes where they are
+    adjacent in the index, else it comes first. The indexed axes are moved first and merged,
+    so one index_select with the flat index picks every entry.
+
+    >>> import aneforge as af
+    >>> x = af.tensor([[1, 2, 3], [4, 5, 6]])
+    >>> x[af.tensor([1, 0]), af.tensor([[2], [0]])].tolist()
+    [[6, 3], [4, 1]]
+    """
+    if any(_is_mask(index[k]) for k in advanced):
+        raise AneforgeError("a bool mask must be the only tensor/list index in an expression; "
+                            "apply it separately, or turn it into integer indices with "
+                            ".nonzero(as_tuple=True)")
+    y = getitem(x, tuple(slice(None) if k in advanced else i for k, i in enumerate(index)))
+    axes = [sum(1 for i in index[:k] if not isinstance(i, int)) for k in advanced]
+    sizes = [y.shape[a] for a in axes]
+    idx = [_as_index(y, index[k], n, a) for k, n, a in zip(advanced, sizes, axes)]
+    try:
+        shape = tuple(np.broadcast_shapes(*(tuple(i.shape) for i in idx)))
+    except ValueError:
+        raise IndexError(f"shape mismatch: indexing tensors could not be broadcast together "
+                         f"with shapes {[tuple(i.shape) for i in idx]}") from None
+    rest = [a for a in range(y.ndim) if a not in axes]
+    merged = y.permute(*axes, *rest).reshape(-1, *[y.shape[a] for a in rest])
+    strides = np.cumprod([1] + sizes[:0:-1])[::-1]
+    known = [host_values(i) for i in idx]
+    if all(v is not None for v in known):      # the flat index on the host: no int arithmetic
+        flat = x._as_tensor(sum(np.broadcast_to(v, shape) * int(s) for v, s in zip(known, strides))
+                            .astype(np.int32))
+    else:
+        flat = sum(i.expand(*shape) * int(s) for i, s in zip(idx, strides))
+    out = merged.index_select(0, flat.reshape(-1)).reshape(*shape, *merged.shape[1:])
+    between = index[advanced[0]:advanced[-1] + 1]      # ints do not part them (torch's rule)
+    if not all(isinstance(i, int) or _is_advanced(i) for i in between):
+        return out                                     # apart: B first, as torch
+    first = axes[0]
+    order = list(range(len(shape), len(shape) + first)) + list(range(len(shape)))
+    return out.permute(*order, *range(len(shape) + first, out.ndim))
 
 
 _DATA_SHAPE = "its result's shape depends on the values of {}"
