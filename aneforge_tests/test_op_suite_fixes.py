@@ -62,3 +62,18 @@ def test_pad_past_torch_limits_raises(pad, mode, match):
     x = af.tensor(_data(1, 1, 5))
     with pytest.raises((af.ShapeError, NotImplementedError), match=match):
         F.pad(x, pad, mode=mode)
+
+
+@pytest.mark.parametrize("data", [[1, 2, 4], [[[1, 2, 3], [0, 3, 5]], [[1, 2, 3], [0, 3, 5]]]])
+def test_one_hot_without_num_classes_is_max_plus_one(data):
+    want = TF.one_hot(torch.tensor(data)).numpy()
+    np.testing.assert_array_equal(F.one_hot(af.tensor(data)).numpy(), want)
+    computed = af.tensor(data) * 2 - af.tensor(data)       # a value of a program: read after it
+    np.testing.assert_array_equal(F.one_hot(computed).numpy(), want)
+
+
+def test_one_hot_without_num_classes_refuses_what_torch_refuses():
+    with pytest.raises(RuntimeError, match="non-negative"):
+        F.one_hot(af.tensor([1, -1]))
+    with pytest.raises(RuntimeError, match="empty"):
+        F.one_hot(af.tensor(np.zeros(0, np.int32)))

@@ -102,20 +102,37 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """Class indices -> one-hot rows (int32, as torch's int64), built as equal(idx, arange).
+    Without num_classes (-1) there are max + 1 classes, as in torch: the width depends on the
+    values, so the rows are made on the host between ANE segments (a host segment).
 
     >>> import aneforge as af, aneforge.nn.functional as F
     >>> F.one_hot(af.tensor([0, 2]), 3).tolist()
     [[1, 0, 0], [0, 0, 1]]
+    >>> F.one_hot(af.tensor([1, 0])).tolist()
+    [[0, 1], [1, 0]]
     """
+    if num_classes == -1 and not tensor.dtype.is_float:
+        return tensor._host("one_hot", "without num_classes its width is the largest class + 1",
+                            _one_hot_rows, (tensor,), (dtypes.int32,))[0]
     return _one_hot_mask(tensor, num_classes).int()
+
+
+def _one_hot_rows(indices: np.ndarray) -> list:
+    """one_hot's rows for max + 1 classes, with torch's checks (numpy, on the host)."""
+    if not indices.size:
+        raise RuntimeError("one_hot: cannot infer the number of classes from an empty tensor; "
+                           "pass num_classes")
+    if indices.min() < 0:
+        raise RuntimeError("one_hot: class values must be non-negative")
+    return [indices[..., None] == np.arange(int(indices.max()) + 1)]
 
 
 def _one_hot_mask(indices: Tensor, num_classes: int) -> Tensor:
     if indices.dtype.is_float:
         raise AneforgeError(f"class indices must be an integer tensor, got {indices.dtype}")
     if num_classes < 1:
-        raise AneforgeError("one_hot needs num_classes: the number of classes cannot be read "
-                            "from the data inside a static program")
+        raise AneforgeError(f"one_hot: num_classes must be positive (or -1: the largest class "
+                            f"+ 1), got {num_classes}")
     classes = const(np.arange(num_classes), indices.dtype)
     return indices.unsqueeze(-1) == classes
 
