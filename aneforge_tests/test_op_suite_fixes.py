@@ -77,3 +77,32 @@ def test_one_hot_without_num_classes_refuses_what_torch_refuses():
         F.one_hot(af.tensor([1, -1]))
     with pytest.raises(RuntimeError, match="empty"):
         F.one_hot(af.tensor(np.zeros(0, np.int32)))
+
+
+INF = float("inf")
+SPECIAL = np.array([[1.0, INF, -INF], [2.0, 3.0, 4.0]], np.float16)
+IDX = np.array([[2, 0, 1], [1, 1, 0]])
+
+
+@pytest.mark.parametrize("fn", [
+    lambda lib, x, i: x.gather(1, i),
+    lambda lib, x, i: lib.zeros(2, 3).scatter(1, i, INF, reduce="add"),
+    lambda lib, x, i: lib.ones(2, 3).scatter(1, i, -INF, reduce="multiply"),
+    lambda lib, x, i: lib.zeros(2, 3).scatter(1, i, x),
+    lambda lib, x, i: lib.zeros(2, 3).scatter_reduce(1, i, x, "sum", include_self=False),
+    lambda lib, x, i: lib.ones(2, 3).scatter_reduce(1, i, x, "prod"),
+    lambda lib, x, i: lib.zeros(2, 3).scatter_add(1, i, x),
+])
+def test_infinities_in_gather_and_scatter_stay_out_of_other_places(fn):
+    """The places an index does not pick are filled with a constant, not x - x (NaN at inf)."""
+    with af.numerics(specials="ieee"):
+        got = fn(af, af.tensor(SPECIAL), af.tensor(IDX)).numpy()
+    want = fn(torch, torch.tensor(SPECIAL.astype(np.float32)), torch.tensor(IDX)).numpy()
+    np.testing.assert_array_equal(got.astype(np.float32), want)
+
+
+def test_gather_and_scatter_gradients_match_torch():
+    i = IDX
+    _match(lambda lib, x, s: x.gather(1, (torch if lib is torch else af).tensor(i)) +
+           x.scatter_reduce(1, (torch if lib is torch else af).tensor(i), s, "sum"),
+           _data(2, 3), _data(2, 3, seed=2))

@@ -9,7 +9,6 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import AneforgeError, DTypeError, LimitError, ShapeError
-from ..ops._grad import zeros
 from .args import empty_of, norm_dim
 from .base import TensorBase
 from .elementwise import where
@@ -285,7 +284,7 @@ class IndexingMixin(TensorBase):
         d, x, idx, mask = self._onehot_along(dim, index)
         x = x[tuple(slice(0, k) for k in idx.shape[:-1])]             # index may be smaller
         x = x.int() if x.dtype == dtypes.bool_ else x
-        picked = where(mask, x.unsqueeze(-2), zeros(x.unsqueeze(-2))).sum(-1)
+        picked = where(mask, x.unsqueeze(-2), 0).sum(-1)    # a 0 fill: x - x is NaN at inf
         picked = picked.to(self.dtype) if self.dtype == dtypes.bool_ else picked
         return picked.movedim(-1, d)
 
@@ -358,9 +357,9 @@ class IndexingMixin(TensorBase):
         order = self._const(np.arange(mask.shape[-2]).reshape(-1, 1), dtypes.int32)
         written = where(mask, order, order - mask.shape[-2]).amax(-2, keepdim=True)
         last = mask & (order == written)                      # the last write to each place
-        vals = where(last, src, zeros(src)).sum(-2).to(self.dtype)
+        vals = where(last, src, 0).sum(-2).to(self.dtype)
         if src.requires_grad:       # torch's gradient: every write gets its place's (a gather)
-            every = where(mask, src, zeros(src)).sum(-2).to(self.dtype)
+            every = where(mask, src, 0).sum(-2).to(self.dtype)
             vals = vals.detach() + (every - every.detach())
         return where(hit, vals, x).movedim(-1, d)
 
@@ -386,15 +385,14 @@ class IndexingMixin(TensorBase):
         d, x, mask, src = self._scattered(dim, index, src)
         hit = mask.any(-2)
         if reduce in ("sum", "mean"):
-            got = where(mask, src, zeros(src)).sum(-2).to(self.dtype)
+            got = where(mask, src, 0).sum(-2).to(self.dtype)
             if reduce == "mean":
                 count = mask.sum(-2).to(dtypes.float32) + float(include_self)
                 got = (((x + got) if include_self else got) / count.maximum(1.0)).to(self.dtype)
                 return where(hit, got, x).movedim(-1, d)
-            own = x if include_self else zeros(x)
-            return where(hit, own + got, x).movedim(-1, d)
+            return where(hit, x + got if include_self else got, x).movedim(-1, d)
         if reduce == "prod":
-            got = where(mask, src, src - src + 1).prod(-2)
+            got = where(mask, src, 1).prod(-2)
             return where(hit, x * got if include_self else got, x).movedim(-1, d)
         if reduce in ("amax", "amin"):
             # masked-out entries take the extreme of the other side: they never win over a hit
