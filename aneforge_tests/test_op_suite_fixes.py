@@ -106,3 +106,18 @@ def test_gather_and_scatter_gradients_match_torch():
     _match(lambda lib, x, s: x.gather(1, (torch if lib is torch else af).tensor(i)) +
            x.scatter_reduce(1, (torch if lib is torch else af).tensor(i), s, "sum"),
            _data(2, 3), _data(2, 3, seed=2))
+
+
+@pytest.mark.parametrize("shape,fn", [
+    ((3, 3, 3), lambda lib, x: x[5:10]),                        # a slice past the end
+    ((10, 10), lambda lib, x: x[1:1] * 2),
+    ((3, 3, 3), lambda lib, x: x[-2:-5] + 1),
+    ((1, 1, 5, 5), lambda lib, x: _pad(lib, x, (0, 0, 0, -5), "reflect")),
+    ((4, 0), lambda lib, x: x.sum(1)),                          # an empty input
+    ((2, 0, 4), lambda lib, x: x.cumsum(1)),
+    ((1, 0, 3, 0, 5), lambda lib, x: x.mean((1, 3))),
+])
+def test_gradients_flow_through_empty_values(shape, fn):
+    """An op on an empty value runs on the host; its inputs still get torch's gradient (zeros
+    of their shape, or an empty one), not None."""
+    _match(fn, _data(*shape))
