@@ -121,3 +121,9 @@ def test_gradients_flow_through_empty_values(shape, fn):
     """An op on an empty value runs on the host; its inputs still get torch's gradient (zeros
     of their shape, or an empty one), not None."""
     _match(fn, _data(*shape))
+
+
+@pytest.mark.parametrize("shape,dim", [((2, 0, 4), 1), ((0, 3), 0), ((2, 3, 0), 2)])
+def test_cummax_of_an_empty_tensor_is_empty(shape, dim):
+    _match(lambda lib, x: lib.cummax(x, dim=dim).values, _data(*shape))
+    assert af.cummin(af.tensor(_data(*shape)), dim).indices.shape == shape

@@ -62,6 +62,8 @@ class ScanMixin(TensorBase):
         """cummax / cummin: each position against all earlier ones ([..., n, n]: O(n^2)),
         the masked-out ones replaced by the first element (always a candidate)."""
         d = dim % max(self.ndim, 1)
+        if 0 in self.shape:            # nothing to compare: empty values (gradient kept), indices
+            return minmax(self + 0, self._as_tensor(np.zeros(self.shape, np.int32)))
         x = self.movedim(d, -1) if self.ndim else self.reshape(1)
         n = x.shape[-1]
         earlier = self._const(np.tri(n, dtype=bool), dtypes.bool_)         # [i, j]: j <= i
