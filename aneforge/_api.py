@@ -119,6 +119,7 @@ conv1d                F         torch F         decomposed
 conv2d                F         torch F         decomposed      conv2d.default:_conv2d
 conv3d                F         torch F         decomposed
 conv_transpose2d      F         torch F         decomposed
+conv_transpose3d      F         torch F         decomposed
 copy_                 Tensor    Tensor          no-op
     -- the handle takes `src`'s value
 copysign              Tensor    torch Tensor    decomposed

@@ -35,13 +35,13 @@ from ..functions import log_softmax, sigmoid, softmax, tanh
 __all__ = [
     "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "batch_norm",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d",
-    "conv3d", "conv_transpose2d", "cosine_similarity", "cross_entropy", "dropout", "elu",
-    "embedding", "gelu", "group_norm", "hardsigmoid", "hardswish", "hardtanh", "huber_loss",
-    "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax",
-    "logsigmoid", "max_pool1d", "max_pool2d", "max_unpool2d", "mish", "mse_loss", "nll_loss",
-    "normalize", "one_hot", "pad", "relu", "relu6", "rms_norm", "scaled_dot_product_attention",
-    "selu", "sigmoid", "silu", "smooth_l1_loss", "softmax", "softmin", "softplus", "softsign",
-    "tanh", "unfold"]
+    "conv3d", "conv_transpose2d", "conv_transpose3d", "cosine_similarity", "cross_entropy",
+    "dropout", "elu", "embedding", "gelu", "group_norm", "hardsigmoid", "hardswish", "hardtanh",
+    "huber_loss", "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear",
+    "log_softmax", "logsigmoid", "max_pool1d", "max_pool2d", "max_unpool2d", "mish", "mse_loss",
+    "nll_loss", "normalize", "one_hot", "pad", "relu", "relu6", "rms_norm",
+    "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss", "softmax",
+    "softmin", "softplus", "softsign", "tanh", "unfold"]
 # ---- end of generated block: imports ----
 
 
@@ -432,6 +432,10 @@ def _dilate_zeros(x: Tensor, axis: int, s: int) -> Tensor:
     """s - 1 zeros between consecutive entries along `axis` (stride of a transposed conv)."""
     if s == 1:
         return x
+    if x.ndim == 5:              # the stack below adds an axis: merge the leading ones first
+        lead = x.shape[:axis]
+        y = _dilate_zeros(x.reshape(-1, *x.shape[axis:]), 1, s)
+        return y.reshape(*lead, *y.shape[1:])
     z = zeros(x)
     up = stack([x] + [z] * (s - 1), axis + 1)
     shape = x.shape[:axis] + (x.shape[axis] * s,) + x.shape[axis + 1:]
@@ -531,6 +535,29 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
     w = w.reshape(groups * cout_g, cin // groups, kh, kw)
     out = conv2d(x, w, bias, 1, 0, (dh, dw), groups)
     return out if input.ndim == 4 else out.squeeze(0)
+
+
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,
+                     padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    """The gradient of conv3d as a layer, over [N, C, D, H, W]: the input spread by `stride`
+    (zeros between), padded by dilation * (k - 1) - padding, and convolved (conv3d) with the
+    weight [Cin, Cout/groups, kd, kh, kw] flipped and swapped in/out.
+
+    >>> import aneforge as af, aneforge.nn.functional as F
+    >>> F.conv_transpose3d(af.ones(1, 1, 2, 2, 2), af.ones(1, 1, 2, 2, 2), stride=2).shape
+    (1, 1, 4, 4, 4)
+    """
+    x = _batched(input, 4, "conv_transpose3d")
+    s, p, o, d = _triple(stride), _triple(padding), _triple(output_padding), _triple(dilation)
+    cin, cout_g, *k = weight.shape
+    for axis in range(3):
+        x = _dilate_zeros(x, axis + 2, s[axis])
+    q = [d[a] * (k[a] - 1) - p[a] for a in range(3)]
+    x = pad(x, (q[2], q[2] + o[2], q[1], q[1] + o[1], q[0], q[0] + o[0]))
+    w = weight.flip((2, 3, 4)).reshape(groups, cin // groups, cout_g, -1).transpose(1, 2)
+    w = w.reshape(groups * cout_g, cin // groups, *k)     # (kd, kh, kw merged: rank <= 5)
+    out = conv3d(x, w, bias, 1, 0, d, groups)
+    return out if input.ndim == 5 else out.squeeze(0)
 
 
 # ---- activations -----------------------------------------------------------------------------
