@@ -144,3 +144,12 @@ def test_conv_transpose3d_matches_torch(xs, ws, kw):
     x, w, b = _data(*xs), _data(*ws, seed=3) / 4, _data(ws[1] * kw.get("groups", 1), seed=4)
     _match(lambda lib, x, w, b: (TF if lib is torch else F).conv_transpose3d(x, w, b, **kw),
            x, w, b)
+
+
+@pytest.mark.parametrize("index", [
+    (False,), (slice(None), False), (False, 1), (None, False), (Ellipsis, False),
+    (True, False), (True, True), (slice(None), True, slice(None), True), (slice(None), 0, True)])
+def test_bool_scalar_indices_as_torch(index):
+    """The bool scalars together add one axis (size 1 if all are True, else 0), in place when
+    adjacent, else first; the gradient reaches x (zeros through an empty result)."""
+    _match(lambda lib, x: x[index] * 2, _data(2, 3))

@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 
 from .. import dtypes
-from ..errors import AneforgeError, DTypeError, LimitError, ShapeError
+from ..errors import AneforgeError, DTypeError, ShapeError
 from .args import empty_of, norm_dim
 from .base import TensorBase
 from .elementwise import where
@@ -47,10 +47,8 @@ def _entry(i):
     a new axis, as in torch."""
     if i is None or i is Ellipsis or isinstance(i, slice):
         return i
-    if isinstance(i, (bool, np.bool_)):
-        if i:
-            return None
-        raise LimitError("x[False] selects nothing; the ANE has no empty tensors")
+    if isinstance(i, (bool, np.bool_)):      # False: a new axis of size 0 (getitem)
+        return None
     if isinstance(i, numbers.Integral):
         return int(i)
     raise AneforgeError(f"unsupported index {i!r}; use ints, slices, None, ..., an integer "
@@ -213,6 +211,8 @@ def narrow(x, axis: int, start: int, stop: int):
 
 def getitem(x, index):
     index = index if isinstance(index, tuple) else (index,)
+    if any(_is_bool(i) for i in index):
+        return _scalar_bools(x, index)
     if any(_is_advanced(i) for i in index):
         return _advanced(x, _expand_ellipsis(tuple(i if _is_advanced(i) else _entry(i)
                                                    for i in index), x.ndim))
@@ -242,6 +242,28 @@ def getitem(x, index):
     if new_axes:
         x = x._record("expand_dims", {"x": x}, {"axes": tuple(new_axes)})
     return x
+
+
+def _is_bool(i) -> bool:
+    return isinstance(i, (bool, np.bool_))
+
+
+def _scalar_bools(x, index: tuple):
+    """x[..., True/False, ...], torch's rule: the bool scalars together add one axis, of size 1
+    if all are True, else 0 (an empty tensor), where they stand if adjacent, else first."""
+    if any(_is_advanced(i) for i in index):
+        raise AneforgeError("a True/False index with a tensor/list index in one expression is "
+                            "not supported; index in two steps")
+    at = [k for k, i in enumerate(index) if _is_bool(i)]
+    rest = tuple(i for i in index if not _is_bool(i))
+    first = at[0] if at == list(range(at[0], at[-1] + 1)) else 0
+    out = getitem(x, rest[:first] + (None,) + rest[first:])
+    if all(index[k] for k in at):
+        return out
+    spread = x.ndim - sum(1 for i in rest if i is not None and i is not Ellipsis)
+    pos = sum(spread if i is Ellipsis else int(not isinstance(i, numbers.Integral))
+              for i in rest[:first])
+    return narrow(out, pos, 0, 0)
 
 
 def _grown(t, widths, value: float):
