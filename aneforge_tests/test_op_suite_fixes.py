@@ -153,3 +153,12 @@ def test_bool_scalar_indices_as_torch(index):
     """The bool scalars together add one axis (size 1 if all are True, else 0), in place when
     adjacent, else first; the gradient reaches x (zeros through an empty result)."""
     _match(lambda lib, x: x[index] * 2, _data(2, 3))
+
+
+@pytest.mark.parametrize("kw", [
+    {"kernel_size": (8, 8, 8), "stride": 5, "padding": 1, "count_include_pad": False},
+    {"kernel_size": 3, "stride": 2, "padding": 1},
+    {"kernel_size": (2, 3, 2), "stride": (1, 2, 2), "padding": (1, 1, 0), "divisor_override": 5},
+])
+def test_avg_pool3d_divisors_as_torch(kw):
+    _match(lambda lib, x: (TF if lib is torch else F).avg_pool3d(x, **kw), _data(1, 2, 10, 9, 8))

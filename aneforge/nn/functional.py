@@ -490,28 +490,46 @@ def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
 
 def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
-    """3-D average pooling over [N, C, D, H, W]: the mean of avg_pool2d over the depth taps
-    (every window divides by kd * kh * kw, torch's rule with count_include_pad and without
-    ceil_mode; the other options are refused).
+    """3-D average pooling over [N, C, D, H, W]: each window's sum (avg_pool2d sums over the
+    depth taps) divided by torch's divisor: the window size, the count of real elements with
+    count_include_pad=False, or divisor_override (ceil_mode is refused).
 
     >>> import aneforge as af, aneforge.nn.functional as F
     >>> F.avg_pool3d(af.ones(1, 1, 4, 4, 4), 2).shape
     (1, 1, 2, 2, 2)
+    >>> F.avg_pool3d(af.ones(1, 1, 2, 2, 2), 2, padding=1, count_include_pad=False).tolist()
+    [[[[[1.0, 1.0], [1.0, 1.0]], [[1.0, 1.0], [1.0, 1.0]]]]]
     """
-    if ceil_mode or not count_include_pad or divisor_override:
-        raise AneforgeError("avg_pool3d: ceil_mode, count_include_pad=False and "
-                            "divisor_override are not supported; pad the input to whole "
+    if ceil_mode:
+        raise AneforgeError("avg_pool3d: ceil_mode is not supported; pad the input to whole "
                             "windows, or pool depth and plane separately with avg_pool2d")
     x = _batched(input, 4, "avg_pool3d")._floating()
-    (kd, kh, kw), (pd, ph, pw) = _triple(kernel_size), _triple(padding)
-    sd, sh, sw = _triple(stride) if stride is not None and stride != [] else (kd, kh, kw)
-    taps, do = _depth_taps(x, kd, sd, pd, 1, "avg_pool3d")
+    k, p = _triple(kernel_size), _triple(padding)
+    s = _triple(stride) if stride is not None and stride != [] else k
+    taps, do = _depth_taps(x, k[0], s[0], p[0], 1, "avg_pool3d")
     total = None
     for tap in taps:
-        y = avg_pool2d(tap, (kh, kw), (sh, sw), (ph, pw))
+        y = avg_pool2d(tap, k[1:], s[1:], p[1:], divisor_override=1)        # window sums
         total = y if total is None else total + y
-    out = _from_depth(total * (1.0 / kd), x.shape[0], do)
+    total = _from_depth(total, x.shape[0], do)
+    if divisor_override:
+        count = np.full(total.shape[-3:], float(divisor_override))
+    else:
+        sizes = [_window_counts(n, *a, m, count_include_pad)
+                 for n, a, m in zip(x.shape[-3:], zip(k, s, p), total.shape[-3:])]
+        count = np.einsum("i,j,k->ijk", *sizes)
+    out = total / (float(count.flat[0]) if np.all(count == count.flat[0])
+                   else const(count, x.dtype))
     return out if input.ndim == 5 else out.squeeze(0)
+
+
+def _window_counts(n: int, k: int, s: int, p: int, out: int, include_pad: bool) -> np.ndarray:
+    """Along one axis, how many places each pooling window covers: torch's divisor counts the
+    padding (the window clipped to the padded input) or, without include_pad, only the input."""
+    lo = np.arange(out) * s - p
+    if include_pad:
+        return (np.minimum(lo + k, n + p) - lo).astype(np.float64)
+    return (np.minimum(lo + k, n) - np.maximum(lo, 0)).astype(np.float64)
 
 
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,
