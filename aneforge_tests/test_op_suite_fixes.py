@@ -162,3 +162,12 @@ def test_bool_scalar_indices_as_torch(index):
 ])
 def test_avg_pool3d_divisors_as_torch(kw):
     _match(lambda lib, x: (TF if lib is torch else F).avg_pool3d(x, **kw), _data(1, 2, 10, 9, 8))
+
+
+@pytest.mark.parametrize("values,dim", [
+    (np.array([0.0, 100.0], np.float16), 0),                  # tiny early terms: 1 / c overflows
+    (np.array([[-20.0, 3.0, 40.0], [5.0, -60.0, 2.0]], np.float16), 1),
+    (_data(6, 5), 0),
+])
+def test_logcumsumexp_gradient_stays_finite(values, dim):
+    _match(lambda lib, x: lib.logcumsumexp(x, dim), values)
