@@ -171,3 +171,14 @@ def test_avg_pool3d_divisors_as_torch(kw):
 ])
 def test_logcumsumexp_gradient_stays_finite(values, dim):
     _match(lambda lib, x: lib.logcumsumexp(x, dim), values)
+
+
+def test_pow_gradient_keeps_a_negative_bases_nan_when_y_minus_1_rounds():
+    """y = -0.9995 is an fp16 number; y - 1 rounds to -2 in fp16, so y * x ** (y - 1) would be
+    a number where torch's gradient (like the value) is NaN for a negative base."""
+    x = np.array([-0.4009, -1.883, 0.75, 0.0, 2.0, 100.0], np.float16)
+    y = np.array([-0.9995, -0.9995, 1.5, 2.0, -0.5, 2.0], np.float16)
+    with af.numerics(specials="ieee"):
+        _match(lambda lib, a, b: a ** b, x, y)
+    big = af.tensor([300.0], requires_grad=True)           # 300 ** 2 overflows fp16, not 600
+    assert af.grad((big ** af.tensor([2.0])).sum(), [big])[0].tolist() == [600.0]
