@@ -182,3 +182,8 @@ def test_pow_gradient_keeps_a_negative_bases_nan_when_y_minus_1_rounds():
         _match(lambda lib, a, b: a ** b, x, y)
     big = af.tensor([300.0], requires_grad=True)           # 300 ** 2 overflows fp16, not 600
     assert af.grad((big ** af.tensor([2.0])).sum(), [big])[0].tolist() == [600.0]
+
+
+@pytest.mark.parametrize("shape,reps", [((), (0,)), ((2, 3), (2, 0)), ((3,), (0, 2, 1))])
+def test_repeat_zero_times_is_empty(shape, reps):
+    _match(lambda lib, x: x.repeat(*reps), _data(*shape))

@@ -258,6 +258,9 @@ class MovementMixin(TensorBase):
             raise ShapeError(f"repeat: {len(sizes)} sizes for a {self.ndim}-D tensor; give at "
                              f"least one per axis")
         x = self.reshape((1,) * (len(sizes) - self.ndim) + self.shape)
+        if 0 in sizes:           # MIL tile takes reps >= 1: tile the rest, then cut those to 0
+            x = x.repeat(*[max(r, 1) for r in sizes])
+            return x[tuple(slice(0, 0) if r == 0 else slice(None) for r in sizes)]
         return x if all(r == 1 for r in sizes) else self._record("tile", {"x": x}, {"reps": sizes})
 
     def flip(self, dims) -> "Tensor":
