@@ -187,3 +187,20 @@ def test_pow_gradient_keeps_a_negative_bases_nan_when_y_minus_1_rounds():
 @pytest.mark.parametrize("shape,reps", [((), (0,)), ((2, 3), (2, 0)), ((3,), (0, 2, 1))])
 def test_repeat_zero_times_is_empty(shape, reps):
     _match(lambda lib, x: x.repeat(*reps), _data(*shape))
+
+
+@pytest.mark.parametrize("src,dst", [("float16", "int16"), ("float32", "int32"),
+                                     ("float16", "uint8"), ("int16", "float16")])
+def test_view_dtype_reinterprets_bits_as_torch(src, dst):
+    x = np.array([[1.0, -2.0, 0.5, 3.0], [4.0, -0.25, 7.0, 0.0]], np.float32).astype(src)
+    got = af.tensor(x, dtype=getattr(af, src)).view(getattr(af, dst))
+    want = torch.tensor(x).view(getattr(torch, dst))
+    assert got.dtype == getattr(af, dst) and got.shape == tuple(want.shape)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_view_dtype_refuses_what_it_cannot_do():
+    with pytest.raises(RuntimeError, match="whole number"):
+        af.ones(3).view(af.int32)                        # 3 fp16 values: 6 bytes
+    with pytest.raises(af.AneforgeError, match="detach"):
+        af.ones(2, requires_grad=True).view(af.float16)
