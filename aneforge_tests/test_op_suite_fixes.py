@@ -204,3 +204,14 @@ def test_view_dtype_refuses_what_it_cannot_do():
         af.ones(3).view(af.int32)                        # 3 fp16 values: 6 bytes
     with pytest.raises(af.AneforgeError, match="detach"):
         af.ones(2, requires_grad=True).view(af.float16)
+
+
+@pytest.mark.parametrize("equation,shapes,match", [
+    ("...ik..., ...jk ->", [(2, 3, 4), (2, 3, 4)], "more than one ellipsis"),
+    ("i...j,ji...->...", [(2, 3, 4, 5), (5, 2, 7)], "sizes 4 and 7"),     # must broadcast
+])
+def test_einsum_refuses_what_torch_refuses(equation, shapes, match):
+    with pytest.raises(af.AneforgeError, match=match):
+        af.einsum(equation, [af.ones(*s) for s in shapes])
+    with pytest.raises(RuntimeError):
+        torch.einsum(equation, [torch.ones(*s) for s in shapes])
