@@ -65,8 +65,8 @@ from .functions import (
     unflatten, unique, unsqueeze, var, var_mean, where, zero_)
 from .adapters import batch_norm, binary_cross_entropy_with_logits, dropout, embedding, kl_div
 from .nn.functional import (
-    avg_pool1d, celu, conv1d, conv2d, conv3d, conv_transpose2d, cosine_similarity, group_norm,
-    layer_norm, max_pool1d, max_pool2d, rms_norm, selu)
+    avg_pool1d, celu, conv1d, conv2d, conv3d, conv_transpose2d, conv_transpose3d, cosine_similarity,
+    group_norm, layer_norm, max_pool1d, max_pool2d, rms_norm, selu)
 # ---- end of generated block: imports ----
 
 float = float32  # noqa: A001
@@ -190,20 +190,21 @@ __all__ += [
     "avg_pool1d", "batch_norm", "bernoulli", "binary_cross_entropy_with_logits", "bitwise_and",
     "bitwise_left_shift", "bitwise_not", "bitwise_or", "bitwise_right_shift", "bitwise_xor", "bmm",
     "cat", "ceil", "celu", "chunk", "clamp", "clamp_", "clamp_max", "clamp_min", "clip", "clone",
-    "concat", "concatenate", "conv1d", "conv2d", "conv3d", "conv_transpose2d", "copysign", "cos",
-    "cosh", "cosine_similarity", "count_nonzero", "cummax", "cummin", "cumprod", "cumsum", "detach",
-    "diag", "diagonal", "div", "dropout", "einsum", "embedding", "eq", "erf", "exp", "exp2",
-    "expm1", "fill_", "flatten", "flip", "floor", "floor_divide", "fmod", "gather", "ge",
-    "group_norm", "gt", "index_put", "index_put_", "index_select", "isclose", "isfinite", "isinf",
-    "isnan", "kl_div", "layer_norm", "le", "lerp", "log", "log10", "log1p", "log2", "log_softmax",
-    "logaddexp", "logaddexp2", "logcumsumexp", "logical_and", "logical_not", "logical_or",
-    "logical_xor", "logsumexp", "lt", "masked_fill", "masked_scatter", "masked_select", "matmul",
-    "max", "max_pool1d", "max_pool2d", "maximum", "mean", "meshgrid", "min", "minimum", "movedim",
-    "mul", "multinomial", "multiply", "nan_to_num", "narrow", "ne", "neg", "negative", "nonzero",
-    "norm", "numel", "outer", "permute", "pow", "prod", "reciprocal", "relu", "remainder",
-    "repeat_interleave", "reshape", "rms_norm", "roll", "round", "rsqrt", "scatter", "scatter_add",
-    "scatter_reduce", "select", "selu", "sigmoid", "sign", "sin", "sinh", "softmax", "sort",
-    "split", "sqrt", "square", "squeeze", "stack", "std", "std_mean", "sub", "subtract", "sum",
-    "swapaxes", "t", "tan", "tanh", "tile", "topk", "transpose", "tril", "triu", "true_divide",
-    "trunc", "unbind", "unflatten", "unique", "unsqueeze", "var", "var_mean", "where", "zero_"]
+    "concat", "concatenate", "conv1d", "conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d",
+    "copysign", "cos", "cosh", "cosine_similarity", "count_nonzero", "cummax", "cummin", "cumprod",
+    "cumsum", "detach", "diag", "diagonal", "div", "dropout", "einsum", "embedding", "eq", "erf",
+    "exp", "exp2", "expm1", "fill_", "flatten", "flip", "floor", "floor_divide", "fmod", "gather",
+    "ge", "group_norm", "gt", "index_put", "index_put_", "index_select", "isclose", "isfinite",
+    "isinf", "isnan", "kl_div", "layer_norm", "le", "lerp", "log", "log10", "log1p", "log2",
+    "log_softmax", "logaddexp", "logaddexp2", "logcumsumexp", "logical_and", "logical_not",
+    "logical_or", "logical_xor", "logsumexp", "lt", "masked_fill", "masked_scatter",
+    "masked_select", "matmul", "max", "max_pool1d", "max_pool2d", "maximum", "mean", "meshgrid",
+    "min", "minimum", "movedim", "mul", "multinomial", "multiply", "nan_to_num", "narrow", "ne",
+    "neg", "negative", "nonzero", "norm", "numel", "outer", "permute", "pow", "prod", "reciprocal",
+    "relu", "remainder", "repeat_interleave", "reshape", "rms_norm", "roll", "round", "rsqrt",
+    "scatter", "scatter_add", "scatter_reduce", "select", "selu", "sigmoid", "sign", "sin", "sinh",
+    "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "std_mean", "sub",
+    "subtract", "sum", "swapaxes", "t", "tan", "tanh", "tile", "topk", "transpose", "tril", "triu",
+    "true_divide", "trunc", "unbind", "unflatten", "unique", "unsqueeze", "var", "var_mean",
+    "where", "zero_"]
 # ---- end of generated block: __all__ ----

@@ -131,6 +131,7 @@ conv2d                F         torch F         decomposed      conv2d.default:_
                                                                 convolution.default:_convolution
 conv3d                F         torch F         decomposed
 conv_transpose2d      F         torch F         decomposed
+conv_transpose3d      F         torch F         decomposed
 copy_                 Tensor    Tensor          no-op           copy.default:_copy
     -- the handle takes `src`'s value
 copysign              Tensor    torch Tensor    decomposed

@@ -60,7 +60,7 @@ def explain(fn, *args, **kwargs) -> Explanation:
      #  runs on              ops   weights  shapes                   ends because
      0  ane sim                2        2B  in (3,) out (3,)         x[mask] reads its values on the host
      1  host x[mask]           0        0B  (3,) -> (2,)             its result's shape depends on the values of the mask
-     2  ane sim               11       14B  in (2,),(3,) out (1,)    the call returns
+     2  ane sim               10       16B  in (2,),(3,) out (1,)    the call returns
     """
     log: list = []
     CTX.explainers.append(log)

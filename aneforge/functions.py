@@ -83,6 +83,9 @@ def _expand_ellipsis(eq: str, terms: list, out, operands):
     """Terms with `...` replaced by letters the equation does not use, one per broadcast axis
     (aligned from the right, as torch); the output's `...`, and those letters in order."""
     for t, x in zip(terms, operands):
+        if t.count("...") > 1:
+            raise AneforgeError(f"einsum: term {t!r} has more than one ellipsis; torch allows "
+                                f"one `...` per operand")
         named = len(t.replace("...", ""))
         if ("..." in t and named > x.ndim) or ("..." not in t and named != x.ndim) or \
                 t.count(".") not in (0, 3):

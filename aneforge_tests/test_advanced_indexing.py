@@ -24,6 +24,12 @@ CASES = {
     "narrow_last": lambda z, L: z.narrow(2, 1, 2),
     "narrow_negative_start": lambda z, L: z.narrow(1, -2, 2),
     "narrow_whole_axis": lambda z, L: z.narrow(0, 0, 2),
+    "two_lists_broadcast": lambda z, L: z[L([[0], [1]]), L([2, 0, 1])],
+    "two_lists_adjacent": lambda z, L: z[:, L([2, 0]), L([1, -1])],
+    "two_lists_apart": lambda z, L: z[L([1, 0]), :, L([3, 3])],
+    "int_between_lists": lambda z, L: z[L([[1], [0]]), 2, L([3, 0, 1])],
+    "three_lists": lambda z, L: z[L([1]), L([0, 2]), L([[3], [1]])],
+    "computed_pair": lambda z, L: z[L([1, 0]) * 1, L([2, -1]) - 0],
 }
 
 
@@ -64,7 +70,9 @@ def test_a_computed_index_runs_in_the_program():
     (lambda a: a[[5]], IndexError, "index 5 is out of bounds for dimension 0 with size 2"),
     (lambda a: a[:, af.tensor([0, -4])], IndexError, "index -4 is out of bounds"),
     (lambda a: a[af.tensor([0.5])], IndexError, "must be long, int, byte or bool"),
-    (lambda a: a[[0], [1]], af.AneforgeError, "one tensor/list index"),
+    (lambda a: a[[0], [5]], IndexError, "index 5 is out of bounds for dimension 1 with size 3"),
+    (lambda a: a[[0, 1], [0, 1, 2]], IndexError, "could not be broadcast together"),
+    (lambda a: a[[True, False], [1]], af.AneforgeError, "mask must be the only"),
     (lambda a: a[af.tensor([True, False, True])], IndexError, "shape of the mask"),
     (lambda a: a.index_select(0, af.tensor([2])), IndexError, "out of range"),
     (lambda a: a.index_select(0, af.tensor([[0]])), IndexError, "supposed to be a vector"),

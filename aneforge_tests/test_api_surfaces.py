@@ -212,6 +212,7 @@ def _args(name):
         "bmm": (x.reshape(1, 2, 3), y.reshape(1, 3, 2)), "ceil": (x,), "clamp_": (x, -0.5, 0.5),
         "conv1d": (x.reshape(1, 2, 3), pos.reshape(1, 2, 3)[..., :2]),
         "conv_transpose2d": (x.reshape(1, 1, 2, 3), pos.reshape(1, 1, 2, 3)),
+        "conv_transpose3d": (x.reshape(1, 1, 1, 2, 3), pos.reshape(1, 1, 1, 2, 3)),
         "copysign": (x, y), "cosine_similarity": (x, y), "cummax": (x, 1), "cummin": (x, 1),
         "cumprod": (x, 1), "cumsum": (x, 1), "diagonal": (x,), "fill_": (x, 2.0),
         "flip": (x, (0,)), "floor": (x,), "floor_divide": (x, pos), "fmod": (x, pos),

@@ -157,7 +157,8 @@ def test_one_hot_and_embedding_functional():
     w = af.tensor(np.arange(6.0).reshape(3, 2))
     assert F.embedding(af.tensor([2, 2, 0]), w).tolist() == [[4, 5], [4, 5], [0, 1]]
     with pytest.raises(af.AneforgeError, match="num_classes"):
-        F.one_hot(af.tensor([1]))
+        F.one_hot(af.tensor([1]), 0)
+    assert F.one_hot(af.tensor([1])).tolist() == [[0, 1]]       # -1: the largest class + 1
 
 
 def test_dropout_mask_is_an_input_and_scales():

@@ -232,7 +232,8 @@ def scale(leaves: list, grads: dict, seed_scale):
     leaves as scaled (inf or NaN when the pass overflowed), and the scale it ran at."""
     inv = 1.0 / seed_scale
     raws = [grads[k][1] for k in leaves]
-    tops = [g.abs().amax().to(inv.dtype) for g in raws]
+    # an empty gradient (of an empty leaf) has no max: its peak is 0
+    tops = [g.abs().amax().to(inv.dtype) if g.numel() else inv - inv for g in raws]
     top, low = tops[0], tops[0]
     for t in tops[1:]:
         top, low = top.maximum(t), low.minimum(t)

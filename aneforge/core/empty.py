@@ -10,9 +10,11 @@ by the op's own numpy kernel (`OpDef.simulate`) instead of being recorded:
     empty operand, values -> the kernel on the operands' arrays: a sum over a size-0 axis is 0,
                              a mean NaN (torch's), a matmul with K = 0 zeros, a pad the pad value
 
-Nothing is recorded, so no program is compiled and no gradient flows through an empty value
-(torch's would be empty or zero too). An op mixing an empty operand with a value still being
-computed, whose result is not empty, is refused with what to do.
+Nothing is compiled. A result that needs a gradient keeps its op and sources (a realized node,
+as one awaiting backward): the op's gradient rule runs on the empty values too, so the inputs
+get torch's gradients (empty, or zeros where an empty value fed a non-empty result). An op
+mixing an empty operand with a value still being computed, whose result is not empty, is
+refused with what to do.
 """
 from __future__ import annotations
 
@@ -46,10 +48,11 @@ def has_empty(refs) -> bool:
     return False
 
 
-def evaluate(op: str, srcs: dict, attrs: dict) -> Node | None:
-    """`op` on `srcs` as a host value when an operand or the result is empty: a realized leaf
-    node holding every result; None when nothing is empty (a real limit was broken: the
-    caller re-raises its error)."""
+def evaluate(op: str, srcs: dict, attrs: dict, requires_grad: bool = False) -> Node | None:
+    """`op` on `srcs` as a host value when an operand or the result is empty: a realized node
+    holding every result; None when nothing is empty (a real limit was broken: the caller
+    re-raises its error). With `requires_grad` the node keeps its op and sources, as a realized
+    node awaiting backward does: gradients flow through it (torch's are zeros or empty)."""
     opdef = REGISTRY[op]
     with limits.empty_allowed():
         full, types = opdef.apply(srcs, attrs, type_of, is_const)
@@ -60,6 +63,9 @@ def evaluate(op: str, srcs: dict, attrs: dict) -> Node | None:
         arrays = [np.empty(t.shape, t.dtype.np) for t in types]
     else:
         arrays = _compute(opdef, srcs, full, types)
+    if requires_grad and any(t.dtype.is_float for t in types):
+        return Node(op, {k: v for k, v in srcs.items() if v is not None}, full, types, arrays,
+                    True)
     return Node(None, {}, {}, types, arrays, False, None, ())
 
 

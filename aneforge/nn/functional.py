@@ -35,13 +35,13 @@ from ..functions import log_softmax, sigmoid, softmax, tanh
 __all__ = [
     "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "batch_norm",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d",
-    "conv3d", "conv_transpose2d", "cosine_similarity", "cross_entropy", "dropout", "elu",
-    "embedding", "gelu", "group_norm", "hardsigmoid", "hardswish", "hardtanh", "huber_loss",
-    "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax",
-    "logsigmoid", "max_pool1d", "max_pool2d", "max_unpool2d", "mish", "mse_loss", "nll_loss",
-    "normalize", "one_hot", "pad", "relu", "relu6", "rms_norm", "scaled_dot_product_attention",
-    "selu", "sigmoid", "silu", "smooth_l1_loss", "softmax", "softmin", "softplus", "softsign",
-    "tanh", "unfold"]
+    "conv3d", "conv_transpose2d", "conv_transpose3d", "cosine_similarity", "cross_entropy",
+    "dropout", "elu", "embedding", "gelu", "group_norm", "hardsigmoid", "hardswish", "hardtanh",
+    "huber_loss", "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear",
+    "log_softmax", "logsigmoid", "max_pool1d", "max_pool2d", "max_unpool2d", "mish", "mse_loss",
+    "nll_loss", "normalize", "one_hot", "pad", "relu", "relu6", "rms_norm",
+    "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss", "softmax",
+    "softmin", "softplus", "softsign", "tanh", "unfold"]
 # ---- end of generated block: imports ----
 
 
@@ -102,20 +102,37 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """Class indices -> one-hot rows (int32, as torch's int64), built as equal(idx, arange).
+    Without num_classes (-1) there are max + 1 classes, as in torch: the width depends on the
+    values, so the rows are made on the host between ANE segments (a host segment).
 
     >>> import aneforge as af, aneforge.nn.functional as F
     >>> F.one_hot(af.tensor([0, 2]), 3).tolist()
     [[1, 0, 0], [0, 0, 1]]
+    >>> F.one_hot(af.tensor([1, 0])).tolist()
+    [[0, 1], [1, 0]]
     """
+    if num_classes == -1 and not tensor.dtype.is_float:
+        return tensor._host("one_hot", "without num_classes its width is the largest class + 1",
+                            _one_hot_rows, (tensor,), (dtypes.int32,))[0]
     return _one_hot_mask(tensor, num_classes).int()
+
+
+def _one_hot_rows(indices: np.ndarray) -> list:
+    """one_hot's rows for max + 1 classes, with torch's checks (numpy, on the host)."""
+    if not indices.size:
+        raise RuntimeError("one_hot: cannot infer the number of classes from an empty tensor; "
+                           "pass num_classes")
+    if indices.min() < 0:
+        raise RuntimeError("one_hot: class values must be non-negative")
+    return [indices[..., None] == np.arange(int(indices.max()) + 1)]
 
 
 def _one_hot_mask(indices: Tensor, num_classes: int) -> Tensor:
     if indices.dtype.is_float:
         raise AneforgeError(f"class indices must be an integer tensor, got {indices.dtype}")
     if num_classes < 1:
-        raise AneforgeError("one_hot needs num_classes: the number of classes cannot be read "
-                            "from the data inside a static program")
+        raise AneforgeError(f"one_hot: num_classes must be positive (or -1: the largest class "
+                            f"+ 1), got {num_classes}")
     classes = const(np.arange(num_classes), indices.dtype)
     return indices.unsqueeze(-1) == classes
 
@@ -417,6 +434,10 @@ def _dilate_zeros(x: Tensor, axis: int, s: int) -> Tensor:
     """s - 1 zeros between consecutive entries along `axis` (stride of a transposed conv)."""
     if s == 1:
         return x
+    if x.ndim == 5:              # the stack below adds an axis: merge the leading ones first
+        lead = x.shape[:axis]
+        y = _dilate_zeros(x.reshape(-1, *x.shape[axis:]), 1, s)
+        return y.reshape(*lead, *y.shape[1:])
     z = zeros(x)
     up = stack([x] + [z] * (s - 1), axis + 1)
     shape = x.shape[:axis] + (x.shape[axis] * s,) + x.shape[axis + 1:]
@@ -471,28 +492,46 @@ def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
 
 def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
-    """3-D average pooling over [N, C, D, H, W]: the mean of avg_pool2d over the depth taps
-    (every window divides by kd * kh * kw, torch's rule with count_include_pad and without
-    ceil_mode; the other options are refused).
+    """3-D average pooling over [N, C, D, H, W]: each window's sum (avg_pool2d sums over the
+    depth taps) divided by torch's divisor: the window size, the count of real elements with
+    count_include_pad=False, or divisor_override (ceil_mode is refused).
 
     >>> import aneforge as af, aneforge.nn.functional as F
     >>> F.avg_pool3d(af.ones(1, 1, 4, 4, 4), 2).shape
     (1, 1, 2, 2, 2)
+    >>> F.avg_pool3d(af.ones(1, 1, 2, 2, 2), 2, padding=1, count_include_pad=False).tolist()
+    [[[[[1.0, 1.0], [1.0, 1.0]], [[1.0, 1.0], [1.0, 1.0]]]]]
     """
-    if ceil_mode or not count_include_pad or divisor_override:
-        raise AneforgeError("avg_pool3d: ceil_mode, count_include_pad=False and "
-                            "divisor_override are not supported; pad the input to whole "
+    if ceil_mode:
+        raise AneforgeError("avg_pool3d: ceil_mode is not supported; pad the input to whole "
                             "windows, or pool depth and plane separately with avg_pool2d")
     x = _batched(input, 4, "avg_pool3d")._floating()
-    (kd, kh, kw), (pd, ph, pw) = _triple(kernel_size), _triple(padding)
-    sd, sh, sw = _triple(stride) if stride is not None and stride != [] else (kd, kh, kw)
-    taps, do = _depth_taps(x, kd, sd, pd, 1, "avg_pool3d")
+    k, p = _triple(kernel_size), _triple(padding)
+    s = _triple(stride) if stride is not None and stride != [] else k
+    taps, do = _depth_taps(x, k[0], s[0], p[0], 1, "avg_pool3d")
     total = None
     for tap in taps:
-        y = avg_pool2d(tap, (kh, kw), (sh, sw), (ph, pw))
+        y = avg_pool2d(tap, k[1:], s[1:], p[1:], divisor_override=1)        # window sums
         total = y if total is None else total + y
-    out = _from_depth(total * (1.0 / kd), x.shape[0], do)
+    total = _from_depth(total, x.shape[0], do)
+    if divisor_override:
+        count = np.full(total.shape[-3:], float(divisor_override))
+    else:
+        sizes = [_window_counts(n, *a, m, count_include_pad)
+                 for n, a, m in zip(x.shape[-3:], zip(k, s, p), total.shape[-3:])]
+        count = np.einsum("i,j,k->ijk", *sizes)
+    out = total / (float(count.flat[0]) if np.all(count == count.flat[0])
+                   else const(count, x.dtype))
     return out if input.ndim == 5 else out.squeeze(0)
+
+
+def _window_counts(n: int, k: int, s: int, p: int, out: int, include_pad: bool) -> np.ndarray:
+    """Along one axis, how many places each pooling window covers: torch's divisor counts the
+    padding (the window clipped to the padded input) or, without include_pad, only the input."""
+    lo = np.arange(out) * s - p
+    if include_pad:
+        return (np.minimum(lo + k, n + p) - lo).astype(np.float64)
+    return (np.minimum(lo + k, n) - np.maximum(lo, 0)).astype(np.float64)
 
 
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,
@@ -516,6 +555,29 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
     w = w.reshape(groups * cout_g, cin // groups, kh, kw)
     out = conv2d(x, w, bias, 1, 0, (dh, dw), groups)
     return out if input.ndim == 4 else out.squeeze(0)
+
+
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,
+                     padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    """The gradient of conv3d as a layer, over [N, C, D, H, W]: the input spread by `stride`
+    (zeros between), padded by dilation * (k - 1) - padding, and convolved (conv3d) with the
+    weight [Cin, Cout/groups, kd, kh, kw] flipped and swapped in/out.
+
+    >>> import aneforge as af, aneforge.nn.functional as F
+    >>> F.conv_transpose3d(af.ones(1, 1, 2, 2, 2), af.ones(1, 1, 2, 2, 2), stride=2).shape
+    (1, 1, 4, 4, 4)
+    """
+    x = _batched(input, 4, "conv_transpose3d")
+    s, p, o, d = _triple(stride), _triple(padding), _triple(output_padding), _triple(dilation)
+    cin, cout_g, *k = weight.shape
+    for axis in range(3):
+        x = _dilate_zeros(x, axis + 2, s[axis])
+    q = [d[a] * (k[a] - 1) - p[a] for a in range(3)]
+    x = pad(x, (q[2], q[2] + o[2], q[1], q[1] + o[1], q[0], q[0] + o[0]))
+    w = weight.flip((2, 3, 4)).reshape(groups, cin // groups, cout_g, -1).transpose(1, 2)
+    w = w.reshape(groups * cout_g, cin // groups, *k)     # (kd, kh, kw merged: rank <= 5)
+    out = conv3d(x, w, bias, 1, 0, d, groups)
+    return out if input.ndim == 5 else out.squeeze(0)
 
 
 # ---- activations -----------------------------------------------------------------------------

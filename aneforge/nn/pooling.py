@@ -17,34 +17,65 @@ from ..tensor.movement import cat, stack
 def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
     """Pad the trailing axes: `pad` lists (left, right) for the last axis first, then the one
     before, as torch; negative amounts crop. Modes 'constant' (with `value`), 'reflect' and
-    'replicate' record one MIL pad (floating tensors), 'circular' slices and concatenates.
+    'replicate' record MIL pads (floating tensors), 'circular' slices and concatenates. As in
+    torch, reflect reaches less than the axis past each edge, circular wraps at most once,
+    replicate and constant any amount; reflect and replicate pad before cropping, circular
+    wraps what is left after cropping.
 
     >>> import aneforge as af, aneforge.nn.functional as F
     >>> F.pad(af.tensor([[1.0, 2.0]]), (1, 0), value=9.0).tolist()
     [[9.0, 1.0, 2.0]]
+    >>> F.pad(af.tensor([[1.0, 2.0]]), (3, -1), mode="replicate").tolist()
+    [[1.0, 1.0, 1.0, 1.0]]
     """
     if len(pad) % 2 or len(pad) > 2 * input.ndim:
         raise ValueError(f"pad: {tuple(pad)} needs (left, right) pairs for at most {input.ndim} "
                          f"axes")
-    pairs = [(input.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)]
-    x = input
-    for axis, before, after in pairs:                         # negative amounts crop
+    if mode not in _PAD_REACH:
+        raise NotImplementedError(f"pad: unrecognised padding mode {mode!r}; use 'constant', "
+                                  f"'reflect', 'replicate' or 'circular'")
+    pairs = [(input.ndim - 1 - i, int(pad[2 * i]), int(pad[2 * i + 1]))
+             for i in range(len(pad) // 2)]
+    for axis, before, after in pairs:
+        if input.shape[axis] + before + after < 0:
+            raise ShapeError(f"pad: the input size {input.shape[axis]} of dim {axis} plus the "
+                             f"padding ({before}, {after}) is negative")
+    x = _crop(input, pairs) if mode == "circular" else input
+    grow = [(a, max(b, 0), max(e, 0)) for a, b, e in pairs if b > 0 or e > 0]
+    for axis, before, after in grow:
+        reach = _PAD_REACH[mode]
+        if reach is not None and max(before, after) > reach[0](x.shape[axis]):
+            raise ShapeError(f"pad: {mode} padding ({before}, {after}) of dim {axis} (size "
+                             f"{x.shape[axis]}) {reach[1]}")
+    x = _grown(x, grow, mode, value) if grow else x
+    return x if mode == "circular" else _crop(x, pairs)
+
+
+# torch's limit on a side's amount per mode (aten ReflectionPad.cpp, PadNd.cpp): a reflection
+# reaches n - 1 past the edge, circular wraps at most once; constant and replicate: any amount
+_PAD_REACH = {"constant": None, "replicate": None,
+              "reflect": (lambda n: n - 1, "must be less than the dimension's size"),
+              "circular": (lambda n: n, "may not wrap around more than once (at most the size "
+                                        "left after cropping)")}
+
+
+def _crop(x: Tensor, pairs) -> Tensor:
+    """x with the negative amounts of `pairs` ((axis, before, after)) cut off."""
+    for axis, before, after in pairs:
         if before < 0 or after < 0:
-            n = x.shape[axis]
-            kept = n - max(-before, 0) - max(-after, 0)    # 0: an empty tensor, as torch's
-            x = x.narrow(axis, max(-before, 0), kept)
-    pairs = [(a, max(b, 0), max(e, 0)) for a, b, e in pairs if b > 0 or e > 0]
-    if not pairs:
-        return x
+            cut = max(-before, 0)
+            x = x.narrow(axis, cut, x.shape[axis] - cut - max(-after, 0))
+    return x
+
+
+def _grown(x: Tensor, pairs, mode: str, value) -> Tensor:
+    """x padded by the nonnegative (axis, before, after) of `pairs` in `mode`."""
     if mode == "circular":
         for axis, before, after in pairs:
             n = x.shape[axis]
             x = cat(([x.narrow(axis, n - before, before)] if before else []) + [x] +
                     ([x.narrow(axis, 0, after)] if after else []), axis)
         return x
-    if mode not in ("constant", "reflect", "replicate"):
-        raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', "
-                         f"got {mode!r}")
     if not x.dtype.is_float:
         if mode != "constant":
             raise AneforgeError(f"pad: {mode} padding needs a floating tensor, got {x.dtype}; "
@@ -55,11 +86,17 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
                      for n in (before, after) if n]          # no empty block for a 0 side
             x = cat(block[:1] * bool(before) + [x] + block[bool(before):], axis)
         return x
-    first = min(a for a, _, _ in pairs)
-    widths = {a: (b, e) for a, b, e in pairs}
-    mil_pad = tuple(p for a in range(first, x.ndim) for p in widths.get(a, (0, 0)))
-    return record_op("pad", {"x": x}, {"pad": mil_pad, "mode": mode,
-                                       "constant_val": float(value or 0.0)})
+    while pairs:        # MIL's replicate reaches at most the axis per pad: repeat past that
+        step = [(a, min(b, x.shape[a]), min(e, x.shape[a])) if mode == "replicate" else (a, b, e)
+                for a, b, e in pairs]
+        first = min(a for a, _, _ in step)
+        widths = {a: (b, e) for a, b, e in step}
+        mil_pad = tuple(p for a in range(first, x.ndim) for p in widths.get(a, (0, 0)))
+        x = record_op("pad", {"x": x}, {"pad": mil_pad, "mode": mode,
+                                        "constant_val": float(value or 0.0)})
+        pairs = [(a, b - sb, e - se) for (a, b, e), (_, sb, se) in zip(pairs, step)
+                 if b > sb or e > se]
+    return x
 
 
 def _pair(v, name: str = "") -> tuple[int, int]:

@@ -108,9 +108,13 @@ def _pow_vjp(g, ins, attrs, out):
     # torch's pow_backward: no gradient to x where y == 0 (x ** 0 is constant, even at x = 0,
     # where y * x ** (y - 1) is 0 * inf); to y, zero only where x == 0 and y >= 0 (0 ** y is
     # flat there), otherwise out * log(x): -inf for 0 ** (y < 0), NaN for a negative base.
+    # y * x ** y / x, not y * x ** (y - 1): fp16 can round y - 1 to an integer (y = -0.9995
+    # gives -2), turning a negative base's NaN into a number; x ** (y - 1) where that division
+    # cannot serve (x == 0, or x ** y overflowed)
     x, y = ins["x"], ins["y"]
     zero = zeros(g)
-    gx = where(y == 0.0, zero, g * y * x ** (y - 1.0))
+    power = where((x == 0.0) | out.isinf(), x ** (y - 1.0), out / x)
+    gx = where(y == 0.0, zero, g * y * power)
     flat = where(x == 0.0, y >= 0.0, x != x)         # x == 0 and y >= 0 (x != x: false)
     return {"x": gx, "y": where(flat, zero, g * (out * x.log()))}
 

@@ -336,7 +336,8 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
             return Tensor(record_binary(op, a, b, (a[0].requires_grad or b[0].requires_grad)
                                         and CTX.thread.grad_enabled))   # record_op, unrolled
         except LimitError:
-            node = empty.evaluate(op, {"x": a, "y": b}, {})
+            node = empty.evaluate(op, {"x": a, "y": b}, {}, (a[0].requires_grad or
+                                  b[0].requires_grad) and CTX.thread.grad_enabled)
             if node is None:
                 raise
             return Tensor(node)
@@ -410,7 +411,8 @@ def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
     try:
         node = record(op, refs, attrs, grad and CTX.thread.grad_enabled)
     except LimitError:
-        node = empty.evaluate(op, refs, attrs)       # an empty operand or result: a host value
+        node = empty.evaluate(op, refs, attrs,       # an empty operand or result: a host value
+                              grad and CTX.thread.grad_enabled)
         if node is None:
             raise
     if len(node.types) == 1:

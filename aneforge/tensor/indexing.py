@@ -1,5 +1,6 @@
-"""Indexing: basic (x[1:3, :, None, ..., -1]) as MIL slice_by_index + expand_dims; one integer
-tensor/list index or a bool mask per expression through index_select (a one-hot select)."""
+"""Indexing: basic (x[1:3, :, None, ..., -1]) as MIL slice_by_index + expand_dims; integer
+tensor/list indices (several broadcast together, as torch) or a bool mask through index_select
+(a one-hot select)."""
 from __future__ import annotations
 
 import numbers
@@ -7,8 +8,7 @@ import numbers
 import numpy as np
 
 from .. import dtypes
-from ..errors import AneforgeError, DTypeError, LimitError, ShapeError
-from ..ops._grad import zeros
+from ..errors import AneforgeError, DTypeError, ShapeError
 from .args import empty_of, norm_dim
 from .assign import index_put, setitem
 from .base import TensorBase
@@ -48,10 +48,8 @@ def _entry(i):
     a new axis, as in torch."""
     if i is None or i is Ellipsis or isinstance(i, slice):
         return i
-    if isinstance(i, (bool, np.bool_)):
-        if i:
-            return None
-        raise LimitError("x[False] selects nothing; the ANE has no empty tensors")
+    if isinstance(i, (bool, np.bool_)):      # False: a new axis of size 0 (getitem)
+        return None
     if isinstance(i, numbers.Integral):
         return int(i)
     raise AneforgeError(f"unsupported index {i!r}; use ints, slices, None, ..., an integer "
@@ -94,8 +92,7 @@ def _advanced(x, index: tuple):
     result's shape depends on them). Built from index_select, a one-hot select and sum."""
     advanced = [k for k, i in enumerate(index) if _is_advanced(i)]
     if len(advanced) > 1:
-        raise AneforgeError("only one tensor/list index per indexing expression is supported; "
-                            "index one axis at a time, or use gather / index_select")
+        return _several(x, index, advanced)
     k = advanced[0]
     entry = index[k]
     rest = index[:k] + (slice(None),) + index[k + 1:]
@@ -117,6 +114,48 @@ def _advanced(x, index: tuple):
     out = getitem(x.index_select(axis, idx.reshape(-1)), rest)
     pos = sum(1 for i in index[:k] if i is None or isinstance(i, slice))
     return out.reshape(out.shape[:pos] + shape + out.shape[pos + 1:])
+
+
+def _several(x, index: tuple, advanced: list):
+    """x[i0, :, i1] with several integer tensors/lists, torch's rule: the indices broadcast to
+    one shape B and pick x[i0[b], :, i1[b]]; B replaces the indexed axes where they are
+    adjacent in the index, else it comes first. The indexed axes are moved first and merged,
+    so one index_select with the flat index picks every entry.
+
+    >>> import aneforge as af
+    >>> x = af.tensor([[1, 2, 3], [4, 5, 6]])
+    >>> x[af.tensor([1, 0]), af.tensor([[2], [0]])].tolist()
+    [[6, 3], [4, 1]]
+    """
+    if any(_is_mask(index[k]) for k in advanced):
+        raise AneforgeError("a bool mask must be the only tensor/list index in an expression; "
+                            "apply it separately, or turn it into integer indices with "
+                            ".nonzero(as_tuple=True)")
+    y = getitem(x, tuple(slice(None) if k in advanced else i for k, i in enumerate(index)))
+    axes = [sum(1 for i in index[:k] if not isinstance(i, int)) for k in advanced]
+    sizes = [y.shape[a] for a in axes]
+    idx = [_as_index(y, index[k], n, a) for k, n, a in zip(advanced, sizes, axes)]
+    try:
+        shape = tuple(np.broadcast_shapes(*(tuple(i.shape) for i in idx)))
+    except ValueError:
+        raise IndexError(f"shape mismatch: indexing tensors could not be broadcast together "
+                         f"with shapes {[tuple(i.shape) for i in idx]}") from None
+    rest = [a for a in range(y.ndim) if a not in axes]
+    merged = y.permute(*axes, *rest).reshape(-1, *[y.shape[a] for a in rest])
+    strides = np.cumprod([1] + sizes[:0:-1])[::-1]
+    known = [host_values(i) for i in idx]
+    if all(v is not None for v in known):      # the flat index on the host: no int arithmetic
+        flat = x._as_tensor(sum(np.broadcast_to(v, shape) * int(s) for v, s in zip(known, strides))
+                            .astype(np.int32))
+    else:
+        flat = sum(i.expand(*shape) * int(s) for i, s in zip(idx, strides))
+    out = merged.index_select(0, flat.reshape(-1)).reshape(*shape, *merged.shape[1:])
+    between = index[advanced[0]:advanced[-1] + 1]      # ints do not part them (torch's rule)
+    if not all(isinstance(i, int) or _is_advanced(i) for i in between):
+        return out                                     # apart: B first, as torch
+    first = axes[0]
+    order = list(range(len(shape), len(shape) + first)) + list(range(len(shape)))
+    return out.permute(*order, *range(len(shape) + first, out.ndim))
 
 
 _DATA_SHAPE = "its result's shape depends on the values of {}"
@@ -155,9 +194,6 @@ def _as_mask(x, mask, name: str):
 
 
 def _slice(x, begin, end, stride, squeeze):
-    sizes = [len(range(b, e, s)) for b, e, s in zip(begin, end, stride)]
-    if 0 in sizes:                                # nothing selected: an empty tensor
-        return empty_of(x, tuple(n for n, q in zip(sizes, squeeze) if not q))
     unmasked = (False,) * len(begin)
     return x._record("slice_by_index", {"x": x}, {
         "begin": tuple(begin), "end": tuple(end), "stride": tuple(stride),
@@ -176,6 +212,8 @@ def narrow(x, axis: int, start: int, stop: int):
 
 def getitem(x, index):
     index = index if isinstance(index, tuple) else (index,)
+    if any(_is_bool(i) for i in index):
+        return _scalar_bools(x, index)
     if any(_is_advanced(i) for i in index):
         return _advanced(x, _expand_ellipsis(tuple(i if _is_advanced(i) else _entry(i)
                                                    for i in index), x.ndim))
@@ -205,6 +243,28 @@ def getitem(x, index):
     if new_axes:
         x = x._record("expand_dims", {"x": x}, {"axes": tuple(new_axes)})
     return x
+
+
+def _is_bool(i) -> bool:
+    return isinstance(i, (bool, np.bool_))
+
+
+def _scalar_bools(x, index: tuple):
+    """x[..., True/False, ...], torch's rule: the bool scalars together add one axis, of size 1
+    if all are True, else 0 (an empty tensor), where they stand if adjacent, else first."""
+    if any(_is_advanced(i) for i in index):
+        raise AneforgeError("a True/False index with a tensor/list index in one expression is "
+                            "not supported; index in two steps")
+    at = [k for k, i in enumerate(index) if _is_bool(i)]
+    rest = tuple(i for i in index if not _is_bool(i))
+    first = at[0] if at == list(range(at[0], at[-1] + 1)) else 0
+    out = getitem(x, rest[:first] + (None,) + rest[first:])
+    if all(index[k] for k in at):
+        return out
+    spread = x.ndim - sum(1 for i in rest if i is not None and i is not Ellipsis)
+    pos = sum(spread if i is Ellipsis else int(not isinstance(i, numbers.Integral))
+              for i in rest[:first])
+    return narrow(out, pos, 0, 0)
 
 
 def _grown(t, widths, value: float):
@@ -244,7 +304,7 @@ class IndexingMixin(TensorBase):
         d, x, idx, mask = self._onehot_along(dim, index)
         x = x[tuple(slice(0, k) for k in idx.shape[:-1])]             # index may be smaller
         x = x.int() if x.dtype == dtypes.bool_ else x
-        picked = where(mask, x.unsqueeze(-2), zeros(x.unsqueeze(-2))).sum(-1)
+        picked = where(mask, x.unsqueeze(-2), 0).sum(-1)    # a 0 fill: x - x is NaN at inf
         picked = picked.to(self.dtype) if self.dtype == dtypes.bool_ else picked
         return picked.movedim(-1, d)
 
@@ -317,9 +377,9 @@ class IndexingMixin(TensorBase):
         order = self._const(np.arange(mask.shape[-2]).reshape(-1, 1), dtypes.int32)
         written = where(mask, order, order - mask.shape[-2]).amax(-2, keepdim=True)
         last = mask & (order == written)                      # the last write to each place
-        vals = where(last, src, zeros(src)).sum(-2).to(self.dtype)
+        vals = where(last, src, 0).sum(-2).to(self.dtype)
         if src.requires_grad:       # torch's gradient: every write gets its place's (a gather)
-            every = where(mask, src, zeros(src)).sum(-2).to(self.dtype)
+            every = where(mask, src, 0).sum(-2).to(self.dtype)
             vals = vals.detach() + (every - every.detach())
         return where(hit, vals, x).movedim(-1, d)
 
@@ -345,15 +405,14 @@ class IndexingMixin(TensorBase):
         d, x, mask, src = self._scattered(dim, index, src)
         hit = mask.any(-2)
         if reduce in ("sum", "mean"):
-            got = where(mask, src, zeros(src)).sum(-2).to(self.dtype)
+            got = where(mask, src, 0).sum(-2).to(self.dtype)
             if reduce == "mean":
                 count = mask.sum(-2).to(dtypes.float32) + float(include_self)
                 got = (((x + got) if include_self else got) / count.maximum(1.0)).to(self.dtype)
                 return where(hit, got, x).movedim(-1, d)
-            own = x if include_self else zeros(x)
-            return where(hit, own + got, x).movedim(-1, d)
+            return where(hit, x + got if include_self else got, x).movedim(-1, d)
         if reduce == "prod":
-            got = where(mask, src, src - src + 1).prod(-2)
+            got = where(mask, src, 1).prod(-2)
             return where(hit, x * got if include_self else got, x).movedim(-1, d)
         if reduce in ("amax", "amin"):
             # masked-out entries take the extreme of the other side: they never win over a hit

@@ -59,7 +59,29 @@ class MovementMixin(TensorBase):
         shape = _infer_size(_sizes(shape), self.numel(), self.shape)
         return self if shape == self.shape else self._record("reshape", {"x": self}, {"shape": shape})
 
-    view = reshape
+    def view(self, *shape) -> "Tensor":
+        """reshape; with a dtype, torch's bit reinterpretation: the same bytes read as `dtype`
+        (the last axis scales by the size ratio). No ANE op reinterprets bits, so the values
+        are read and viewed on the host (a host segment); the result carries no gradient.
+
+        >>> import aneforge as af
+        >>> af.tensor([1.0, -2.0]).view(af.int16).tolist()
+        [15360, -16384]
+        """
+        if len(shape) == 1 and isinstance(shape[0], dtypes.DType):
+            return self._bits_as(shape[0])
+        return self.reshape(*shape)
+
+    def _bits_as(self, dtype) -> "Tensor":
+        if dtype.is_float and self.requires_grad:
+            raise AneforgeError(f"view({dtype}): a bit reinterpretation carries no gradient "
+                                f"here; detach() first, or convert values with .to({dtype})")
+        item, new = np.dtype(self.dtype.np).itemsize, np.dtype(dtype.np).itemsize
+        if item != new and (not self.ndim or (self.shape[-1] * item) % new):
+            raise RuntimeError(f"view({dtype}): the last dimension ({self.shape[-1:]} of "
+                               f"{self.dtype}) must hold a whole number of {dtype} elements")
+        return self._host("view(dtype)", "no ANE op reinterprets bits",
+                          lambda a: [np.ascontiguousarray(a).view(dtype.np)], (self,), (dtype,))[0]
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
         s, e = norm_dim(start_dim, self.ndim, "flatten"), norm_dim(end_dim, self.ndim, "flatten")
@@ -258,6 +280,9 @@ class MovementMixin(TensorBase):
             raise ShapeError(f"repeat: {len(sizes)} sizes for a {self.ndim}-D tensor; give at "
                              f"least one per axis")
         x = self.reshape((1,) * (len(sizes) - self.ndim) + self.shape)
+        if 0 in sizes:           # MIL tile takes reps >= 1: tile the rest, then cut those to 0
+            x = x.repeat(*[max(r, 1) for r in sizes])
+            return x[tuple(slice(0, 0) if r == 0 else slice(None) for r in sizes)]
         return x if all(r == 1 for r in sizes) else self._record("tile", {"x": x}, {"reps": sizes})
 
     def flip(self, dims) -> "Tensor":

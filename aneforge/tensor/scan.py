@@ -13,6 +13,18 @@ from .elementwise import where
 from .movement import cat
 
 
+def _logcumsumexp_link(x, out, d: int):
+    """Zeros whose gradient is logcumsumexp's, torch's formula d out_j / d x_i = exp(x_i -
+    out_j) for i <= j, pairwise ([..., n, n]): the cumsum's own rule divides by the running
+    sum, which overflows fp32 when the early terms are tiny (x = [0, 100])."""
+    xs, os = x.movedim(d, -1).float(), out.movedim(d, -1).float()
+    diff = xs.unsqueeze(-2) - os.unsqueeze(-1)                  # [..., j, i]
+    n = xs.shape[-1]
+    keep = x._const(np.tri(n, dtype=bool), dtypes.bool_) & diff.isfinite()
+    s = where(keep, diff, float("-inf")).exp().sum(-1)         # 1 at every j: forward 0
+    return (s - s.detach()).to(x.dtype).movedim(-1, d)
+
+
 class ScanMixin(TensorBase):
     """Running reductions and orderings along one axis."""
     __slots__ = ()
@@ -62,6 +74,8 @@ class ScanMixin(TensorBase):
         """cummax / cummin: each position against all earlier ones ([..., n, n]: O(n^2)),
         the masked-out ones replaced by the first element (always a candidate)."""
         d = dim % max(self.ndim, 1)
+        if 0 in self.shape:            # nothing to compare: empty values (gradient kept), indices
+            return minmax(self + 0, self._as_tensor(np.zeros(self.shape, np.int32)))
         x = self.movedim(d, -1) if self.ndim else self.reshape(1)
         n = x.shape[-1]
         earlier = self._const(np.tri(n, dtype=bool), dtypes.bool_)         # [i, j]: j <= i
@@ -105,7 +119,10 @@ class ScanMixin(TensorBase):
         dim = _dim_or_axis(dim, axis, "logcumsumexp", required=True)
         x = self._floating()
         m = x.amax(dim, keepdim=True).detach()
-        return ((x - m).float().exp().cumsum(dim).log() + m.float()).to(x.dtype)
+        out = ((x - m).float().exp().cumsum(dim).log() + m.float()).to(x.dtype)
+        if not out.requires_grad or not x.ndim:
+            return out
+        return out.detach() + _logcumsumexp_link(x, out.detach(), dim % x.ndim)
 
     def sort(self, dim: int | None = None, descending: bool = False, stable: bool = False, *,
              axis=None) -> "minmax":
