@@ -83,3 +83,15 @@ def test_a_computed_index_runs_in_the_program():
 def test_bad_indices_raise_as_in_torch(call, error, match):
     with pytest.raises(error, match=match):
         call(af.tensor(X))
+
+
+def test_a_range_indexes_as_a_list():
+    """nn_tutorial's `input[range(n), target]` (the negative log-likelihood by hand)."""
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    target = [2, 0, 1, 1]
+    want = torch.tensor(x)[range(4), torch.tensor(target)]
+    got = af.tensor(x)[range(4), af.tensor(target)]
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    y = af.tensor(x)
+    y[range(2), 0] = -1.0
+    assert y[:, 0].tolist() == [-1.0, -1.0, 6.0, 9.0]

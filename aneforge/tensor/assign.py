@@ -92,7 +92,7 @@ def _host_index(index):
     for i in entries:
         if isinstance(i, TensorBase):
             i = i.numpy()
-        elif isinstance(i, list):
+        elif isinstance(i, (list, range)):
             i = np.asarray(i)
         if isinstance(i, np.ndarray) and i.dtype.kind not in "iub":
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")

@@ -57,7 +57,7 @@ def _entry(i):
 
 
 def _is_advanced(i) -> bool:
-    return isinstance(i, (TensorBase, list, tuple, np.ndarray))
+    return isinstance(i, (TensorBase, list, tuple, range, np.ndarray))    # torch: range too
 
 
 def host_values(t):
