@@ -110,6 +110,14 @@ def _topo(roots) -> list:
     return topological([r for r in roots if r.requires_grad], sources)
 
 
+def _host_zeros(refs, at):
+    """Zeros shaped as the input(s) `refs` (an empty one is empty), made on the host."""
+    if isinstance(refs, list):
+        return [_host_zeros(r, at) for r in refs]
+    t = refs[0].types[refs[1]]
+    return at(*refs)._as_tensor(np.zeros(t.shape, t.dtype.np))
+
+
 def _inputs(node, at) -> dict:
     return {k: ([at(n, i) for n, i in v] if isinstance(v, list) else at(v[0], v[1]))
             for k, v in node.srcs.items()}
@@ -122,6 +130,8 @@ def _accumulate(grads: dict, ref, g: "Tensor") -> None:
 
 def _vjp(node, cotangents: list, at) -> dict:
     """The rule's cotangents of `node`'s inputs; `at(node, i)` is a handle on a value."""
+    if all(0 in t.shape for t in node.types):       # an empty result: it moved no value, so
+        return {k: _host_zeros(v, at) for k, v in node.srcs.items()}   # every input gets 0s
     rule = REGISTRY[node.op].vjp
     if rule is None:
         raise NotImplementedError(f"no gradient rule (vjp) for op {node.op!r}")
@@ -550,6 +560,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
     for x in inputs:
         node, i = x.ref
         entry = grads.get((id(node), i))
+        if entry is None and not x.numel():        # an empty input: `cat` leaves it out of the
+            entry = (None, _host_zeros(x.ref, x._at))   # graph; its gradient is empty, as torch's
         if entry is None and not allow_unused:
             raise AneforgeError("one of the inputs does not reach the outputs; pass "
                                 "allow_unused=True to get None for it")

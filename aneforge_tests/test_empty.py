@@ -103,3 +103,11 @@ def test_programs_still_refuse_empty_inputs():
     with pytest.raises(af.AneforgeError, match="size 0"):
         af.load_mil("program(1.3)\n{\n  func main<ios18>(tensor<fp16, [0, 4]> x) {\n"
                     "  } -> (x);\n}\n")
+
+
+def test_empty_inputs_get_empty_gradients_as_in_torch():
+    xs = [af.ones(45, 0, 9, requires_grad=True) for _ in range(3)]
+    assert [g.shape for g in af.grad(af.cat(xs, 1).sum(), xs)] == [(45, 0, 9)] * 3
+    a, e = af.ones(4, 3, requires_grad=True), af.ones(4, 0, requires_grad=True)
+    ga, ge = af.grad((af.cat([a, e], 1) * 2).sum(), [a, e])
+    assert ga.tolist() == [[2.0] * 3] * 4 and ge.shape == (4, 0)
