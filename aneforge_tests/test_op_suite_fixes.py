@@ -215,3 +215,14 @@ def test_einsum_refuses_what_torch_refuses(equation, shapes, match):
         af.einsum(equation, [af.ones(*s) for s in shapes])
     with pytest.raises(RuntimeError):
         torch.einsum(equation, [torch.ones(*s) for s in shapes])
+
+
+def test_shifts_by_31_wrap_as_torchs_int32():
+    """torch's int32 `x << 31` wraps (2**31 is -2**31 in int32) and `x >> 31` leaves the sign."""
+    data = [[0, 1, 2], [1 << 8, 1 << 16, 1 << 30], [-1, -5, 3]]
+    for n in (30, 31):
+        for op in (lambda v: v << n, lambda v: v >> n):
+            want = op(torch.tensor(data, dtype=torch.int)).tolist()
+            assert op(af.tensor(data)).tolist() == want
+    shift = af.tensor([1, 2, 3])
+    assert (af.tensor([1, 1, 1]) << shift).tolist() == [2, 4, 8]     # tensor shifts as before

@@ -287,6 +287,8 @@ class ElementwiseMixin(TensorBase):
         >>> (af.tensor([1, -3]) << 2).tolist()
         [4, -12]
         """
+        if type(other) is int and other == 31 and self.dtype == dtypes.int32:     # 2**31 wraps to -2**31 in int32,
+            return self * self._const(-2 ** 31, self.dtype)   # as torch's shift wraps
         return self * _powers_of_two(self, other)
 
     def bitwise_right_shift(self, other) -> "Tensor":
@@ -296,6 +298,8 @@ class ElementwiseMixin(TensorBase):
         >>> (af.tensor([13, -13]) >> 2).tolist()
         [3, -4]
         """
+        if type(other) is int and other == 31 and self.dtype == dtypes.int32:     # only the sign is left: 0 or -1
+            return -(self < 0).to(self.dtype)
         return self.floor_divide(_powers_of_two(self, other))
 
     __lshift__, __rshift__ = bitwise_left_shift, bitwise_right_shift
