@@ -24,7 +24,9 @@ def threads() -> int:
 def machine() -> str:
     from ..hardware import kernels
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if kernels.active() == "numba":
+    # the rows time the compiled kernels: on a clean numba cache they are still compiling in
+    # the background (the start-up rows measure that case in a fresh process of their own)
+    if kernels.wait() == "numba":
         import numba
         kind = f"numba {numba.__version__} on"
     else:
