@@ -537,9 +537,9 @@ def maximum(input: Tensor, other):
     return input.maximum(other)
 
 
-def mean(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
-    """torch.mean: `input.mean(dim, keepdim, axis=axis)`; see Tensor.mean."""
-    return input.mean(dim, keepdim, axis=axis)
+def mean(input: Tensor, dim=None, keepdim: bool = False, dtype=None, *, axis=None) -> Tensor:
+    """torch.mean: `input.mean(dim, keepdim, dtype, axis=axis)`; see Tensor.mean."""
+    return input.mean(dim, keepdim, dtype, axis=axis)
 
 
 def min(input: Tensor, dim=None, keepdim: bool = False, *, axis=None):

@@ -226,3 +226,12 @@ def test_shifts_by_31_wrap_as_torchs_int32():
             assert op(af.tensor(data)).tolist() == want
     shift = af.tensor([1, 2, 3])
     assert (af.tensor([1, 1, 1]) << shift).tolist() == [2, 4, 8]     # tensor shifts as before
+
+
+def test_mean_takes_torchs_dtype():
+    data = [[1, 2], [3, 4]]
+    want = torch.tensor(data).mean(1, dtype=torch.float32).tolist()
+    assert af.tensor(data).mean(1, dtype=af.float32).tolist() == want
+    assert af.mean(af.tensor(data), dtype=af.float16).item() == 2.5
+    with pytest.raises(af.DTypeError, match="floating"):
+        af.tensor(data).mean()

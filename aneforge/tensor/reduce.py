@@ -274,18 +274,23 @@ class ReduceMixin(TensorBase):
         x = self.to(dtype) if dtype is not None else self.int() if self.dtype == dtypes.bool_ else self
         return reduce(x, dim, keepdim)
 
-    def mean(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
-        """Mean over `dim` (every axis by default). A float16 mean of more than 16 elements is a
-        matmul with a column of 1/N (the wide accumulator, aneforge.tensor.reduce): right while
-        the mean is below 32768 (the port's inf); a mean below 2**-14 in magnitude reads 0 on M1.
+    def mean(self, dim=None, keepdim: bool = False, dtype=None, *, axis=None) -> "Tensor":
+        """Mean over `dim` (every axis by default), of self cast to `dtype` first if given (as
+        torch: an integer tensor needs a floating `dtype`). A float16 mean of more than 16
+        elements is a matmul with a column of 1/N (the wide accumulator,
+        aneforge.tensor.reduce): right while the mean is below 32768 (the port's inf); a mean
+        below 2**-14 in magnitude reads 0 on M1.
 
         >>> import aneforge as af
         >>> (af.ones(4096) * 3).mean().item()
         3.0
+        >>> af.tensor([1, 2]).mean(dtype=af.float16).item()
+        1.5
         """
         dim = _dim_or_axis(dim, axis, "mean")
         axes_of(self, dim, "mean")          # torch checks dim before dtype
-        return _mean(_need_float(self, "mean"), dim, keepdim)
+        x = self.to(dtype) if dtype is not None else self
+        return _mean(_need_float(x, "mean"), dim, keepdim)
 
     def amax(self, dim=None, keepdim: bool = False, *, axis=None) -> "Tensor":
         dim = _dim_or_axis(dim, axis, "amax")
