@@ -533,8 +533,8 @@ class _Graph:
                                 ". List the op in the ATen column of its function's row in "
                                 "aneforge/_api.py's TABLE (or in ATEN_ONLY), or rewrite that "
                                 "part of the module.")
-        self.steps = [_Step(n, _route_of(n)) for n in ep.graph.nodes
-                      if n.op == "call_function" and _route_of(n) is not None]
+        self.steps = [_Step(n, _route_of(n)) for n in _calls(ep)
+                      if _route_of(n) is not None]
 
 
 def _route_of(node):
@@ -543,8 +543,14 @@ def _route_of(node):
         routes().get(str(node.target), _UNROUTED)
 
 
+def _calls(ep) -> list:
+    """The graph's operator calls (torch.fx's `call_function` nodes: not inputs, attributes
+    or the output)."""
+    return [n for n in ep.graph.nodes if n.op == "call_function"]
+
+
 def _unrouted(ep) -> list:
-    return [n for n in ep.graph.nodes if n.op == "call_function" and _route_of(n) is _UNROUTED]
+    return [n for n in _calls(ep) if _route_of(n) is _UNROUTED]
 
 
 def _load(value, env):
@@ -611,7 +617,7 @@ def _export(module, example_inputs, kwargs):
     ep = torch.export.export(module, tuple(example_inputs), **kwargs)
     if core or _unrouted(ep):
         return ep.run_decompositions()
-    if any(_writes(n.target) for n in ep.graph.nodes if n.op == "call_function"):
+    if any(_writes(n.target) for n in _calls(ep)):
         return ep.run_decompositions({})
     return ep
 

@@ -71,6 +71,11 @@ def rows() -> list[tuple[str, float, None, str]]:
              None, "ms")]
 
 
+# the generated program's repeating ops and their arguments ({c}: a scalar const of its own)
+_CHAIN = (("add", "x = {prev}, y = {before}"), ("sub", "x = {prev}, y = {before}"),
+          ("relu", "x = {prev}"), ("mul", "x = {prev}, y = {c}"))
+
+
 def mil_program(statements: int) -> str:
     """MIL text of `statements` statements (~87 bytes each: 10 MB is ~115k) as a network's
     text looks: a chain of binary ops on [1, 64] fp16 values, every fourth a multiply by a
@@ -78,12 +83,11 @@ def mil_program(statements: int) -> str:
     lines = ["program(1.3)", "{", "    func main<ios18>(tensor<fp16, [1, 64]> x) {"]
     prev, before = "x", "x"
     for i in range(statements // 5 * 4):
-        v, op = f"v{i}", ("add", "sub", "relu", "mul")[i % 4]
-        args = f"x = {prev}" if op == "relu" else f"x = {prev}, y = {before}"
-        if op == "mul":
+        v, (op, form) = f"v{i}", _CHAIN[i % 4]
+        if "{c}" in form:
             lines.append(f'        fp16 c{i} = const()[name = string("c{i}"), '
                          f'val = fp16(0x1.8p-1)];')
-            args = f"x = {prev}, y = c{i}"
+        args = form.format(prev=prev, before=before, c=f"c{i}")
         lines.append(f'        tensor<fp16, [1, 64]> {v} = {op}({args})[name = string("{v}")];')
         prev, before = v, prev
     return "\n".join(lines + [f"    }} -> ({prev});", "}", ""])

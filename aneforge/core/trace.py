@@ -15,6 +15,7 @@ from ..errors import LimitError
 from ..ir.signature import canonical, op_key
 from ..ir.types import TensorType
 from ..ops import REGISTRY
+from ..ops.registry import is_literal
 
 
 SEQ = itertools.count()
@@ -363,4 +364,4 @@ def type_of(ref) -> TensorType:
 
 
 def is_const(ref) -> bool:
-    return ref[0].op == "const"
+    return is_literal(ref[0].op)

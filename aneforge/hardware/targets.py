@@ -62,6 +62,11 @@ ALIASES = {"M1": "h13", "M1 Pro": "h13", "M1 Max": "h13g", "M1 Ultra": "h13g",
 FALLBACK = "h13"      # off macOS: M1, the best-measured chip (and the strictest caps)
 
 
+# ops whose every result axis is bounded by a cap of its own instead of the channel/spatial
+# ones (docs/capabilities.md): a transpose by the transpose extent
+CAP_OF_OP = {"transpose": "transpose"}
+
+
 @dataclass(frozen=True, eq=False)
 class Target:
     """One ANE compiler target: its family's caps, weight encodings and numerics.
@@ -104,8 +109,9 @@ class Target:
         """Which cap bounds each axis of a tensor of `shape` that `op` makes: a rank-4 tensor's
         axis 1 is the channel axis, every other axis is spatial, and a transpose is bounded by
         the transpose extent instead (docs/capabilities.md)."""
-        if op == "transpose":
-            return ["transpose"] * len(shape)
+        kind = CAP_OF_OP.get(op)
+        if kind is not None:
+            return [kind] * len(shape)
         return ["channel" if len(shape) == 4 and i == 1 else "spatial" for i in range(len(shape))]
 
     def cap(self, kind: str) -> int:

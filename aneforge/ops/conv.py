@@ -19,7 +19,7 @@ from ..hardware import kernels, limits
 from ._common import FLOATS, require_dtype, require_same_dtype, same_type
 from ._grad import attach, const, op
 from .linalg import fp16_matmul, port
-from .registry import Attr, define, describe, shape_error
+from .registry import Attr, define, describe, is_literal, shape_error
 
 PAD_TYPES = ("valid", "custom", "same", "same_lower")
 
@@ -127,7 +127,7 @@ define("conv", ("x", "weight", "bias"), _conv_infer, _conv_sim,
 def const_array(t) -> np.ndarray:
     """The value of a const Tensor (its recorded literal, or its data once realized)."""
     node = t._node
-    return node.attrs["val"] if node.op == "const" else t.numpy()
+    return node.attrs["val"] if is_literal(node.op) else t.numpy()
 
 
 def transposed_weight(w: np.ndarray, groups: int) -> np.ndarray:

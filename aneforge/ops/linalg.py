@@ -11,7 +11,7 @@ from .. import dtypes
 from ..hardware import hazards, kernels
 from ._common import FLOATS, broadcast, require_dtype, require_same_dtype, same_type
 from ._grad import attach, op
-from .registry import Attr, define, shape_error
+from .registry import Attr, define, is_literal, shape_error
 from ..ir.types import TensorType
 
 def _matmul_shape(op, t, xs, ys, tx, ty):
@@ -119,7 +119,7 @@ define("linear", ("x", "weight", "bias"), _linear_infer, _linear_sim, optional=f
 def _uniform(t) -> float | None:
     """The value of a constant whose entries are all equal (a reduction's column), else None."""
     node = t.ref[0]
-    if node.op != "const":
+    if not is_literal(node.op):
         return None
     val = np.asarray(node.attrs["val"])
     return float(val.flat[0]) if val.size and (val == val.flat[0]).all() else None

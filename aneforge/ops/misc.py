@@ -22,7 +22,7 @@ def _const_infer(t, attrs):
 define("identity", ("x",), lambda t, attrs: t["x"], lambda nm, x: x, exact=True,
        layout="same_order", elementwise=1, fused=("copy", "copy"))
 
-define("const", (), _const_infer, lambda nm, val: val, attrs={"val": Attr("value")})
+define("const", (), _const_infer, lambda nm, val: val, attrs={"val": Attr("value")}, literal=True)
 
 CASTABLE = ("fp16", "fp32", "int8", "uint8", "int16", "uint16", "int32", "bool")
 

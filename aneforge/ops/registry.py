@@ -60,6 +60,7 @@ class OpDef:
     variadic: frozenset = frozenset()
     const_inputs: frozenset = frozenset()   # tensor inputs MIL requires to be const
     exact: bool = False                     # its result needs no rounding (moves/selects values)
+    literal: bool = False                   # its value is its `val` attribute (const)
     layout: str | None = None               # a data-movement op's kind (LAYOUTS), else None
     # how many inputs it combines element by element, broadcasting (numpy / MIL rules): 1 for
     # a unary elementwise op, 2 binary, 3 select; 0 for any other op
@@ -195,8 +196,14 @@ def _var_type(v) -> TensorType:
     return v.type
 
 
+def is_literal(op_type: str | None) -> bool:
+    """Whether ops of this type (a Node's `op`, an Operation's `type`; None for a leaf or an
+    input) are literals, their value their `val` attribute (`OpDef.literal`)."""
+    return op_type is not None and REGISTRY[op_type].literal
+
+
 def _var_is_const(v) -> bool:
-    return v.op is not None and v.op.type == "const"
+    return v.op is not None and is_literal(v.op.type)
 
 
 def apply_to_vars(type: str, inputs: dict[str, Any], attrs: dict[str, Any]):

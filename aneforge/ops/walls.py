@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CompileWallError
-from .registry import WHOLE, layout_ops
+from .registry import WHOLE, is_literal, layout_ops
 
 # Ops whose result holds nothing but their input's values (moved, repeated): a value seen
 # through them is still the reduce's output.
@@ -29,7 +29,7 @@ def source_op(var):
 def is_zero_const(var) -> bool:
     """Whether `var` is (data movement of) a float const that is 0 once rounded to fp16."""
     op = source_op(var)
-    if op is None or op.type != "const":
+    if op is None or not is_literal(op.type):
         return False
     val = op.attrs["val"]
     # |v| <= 2**-25 rounds to 0 in fp16 (half the smallest subnormal, ties to even)

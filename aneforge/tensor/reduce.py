@@ -189,6 +189,10 @@ def var_mean(x, dim=None, keepdim: bool = False, correction=1) -> tuple:
     return v, mu if keepdim else mu.reshape(_out_shape(x.shape, axes, False))
 
 
+# an arg-extremum's op -> the method giving the extremum it points at
+_EXTREMUM_OF = {"reduce_argmax": "amax", "reduce_argmin": "amin"}
+
+
 class ReduceMixin(TensorBase):
     """Reductions: sum, mean, var, max, argmax, prod, norm, softmax, ..."""
     __slots__ = ()
@@ -340,7 +344,7 @@ class ReduceMixin(TensorBase):
         if self.numel() <= limits.axis_bound():
             return self._record(op, {"x": self.reshape(-1)}, {"axis": 0, "keep_dims": False})
         at = self._record(op, {"x": self}, {"axis": self.ndim - 1, "keep_dims": False})
-        best = self.amax(-1) if op == "reduce_argmax" else self.amin(-1)
+        best = getattr(self, _EXTREMUM_OF[op])(-1)
         row = best._flat_arg(op)
         places = self._const(np.arange(best.numel()).reshape(best.shape), dtypes.int32)
         return row * n + ((places == row).int() * at).sum()
