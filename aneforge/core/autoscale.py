@@ -27,7 +27,6 @@ small for fp16 even scaled. Explicit `af.amp.GradScaler` losses are not scaled a
 from __future__ import annotations
 
 import math
-import warnings
 import weakref
 
 import numpy as np
@@ -35,7 +34,6 @@ import numpy as np
 from ..context import CTX
 from ..errors import ANEHazardWarning
 from ..hardware import hazards
-from .scalar_consts import user_stacklevel
 
 FP16_NORMAL = 2.0 ** -14       # smallest normal fp16: matmul outputs below it flush on M1
 FP16_STEP = 2.0 ** -24         # smallest fp16 subnormal: nothing smaller exists
@@ -121,11 +119,11 @@ class AutoScaler:
             self.scale = max(self.scale * self.backoff_factor, 1.0)
             self.clean_passes = 0
             self.skipped_steps += 1
-            warnings.warn(f"automatic gradient scaling: a gradient is inf or NaN at every loss "
-                          f"scale down to {LOWEST:g}: a NaN or an infinity of the function itself "
-                          f"(torch's gradient is one too). The loss scale is now {self.scale:g} "
-                          f"(af.amp.auto_scaler() has the state)", RuntimeWarning,
-                          stacklevel=_user_level())
+            hazards.warn_at_user(f"automatic gradient scaling: a gradient is inf or NaN at every "
+                                 f"loss scale down to {LOWEST:g}: a NaN or an infinity of the "
+                                 f"function itself (torch's gradient is one too). The loss scale "
+                                 f"is now {self.scale:g} (af.amp.auto_scaler() has the state)",
+                                 RuntimeWarning)
             return
         top, low = top / ran_at, low / ran_at    # torch's scale
         if top > FP16_MAX:
@@ -159,12 +157,11 @@ class AutoScaler:
             if np.isfinite(np.asarray(g.ref[0].data[g.ref[1]], np.float32)).all():
                 continue
             self._warned[id(p)] = weakref.ref(p)
-            warnings.warn(
+            hazards.warn_at_user(
                 f"automatic gradient scaling: the gradient of {_name(p)} is past fp16's range "
                 f"(+-65504) at torch's scale, so .grad holds inf there; torch's float32 holds it. "
                 f"Scale the loss down: reduction='mean' instead of 'sum', or backward() on "
-                f"loss / 1024 with the learning rate times 1024", ANEHazardWarning,
-                stacklevel=_user_level())
+                f"loss / 1024 with the learning rate times 1024", ANEHazardWarning)
 
     def _warn_underflow(self, handles: tuple) -> None:
         """Some gradient of the pass peaks below what fp16 holds to 5% (or is all zeros while
@@ -185,12 +182,12 @@ class AutoScaler:
                 continue
             self._warned[id(p)] = weakref.ref(p)
             what = "is all zeros" if peak == 0 else f"peaks at {peak:.2g}"
-            warnings.warn(
+            hazards.warn_at_user(
                 f"automatic gradient scaling: the gradient of {_name(p)} {what} while others "
                 f"are not: where torch's is nonzero, it underflowed fp16 (smallest normal "
                 f"6.1e-5; M1's matmul flushes below it). Raise the scale "
                 f"(af.amp.set_auto_scale(True, init_scale=...)), scale that parameter's use "
-                f"up, or keep it on the host in fp32.", ANEHazardWarning, stacklevel=_user_level())
+                f"up, or keep it on the host in fp32.", ANEHazardWarning)
 
 
 class Scaled:
@@ -376,11 +373,6 @@ def _lower(run, first: list, rules: list, bad: list, results: list, held: list) 
         if not bad:
             break
     return results, held
-
-
-def _user_level() -> int:
-    """The stacklevel, for a warning raised by our caller, of the user's line."""
-    return user_stacklevel() - 1
 
 
 def _scalers() -> list:

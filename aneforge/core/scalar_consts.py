@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
-import warnings
 
 import numpy as np
 
@@ -160,26 +158,15 @@ def overflows(value) -> bool:
     return type(value) in (float, int) and F16_OVERFLOW <= abs(value) < math.inf
 
 
-def user_stacklevel() -> int:
-    """The `stacklevel` of the first frame outside aneforge, for a warning raised by the caller
-    of this function: the warning names the user's line, however deep in aneforge it starts."""
-    level, f = 2, sys._getframe(2)     # level 2: our caller's caller
-    while f is not None and hazards.skipped(f.f_code.co_filename):
-        f, level = f.f_back, level + 1
-    return level
-
-
 def warn_constant(value) -> None:
     """A `Float16RangeWarning` at the user's line: `value` becomes an infinite fp16 constant."""
-    level = user_stacklevel()
     sign = "-inf" if value < 0 else "inf"
-    warnings.warn(f"the Python number {value!r} is past float16's range (+-65504): as a float16 "
+    hazards.warn_at_user(f"the Python number {value!r} is past float16's range (+-65504): as a float16 "
                   f"constant it is {sign}. torch computes x % c, x // c, fmod with the exact "
                   f"number and refuses it in masked_fill, fill_, clamp, pow ('value cannot be "
                   f"converted to type c10::Half without overflow'), so the result may differ. "
                   f"Use a number within +-65504 (e.g. -65504 for a mask), compute in float32 "
-                  f"(x.float() % c), or rescale the operands", Float16RangeWarning,
-                  stacklevel=level)
+                  f"(x.float() % c), or rescale the operands", Float16RangeWarning)
 
 
 # ---- data from outside: what storing it as float16 loses ----------------------------------
@@ -202,9 +189,9 @@ def range_losses(array: np.ndarray, half: np.ndarray | None = None) -> tuple[int
 
 
 def report_range(where: str, losses: dict, strict: bool = False, error=ValueError,
-                 strict_hint: str = "", stacklevel: int = 3) -> None:
-    """One `Float16RangeWarning` (or `error` when `strict`) for every tensor of `losses`
-    ({name: (overflowed, flushed)}) that lost values, naming each and the counts;
+                 strict_hint: str = "") -> None:
+    """One `Float16RangeWarning` at the user's line (or `error` when `strict`) for every tensor
+    of `losses` ({name: (overflowed, flushed)}) that lost values, naming each and the counts;
     `strict_hint` says how to make it an error instead.
 
     >>> report_range("load", {"w": (2, 0), "b": (0, 0)}, strict=True)
@@ -224,7 +211,6 @@ def report_range(where: str, losses: dict, strict: bool = False, error=ValueErro
     if strict:
         raise error(f"{where}: values change beyond fp16 rounding when stored as float16 ({parts}); "
                     f"nothing was loaded. {fix[0].upper()}{fix[1:]}")
-    warnings.warn(f"{where}: values change beyond fp16 rounding when stored as float16, "
-                  f"aneforge's floating type ({parts}). To keep them: {fix}. {strict_hint}".strip(),
-                  Float16RangeWarning,
-                  stacklevel=stacklevel)
+    hazards.warn_at_user(f"{where}: values change beyond fp16 rounding when stored as float16, "
+                         f"aneforge's floating type ({parts}). To keep them: {fix}. "
+                         f"{strict_hint}".strip(), Float16RangeWarning)

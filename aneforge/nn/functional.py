@@ -24,7 +24,7 @@ from ..ops._grad import zeros
 from ..ops.attention import MASKED
 from ..tensor import Tensor, const, record_op
 from ..tensor.elementwise import where
-from ..tensor.indexing import host_values
+from ..tensor.args import host_values
 from ..tensor.movement import stack
 from ._conv import columns as _columns
 from ._conv import conv2d as _conv2d

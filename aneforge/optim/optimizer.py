@@ -278,8 +278,7 @@ class Optimizer:
         self.state = state
         self._steps = max(steps) if steps else int(bool(state))
         self._staged = None
-        scalar_consts.report_range(f"{type(self).__name__}.load_state_dict", lost,
-                                   stacklevel=scalar_consts.user_stacklevel() + 1)
+        scalar_consts.report_range(f"{type(self).__name__}.load_state_dict", lost)
 
     def _loaded_state(self, p: Tensor, saved: dict) -> dict:
         """The state tensors of `p` from saved host arrays (keys this optimizer keeps)."""

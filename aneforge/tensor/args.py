@@ -97,3 +97,10 @@ def empty_of(x, shape: tuple) -> Tensor:
     """An empty tensor (a size-0 axis) of `shape` and x's dtype: a host value, as every empty
     tensor is (aneforge.core.empty; the ANE has none)."""
     return x._as_tensor(np.empty(shape, x.dtype.np))
+
+
+def host_values(t):
+    """The values of a tensor that is host data (an af.tensor, a realized result), else None:
+    index checks use them without running anything."""
+    node, k = t.ref
+    return None if node.data is None else np.asarray(node.data[k])

@@ -24,6 +24,7 @@ import numpy as np
 from .. import dtypes
 from ..context import CTX
 from ..errors import LimitError
+from .args import host_values
 from .base import TensorBase
 from .elementwise import where
 
@@ -42,8 +43,8 @@ def setitem(x, index, value):
     positions = np.arange(x.numel(), dtype=np.int64).reshape(x.shape)[where_]
     if positions.size == 0:
         return x
-    held = _host_array(x)
-    given = value if not isinstance(value, TensorBase) else _host_array(value)
+    held = host_values(x)
+    given = value if not isinstance(value, TensorBase) else host_values(value)
     grads = CTX.thread.grad_enabled and (x.requires_grad or
                                          (isinstance(value, TensorBase) and value.requires_grad))
     if held is not None and given is not None and not grads and CTX.thread.capture is None:
@@ -98,11 +99,6 @@ def _host_index(index):
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         out.append(i)
     return tuple(out)
-
-
-def _host_array(t):
-    node, k = t.ref
-    return None if node.data is None else np.asarray(node.data[k])
 
 
 def _shaped(value: np.ndarray, shape: tuple, x_shape: tuple) -> np.ndarray:

@@ -540,8 +540,7 @@ def tensor(data, dtype=None, *, device=None, requires_grad: bool = False,
     if dt.is_float and arr.dtype.kind == "f" and arr.dtype != np.float16 and _from_user():
         losses = scalar_consts.range_losses(arr, t.ref[0].data[0])
         if any(losses):
-            scalar_consts.report_range("af.tensor", {"data": losses},
-                                       stacklevel=scalar_consts.user_stacklevel() + 1)
+            scalar_consts.report_range("af.tensor", {"data": losses})
     return t
 
 

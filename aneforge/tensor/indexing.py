@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import AneforgeError, DTypeError, ShapeError
-from .args import empty_of, norm_dim
+from .args import empty_of, host_values, norm_dim
 from .assign import index_put, setitem
 from .base import TensorBase
 from .elementwise import where
@@ -58,13 +58,6 @@ def _entry(i):
 
 def _is_advanced(i) -> bool:
     return isinstance(i, (TensorBase, list, tuple, range, np.ndarray))    # torch: range too
-
-
-def host_values(t):
-    """The values of a tensor that is host data (an af.tensor, a realized result), else None:
-    index checks use them without running anything."""
-    node, k = t.ref
-    return None if node.data is None else np.asarray(node.data[k])
 
 
 def _as_index(x, i, n: int, axis: int):
