@@ -104,7 +104,9 @@ def _powers_of_two(x, shift):
         raise DTypeError(f"<< and >> need integer tensors, got {x.dtype}")
     if isinstance(shift, TensorBase):
         return 2 ** shift.to(x.dtype)
-    return x._const(2 ** int(shift), x.dtype)
+    bits = 8 * np.dtype(x.dtype.np).itemsize       # 2**shift in x's two's complement: 2**31 is
+    wrapped = (2 ** int(shift) + 2 ** (bits - 1)) % 2 ** bits - 2 ** (bits - 1)   # -2**31 in
+    return x._const(wrapped, x.dtype)              # int32, so x << 31 wraps as torch's does
 
 
 def _bits(v, n: int, signed: bool):
@@ -287,8 +289,6 @@ class ElementwiseMixin(TensorBase):
         >>> (af.tensor([1, -3]) << 2).tolist()
         [4, -12]
         """
-        if type(other) is int and other == 31 and self.dtype == dtypes.int32:     # 2**31 wraps to -2**31 in int32,
-            return self * self._const(-2 ** 31, self.dtype)   # as torch's shift wraps
         return self * _powers_of_two(self, other)
 
     def bitwise_right_shift(self, other) -> "Tensor":
@@ -298,8 +298,8 @@ class ElementwiseMixin(TensorBase):
         >>> (af.tensor([13, -13]) >> 2).tolist()
         [3, -4]
         """
-        if type(other) is int and other == 31 and self.dtype == dtypes.int32:     # only the sign is left: 0 or -1
-            return -(self < 0).to(self.dtype)
+        if type(other) is int and other == 31 and self.dtype == dtypes.int32:
+            return -(self < 0).to(self.dtype)          # only the sign is left: 0 or -1
         return self.floor_divide(_powers_of_two(self, other))
 
     __lshift__, __rshift__ = bitwise_left_shift, bitwise_right_shift
