@@ -120,8 +120,9 @@ class AutoScaler:
             self.clean_passes = 0
             self.skipped_steps += 1
             hazards.warn_at_user(f"automatic gradient scaling: a gradient is inf or NaN at every "
-                                 f"loss scale down to {LOWEST:g}: a NaN or an infinity of the "
-                                 f"function itself (torch's gradient is one too). The loss scale "
+                                 f"loss scale down to {LOWEST:g}: a NaN or an infinity in the values "
+                                 f"themselves (an inf weight or input, or the function's own, as "
+                                 f"sqrt's at 0, where torch's is inf too). The loss scale "
                                  f"is now {self.scale:g} (af.amp.auto_scaler() has the state)",
                                  RuntimeWarning)
             return
