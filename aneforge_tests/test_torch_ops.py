@@ -140,6 +140,34 @@ def test_composites_keep_the_whole_gradient_on_their_branch_bounds(name, at):
     np.testing.assert_allclose(got, t.grad.numpy(), rtol=2.0 ** -9)
 
 
+@pytest.mark.parametrize("name", ["asin", "acos", "atan", "atanh", "asinh", "sinh", "tan"])
+def test_odd_composites_keep_their_gradient_at_zero(name):
+    """Built as t(|x|) with x's sign put back: abs's gradient at 0 is 0, which once made
+    asin's and atanh's gradient at 0 read 0 (torch: 1)."""
+    x = af.tensor([0.0, -0.0], requires_grad=True)
+    got = af.grad(getattr(x, name)().sum(), [x])[0].numpy()
+    t = torch.tensor([0.0, -0.0], requires_grad=True)
+    getattr(t, name)().sum().backward()
+    np.testing.assert_array_equal(got, t.grad.numpy())
+
+
+@pytest.mark.parametrize("name", ["asin", "acos", "atanh"])
+def test_inverse_trig_at_the_domain_ends_matches_torch(name):
+    """Value and gradient at -1, 1 and next to them, under the default numerics: the gradient
+    at +-1 is inf as in torch (it read 0: atan's far branch met sqrt's inf as 0 * inf), and the
+    finite gradients beside it keep their precision (an inf at every loss scale keeps the run
+    at torch's scale, not the lowest rung)."""
+    ends = np.array([-1.0, -0.99951171875, -1e-3, 6.1e-4, 0.5, 0.99951171875, 1.0], np.float32)
+    x = af.tensor(ends, requires_grad=True)
+    y = getattr(x, name)()
+    y.sum().backward()
+    t = torch.tensor(ends, requires_grad=True)
+    ty = getattr(t, name)()
+    ty.sum().backward()
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=4e-3)
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=4e-3)
+
+
 def test_scatter_duplicates_get_torchs_gradient():
     index, src = [0, 0, 2, 0], np.array([2.0, 3.0, 0.5, -1.0], np.float32)
     a = af.tensor(src, requires_grad=True)

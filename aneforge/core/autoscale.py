@@ -357,9 +357,12 @@ def _overflowed(results: list, rules: list) -> list:
 
 
 def _lower(run, first: list, rules: list, bad: list, results: list, held: list) -> tuple:
-    """Run again down `RESCUE`'s rungs (each below the last) until no pass overflows, or the
-    lowest rung ran: (results, hazards) of the last run (the first run's if none was lower)."""
-    inputs = first
+    """Run again down `RESCUE`'s rungs (each below the last) until no pass overflows: (results,
+    hazards) of that run. If every rung overflows, the inf is the values' own (an inf input, or
+    the function's, as asin's gradient at 1) and the scale cannot help: the run at S = 1 is
+    kept, torch's scale, where the finite gradients keep the most bits (the rungs below it
+    push small ones into fp16's subnormals); the first run's if S = 1 did not run."""
+    inputs, kept = first, (results, held)
     for attempt in RESCUE:
         lowered = [(k_in, scaler, attempt(first[k_in]).astype(first[k_in].dtype))
                    for k_in, scaler in bad]
@@ -372,8 +375,10 @@ def _lower(run, first: list, rules: list, bad: list, results: list, held: list) 
         results, held = _held_run(run, inputs)
         bad = _overflowed(results, rules)
         if not bad:
-            break
-    return results, held
+            return results, held
+        if all(new.ravel()[0] >= 1.0 for _, _, new in lowered):
+            kept = (results, held)
+    return kept
 
 
 def _scalers() -> list:

@@ -662,6 +662,11 @@ class ElementwiseMixin(TensorBase):
         x = self if lo is None else where(self < lo, lo, self)
         return x if hi is None else where(x > hi, hi, x)
 
+    def _magnitude(self) -> "Tensor":
+        """|self| with gradient +1 at 0 (abs's is 0 there, as in torch): the odd functions
+        below compute t(|x|) and put the sign back, so d/dx = t'(|x|) must hold at 0 too."""
+        return where(self < 0, -self, self)
+
     def _odd(self, t) -> "Tensor":
         """t (computed from |self|) with self's sign: the odd functions' last step."""
         return where(self < 0, -t, t)
@@ -695,7 +700,7 @@ class ElementwiseMixin(TensorBase):
         [0.0, 0.785, -1.25]
         """
         x = self._floating()
-        a = x.abs()
+        a = x._magnitude()
         big = a > 1.0
         r = where(big, 1.0 / a._bounded(lo=1.0), a)
         mid = r > 0.41421356237309503
@@ -706,7 +711,9 @@ class ElementwiseMixin(TensorBase):
         return x._odd(where(big, math.pi / 2 - t, t))
 
     def asin(self) -> "Tensor":
-        """atan(x / sqrt((1 - x)(1 + x))): 1 - x is exact near 1, where 1 - x**2 would cancel.
+        """atan(a / sqrt((1 - a)(1 + a))) for a = |x| < 1/2, pi/2 - 2 atan(sqrt((1 - a) /
+        (1 + a))) above (1 - a is exact there, where 1 - a**2 would cancel), with x's sign. The
+        gradient at +-1 is inf, as in torch (sqrt's at 0).
         Out of the domain the result is NaN under `af.numerics(specials="ieee")`; the engine
         has no NaN (see nan_to_num), so its default special values give a finite or inf value.
 
@@ -715,10 +722,16 @@ class ElementwiseMixin(TensorBase):
         [0.0, 0.5234375, -1.5703125]
         """
         x = self._floating()
-        return (x / ((1.0 - x) * (1.0 + x)).sqrt()).atan()
+        a = x._magnitude()
+        s = a._bounded(hi=0.5)
+        near = (s / ((1.0 - s) * (1.0 + s)).sqrt()).atan()
+        far = math.pi / 2 - a._bounded(lo=0.5)._half_angle() * 2.0
+        return x._odd(where(a < 0.5, near, far))
 
     def acos(self) -> "Tensor":
-        """2 atan(sqrt((1 - x) / (1 + x))): no cancellation near x = 1 (pi/2 - asin would).
+        """2 atan(sqrt((1 - a) / (1 + a))) for a = |x| (no cancellation near 1, where
+        pi/2 - asin would have it), pi minus that for negative x. The gradient at +-1 is -inf,
+        as in torch.
         Out of the domain the result is NaN under `af.numerics(specials="ieee")`; the engine
         has no NaN (see nan_to_num), so its default special values give a finite or inf value.
 
@@ -727,7 +740,13 @@ class ElementwiseMixin(TensorBase):
         [0.0, 1.5703125, 3.140625]
         """
         x = self._floating()
-        return ((1.0 - x) / (1.0 + x)).sqrt().atan() * 2.0
+        t = x._magnitude()._half_angle() * 2.0
+        return where(x < 0, math.pi - t, t)
+
+    def _half_angle(self) -> "Tensor":
+        """atan(sqrt((1 - a) / (1 + a))) = acos(a) / 2 of a = self in [0, 1]: its gradient at
+        a = 1 comes from sqrt's at 0, inf."""
+        return ((1.0 - self) / (1.0 + self)).sqrt().atan()
 
     def _exp_halves(self) -> tuple["Tensor", "Tensor"]:
         """(e**a / 2, e**-a / 2) of a = self >= 0 from h = e**(a/2): e**a itself overflows
@@ -769,7 +788,7 @@ class ElementwiseMixin(TensorBase):
         [0.0, 0.0010004043579101562, -1.443359375]
         """
         x = self._floating()
-        a = x.abs()
+        a = x._magnitude()
         s = a._bounded(hi=1.0)
         near = (s + s * s / ((s * s + 1.0).sqrt() + 1.0)).log1p()
         b = a._bounded(lo=1.0)
@@ -796,8 +815,9 @@ class ElementwiseMixin(TensorBase):
         return where(x < 2.0, near, far)
 
     def atanh(self) -> "Tensor":
-        """log1p(2a / (1 - a)) / 2 for a = |x| (1 - a is exact near 1); +-inf at +-1 and NaN
-        beyond, as in torch.
+        """log1p(2a / (1 - a)) / 2 for a = |x| < 1/2, (log(1 + a) - log(1 - a)) / 2 above (1 - a
+        is exact there, and the two logs add, never cancel), with x's sign: +-inf at +-1 with
+        an inf gradient, NaN beyond, as in torch.
         Out of the domain the result is NaN under `af.numerics(specials="ieee")`; the engine
         has no NaN (see nan_to_num), so its default special values give a finite or inf value.
 
@@ -806,8 +826,15 @@ class ElementwiseMixin(TensorBase):
         [0.0, 0.54931640625, -inf]
         """
         x = self._floating()
-        a = x.abs()
-        return x._odd((a * 2.0 / (1.0 - a)).log1p() * 0.5)
+        a = x._magnitude()
+        s = a._bounded(hi=0.5)
+        near = (s * 2.0 / (1.0 - s)).log1p()
+        f = a._bounded(lo=0.5)
+        d = 1.0 - f
+        # log(d) at d = 0 is the engine's finite -45440: -1/d there is -inf, and its gradient
+        # inf, as log's would be
+        far = (1.0 + f).log() - where(d == 0, -1.0 / d, d.log())
+        return x._odd(where(a < 0.5, near, far) * 0.5)
 
     def log2(self) -> "Tensor":
         """log(x) / ln 2.
