@@ -3,7 +3,9 @@ the same bits as before these loops were made faster (issue 25).
 
 The digests below are sha256 over the final parameters' fp16 bytes, recorded by the code at
 d3119c2 (five realizations per makemore step, a forward rerun for `loss.item()`): the values
-must not change when the programs are grouped differently."""
+must not change when the programs are grouped differently. The makemore ones were recorded again
+when hand-written parameter updates (`p.data += -lr * p.grad`) became compensated (a remainder
+keeps what fp16 rounding drops; tensor/inplace.py): a change of values by design."""
 import hashlib
 
 import numpy as np
@@ -14,13 +16,14 @@ import aneforge as af
 from aneforge.bench.workloads import makemore, mlp_deep
 from aneforge.core import realization
 
-MAKEMORE = {True: "b82d0995020e1c9170da2da17408196d5ded3156945ae8a2f0c4f2a8812ab521",
-            False: "7c9039a7f1b808d9f67b0924cb13f1fc9b643c5f04ce11cb7deb8843e796fd96"}
+MAKEMORE = {True: "9e8b7c967db10dcaded17e27522a0ebb8267c6d5efdd4ee836cb080b28f6fbd0",
+            False: "e23b928a24498e1dd799b9bf290f0ca00d56e8a59de438f049f8e1f9e7249f31"}
 # weights from numpy (not af.manual_seed: the default initializers now draw torch's numbers,
 # which d3119c2 did not), so the run is the same on both sides of the change
 ADAMW = "1be3d0e931e19bba902b00f59c9f399a5df1b15ff74d3c7d9a1bc8989911344d"
-MAKEMORE_LOSSES = [3.734375, 3.818359375, 3.47265625, 3.46484375, 3.33984375, 3.384765625,
-                   3.44140625, 3.501953125]
+MAKEMORE_LOSSES = {scaled: [3.734375, 3.818359375, third, 3.466796875, 3.33984375, 3.3828125,
+                            3.439453125, 3.501953125]
+                   for scaled, third in ((True, 3.47265625), (False, 3.474609375))}
 
 
 def _digest(params) -> str:
@@ -55,7 +58,7 @@ def test_makemore_loop_is_one_program_a_step_with_the_same_bits(scaled, auto_sca
         assert _runs() == runs + 1
         runs += 1
     assert af.cache_info().misses == misses
-    assert losses == MAKEMORE_LOSSES
+    assert losses == MAKEMORE_LOSSES[scaled]
     assert _digest(params) == MAKEMORE[scaled]
 
 

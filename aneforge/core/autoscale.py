@@ -155,12 +155,13 @@ class AutoScaler:
             g = None if p is None else p.grad
             if g is None or g.ref[0].data is None or (id(p) in self._warned and self._warned[id(p)]() is p):
                 continue
-            if np.isfinite(np.asarray(g.ref[0].data[g.ref[1]], np.float32)).all():
+            if (np.abs(np.asarray(g.ref[0].data[g.ref[1]], np.float32)) < FP16_MAX).all():
                 continue
             self._warned[id(p)] = weakref.ref(p)
             hazards.warn_at_user(
                 f"automatic gradient scaling: the gradient of {_name(p)} is past fp16's range "
-                f"(+-65504) at torch's scale, so .grad holds inf there; torch's float32 holds it. "
+                f"(+-65504) at torch's scale, so .grad holds +-65504 there (saturated: inf would "
+                f"write inf into the weight); torch's float32 holds the larger value. "
                 f"Scale the loss down: reduction='mean' instead of 'sum', or backward() on "
                 f"loss / 1024 with the learning rate times 1024", ANEHazardWarning)
 
@@ -235,8 +236,14 @@ def scale(leaves: list, grads: dict, seed_scale):
     top, low = tops[0], tops[0]
     for t in tops[1:]:
         top, low = top.maximum(t), low.minimum(t)
+    # A pass that ran below S = 1 did so to stay finite: a gradient past fp16 at torch's scale
+    # reads +-65504 (saturated; warned), not inf, which would
+    # write inf into a weight. At S >= 1 the bound is inf: a gradient inf at torch's scale
+    # (sqrt's at 0) stays inf, as in torch; finite values pass both bounds unchanged.
+    bound = FP16_MAX / (seed_scale < 1.0).to(inv.dtype)          # 65504 / 0 = inf
     for k, g in zip(leaves, raws):
-        grads[k] = (grads[k][0], g * inv.to(g.dtype))
+        b = bound.to(g.dtype)
+        grads[k] = (grads[k][0], (g * inv.to(g.dtype)).minimum(b).maximum(-b))
     return _stack([top.reshape(1), low.reshape(1), seed_scale.reshape(1).to(top.dtype)])
 
 

@@ -222,8 +222,9 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
         return self._node, self._idx
 
     # ---- realization -----------------------------------------------------------------
-    def realize(self) -> "Tensor":
-        realization.realize([self.ref])
+    def realize(self, *others) -> "Tensor":
+        """Compute this tensor now (and `others`, in the same program)."""
+        realization.realize([self.ref, *(t.ref for t in others)])
         return self
 
     def numpy(self) -> np.ndarray:
@@ -384,6 +385,9 @@ class _Data(Tensor):
         Tensor._inplace(self, compute)
         self._base.set_(Tensor(self._node, self._idx))
         return self
+
+    def _update_owner(self):
+        return self._base._update_owner()
 
 
 def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
