@@ -15,13 +15,14 @@ import numpy as np
 
 from . import dtypes
 from .errors import OutOfMemoryError
-from .hardware.limits import check_leaf_shape
+from .hardware.limits import MAX_RANK, check_leaf_shape
 from .runtime.memory import budget
 from .devices import use
 from .random import engine
 from .random import manual_seed  # noqa: F401  (af.manual_seed's home)
 from .tensor import Tensor
 from .tensor.args import _sizes
+from .tensor.highrank import merged
 from .tensor.core import _leaf, _stored, host_draw, tensor
 
 
@@ -65,7 +66,8 @@ def _host(fill, size, what: str) -> np.ndarray:
     simulator may use: a shape too large is refused with what to do, before numpy allocates
     (its MemoryError would name neither the call nor the limit)."""
     shape = _sizes(size)
-    check_leaf_shape(shape)               # the same check (and message) as any host leaf
+    # the same check (and message) as any host leaf; rank > 5 is stored merged (tensor/highrank.py)
+    check_leaf_shape(shape if len(shape) <= MAX_RANK else merged(shape))
     need = math.prod(shape) * 8                       # numpy builds it in float64 first
     if need > 1 << 28 and need > budget():            # (reading the budget costs a file read)
         raise OutOfMemoryError(f"{what}: shape {shape} needs {need / 2 ** 30:.1f} GiB on the "

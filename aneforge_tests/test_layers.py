@@ -35,7 +35,7 @@ LAYERS = (
     ("aneforge.tensor.elementwise", "aneforge.tensor.products", "aneforge.tensor.reduce",
      "aneforge.tensor.movement", "aneforge.tensor.scan", "aneforge.tensor.indexing",
      "aneforge.tensor.inplace", "aneforge.tensor.casts", "aneforge.tensor.random",
-     "aneforge.tensor.args", "aneforge.tensor.assign",
+     "aneforge.tensor.args", "aneforge.tensor.assign", "aneforge.tensor.highrank",
      "aneforge.tensor.base"),
     ("aneforge.autograd",),
     ("aneforge.tensor",),

@@ -30,8 +30,9 @@ from ..devices import THE_DEVICE, device, use
 from ..dtypes import DType
 from ..errors import AneforgeError, DTypeError, LimitError
 from ..ir.types import TensorType
-from ..hardware.limits import check_leaf_shape
+from ..hardware.limits import MAX_RANK, check_leaf_shape
 from ..core.trace import Node, leaf, record, record_binary, taped, written_leaf
+from . import highrank
 from .args import norm_dim
 from .casts import CastsMixin
 from .elementwise import ElementwiseMixin
@@ -542,7 +543,8 @@ def tensor(data, dtype=None, *, device=None, requires_grad: bool = False,
     t = _leaf(arr, dt, requires_grad, source=source,
               remake=lambda new: _stored(_host_array(new), dt))
     if dt.is_float and arr.dtype.kind == "f" and arr.dtype != np.float16 and _from_user():
-        losses = scalar_consts.range_losses(arr, t.ref[0].data[0])
+        stored = t._storage if isinstance(t, highrank.HighRank) else t
+        losses = scalar_consts.range_losses(arr, stored.ref[0].data[0].reshape(arr.shape))
         if any(losses):
             scalar_consts.report_range("af.tensor", {"data": losses})
     return t
@@ -581,6 +583,11 @@ def _leaf(arr: np.ndarray, dt, requires_grad: bool = False, source=None, remake=
     """A new leaf holding `arr` stored as `dt`. Inside af.compile's capture it is reported with
     how to make it again: from a new argument (`source` is the host object it came from,
     `remake(new_object)` converts one), by a new draw (`remake()` alone), or as a constant."""
+    if arr.ndim > MAX_RANK:                        # kept as rank <= 5 (tensor/highrank.py)
+        merged = highrank.merged(arr.shape)
+        again = remake and (lambda *a: remake(*a).reshape(merged))
+        return highrank.wrap(_leaf(arr.reshape(merged), dt, requires_grad, source, again),
+                             arr.shape)
     arr = _stored(arr, dt)
     check_leaf_shape(arr.shape)                    # an empty tensor: a host value (core/empty)
     t = Tensor(leaf(arr, TensorType(arr.shape, dt), requires_grad))

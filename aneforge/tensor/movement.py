@@ -8,8 +8,10 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import AneforgeError, ShapeError
+from ..hardware.limits import MAX_RANK
 from ..ops._grad import zeros
-from .args import _dim_or_axis, _infer_size, _sizes, empty_of, norm_dim
+from . import highrank
+from .args import _dim_or_axis, _infer_size, _sizes, norm_dim
 from .base import TensorBase
 from .elementwise import where
 from .indexing import narrow
@@ -57,6 +59,8 @@ class MovementMixin(TensorBase):
 
     def reshape(self, *shape) -> "Tensor":
         shape = _infer_size(_sizes(shape), self.numel(), self.shape)
+        if len(shape) > MAX_RANK:                 # kept as rank <= 5 (tensor/highrank.py)
+            return highrank.wrap(self, shape)
         return self if shape == self.shape else self._record("reshape", {"x": self}, {"shape": shape})
 
     def view(self, *shape) -> "Tensor":
@@ -124,9 +128,11 @@ class MovementMixin(TensorBase):
         return self.permute(tuple(reversed(range(self.ndim))))
 
     def unsqueeze(self, dim: int | None = None, *, axis=None) -> "Tensor":
-        dim = _dim_or_axis(dim, axis, "unsqueeze", required=True)
-        return self._record("expand_dims", {"x": self},
-                         {"axes": (norm_dim(dim, self.ndim + 1, "unsqueeze"),)})
+        dim = norm_dim(_dim_or_axis(dim, axis, "unsqueeze", required=True), self.ndim + 1,
+                       "unsqueeze")
+        if self.ndim >= MAX_RANK:
+            return self.reshape(self.shape[:dim] + (1,) + self.shape[dim:])
+        return self._record("expand_dims", {"x": self}, {"axes": (dim,)})
 
     def squeeze(self, dim=None, *, axis=None) -> "Tensor":
         """Drop size-1 axes (all, or the given ones; like torch, a given axis of size > 1 stays)."""
@@ -141,6 +147,8 @@ class MovementMixin(TensorBase):
         if not sizes:
             raise TypeError('expand() missing 1 required positional arguments: "size"')
         sizes = _sizes(sizes)
+        if len(sizes) > MAX_RANK:
+            return highrank.expand(self, self.shape, sizes)
         if len(sizes) < self.ndim:
             raise ShapeError(f"expand: {sizes} has fewer dims than the tensor's shape {self.shape}")
         lead = len(sizes) - self.ndim
@@ -155,8 +163,10 @@ class MovementMixin(TensorBase):
                 raise ShapeError(f"expand: cannot expand shape {self.shape} to {sizes}: an axis "
                                  f"of size {n} can only stay or grow from 1")
             reps.append(s if n == 1 else 1)
-        if 0 in target:
-            return empty_of(self, target)
+        if 0 in target:          # narrowed, so the gradient (zeros) still reaches self
+            for d, s in enumerate(target):
+                x = x.narrow(d, 0, 0) if s == 0 else x
+            reps = [1 if s == 0 else r for r, s in zip(reps, target)]
         return x if all(r == 1 for r in reps) else \
             self._record("tile", {"x": x}, {"reps": tuple(reps)})
 
@@ -276,6 +286,8 @@ class MovementMixin(TensorBase):
         if not sizes:
             raise TypeError('repeat() missing 1 required positional arguments: "repeats"')
         sizes = _sizes(sizes)
+        if len(sizes) > MAX_RANK:
+            return highrank.expand(self, self.shape, sizes)
         if len(sizes) < self.ndim:
             raise ShapeError(f"repeat: {len(sizes)} sizes for a {self.ndim}-D tensor; give at "
                              f"least one per axis")
