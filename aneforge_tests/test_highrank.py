@@ -36,7 +36,16 @@ def _patchify(x, p=2):
     return x.reshape(n, (h // p) * (w // p), p * p * c)
 
 
+def _mae_patchify(m, imgs, p=2):
+    """MAE's patchify (facebookresearch/mae models_mae.py, CC BY-NC 4.0; the pattern, rewritten)."""
+    h, w = imgs.shape[2] // p, imgs.shape[3] // p
+    x = imgs.reshape(shape=(imgs.shape[0], 3, h, p, w, p))
+    x = m.einsum("nchpwq->nhwpqc", x)
+    return x.reshape(shape=(imgs.shape[0], h * w, p ** 2 * 3))
+
+
 CASES = {
+    "mae_patchify_einsum": ((2, 3, 8, 6), _mae_patchify),
     "window_partition": ((2, 8, 8, 3), lambda m, x: _window_partition(x)),
     "window_round_trip": ((2, 8, 8, 3), lambda m, x: _window_reverse(_window_partition(x) * 2, 8, 8)),
     "pixel_shuffle": ((2, 12, 4, 5), lambda m, x: _pixel_shuffle(x)),

@@ -28,6 +28,15 @@ ELEMENTWISE = frozenset((
     "minimum", "eq", "ne", "lt", "le", "gt", "ge"))
 
 
+def shape_argument(shape: tuple, kwargs: dict) -> tuple:
+    """reshape's sizes, positional or torch's `shape=` keyword."""
+    if kwargs:
+        if shape or set(kwargs) != {"shape"}:
+            raise TypeError(f"reshape() takes the sizes, or shape=, got {sorted(kwargs)}")
+        return (kwargs["shape"],)
+    return shape
+
+
 def merged(shape: tuple) -> tuple:
     """`shape` (size-1 axes dropped) with adjacent axes merged, from the front, down to
     MAX_RANK axes: a rank <= 5 shape holding the same elements in the same order."""
@@ -136,8 +145,9 @@ class HighRank:
         return self.numpy().tolist()
 
     # ---- movement ---------------------------------------------------------------------------
-    def reshape(self, *shape):
-        return wrap(self._storage, _infer_size(_sizes(shape), self.numel(), self._shape))
+    def reshape(self, *shape, **kwargs):
+        shape = _infer_size(_sizes(shape_argument(shape, kwargs)), self.numel(), self._shape)
+        return wrap(self._storage, shape)
 
     view = reshape
 

@@ -11,6 +11,7 @@ from ..errors import AneforgeError, ShapeError
 from ..hardware.limits import MAX_RANK
 from ..ops._grad import zeros
 from . import highrank
+from .highrank import shape_argument
 from .args import _dim_or_axis, _infer_size, _sizes, norm_dim
 from .base import TensorBase
 from .elementwise import where
@@ -57,8 +58,8 @@ class MovementMixin(TensorBase):
     """Shape and layout changes; narrow and select go through indexing."""
     __slots__ = ()
 
-    def reshape(self, *shape) -> "Tensor":
-        shape = _infer_size(_sizes(shape), self.numel(), self.shape)
+    def reshape(self, *shape, **kwargs) -> "Tensor":
+        shape = _infer_size(_sizes(shape_argument(shape, kwargs)), self.numel(), self.shape)
         if len(shape) > MAX_RANK:                 # kept as rank <= 5 (tensor/highrank.py)
             return highrank.wrap(self, shape)
         return self if shape == self.shape else self._record("reshape", {"x": self}, {"shape": shape})
