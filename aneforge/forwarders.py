@@ -680,9 +680,9 @@ def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *,
     return input.repeat_interleave(repeats, dim, output_size=output_size)
 
 
-def reshape(input: Tensor, *shape) -> Tensor:
-    """torch.reshape: `input.reshape(*shape)`; see Tensor.reshape."""
-    return input.reshape(*shape)
+def reshape(input: Tensor, *shape, **kwargs) -> Tensor:
+    """torch.reshape: `input.reshape(*shape, **kwargs)`; see Tensor.reshape."""
+    return input.reshape(*shape, **kwargs)
 
 
 def roll(input: Tensor, shifts, dims=None) -> Tensor:
