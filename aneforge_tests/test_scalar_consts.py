@@ -100,7 +100,8 @@ def test_out_of_range_scalar_gradient_matches_torch(op, c):
     t = torch.tensor(x0.astype(np.float32), requires_grad=True)
     _apply(fn, reverse, t, c).sum().backward()
     with np.errstate(over="ignore"):
-        want = t.grad.numpy().astype(F16)
+        # past fp16 at torch's scale .grad saturates at +-65504 (automatic scaling; warned)
+        want = np.clip(t.grad.numpy(), -65504, 65504).astype(F16)
     assert _ulps(x.grad.numpy(), want).max() <= 2, (x.grad.numpy(), want)
 
 
