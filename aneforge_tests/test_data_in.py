@@ -311,3 +311,39 @@ def test_a_creation_too_large_for_memory_is_refused_before_allocating():
     with pytest.raises(af.OutOfMemoryError, match="af.full"):
         af.full((65536, 65536, 4096), 1.0)
     assert af.ones(1, 1, 1, 1, 1, 1).shape == (1,) * 6    # rank 6 is kept as rank <= 5
+
+
+# ---- datasets past 65536 on an axis: host data ------------------------------------------------
+def test_a_corpus_past_65536_tokens_is_host_data_batches_index_out_of():
+    """karpathy's gpt.py: the whole tokenized text as one tensor, split, and batches sliced out
+    of it with tensor offsets: numpy does the indexing; what comes out is an ordinary tensor."""
+    text = np.random.default_rng(0).integers(0, 65, 200_000)
+    data = af.tensor(text, dtype=af.long)
+    n = int(0.9 * len(data))
+    train, val = data[:n], data[n:]
+    assert data.shape == (200_000,) and train.shape == (n,) and val.shape == (200_000 - n,)
+    af.manual_seed(0)
+    ix = af.randint(len(train) - 8, (4,))
+    x = af.stack([train[i:i + 8] for i in ix])
+    y = af.stack([train[i + 1:i + 9] for i in ix])
+    starts = ix.numpy()
+    np.testing.assert_array_equal(x.numpy(), np.stack([text[s:s + 8] for s in starts]))
+    np.testing.assert_array_equal(y.numpy(), np.stack([text[s + 1:s + 9] for s in starts]))
+    assert data.max().item() == text.max() and (data == 3).sum().item() == (text == 3).sum()
+
+
+def test_a_whole_split_evaluates_under_no_grad_with_the_programs_bits():
+    """makemore's split_loss: `emb = C[X]` over every row, then the MLP, under no_grad: each
+    op runs on the host by the simulator's own kernel, so rows agree bit for bit with the same
+    rows run as a program."""
+    rng = np.random.default_rng(1)
+    X = af.tensor(rng.integers(0, 27, (70_000, 3)))
+    C, W = af.tensor(rng.standard_normal((27, 10))), af.tensor(rng.standard_normal((30, 20)) * 0.3)
+    with af.no_grad():
+        h = (C[X].view(X.shape[0], -1) @ W).tanh()
+        rows = (C[X[:512]].view(512, -1) @ W).tanh()
+    assert h.shape == (70_000, 20)
+    np.testing.assert_array_equal(h[:512].numpy(), rows.numpy())
+    C.requires_grad_(True)
+    with pytest.raises(af.LimitError, match="past 65536.*needs a gradient.*C\\[X\\[ix\\]\\]"):
+        C[X].sum()

@@ -15,10 +15,18 @@ as one awaiting backward): the op's gradient rule runs on the empty values too, 
 get torch's gradients (empty, or zeros where an empty value fed a non-empty result). An op
 mixing an empty operand with a value still being computed, whose result is not empty, is
 refused with what to do.
+
+Data with an axis past 65536 (a tokenized corpus, a dataset's index table: `torch.tensor(
+encode(text))` over a million characters) is a host value the same way: every op reading it, or
+making a value that large from host values, runs here, by the same kernel the simulator runs,
+so `data[i:i + block]`, `X[ix]`, `len`, `max`, a whole-split evaluation under no_grad give the
+simulator's bits. What comes out small is an ordinary tensor. Such a value cannot take part in
+a gradient (its backward would need a program that holds it): that is refused with what to do.
 """
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import numpy as np
 
@@ -26,6 +34,7 @@ from ..errors import LimitError
 from ..hardware import limits
 from ..hardware.numerics import get_numerics
 from ..ops import REGISTRY
+from ..ops.registry import is_literal
 from .trace import Node, is_const, type_of
 
 
@@ -37,6 +46,27 @@ class _Context:
         self.numerics, self.op_type, self.op_name = get_numerics(), op, f"{op} (empty)"
         self.in_dtypes = tuple(t.dtype for t in in_types)
         self.out_dtypes = tuple(t.dtype for t in out_types)
+
+
+# realized nodes holding an oversized value (an axis past 65536): every op reading one runs on
+# the host. Empty in most programs, so recording checks it only when it is not.
+OVERSIZED: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def hold(node: Node) -> Node:
+    """`node` (realized), noted as oversized when one of its values is."""
+    if any(limits.oversized(t.shape) for t in node.types):
+        OVERSIZED.add(node)
+    return node
+
+
+def reads_oversized(refs) -> bool:
+    """Whether any of the (node, index) references (or lists of them) is an oversized value."""
+    for v in refs:
+        for node, _ in ([v] if type(v) is tuple else v or ()):
+            if node in OVERSIZED:
+                return True
+    return False
 
 
 def has_empty(refs) -> bool:
@@ -54,11 +84,19 @@ def evaluate(op: str, srcs: dict, attrs: dict, requires_grad: bool = False) -> N
     re-raises its error). With `requires_grad` the node keeps its op and sources, as a realized
     node awaiting backward does: gradients flow through it (torch's are zeros or empty)."""
     opdef = REGISTRY[op]
-    with limits.empty_allowed():
+    with limits.host_allowed():
         full, types = opdef.apply(srcs, attrs, type_of, is_const)
     refs = [v for v in srcs.values() if v is not None]
-    if not has_empty(refs) and not any(0 in t.shape for t in types):
+    reads_big = reads_oversized(refs)
+    big = reads_big or any(limits.oversized(t.shape) for t in types)
+    if not big and not has_empty(refs) and not any(0 in t.shape for t in types):
         return None
+    if big and not reads_big and not has_empty(refs) and not _all_host(refs):
+        return None                # a computed value grows past 65536: the caller's limit error
+    if big and requires_grad:
+        raise LimitError(f"{op}: a value with an axis past 65536 ({_shapes(refs, types)}) is "
+                         f"host data no ANE program holds, and this op needs a gradient; split "
+                         f"the work along that axis (batches), or compute it under no_grad")
     if all(0 in t.shape for t in types):
         arrays = [np.empty(t.shape, t.dtype.np) for t in types]
     else:
@@ -66,7 +104,18 @@ def evaluate(op: str, srcs: dict, attrs: dict, requires_grad: bool = False) -> N
     if requires_grad and any(t.dtype.is_float for t in types):
         return Node(op, {k: v for k, v in srcs.items() if v is not None}, full, types, arrays,
                     True)
-    return Node(None, {}, {}, types, arrays, False, None, ())
+    return hold(Node(None, {}, {}, types, arrays, False, None, ()))
+
+
+def _all_host(refs) -> bool:
+    """Whether every operand is host data (realized, or a literal)."""
+    return all(node.data is not None or is_literal(node.op)
+               for v in refs for node, _ in ([v] if type(v) is tuple else v))
+
+
+def _shapes(refs, types) -> str:
+    shapes = [node.types[i].shape for v in refs for node, i in ([v] if type(v) is tuple else v)]
+    return f"operands {shapes}, result {[t.shape for t in types]}"
 
 
 def _compute(opdef, srcs: dict, attrs: dict, types: list) -> list:
@@ -78,13 +127,14 @@ def _compute(opdef, srcs: dict, attrs: dict, types: list) -> list:
             args.append(None)
             continue
         group = [v] if type(v) is tuple else v
-        if any(node.data is None for node, _ in group):
-            raise LimitError(f"{opdef.name}: an empty operand meets a value still being computed "
-                             f"and the result is not empty; the ANE has no empty tensors, so "
-                             f"aneforge evaluates such ops on the host. Drop the empty operand "
-                             f"(torch gives the same result without it), or realize the other "
-                             f"operand first (.numpy())")
-        arrays = [np.asarray(node.data[i]) for node, i in group]
+        if any(node.data is None and not is_literal(node.op) for node, _ in group):
+            raise LimitError(f"{opdef.name}: an empty operand, or one with an axis past 65536, "
+                             f"meets a value still being computed; the ANE holds neither, so "
+                             f"aneforge evaluates such ops on the host. Drop an empty operand "
+                             f"(torch gives the same result without it), index a batch out of "
+                             f"the large one first, or realize the other operand (.numpy())")
+        arrays = [np.asarray(node.attrs["val"] if node.data is None else node.data[i])
+                  for node, i in group]                    # a literal: its value
         in_types += [node.types[i] for node, i in group]
         args.append(tuple(arrays) if type(v) is not tuple else arrays[0])
     try:

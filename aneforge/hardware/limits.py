@@ -32,7 +32,7 @@ def check_shape(op: str, shape: tuple[int, ...], inputs: str = "") -> None:
                          f"rank <= {MAX_RANK}. Reshape to merge axes first.")
     for i, n in enumerate(shape):
         if not 1 <= n <= MAX_AXIS:
-            if n == 0 and getattr(_EMPTY, "allowed", False):
+            if (n == 0 or n > MAX_AXIS) and getattr(_EMPTY, "allowed", False):
                 continue
             raise LimitError(f"{op}: result shape {shape}{where} has axis {i} of size {n}; every axis "
                              f"must be 1..{MAX_AXIS} on the ANE"
@@ -42,10 +42,11 @@ def check_shape(op: str, shape: tuple[int, ...], inputs: str = "") -> None:
 
 
 def check_leaf_shape(shape: tuple[int, ...]) -> None:
-    """`check_shape` for host data becoming a tensor: an empty one (a size-0 axis) is allowed,
-    as a host value no program holds (aneforge.core.empty)."""
-    if 0 in shape:
-        with empty_allowed():
+    """`check_shape` for host data becoming a tensor: an empty one (a size-0 axis) or one with
+    an axis past MAX_AXIS (a dataset) is allowed, as a host value no program holds
+    (aneforge.core.empty); the rank is checked."""
+    if 0 in shape or oversized(shape):
+        with host_allowed():
             check_shape("tensor", shape)
     else:
         check_shape("tensor", shape)
@@ -54,10 +55,16 @@ def check_leaf_shape(shape: tuple[int, ...]) -> None:
 _EMPTY = threading.local()
 
 
+def oversized(shape: tuple[int, ...]) -> bool:
+    """Whether `shape` has an axis past MAX_AXIS (and a rank the ANE holds, and no empty axis):
+    data no program can take, kept on the host (aneforge.core.empty)."""
+    return len(shape) <= MAX_RANK and 0 not in shape and any(n > MAX_AXIS for n in shape)
+
+
 @contextlib.contextmanager
-def empty_allowed():
-    """Inside: size-0 axes pass `check_shape` (aneforge.core.empty types a host op on empty
-    tensors with the ops' own rules)."""
+def host_allowed():
+    """Inside: size-0 axes and axes past MAX_AXIS pass `check_shape` (aneforge.core.empty types
+    a host op on empty or oversized tensors with the ops' own rules)."""
     before = getattr(_EMPTY, "allowed", False)
     _EMPTY.allowed = True
     try:

@@ -41,6 +41,11 @@ class TensorBase:
         data-dependent shapes (nonzero, unique). Said once per `name`, with `reason`."""
         raise NotImplementedError
 
+    def _host_data(self):
+        """This tensor's array when it is host data no program can take (an axis past 65536:
+        aneforge.core.empty), else None."""
+        raise NotImplementedError
+
     def _at(self, node, idx: int = 0):
         """A new handle on output `idx` of trace node `node` (autograd wraps the values a
         gradient rule reads this way)."""

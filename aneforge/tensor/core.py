@@ -303,6 +303,10 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
     def _operands(self, other, floating: bool = False) -> tuple["Tensor", "Tensor"]:
         return operands(self, other, floating)
 
+    def _host_data(self):
+        node = self._node
+        return node.data[self._idx] if empty.OVERSIZED and node in empty.OVERSIZED else None
+
     def _at(self, node: Node, idx: int = 0) -> "Tensor":
         return Tensor(node, idx)
 
@@ -334,6 +338,9 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
             a, b = (a._node, a._idx), (b._node, b._idx)
         if reverse:
             a, b = b, a
+        if empty.OVERSIZED and empty.reads_oversized((a, b)):       # host data past 65536
+            return Tensor(empty.evaluate(op, {"x": a, "y": b}, {}, (
+                a[0].requires_grad or b[0].requires_grad) and CTX.thread.grad_enabled))
         try:
             return Tensor(record_binary(op, a, b, (a[0].requires_grad or b[0].requires_grad)
                                         and CTX.thread.grad_enabled))   # record_op, unrolled
@@ -413,13 +420,16 @@ def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
         else:                            # a tuple or list of Tensors (variadic)
             refs[k] = [(t._node, t._idx) for t in v]
             grad = grad or any(t._node.requires_grad for t in v)
-    try:
-        node = record(op, refs, attrs, grad and CTX.thread.grad_enabled)
-    except LimitError:
-        node = empty.evaluate(op, refs, attrs,       # an empty operand or result: a host value
-                              grad and CTX.thread.grad_enabled)
-        if node is None:
-            raise
+    if empty.OVERSIZED and empty.reads_oversized(refs.values()):   # host data past 65536
+        node = empty.evaluate(op, refs, attrs, grad and CTX.thread.grad_enabled)
+    else:
+        try:
+            node = record(op, refs, attrs, grad and CTX.thread.grad_enabled)
+        except LimitError:
+            node = empty.evaluate(op, refs, attrs,   # an empty (or too large) operand or result:
+                                  grad and CTX.thread.grad_enabled)     # a host value
+            if node is None:
+                raise
     if len(node.types) == 1:
         return Tensor(node)
     return tuple(Tensor(node, i) for i in range(len(node.types)))
@@ -590,7 +600,7 @@ def _leaf(arr: np.ndarray, dt, requires_grad: bool = False, source=None, remake=
                              arr.shape)
     arr = _stored(arr, dt)
     check_leaf_shape(arr.shape)                    # an empty tensor: a host value (core/empty)
-    t = Tensor(leaf(arr, TensorType(arr.shape, dt), requires_grad))
+    t = Tensor(empty.hold(leaf(arr, TensorType(arr.shape, dt), requires_grad)))
     capture = CTX.thread.capture
     if capture is not None:
         capture.created_leaf(t.ref[0], source, remake)

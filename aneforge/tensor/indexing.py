@@ -8,7 +8,8 @@ import numbers
 import numpy as np
 
 from .. import dtypes
-from ..errors import AneforgeError, DTypeError, ShapeError
+from ..context import CTX
+from ..errors import AneforgeError, DTypeError, LimitError, ShapeError
 from .args import empty_of, host_values, norm_dim
 from .assign import index_put, setitem
 from .base import TensorBase
@@ -193,6 +194,30 @@ def _slice(x, begin, end, stride, squeeze):
         "begin_mask": unmasked, "end_mask": unmasked, "squeeze_mask": tuple(squeeze)})
 
 
+def _on_host(x, index: tuple) -> bool:
+    """Whether x[index] reads host data past 65536 (x, or an index tensor: `data[ix]`, `C[X]`)
+    without a gradient to keep: then numpy indexes it, as no program can hold it."""
+    big = x._host_data() is not None or any(
+        isinstance(i, TensorBase) and i._host_data() is not None for i in index)
+    if big and x.requires_grad and CTX.thread.grad_enabled:
+        raise LimitError(f"x[index]: the index or x (shape {x.shape}) is host data past 65536 on "
+                         f"an axis, which no ANE program holds, and x needs a gradient: index a "
+                         f"batch out of the large data first (X[ix], then C[X[ix]]), or compute "
+                         f"under no_grad")
+    return big
+
+
+def _host_index(i):
+    """One entry of an index into host data, as numpy takes it (tensors become their arrays)."""
+    if isinstance(i, TensorBase):
+        return i.numpy()
+    if isinstance(i, slice):
+        return slice(*(_host_index(v) for v in (i.start, i.stop, i.step)))
+    if isinstance(i, (list, tuple)):
+        return np.asarray([_host_index(v) for v in i]) if isinstance(i, list) else i
+    return i
+
+
 def narrow(x, axis: int, start: int, stop: int):
     """x[..., start:stop, ...] on one axis (bounds checked by the caller): one slice_by_index
     recorded without parsing an index."""
@@ -205,6 +230,10 @@ def narrow(x, axis: int, start: int, stop: int):
 
 def getitem(x, index):
     index = index if isinstance(index, tuple) else (index,)
+    if _on_host(x, index):                 # a dataset past 65536: numpy's indexing (exact)
+        data = x._host_data()
+        data = x.numpy() if data is None else data
+        return x._as_tensor(np.asarray(data[tuple(_host_index(i) for i in index)]))
     if any(_is_bool(i) for i in index):
         return _scalar_bools(x, index)
     if any(_is_advanced(i) for i in index):
