@@ -25,6 +25,7 @@ float values allocate nothing new and peak memory stays flat over a training loo
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import operator
 import os
@@ -36,6 +37,7 @@ from .. import dtypes
 from ..hardware import kernels
 from ..ops import REGISTRY
 from ..ops.registry import WHOLE, layout_ops
+from . import layout
 from .steps import gather, nan_hazard
 
 # MIL op -> (opcode under IEEE specials, opcode under the engine's specials): the ops whose
@@ -207,6 +209,7 @@ class RunPlan:
         self.frees = [list(f) for f in exe.frees]     # `_composites` may keep values longer
         self.dead = self._composites(shapes)
         self.local = self._locals()
+        self.absorbed = self._absorb()
         self.place, size = self._places()
         self.views = {s: self.arena[o:o + size(s)].reshape(exe.info[s].shape)
                       for s, o in self.place.items() if s not in self.local}
@@ -430,12 +433,38 @@ class RunPlan:
         self.tables[k], self.opcode[k] = at, "lookup"
         n = math.prod(exe.info[x].shape)
         shapes[k] = (1, n, [(0, 1)], [x])
-        last = max(j for j, f in enumerate(self.frees) if x in f) if any(
-            x in f for f in self.frees) else None
-        if last is not None and last < k:         # x now lives until this lookup
-            self.frees[last].remove(x)
-            self.frees[k].append(x)
+        self._live_until(x, k)
         return True
+
+    def _live_until(self, s, k) -> None:
+        """Value s lives at least until step k (freed after it, not before)."""
+        last = next((j for j in range(len(self.frees) - 1, -1, -1) if s in self.frees[j]), None)
+        if last is not None and last < k:
+            self.frees[last].remove(s)
+            self.frees[k].append(s)
+
+    def _absorb(self) -> dict:
+        """Steps writing into their places that read inputs through view steps
+        (runtime/layout.py): step -> (its reads, the chains of view steps). The chains' steps
+        no longer run (`self.dead`); the values they start from live until the step."""
+        exe, found = self.exe, {}
+        made = {s: k for k, step in enumerate(exe.steps) for s in step.outs}
+        for k, (reads, chains) in layout.absorptions(exe, self.keep, made).items():
+            inner = [j for c in layout.each(chains) for j in c]
+            starts = [s for p in reads for s in (p if isinstance(p, tuple) else (p,))
+                      if s is not None]
+            out = exe.steps[k].outs[0]
+            if out not in self.placed or out in self.local or k in self.dead or \
+                    self.dead.intersection(inner) or self.local.intersection(starts):
+                continue
+            found[k] = (reads, chains)
+            self.dead.update(inner)
+            for j in inner:                       # what the chain's steps freed, freed now
+                self.frees[k] += self.frees[j]
+                self.frees[j] = []
+            for s in starts:
+                self._live_until(s, k)
+        return found
 
     def _chain_key(self, x, chain) -> tuple:
         """A chain's structure: its ops, attributes, wiring and constants' values."""
@@ -542,6 +571,8 @@ class RunPlan:
         entries, code = [], []
         for k, loops in enumerate(shapes):
             if loops is None:
+                if k in self.dead:                # absorbed into a later step
+                    continue
                 step = self._direct(k)
                 entries.append((step, [s for s in self.frees[k] if s not in self.views],
                                 self._stores(step)))
@@ -574,6 +605,11 @@ class RunPlan:
         into the result's arena place (`OpDef.into`) does; others return it."""
         step = self.exe.steps[k]
         into = REGISTRY[step.ctx.op_type].into
+        if k in self.absorbed:                    # its inputs read through views
+            reads, chains = self.absorbed[k]
+            return step._replace(simulate=functools.partial(
+                layout.inline, into, layout.steps_of(self.exe, chains)), reads=reads,
+                store=_INTO)
         if into is None or step.store is not None or len(step.outs) != 1 or \
                 step.outs[0] not in self.views:
             return step
