@@ -865,3 +865,25 @@ def test_views_read_inline_by_concat_and_pad_are_identical(monkeypatch, target):
               if step is not None and step.ctx.op_type == "slice_by_index"]
     program = [op for p in plans for op in p.exe.ops if op.type == "slice_by_index"]
     assert inline and len(slices) < len(program) - 9    # the 9 im2col slices at least
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_per_channel_operands_fuse_with_an_outer_loop(monkeypatch, model):
+    """Elementwise ops of [N, C, H, W] values with [C, 1, 1] or [1, C, 1, 1] operands (the
+    three loops of BatchNorm's scale and shift) run fused, one row per entry of N, with the
+    interpreter's bits: special values in the activations and in the per-channel operand."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([SPECIAL, rng.standard_normal(3 * 4 * 5 * 6 - 20).astype(np.float16)])
+    x = x.reshape(3, 4, 5, 6)
+    c = SPECIAL[[2, 6, 4, 8]].reshape(4, 1, 1)
+    made = _executables(monkeypatch)
+
+    def run():
+        with af.numerics(**MODELS[model]):
+            xt, ct = af.tensor(x), af.tensor(c)
+            y = (xt - ct.reshape(1, 4, 1, 1)) * ct + xt
+            return [y.numpy(), af.where(xt > ct, xt, ct * 2.0).numpy()]
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+    repeated = [k for e in made if e.run_plan for k in e.run_plan.repeat]
+    assert repeated and not [op for op in _kernel_ops(made) if op in ("sub", "mul", "add")]

@@ -202,10 +202,12 @@ class RunPlan:
         self.lock = threading.Lock()     # one run at a time uses the arena
         self.tables = {}                 # step -> its lookup table's offset (`_lookup`)
         self.opcode = {}                 # fused step -> its opcode's name (kernels/fused.py)
+        self.repeat = {}                 # fused step -> its outer loop (`_outer`)
         shapes = self._placement()
         # outputs and constants keep their places (a constant is written once, here)
         self.keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
-        self.segment = _segments(shapes, [self.opcode.get(k) for k in range(len(shapes))])
+        self.segment = _segments(shapes, [self.opcode.get(k) for k in range(len(shapes))],
+                                 self.repeat)
         self.frees = [list(f) for f in exe.frees]     # `_composites` may keep values longer
         self.dead = self._composites(shapes)
         self.local = self._locals()
@@ -253,7 +255,7 @@ class RunPlan:
         self.placed = {s for s, slot in enumerate(exe.info) if slot.shape is not None
                        and (slot.dtype in _FLOAT or s in bounded)}
         while True:
-            self.opcode = {}
+            self.opcode, self.repeat = {}, {}
             shapes = [self._loops(k, op) for k, op in enumerate(exe.ops)]
             fused = {k for k, loops in enumerate(shapes) if loops is not None} | {None}
             drop = {s for s in self.placed & bounded
@@ -312,10 +314,21 @@ class RunPlan:
             else:
                 shape, strides = out_shape, [_strides(exe.info[p].shape, out_shape) for p in ins]
             loops = _collapse(shape, strides)
+            if loops is None and REGISTRY[op.type].elementwise and name != "lookup":
+                loops = self._outer(k, shape, strides)
         if loops is None:
             return None
         self.opcode[k] = name
         return loops + (ins,)
+
+    def _outer(self, k, shape, strides):
+        """The loops of an elementwise op needing three (a per-channel operand of [N, C, H,
+        W] values, as BatchNorm's): two for each entry of the leading axis, repeated as one
+        row each (`self.repeat[k]`: count, the output's and each operand's step), or None."""
+        loops = _collapse(shape[1:], [s[1:] for s in strides])
+        if loops is not None:
+            self.repeat[k] = (shape[0], math.prod(shape[1:]), [s[0] for s in strides])
+        return loops
 
     def _opcode(self, k, op, ins) -> str | None:
         """The fused opcode's name step k runs as, or None (it runs its kernel)."""
@@ -400,7 +413,7 @@ class RunPlan:
         it, values chained from it, or scalar constants), or None."""
         exe, constants = self.exe, self.constant
         out = exe.steps[k].outs[0]
-        if shapes[k] is None or exe.info[out].dtype != dtypes.float16 or not (
+        if shapes[k] is None or k in self.repeat or exe.info[out].dtype != dtypes.float16 or not (
                 op.type in _CHAINED or self.opcode[k] == "lookup"):
             return None
         ins = [p for p in exe.steps[k].reads if p is not None]
@@ -561,8 +574,15 @@ class RunPlan:
         rnd = exe.numerics.store_mode if fp16 and store is not None and name != "lookup" else -1
         b = (self.tables[k] if name == "lookup" else exe.numerics.mode
              if exe.ops[k].type in REDUCE else p[ins[1]])
-        return [self._fused.OP[name], rnd, rows, cols, p[outs[0]], p[ins[0]], *st[0], b,
-                *st[1], flags, p[ins[2]], *st[2], k]
+        row = [self._fused.OP[name], rnd, rows, cols, p[outs[0]], p[ins[0]], *st[0], b,
+               *st[1], flags, p[ins[2]], *st[2], k]
+        if k not in self.repeat:
+            return [row]
+        count, out_step, steps = self.repeat[k]
+        steps = steps + steps[:1] * (3 - len(steps))
+        at = self._fused.ROW.index
+        shift = {at("out"): out_step, at("a"): steps[0], at("b"): steps[1], at("c"): steps[2]}
+        return [[v + i * shift.get(j, 0) for j, v in enumerate(row)] for i in range(count)]
 
     def _group(self, shapes):
         """The entries a run executes: (step, the values it frees off the arena, `_stores`) for
@@ -578,7 +598,7 @@ class RunPlan:
                                 self._stores(step)))
                 continue
             if k not in self.dead:
-                code.append(self._row(k, loops))
+                code += self._row(k, loops)
             if code and (k + 1 == len(shapes) or self.segment[k + 1] != self.segment[k]):
                 block = BLOCK if self.segment[k][1] else 0
                 entries.append((None, np.array(code, np.int64), block))
@@ -721,14 +741,15 @@ def _reduction(shape, axes, leading: bool):
     return None
 
 
-def _segments(shapes, names) -> list:
+def _segments(shapes, names, repeat) -> list:
     """For each step: None (runs its own kernel), or (segment number, blocked). A segment is
     a maximal run of consecutive fusable steps; it is blocked when every op in it is an
     elementwise one over one flat range of the same length (operands contiguous or one value)
-    of at least 2 BLOCK."""
+    of at least 2 BLOCK, with no outer loop (`repeat`)."""
     def key(k):
         rows, cols, st, _ = shapes[k]
-        flat = rows == 1 and all(cs in (0, 1) for _, cs in st) and names[k] not in _FOLDS
+        flat = rows == 1 and all(cs in (0, 1) for _, cs in st) and names[k] not in _FOLDS \
+            and k not in repeat
         return cols if flat and cols >= 2 * BLOCK else None
     out, number = [], 0
     for k, loops in enumerate(shapes):
