@@ -231,11 +231,18 @@ def test_places_of_live_values_never_overlap(monkeypatch):
         for s in frees:
             dead[s] = segment_end(k)
     keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
-    spans = []
+    # a reshape sharing its input's place (`plan.alias`): one life from the first's birth to
+    # the last one's death
+    groups = {}
     for s, o in plan.place.items():
         size = plan_mod.BLOCK if s in plan.local else int(np.prod(exe.info[s].shape))
-        spans.append((s, o, size, born[s], n if s in keep else dead.get(s, n)))
+        end = n if s in keep else dead.get(s, n)
+        root = plan.alias.get(s, s)
+        _, _, _, b, d = groups.get(root, (root, o, size, born[s], end))
+        groups[root] = (root, o, size, min(b, born[s]), max(d, end))
+    spans = list(groups.values())
     assert plan.local, "an AdamW step has values that exist one block at a time"
+    assert plan.alias, "its reshapes share their inputs' places"
     for i, (s, o, size, b, d) in enumerate(spans):
         for t, o2, size2, b2, d2 in spans[i + 1:]:
             if o < o2 + size2 and o2 < o + size:                # share arena elements

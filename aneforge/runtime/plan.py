@@ -212,6 +212,7 @@ class RunPlan:
         self.dead = self._composites(shapes)
         self.local = self._locals()
         self.absorbed = self._absorb()
+        self.alias = self._aliases()
         self.place, size = self._places()
         self.views = {s: self.arena[o:o + size(s)].reshape(exe.info[s].shape)
                       for s, o in self.place.items() if s not in self.local}
@@ -449,6 +450,22 @@ class RunPlan:
         self._live_until(x, k)
         return True
 
+    def _aliases(self) -> dict:
+        """Reshapes (same-order ops the fused runs would copy) whose result shares its
+        input's place: the same elements in the same order, and neither is ever written again.
+        Result slot -> the value whose place it takes; their steps no longer run."""
+        exe, alias = self.exe, {}
+        for k, step in enumerate(exe.steps):
+            if k in self.dead or self.opcode.get(k) != "copy" or exe.ops[k].type not in \
+                    _SAME_ORDER:
+                continue
+            x, out = next(p for p in step.reads if p is not None), step.outs[0]
+            if {x, out} & self.local or not {x, out} <= self.placed:
+                continue
+            alias[out] = alias.get(x, x)
+            self.dead.add(k)
+        return alias
+
     def _live_until(self, s, k) -> None:
         """Value s lives at least until step k (freed after it, not before)."""
         last = next((j for j in range(len(self.frees) - 1, -1, -1) if s in self.frees[j]), None)
@@ -542,9 +559,14 @@ class RunPlan:
             if s in self.placed and s not in place:
                 place[s] = arena.take(size(s))
         pending, local = [], []
+        sharing = {}                     # a place shared by aliases: how many still alive
+        for s, root in self.alias.items():
+            sharing[root] = sharing.get(root, 1) + 1
         for k, (step, frees) in enumerate(zip(exe.steps, self.frees)):
             for s in step.outs:
-                if s in self.local:
+                if s in self.alias:
+                    place[s] = place[self.alias[s]]
+                elif s in self.local:
                     place[s] = arena.take(BLOCK)
                     local.append(s)
                 elif s in self.placed and s not in place:
@@ -554,7 +576,10 @@ class RunPlan:
             blocked = seg[k] is not None and seg[k][1]
             if not blocked or k + 1 == len(seg) or seg[k + 1] != seg[k]:
                 for s in pending:
-                    arena.give(place[s], size(s))
+                    root = self.alias.get(s, s)
+                    sharing[root] = sharing.get(root, 1) - 1
+                    if not sharing[root]:
+                        arena.give(place[s], size(s))
                 for s in local:
                     arena.give(place[s], BLOCK)
                 pending, local = [], []
