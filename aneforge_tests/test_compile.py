@@ -196,13 +196,7 @@ def _bn_train(compiled, steps=4):
     model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
                           nn.Flatten(), nn.Linear(4 * 6 * 6, 10))
     opt = af.optim.SGD(model.parameters(), lr=0.1)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(af.tensor(x)), af.tensor(y))
-        loss.backward()
-        opt.step()
-        return loss
+    step = step_fn(model, opt)
     fn = af.compile(step, fullgraph=True) if compiled else step
     af.clear_cache()
     x = np.random.default_rng(1).standard_normal((steps, 8, 2, 6, 6)).astype(np.float32)
