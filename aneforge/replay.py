@@ -41,7 +41,7 @@ from .ir.types import TensorType
 from .hardware.numerics import get_numerics
 from .passes import get_pipeline
 from .tensor import Tensor
-from .core.trace import leaf
+from .core.trace import leaf, written
 
 
 class NotReplayable(AneforgeError):
@@ -62,6 +62,7 @@ class Capture:
         self.outputs: dict = {}          # (id(node), i) -> (run index, output index)
         self.records: list = []          # backward records made during the call
         self.cleared: dict = {}          # id(leaf) -> leaf whose .grad the call assigned
+        self.pending_sets: list = []     # (handle, ref): set_ to a value not computed yet
 
     # ---- what the library reports while the function runs --------------------------------
     def created_leaf(self, node, data=None, remake: Callable | None = None) -> None:
@@ -83,6 +84,14 @@ class Capture:
         """fn(*arrays) is re-run at this point of each replay, with the values `reads` have then
         (the eager call has already done it: nothing runs now)."""
         self.actions.append(("effect", (fn, [t.ref for t in reads])))
+
+    def set_when_computed(self, handle: Tensor, source: Tensor) -> bool:
+        """`handle.set_(source)` of a pending value: the program that computes it (the next
+        realization, which computes every written leaf) sets it on replay, right after it
+        runs, instead of a program of its own now (BatchNorm's running statistics would
+        otherwise recompute the forward pass up to them, once per buffer). Returns True."""
+        self.pending_sets.append((handle, written(source.ref)))
+        return True
 
     def guard(self, fn: Callable[[], Any], key=None) -> None:
         """fn() must return the same at replay, or the function is captured again (one guard
@@ -123,6 +132,17 @@ class Capture:
         run = _Run(entry, [(n, i) for n, i in cut.leaves], list(cut.outputs), list(rescues))
         self.runs.append(run)
         self.actions.append(("run", run))
+        self._settle_sets(j)
+
+    def _settle_sets(self, j: int) -> None:
+        """The pending sets whose values run j computed become effects right after it."""
+        waiting = []
+        for handle, ref in self.pending_sets:
+            if self.outputs.get((id(ref[0]), ref[1]), (None,))[0] == j:
+                self.actions.append(("effect", (handle.set_, [ref])))
+            else:
+                waiting.append((handle, ref))
+        self.pending_sets = waiting
 
     def host_step(self, compute: Callable, reads: list, nodes: list) -> None:
         """A host segment ran (tensor/core.host_segment): a replay runs `compute` again on the

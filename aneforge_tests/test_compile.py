@@ -189,3 +189,30 @@ def test_replayed_updates_leave_parameters_leaves_and_old_values_alone():
     np.testing.assert_array_equal(old.numpy(), before)
     np.testing.assert_array_equal(pending.numpy(), (before * 2).astype(np.float16))
     assert model[0].weight is w and opt.param_groups[0]["params"][0] is w
+
+
+def _bn_train(compiled, steps=4):
+    af.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                          nn.Flatten(), nn.Linear(4 * 6 * 6, 10))
+    opt = af.optim.SGD(model.parameters(), lr=0.1)
+    step = step_fn(model, opt)
+    fn = af.compile(step, fullgraph=True) if compiled else step
+    af.clear_cache()
+    x = np.random.default_rng(1).standard_normal((steps, 8, 2, 6, 6)).astype(np.float32)
+    losses = [fn(x[i], Y[i, :8]).item() for i in range(steps)]
+    bn = model[1]
+    return losses, [bn.running_mean.numpy().copy(), bn.running_var.numpy().copy()], \
+        af.cache_info()
+
+
+def test_a_replayed_batchnorm_step_updates_running_statistics_in_its_one_program():
+    """BatchNorm's running statistics (set_ of values the step computes) are set by the
+    step's own program on replay: one program per call, not one more per buffer recomputing
+    the forward pass up to it, and the same bits as the eager steps."""
+    eager_losses, eager_stats, _ = _bn_train(False)
+    losses, stats, info = _bn_train(True)
+    assert losses == eager_losses
+    for a, b in zip(stats, eager_stats):
+        np.testing.assert_array_equal(a, b)
+    assert (info.misses, info.hits, info.entries) == (1, 3, 1)

@@ -458,6 +458,25 @@ def test_width_slice_gain_overflows_past_4094(target):
     assert (width_slice(4096.0, target, (slice(1, None), slice(None))) == 4096.0).all()
 
 
+def test_width_slice_gain_saturates_only_the_values_past_4094():
+    # the kernel first checks the largest |x| (max and -min): one value past it, of either
+    # sign, among small ones still saturates alone
+    x = np.random.default_rng(2).uniform(-4094, 4094, (3, 9)).astype(np.float16)
+    x[1, 4], x[2, 7] = -5000.0, 4095.0
+    want = x[:, 1:].astype(np.float32)
+    want[np.abs(want) > 4094] = np.copysign(np.inf, want[np.abs(want) > 4094])
+    with af.target("M1"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", af.ANEHazardWarning)
+        got = af.tensor(x)[:, 1:].numpy()
+    np.testing.assert_array_equal(got, want.astype(np.float16))
+    assert np.isinf(got).sum() == 2
+    # a value past it outside the slice (the check reads the whole input first): no hazard
+    x[:, 0], x[1, 4], x[2, 7] = 6000.0, 1.0, -2.0
+    with af.target("M1"), warnings.catch_warnings():
+        warnings.simplefilter("error", af.ANEHazardWarning)
+        np.testing.assert_array_equal(af.tensor(x)[:, 1:].numpy(), x[:, 1:])
+
+
 @pytest.mark.parametrize("target", ["M4", "M5"])
 def test_width_slice_is_exact_from_a16(target):
     assert (width_slice(30000.0, target) == 30000.0).all()

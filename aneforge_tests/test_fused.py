@@ -3,6 +3,7 @@ elementwise ops fused into one compiled call must change no bit of any result.""
 from __future__ import annotations
 
 import threading
+import warnings
 import tracemalloc
 
 import numpy as np
@@ -12,7 +13,7 @@ import aneforge as af
 from aneforge.hardware import kernels
 from aneforge.core.realization import clear_cache
 from aneforge.hardware.numerics import FAMILY
-from aneforge.runtime import plan as plan_mod
+from aneforge.runtime import layout, plan as plan_mod
 from aneforge.runtime.sim import SimExecutable
 
 needs_numba = pytest.mark.skipif(not kernels.available(), reason="the run plan needs numba")
@@ -230,11 +231,18 @@ def test_places_of_live_values_never_overlap(monkeypatch):
         for s in frees:
             dead[s] = segment_end(k)
     keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
-    spans = []
+    # a reshape sharing its input's place (`plan.alias`): one life from the first's birth to
+    # the last one's death
+    groups = {}
     for s, o in plan.place.items():
         size = plan_mod.BLOCK if s in plan.local else int(np.prod(exe.info[s].shape))
-        spans.append((s, o, size, born[s], n if s in keep else dead.get(s, n)))
+        end = n if s in keep else dead.get(s, n)
+        root = plan.alias.get(s, s)
+        _, _, _, b, d = groups.get(root, (root, o, size, born[s], end))
+        groups[root] = (root, o, size, min(b, born[s]), max(d, end))
+    spans = list(groups.values())
     assert plan.local, "an AdamW step has values that exist one block at a time"
+    assert plan.alias, "its reshapes share their inputs' places"
     for i, (s, o, size, b, d) in enumerate(spans):
         for t, o2, size2, b2, d2 in spans[i + 1:]:
             if o < o2 + size2 and o2 < o + size:                # share arena elements
@@ -832,3 +840,57 @@ def test_a_chains_value_lives_until_its_lookup(monkeypatch):
         return (h * u + (h.exp() + 1.0)).numpy()  # h -> exp -> + 1: a lookup of x, last
     same_bits(*both(monkeypatch, run))
     assert any(e.run_plan.dead for e in made if e.run_plan)
+
+
+# ---- ops written into their places through views (runtime/layout.py) -------------------------
+@pytest.mark.parametrize("target", ["M1", "M4"])
+def test_views_read_inline_by_concat_and_pad_are_identical(monkeypatch, target):
+    """conv2d's im2col (kh*kw slices, each given an axis, one concat) and its gradients (max
+    pool's interleaving concats and pads, the column gradient's pads of split parts) run as
+    steps reading their inputs through the slices and reshapes, with the interpreter's bits:
+    values past the M1 width-slice crop's range included (they read back as inf there)."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 3, 9, 10)).astype(np.float16)
+    x[0, 1, 4, 5], x[1, 2, 0, 7] = 5000.0, -4500.0
+    w = (rng.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float16)
+    made = _executables(monkeypatch)
+
+    def run():
+        with af.target(target), warnings.catch_warnings():
+            warnings.simplefilter("ignore", af.ANEHazardWarning)
+            xt, wt = af.tensor(x, requires_grad=True), af.tensor(w, requires_grad=True)
+            y = af.nn.functional.conv2d(xt, wt, padding=1, stride=(1, 2), dilation=(2, 1))
+            z = af.nn.functional.max_pool2d(y.relu(), 2)
+            gx, gw = af.grad((z * z).sum(), [xt, wt])
+            return [z.numpy(), gx.numpy(), gw.numpy()]
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+    plans = [e.run_plan for e in made if e.run_plan]
+    inline = [step for p in plans for step, _, _ in p.entries
+              if step is not None and getattr(step.simulate, "func", None) is layout.inline]
+    slices = [step for p in plans for step, _, _ in p.entries
+              if step is not None and step.ctx.op_type == "slice_by_index"]
+    program = [op for p in plans for op in p.exe.ops if op.type == "slice_by_index"]
+    assert inline and len(slices) < len(program) - 9    # the 9 im2col slices at least
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_per_channel_operands_fuse_with_an_outer_loop(monkeypatch, model):
+    """Elementwise ops of [N, C, H, W] values with [C, 1, 1] or [1, C, 1, 1] operands (the
+    three loops of BatchNorm's scale and shift) run fused, one row per entry of N, with the
+    interpreter's bits: special values in the activations and in the per-channel operand."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([SPECIAL, rng.standard_normal(3 * 4 * 5 * 6 - 20).astype(np.float16)])
+    x = x.reshape(3, 4, 5, 6)
+    c = SPECIAL[[2, 6, 4, 8]].reshape(4, 1, 1)
+    made = _executables(monkeypatch)
+
+    def run():
+        with af.numerics(**MODELS[model]):
+            xt, ct = af.tensor(x), af.tensor(c)
+            y = (xt - ct.reshape(1, 4, 1, 1)) * ct + xt
+            return [y.numpy(), af.where(xt > ct, xt, ct * 2.0).numpy()]
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+    repeated = [k for e in made if e.run_plan for k in e.run_plan.repeat]
+    assert repeated and not [op for op in _kernel_ops(made) if op in ("sub", "mul", "add")]

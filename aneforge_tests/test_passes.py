@@ -406,6 +406,49 @@ def test_divide_to_multiply_leaves_tensor_and_tiny_divisors():
     assert counts(p)["real_div"] == 3
 
 
+def _wide_sum_program(x):
+    """x.sum(-1) / 20 and a mean of a product's sum: the wide route's matmul (a column of 0.5),
+    x2, a reshape, and the division (a multiply once divide_to_multiply ran)."""
+    p = af.program(x.sum(-1) / 20.0, (x * 3.0).sum(-1, keepdim=True) * -0.5)
+    P.run(p, ["divide_to_multiply"])
+    return p
+
+
+# values around the output port's limit (sums past 32752 read inf), tiny ones, signed zeros
+WIDE = np.concatenate([np.full((1, 20), 1800.0), np.full((1, 20), -1637.5),
+                       np.full((1, 20), 6e-5), np.zeros((1, 20)), -np.zeros((1, 20)),
+                       np.random.default_rng(4).uniform(-3, 3, (3, 20))]).astype(np.float16)
+
+
+@pytest.mark.parametrize("target", ["M1", "M4", "M5"])
+def test_fold_scalar_multiplies_folds_the_wide_sums_doubling(target):
+    """The wide sum's x2 and the divisor's multiply become one, on every target's numerics,
+    with the same bits as before on values at the port's limit, tiny values and zeros."""
+    with af.target(target):
+        p = _wide_sum_program(af.tensor(WIDE))
+        before = copy.deepcopy(p)
+        assert counts(p)["mul"] == 4 + 1       # (x2, /20), (x3 before the sum, x2, x-0.5)
+        P.run(p, ["fold_scalar_multiplies", "dead_code_elimination"])
+        validate(p)
+        assert counts(p)["mul"] == 3 and counts(p)["matmul"] == 2
+        assert counts(p)["reshape"] == counts(before)["reshape"]
+        ins = [WIDE] * len(p.main.inputs)            # x, a program input
+        for a, b in zip(outputs(p, ins), outputs(before, ins)):
+            np.testing.assert_array_equal(a.view(np.uint16), b.view(np.uint16))
+        assert np.isinf(outputs(p, ins)[1][0])     # 3 x 36000 read inf at the port, as before
+
+
+def test_fold_scalar_multiplies_leaves_multiplies_that_could_overflow():
+    """x * 2 of a value no port bounds may overflow where x * (2b) would not (40000 * 2 is
+    inf, 40000 * 0.25 is 10000): left alone; so are shared products and a multiply by 3."""
+    x = af.tensor(np.array([40000.0, 1.0], np.float16))
+    d = x * 2.0
+    p = af.program((x * 2.0).reshape(2, 1) * 0.125, d * 0.5, d + 1.0, (x * 3.0) * 0.5)
+    before = counts(p)["mul"]
+    apply(p, "fold_scalar_multiplies", "dead_code_elimination")
+    assert counts(p)["mul"] == before
+
+
 def test_fuse_reduce_mean():
     x = data(4, 6)
     p = af.program(x.sum(1, keepdim=True) / 6.0, x.sum(0) * (1 / 4))

@@ -189,17 +189,25 @@ def _slice_infer(t, attrs):
 def _slice_sim(ctx, x, begin, end, stride, begin_mask, end_mask, squeeze_mask):
     r = x[slices(x.shape, begin, end, stride, begin_mask, end_mask, squeeze_mask)]
     if x.ndim and begin[-1] % x.shape[-1] and not begin_mask[-1] and not squeeze_mask[-1]:
-        r = _width_crop(ctx, r)
+        r = _width_crop(ctx, r, x)
     sq = tuple(i for i, s in enumerate(squeeze_mask) if s)
     return np.squeeze(r, sq) if sq else r
 
 
-def _width_crop(ctx, r):
+def _width_crop(ctx, r, whole=None):
     """A nonzero begin on the last axis goes through a crop DMA with a gain (x16 on M1/M2)
     before the fp16 store: |x| > 4094 (4094 * 16 = 65504) becomes +-inf (sbryngelson/ane-guide
     part-1-machine/03-numerics.md; measured absent on M4/M5)."""
     gain = ctx.numerics.width_slice_gain
-    if gain is None or r.dtype != np.float32 or ctx.out_dtypes[0] != dtypes.float16:
+    if gain is None or r.dtype != np.float32 or ctx.out_dtypes[0] != dtypes.float16 or not r.size:
+        return r
+    # the largest |x| first (two passes, no temporaries): float32 rounding is monotonic, so
+    # when it passes every value does; a NaN fails the compare and takes the full check. Of
+    # `whole` (what r is a slice of) when it is contiguous and not much larger: a strided
+    # view reduces several times slower per element (conv2d's im2col taps)
+    seen = whole if whole is not None and whole.flags.c_contiguous and \
+        whole.size <= 8 * r.size else r
+    if max(seen.max(), -seen.min()) * np.float32(gain) < np.float32(65520.0):
         return r
     over = np.abs(r) * np.float32(gain) >= np.float32(65520.0)
     if over.any():

@@ -18,7 +18,7 @@ from __future__ import annotations
 from . import (  # noqa: F401  (each module registers its pass)
     cast_optimization, concat_to_pixel_shuffle, concat_zeros_to_pad, const_deduplication, const_elimination,
     dead_code_elimination, decompose_masked_attention, dedup_op_and_var_names,
-    detect_concat_interleave, divide_to_multiply, fold_negation, fuse_conv_batchnorm,
+    detect_concat_interleave, divide_to_multiply, fold_negation, fold_scalar_multiplies, fuse_conv_batchnorm,
     fuse_conv_bias, fuse_conv_scale,
     fuse_elementwise_to_batchnorm, fuse_gelu_exact, fuse_gelu_tanh_approximation,
     fuse_layernorm_or_instancenorm, fuse_leaky_relu, fuse_linear_bias,

@@ -57,6 +57,8 @@ ORDER: tuple[tuple[str, bool, str], ...] = (
      "before divide_to_multiply: it matches the exact form reduce_sum / N"),
     ("divide_to_multiply", True,
      "after fuse_reduce_mean; before fusions, which then only look for mul by a constant"),
+    ("fold_scalar_multiplies", True,
+     "after divide_to_multiply, whose multiplies it folds (a wide sum's x2 and a mean's 1/n)"),
     ("fuse_gelu_exact", True, "fusions run on the cleaned graph, each on single-use chains"),
     ("fuse_gelu_tanh_approximation", True, "as fuse_gelu_exact"),
     ("fuse_leaky_relu", True, "as fuse_gelu_exact"),

@@ -6,7 +6,8 @@ consecutive elementwise ops and last-axis reductions becomes one compiled call o
 op from fp16 to fp16 (exp, erf, gelu, ...) joins such a run as a lookup in a table of its own
 stored results for all 65536 fp16 inputs, and so does a chain of elementwise ops fed by one
 fp16 value (`_composites`: a table of the chain's result); concat and pad write straight into
-their places.
+their places, reading their inputs through the slices and reshapes that make them
+(runtime/layout.py); a reshape shares its input's place instead of copying it (`_aliases`).
 
 Int and bool values live in the arena too where float32 holds them exactly and every op that
 makes or reads them runs fused: a bool as 1.0 / 0.0, an int when the plan bounds it within
@@ -25,6 +26,7 @@ float values allocate nothing new and peak memory stays flat over a training loo
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import operator
 import os
@@ -36,6 +38,7 @@ from .. import dtypes
 from ..hardware import kernels
 from ..ops import REGISTRY
 from ..ops.registry import WHOLE, layout_ops
+from . import layout
 from .steps import gather, nan_hazard
 
 # MIL op -> (opcode under IEEE specials, opcode under the engine's specials): the ops whose
@@ -200,13 +203,17 @@ class RunPlan:
         self.lock = threading.Lock()     # one run at a time uses the arena
         self.tables = {}                 # step -> its lookup table's offset (`_lookup`)
         self.opcode = {}                 # fused step -> its opcode's name (kernels/fused.py)
+        self.repeat = {}                 # fused step -> its outer loop (`_outer`)
         shapes = self._placement()
         # outputs and constants keep their places (a constant is written once, here)
         self.keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
-        self.segment = _segments(shapes, [self.opcode.get(k) for k in range(len(shapes))])
+        self.segment = _segments(shapes, [self.opcode.get(k) for k in range(len(shapes))],
+                                 self.repeat)
         self.frees = [list(f) for f in exe.frees]     # `_composites` may keep values longer
         self.dead = self._composites(shapes)
         self.local = self._locals()
+        self.absorbed = self._absorb()
+        self.alias = self._aliases()
         self.place, size = self._places()
         self.views = {s: self.arena[o:o + size(s)].reshape(exe.info[s].shape)
                       for s, o in self.place.items() if s not in self.local}
@@ -250,7 +257,7 @@ class RunPlan:
         self.placed = {s for s, slot in enumerate(exe.info) if slot.shape is not None
                        and (slot.dtype in _FLOAT or s in bounded)}
         while True:
-            self.opcode = {}
+            self.opcode, self.repeat = {}, {}
             shapes = [self._loops(k, op) for k, op in enumerate(exe.ops)]
             fused = {k for k, loops in enumerate(shapes) if loops is not None} | {None}
             drop = {s for s in self.placed & bounded
@@ -309,10 +316,21 @@ class RunPlan:
             else:
                 shape, strides = out_shape, [_strides(exe.info[p].shape, out_shape) for p in ins]
             loops = _collapse(shape, strides)
+            if loops is None and REGISTRY[op.type].elementwise and name != "lookup":
+                loops = self._outer(k, shape, strides)
         if loops is None:
             return None
         self.opcode[k] = name
         return loops + (ins,)
+
+    def _outer(self, k, shape, strides):
+        """The loops of an elementwise op needing three (a per-channel operand of [N, C, H,
+        W] values, as BatchNorm's): two for each entry of the leading axis, repeated as one
+        row each (`self.repeat[k]`: count, the output's and each operand's step), or None."""
+        loops = _collapse(shape[1:], [s[1:] for s in strides])
+        if loops is not None:
+            self.repeat[k] = (shape[0], math.prod(shape[1:]), [s[0] for s in strides])
+        return loops
 
     def _opcode(self, k, op, ins) -> str | None:
         """The fused opcode's name step k runs as, or None (it runs its kernel)."""
@@ -397,7 +415,7 @@ class RunPlan:
         it, values chained from it, or scalar constants), or None."""
         exe, constants = self.exe, self.constant
         out = exe.steps[k].outs[0]
-        if shapes[k] is None or exe.info[out].dtype != dtypes.float16 or not (
+        if shapes[k] is None or k in self.repeat or exe.info[out].dtype != dtypes.float16 or not (
                 op.type in _CHAINED or self.opcode[k] == "lookup"):
             return None
         ins = [p for p in exe.steps[k].reads if p is not None]
@@ -430,12 +448,54 @@ class RunPlan:
         self.tables[k], self.opcode[k] = at, "lookup"
         n = math.prod(exe.info[x].shape)
         shapes[k] = (1, n, [(0, 1)], [x])
-        last = max(j for j, f in enumerate(self.frees) if x in f) if any(
-            x in f for f in self.frees) else None
-        if last is not None and last < k:         # x now lives until this lookup
-            self.frees[last].remove(x)
-            self.frees[k].append(x)
+        self._live_until(x, k)
         return True
+
+    def _aliases(self) -> dict:
+        """Reshapes (same-order ops the fused runs would copy) whose result shares its
+        input's place: the same elements in the same order, and neither is ever written again.
+        Result slot -> the value whose place it takes; their steps no longer run."""
+        exe, alias = self.exe, {}
+        for k, step in enumerate(exe.steps):
+            if k in self.dead or self.opcode.get(k) != "copy" or exe.ops[k].type not in \
+                    _SAME_ORDER:
+                continue
+            x, out = next(p for p in step.reads if p is not None), step.outs[0]
+            if {x, out} & self.local or not {x, out} <= self.placed:
+                continue
+            alias[out] = alias.get(x, x)
+            self.dead.add(k)
+        return alias
+
+    def _live_until(self, s, k) -> None:
+        """Value s lives at least until step k (freed after it, not before)."""
+        last = next((j for j in range(len(self.frees) - 1, -1, -1) if s in self.frees[j]), None)
+        if last is not None and last < k:
+            self.frees[last].remove(s)
+            self.frees[k].append(s)
+
+    def _absorb(self) -> dict:
+        """Steps writing into their places that read inputs through view steps
+        (runtime/layout.py): step -> (its reads, the chains of view steps). The chains' steps
+        no longer run (`self.dead`); the values they start from live until the step."""
+        exe, found = self.exe, {}
+        made = {s: k for k, step in enumerate(exe.steps) for s in step.outs}
+        for k, (reads, chains) in layout.absorptions(exe, self.keep, made).items():
+            inner = [j for c in layout.each(chains) for j in c]
+            starts = [s for p in reads for s in (p if isinstance(p, tuple) else (p,))
+                      if s is not None]
+            out = exe.steps[k].outs[0]
+            if out not in self.placed or out in self.local or k in self.dead or \
+                    self.dead.intersection(inner) or self.local.intersection(starts):
+                continue
+            found[k] = (reads, chains)
+            self.dead.update(inner)
+            for j in inner:                       # what the chain's steps freed, freed now
+                self.frees[k] += self.frees[j]
+                self.frees[j] = []
+            for s in starts:
+                self._live_until(s, k)
+        return found
 
     def _chain_key(self, x, chain) -> tuple:
         """A chain's structure: its ops, attributes, wiring and constants' values."""
@@ -500,9 +560,14 @@ class RunPlan:
             if s in self.placed and s not in place:
                 place[s] = arena.take(size(s))
         pending, local = [], []
+        sharing = {}                     # a place shared by aliases: how many still alive
+        for s, root in self.alias.items():
+            sharing[root] = sharing.get(root, 1) + 1
         for k, (step, frees) in enumerate(zip(exe.steps, self.frees)):
             for s in step.outs:
-                if s in self.local:
+                if s in self.alias:
+                    place[s] = place[self.alias[s]]
+                elif s in self.local:
                     place[s] = arena.take(BLOCK)
                     local.append(s)
                 elif s in self.placed and s not in place:
@@ -512,7 +577,10 @@ class RunPlan:
             blocked = seg[k] is not None and seg[k][1]
             if not blocked or k + 1 == len(seg) or seg[k + 1] != seg[k]:
                 for s in pending:
-                    arena.give(place[s], size(s))
+                    root = self.alias.get(s, s)
+                    sharing[root] = sharing.get(root, 1) - 1
+                    if not sharing[root]:
+                        arena.give(place[s], size(s))
                 for s in local:
                     arena.give(place[s], BLOCK)
                 pending, local = [], []
@@ -532,8 +600,15 @@ class RunPlan:
         rnd = exe.numerics.store_mode if fp16 and store is not None and name != "lookup" else -1
         b = (self.tables[k] if name == "lookup" else exe.numerics.mode
              if exe.ops[k].type in REDUCE else p[ins[1]])
-        return [self._fused.OP[name], rnd, rows, cols, p[outs[0]], p[ins[0]], *st[0], b,
-                *st[1], flags, p[ins[2]], *st[2], k]
+        row = [self._fused.OP[name], rnd, rows, cols, p[outs[0]], p[ins[0]], *st[0], b,
+               *st[1], flags, p[ins[2]], *st[2], k]
+        if k not in self.repeat:
+            return [row]
+        count, out_step, steps = self.repeat[k]
+        steps = steps + steps[:1] * (3 - len(steps))
+        at = self._fused.ROW.index
+        shift = {at("out"): out_step, at("a"): steps[0], at("b"): steps[1], at("c"): steps[2]}
+        return [[v + i * shift.get(j, 0) for j, v in enumerate(row)] for i in range(count)]
 
     def _group(self, shapes):
         """The entries a run executes: (step, the values it frees off the arena, `_stores`) for
@@ -542,12 +617,14 @@ class RunPlan:
         entries, code = [], []
         for k, loops in enumerate(shapes):
             if loops is None:
+                if k in self.dead:                # absorbed into a later step
+                    continue
                 step = self._direct(k)
                 entries.append((step, [s for s in self.frees[k] if s not in self.views],
                                 self._stores(step)))
                 continue
             if k not in self.dead:
-                code.append(self._row(k, loops))
+                code += self._row(k, loops)
             if code and (k + 1 == len(shapes) or self.segment[k + 1] != self.segment[k]):
                 block = BLOCK if self.segment[k][1] else 0
                 entries.append((None, np.array(code, np.int64), block))
@@ -574,6 +651,11 @@ class RunPlan:
         into the result's arena place (`OpDef.into`) does; others return it."""
         step = self.exe.steps[k]
         into = REGISTRY[step.ctx.op_type].into
+        if k in self.absorbed:                    # its inputs read through views
+            reads, chains = self.absorbed[k]
+            return step._replace(simulate=functools.partial(
+                layout.inline, into, layout.steps_of(self.exe, chains)), reads=reads,
+                store=_INTO)
         if into is None or step.store is not None or len(step.outs) != 1 or \
                 step.outs[0] not in self.views:
             return step
@@ -685,14 +767,15 @@ def _reduction(shape, axes, leading: bool):
     return None
 
 
-def _segments(shapes, names) -> list:
+def _segments(shapes, names, repeat) -> list:
     """For each step: None (runs its own kernel), or (segment number, blocked). A segment is
     a maximal run of consecutive fusable steps; it is blocked when every op in it is an
     elementwise one over one flat range of the same length (operands contiguous or one value)
-    of at least 2 BLOCK."""
+    of at least 2 BLOCK, with no outer loop (`repeat`)."""
     def key(k):
         rows, cols, st, _ = shapes[k]
-        flat = rows == 1 and all(cs in (0, 1) for _, cs in st) and names[k] not in _FOLDS
+        flat = rows == 1 and all(cs in (0, 1) for _, cs in st) and names[k] not in _FOLDS \
+            and k not in repeat
         return cols if flat and cols >= 2 * BLOCK else None
     out, number = [], 0
     for k, loops in enumerate(shapes):

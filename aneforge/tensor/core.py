@@ -167,9 +167,11 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
         capture = CTX.thread.capture
         if isinstance(source, Tensor):
             node = source._node
-            if node.data is None and capture is None and not node.requires_grad:
+            if node.data is None and not node.requires_grad and (
+                    capture is None or capture.set_when_computed(self, source)):
                 # computed with the next realization, in the same program as everything else
-                # pending (one program for all of a step's `p.data += ...`, not one each)
+                # pending (one program for all of a step's `p.data += ...`, not one each;
+                # under af.compile, BatchNorm's running statistics join the step's program)
                 return self._hold(written_leaf(source.ref, source.tensor_type,
                                                self._node.requires_grad))
             array, type = source.value(), source.tensor_type
