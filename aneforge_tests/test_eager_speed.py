@@ -5,6 +5,7 @@ The digests below are sha256 over the final parameters' fp16 bytes, recorded by 
 d3119c2 (five realizations per makemore step, a forward rerun for `loss.item()`): the values
 must not change when the programs are grouped differently."""
 import hashlib
+import warnings
 
 import numpy as np
 import pytest
@@ -199,3 +200,39 @@ def test_one_tape_key_is_one_program_with_the_same_leaves(recorded, seed):
         found = (cut.structure, [tape.leafno[ref] for ref in cut.leaves])
         assert seen.setdefault(tkey, found) == found
         realization.realize(targets)
+
+
+# ---- integer host data indexed by host indices: picked on the host ------------------------
+@pytest.mark.parametrize("dtype", [np.int32, np.int16, np.uint8, np.bool_])
+def test_host_integer_data_at_host_indices_is_picked_without_a_program(dtype):
+    """`X[ix]` (an eager loop's minibatch) of integer or bool host data: the same values as
+    torch, a host leaf of X's dtype, and no program run (the one-hot select it replaces was
+    most of the step's gathers)."""
+    import torch
+    rng = np.random.default_rng(3)
+    data = rng.integers(0, 2 if dtype is np.bool_ else 100, (50, 3)).astype(dtype)
+    ix = rng.integers(0, 50, 7)
+    X = af.tensor(data)
+    runs = _runs()
+    got = X[af.tensor(ix)]
+    assert got.ref[0].data is not None and _runs() == runs
+    assert got.dtype == X.dtype
+    want = torch.from_numpy(data)[torch.from_numpy(ix)]
+    assert got.tolist() == want.tolist()
+    assert X.index_select(1, [2, 0]).tolist() == torch.from_numpy(data).index_select(
+        1, torch.tensor([2, 0])).tolist()
+    with pytest.raises(IndexError, match="out of range"):
+        X.index_select(0, [50])
+
+
+def test_host_pick_is_not_taken_for_floats_or_inside_a_capture():
+    """Float data keeps the engine's one-hot select (its sum runs through the matmul, whose
+    output port flushes subnormals); af.compile's replays gather the new call's values."""
+    x = af.tensor([1.0, 2.0, 3.0])
+    assert x[af.tensor([2, 0])].ref[0].data is None
+    table = af.tensor(np.arange(10, dtype=np.int32) * 3)
+    pick = af.compile(lambda t, i: t.index_select(0, i) + 0)
+    with warnings.catch_warnings():      # no "runs as usual": the capture holds the gather
+        warnings.simplefilter("error")
+        assert pick(table, af.tensor([1, 2])).tolist() == [3, 6]
+        assert pick(table, af.tensor([4, 0])).tolist() == [12, 0]
