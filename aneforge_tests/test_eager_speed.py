@@ -236,3 +236,104 @@ def test_host_pick_is_not_taken_for_floats_or_inside_a_capture():
         warnings.simplefilter("error")
         assert pick(table, af.tensor([1, 2])).tolist() == [3, 6]
         assert pick(table, af.tensor([4, 0])).tolist() == [12, 0]
+
+
+# ---- a repeated backward walk is re-recorded, not re-derived (autograd._RepeatedWalk) -----
+autograd = __import__("sys").modules["aneforge.autograd"]
+
+
+def _rules_run(fn) -> int:
+    """Gradient rules run by `fn` (autograd._vjp calls)."""
+    count = [0]
+    real = autograd._vjp
+
+    def counted(*args):
+        count[0] += 1
+        return real(*args)
+    autograd._vjp = counted
+    try:
+        fn()
+    finally:
+        autograd._vjp = real
+    return count[0]
+
+
+def _mlp_grads(fresh: bool, steps: int = 3):
+    """Gradients of a small tanh MLP over `steps` steps of new data; `fresh`: every walk runs
+    the rules (no kept walk)."""
+    rng = np.random.default_rng(5)
+    w1 = af.tensor(rng.standard_normal((6, 8)).astype(np.float32) * 0.3, requires_grad=True)
+    w2 = af.tensor(rng.standard_normal((8, 3)).astype(np.float32) * 0.3, requires_grad=True)
+    out, rules = [], []
+    for _ in range(steps):
+        if fresh:
+            autograd._WALKS.clear()
+        x, y = rng.standard_normal((5, 6)), rng.integers(0, 3, 5)
+        w1.grad = w2.grad = None
+        loss = af.nn.functional.cross_entropy(af.tensor(x).tanh() @ w1 @ w2, af.tensor(y))
+        rules.append(_rules_run(loss.backward))
+        out.append([w1.grad.numpy().copy(), w2.grad.numpy().copy(), loss.item()])
+    return out, rules
+
+
+def test_a_repeated_backward_runs_no_rule_and_gives_the_same_bits():
+    """From the second step on the walk is re-recorded from the first: no gradient rule runs,
+    and the gradients are bit for bit those of walks that run every rule."""
+    kept, rules = _mlp_grads(fresh=False)
+    walked, fresh_rules = _mlp_grads(fresh=True)
+    assert rules[0] > 0 and rules[1:] == [0, 0] and min(fresh_rules) > 0
+    for a, b in zip(kept, walked):
+        assert a[2] == b[2] and all(np.array_equal(u, v) for u, v in zip(a[:2], b[:2]))
+
+
+def test_a_walk_over_other_requires_grad_leaves_runs_the_rules():
+    """Which leaves require grad is part of the key: freezing one walks anew."""
+    w = af.tensor([[0.5, -1.0], [2.0, 1.0]], requires_grad=True)
+    v = af.tensor([1.5, -0.5], requires_grad=True)
+
+    def step():
+        w.grad = v.grad = None
+        (w @ v).tanh().sum().backward()
+        w.grad.numpy()                 # a realization: the next step is a new tape
+    step()
+    assert _rules_run(step) == 0
+    v.requires_grad_(False)
+    assert _rules_run(step) > 0
+    assert v.grad is None
+    import torch
+    want = torch.tensor([[0.5, -1.0], [2.0, 1.0]], requires_grad=True)
+    (want @ torch.tensor([1.5, -0.5])).tanh().sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), want.grad.numpy(), rtol=2e-3, atol=2e-3)
+
+
+def _exp_steps():
+    """Three steps of x.exp().sum().backward() with x += 1 between them: (x.grad, rules run)
+    of each."""
+    x = af.tensor([1.0, 2.0], requires_grad=True)
+    out = []
+    for _ in range(3):
+        x.grad = None
+        rules = _rules_run(lambda: x.exp().sum().backward())
+        out.append((x.grad.tolist(), rules))
+        x.data += 1.0
+        x.tolist()                 # computed now: the next forward reads a leaf with data
+    return out
+
+
+def test_a_walk_whose_rule_reads_a_value_or_makes_a_leaf_is_not_kept(monkeypatch):
+    """A rule that reads a value on the host (or makes host data) may record something else
+    next time: such a walk is never re-recorded (the same loop with exp's own rule is)."""
+    from aneforge.ops import REGISTRY
+    rules = [rules for _, rules in _exp_steps()]
+    assert rules[0] > 0 and rules[1:] == [0, 0]
+    made = iter(range(2, 100))
+    rules = {"reads": lambda g, ins, attrs, out: {"x": g * float(ins["x"].numpy().sum())},
+             "makes": lambda g, ins, attrs, out: {"x": g * af.tensor(float(next(made)))}}
+    want = {"reads": [[3.0, 3.0], [5.0, 5.0], [7.0, 7.0]],       # sum(x): 3, then 5, then 7
+            "makes": [[2.0, 2.0], [3.0, 3.0], [4.0, 4.0]]}       # a new leaf each walk
+    for name, rule in rules.items():
+        monkeypatch.setattr(REGISTRY["exp"], "vjp", rule)
+        monkeypatch.setattr(autograd, "_WALKS", {})      # kept walks assume the rules fixed
+        steps = _exp_steps()
+        assert [g for g, _ in steps] == want[name]
+        assert all(rules for _, rules in steps)

@@ -24,7 +24,7 @@ SEQ = itertools.count()
 class Node:
     __slots__ = ("op", "srcs", "args", "attrs", "types", "data", "requires_grad", "key", "origin",
                  "grad", "owner", "freed", "overwritten", "seq", "sid", "reads", "mid", "tape",
-                 "__weakref__")
+                 "memo", "__weakref__")
 
     def __init__(self, op: str | None, srcs: dict[str, Any], attrs: dict[str, Any],
                  types: list[TensorType], data: list | None = None, requires_grad: bool = False,
@@ -44,6 +44,7 @@ class Node:
         # see `_prekey`: this node's realization, keyed while recording (sid None: none)
         self.sid, self.reads = (None, ()) if prekey is None else prekey
         self.mid = None           # its recording memo's number (see `_tape`)
+        self.memo = None          # its recording memo (a `Stretch` re-records the op from it)
         self.tape = None          # its place on this thread's tape (see `_tape`)
 
     @property
@@ -162,7 +163,7 @@ def _node(op: str, srcs: dict, attrs: dict, requires_grad: bool, memo: tuple, ar
     full, types, key, floating, _, mid = hit
     node = Node(op, kept, full, types, None, requires_grad and floating, key, args,  # shared:
                 _prekey(memo, args))                                               # never mutated
-    node.mid = mid
+    node.mid, node.memo = mid, memo
     taped(node)
     return node
 
@@ -214,13 +215,14 @@ _MID = itertools.count()
 # source recorded before the tape (or on another thread's) breaks the tape until the next
 # realization; so does its length passing _TAPE_MAX.
 class Tape:
-    __slots__ = ("sid", "base", "count", "leafno", "start")
+    __slots__ = ("sid", "base", "count", "leafno", "start", "log")
 
     def __init__(self):
         self.sid, self.count = 0, 0
         self.base = next(_TAPE_SERIAL) << 32     # places are base + i: tapes never share one
         self.leafno: dict = {}                   # leaf ref (node, index) -> its number (kept alive)
         self.start = next(SEQ)                   # stale once a realization comes after it
+        self.log = None                          # a list of the nodes put on it (`Stretch`)
 
     def place(self, node) -> int | None:
         """`node`'s place on this tape, or None."""
@@ -279,6 +281,90 @@ def taped(node: Node) -> None:
     tape.sid = sid
     node.tape = base + count
     tape.count = count + 1
+    if tape.log is not None:
+        tape.log.append(node)
+
+
+# ---- stretches: a part of a tape recorded once, re-recorded node for node ----------------
+# A training loop's backward() walks the same graph every step and its gradient rules record
+# the same ops. A `Stretch` keeps what one walk recorded as a recipe: each op with its
+# recording memo (the op, attributes and input types: the checks are memo hits) and each
+# source by where it was on the tape: a node of the stretch, a node recorded before it (by
+# place) or a leaf read before it (by number). On a later tape with the same id the recipe
+# re-records the same nodes without running a rule. Anything else read inside the stretch (a
+# leaf made there, a host value: `host_read`) may differ next time, so such a stretch is not
+# kept.
+HOST_READS = [0]      # values read on the host so far (Tensor.value): a stretch must read none
+
+
+def host_read() -> None:
+    HOST_READS[0] += 1
+
+
+class Stretch:
+    """The recipe of the nodes recorded on `tape` since `begin(tape)` (see above)."""
+    __slots__ = ("steps", "outputs", "places")
+
+    @staticmethod
+    def begin(tape: Tape) -> tuple:
+        tape.log = []
+        return tape.count, len(tape.leafno), HOST_READS[0], CTX.realized_seq
+
+    @classmethod
+    def end(cls, tape: Tape, mark: tuple, outputs: list) -> "Stretch | None":
+        """The recipe of what was recorded since `mark`, whose values `outputs` (refs) are;
+        None if it cannot be re-recorded."""
+        log, tape.log = tape.log, None
+        count, leaves, reads, realized = mark
+        if (current_tape() is not tape or log is None or HOST_READS[0] != reads
+                or CTX.realized_seq != realized or len(log) != tape.count - count):
+            return None
+        local = {id(n): j for j, n in enumerate(log)}
+
+        def where(ref):
+            node, i = ref
+            j = local.get(id(node))
+            if j is not None:
+                return 0, j, i
+            if node.data is not None:
+                k = tape.leafno.get(ref)
+                return None if k is None or k >= leaves else (2, k, 0)
+            p = tape.place(node) if node.op is not None else None
+            return None if p is None or p >= count else (1, p, i)
+        steps = []
+        for n in log:
+            srcs = {k: where(v) if type(v) is tuple else [where(u) for u in v]
+                    for k, v in n.srcs.items()}
+            wired = [w for v in srcs.values() for w in (v if type(v) is list else [v])]
+            if n.memo is None or None in wired:
+                return None
+            steps.append((n.op, n.memo, n.attrs, srcs))
+        outs = [where(r) for r in outputs]
+        if None in outs:
+            return None
+        self = cls()
+        self.steps, self.outputs = steps, outs
+        self.places = {w[1] for _, _, _, srcs in steps for v in srcs.values()
+                       for w in (v if type(v) is list else [v]) if w[0] == 1}
+        self.places |= {w[1] for w in outs if w[0] == 1}
+        return self
+
+    def remake(self, tape: Tape, placed: dict) -> list | None:
+        """Record the recipe again on `tape` (whose id is the one it was kept under); `placed`
+        maps the places of the tape's nodes it reads to them. Returns the refs of its outputs
+        (None, recording nothing, if `placed` lacks one of them)."""
+        if not self.places <= placed.keys():
+            return None
+        made, leaves = [], list(tape.leafno)
+
+        def ref(w):
+            kind, j, i = w
+            return (made[j], i) if kind == 0 else (placed[j], i) if kind == 1 else leaves[j]
+        for op, memo, attrs, wiring in self.steps:
+            srcs = {k: ref(w) if type(w) is tuple else [ref(u) for u in w]
+                    for k, w in wiring.items()}
+            made.append(_node(op, srcs, attrs, False, memo, _flat_args(srcs), srcs))
+        return [ref(w) for w in self.outputs]
 
 
 # ---- prekeys: a realization's cache key and inputs, built up while recording ------------

@@ -31,7 +31,7 @@ from ..dtypes import DType
 from ..errors import AneforgeError, DTypeError, LimitError
 from ..ir.types import TensorType
 from ..hardware.limits import check_leaf_shape
-from ..core.trace import Node, leaf, record, record_binary, taped, written_leaf
+from ..core.trace import Node, host_read, leaf, record, record_binary, taped, written_leaf
 from .args import norm_dim
 from .casts import CastsMixin
 from .elementwise import ElementwiseMixin
@@ -236,6 +236,7 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
     def value(self) -> np.ndarray:
         """numpy() for the package's own bookkeeping: not a read by user code (af.compile
         replays functions whose only host reads are these)."""
+        host_read()                     # (a recorded Stretch must not depend on values)
         data = self._node.data
         if data is None:
             self.realize()
@@ -441,19 +442,19 @@ def _number_node(value, dtype: DType) -> Node:
     made = _CONSTS.get(key)
     if made is not None:
         node = Node("const", {}, made[0], made[1], None, False, made[2], (), made[3])
-        node.mid = made[4]
+        node.mid, node.memo = made[4], made[5]
         taped(node)
         return node
     if len(_CONSTS) >= 4096:
         _CONSTS.clear()
     with np.errstate(over="ignore"):        # an overflow was reported by the caller
         node = record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})._node
-    _CONSTS[key] = (node.attrs, node.types, node.key, (node.sid, ()), node.mid)
+    _CONSTS[key] = (node.attrs, node.types, node.key, (node.sid, ()), node.mid, node.memo)
     return node
 
 
 _CONSTS: dict = {}      # a pure cache: a Python number's checked const (attrs, types, key,
-                        # prekey, memo number)
+                        # prekey, memo number, memo)
 
 
 def tensor_like(value, like: Tensor) -> Tensor:
