@@ -293,7 +293,8 @@ def taped(node: Node) -> None:
 # place) or a leaf read before it (by number). On a later tape with the same id the recipe
 # re-records the same nodes without running a rule. Anything else read inside the stretch (a
 # leaf made there, a host value: `host_read`) may differ next time, so such a stretch is not
-# kept.
+# kept. A stretch begun with `inputs` (an optimizer's update of one parameter) reads only
+# those and its own nodes: it is re-recorded on any tape, from new inputs of the same types.
 HOST_READS = [0]      # values read on the host so far (Tensor.value): a stretch must read none
 
 
@@ -306,16 +307,18 @@ class Stretch:
     __slots__ = ("steps", "outputs", "places")
 
     @staticmethod
-    def begin(tape: Tape) -> tuple:
+    def begin(tape: Tape, inputs: list | None = None) -> tuple:
+        """The mark `end` takes; `inputs`: the refs of a closed stretch's inputs."""
         tape.log = []
-        return tape.count, len(tape.leafno), HOST_READS[0], CTX.realized_seq
+        given = None if inputs is None else {(id(n), i): k for k, (n, i) in enumerate(inputs)}
+        return tape.count, len(tape.leafno), HOST_READS[0], CTX.realized_seq, given
 
     @classmethod
     def end(cls, tape: Tape, mark: tuple, outputs: list) -> "Stretch | None":
         """The recipe of what was recorded since `mark`, whose values `outputs` (refs) are;
         None if it cannot be re-recorded."""
         log, tape.log = tape.log, None
-        count, leaves, reads, realized = mark
+        count, leaves, reads, realized, given = mark
         if (current_tape() is not tape or log is None or HOST_READS[0] != reads
                 or CTX.realized_seq != realized or len(log) != tape.count - count):
             return None
@@ -326,6 +329,9 @@ class Stretch:
             j = local.get(id(node))
             if j is not None:
                 return 0, j, i
+            if given is not None:
+                k = given.get((id(node), i))
+                return None if k is None else (3, k, 0)
             if node.data is not None:
                 k = tape.leafno.get(ref)
                 return None if k is None or k >= leaves else (2, k, 0)
@@ -349,17 +355,19 @@ class Stretch:
         self.places |= {w[1] for w in outs if w[0] == 1}
         return self
 
-    def remake(self, tape: Tape, placed: dict) -> list | None:
-        """Record the recipe again on `tape` (whose id is the one it was kept under); `placed`
-        maps the places of the tape's nodes it reads to them. Returns the refs of its outputs
-        (None, recording nothing, if `placed` lacks one of them)."""
+    def remake(self, tape: Tape, placed: dict, inputs: list = ()) -> list | None:
+        """Record the recipe again on `tape` (whose id is the one it was kept under, unless it
+        is closed); `placed` maps the places of the tape's nodes it reads to them, `inputs`
+        are a closed stretch's. Returns the refs of its outputs (None, recording nothing, if
+        `placed` lacks one of them)."""
         if not self.places <= placed.keys():
             return None
-        made, leaves = [], list(tape.leafno)
+        made, leaves = [], list(tape.leafno) if tape is not None else []
 
         def ref(w):
             kind, j, i = w
-            return (made[j], i) if kind == 0 else (placed[j], i) if kind == 1 else leaves[j]
+            return ((made[j], i) if kind == 0 else (placed[j], i) if kind == 1 else
+                    leaves[j] if kind == 2 else inputs[j])
         for op, memo, attrs, wiring in self.steps:
             srcs = {k: ref(w) if type(w) is tuple else [ref(u) for u in w]
                     for k, w in wiring.items()}
