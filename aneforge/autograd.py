@@ -170,6 +170,18 @@ def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool, order=None,
         if repeated.remake(grads, roots[0]._at):
             return grads
     mark = repeated.begin() if repeated is not None else None
+    try:
+        _walk(order, grads, roots, check, waiting)
+        if repeated is not None:
+            repeated.keep(mark, grads)
+    finally:
+        if repeated is not None:
+            Stretch.stop(repeated.tape)
+    return grads
+
+
+def _walk(order: list, grads: dict, roots: Sequence, check: bool, waiting) -> None:
+    """The reverse walk: each op's rule sends its inputs' cotangents into `grads`."""
     with no_grad():
         for node in reversed(order):
             if node.op is None:
@@ -187,9 +199,6 @@ def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool, order=None,
                 _check_versions(node, cotangents, start)
             for name, g in cotangents.items():
                 _send(grads, node.srcs.get(name), g)
-    if repeated is not None:
-        repeated.keep(mark, grads)
-    return grads
 
 
 class _RepeatedWalk:

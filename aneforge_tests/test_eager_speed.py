@@ -337,3 +337,50 @@ def test_a_walk_whose_rule_reads_a_value_or_makes_a_leaf_is_not_kept(monkeypatch
         steps = _exp_steps()
         assert [g for g, _ in steps] == want[name]
         assert all(rules for _, rules in steps)
+
+
+# ---- an optimizer's update of one parameter is kept per kind (Optimizer._updated) ---------
+optimizer_module = __import__("sys").modules["aneforge.optim.optimizer"]
+
+
+def _adamw_run(fresh: bool, monkeypatch, steps: int = 3):
+    """(parameters' digest, Adam.update calls per step) of an AdamW loop; `fresh`: no kept
+    update (every step runs the update's arithmetic)."""
+    calls = [0]
+    real = af.optim.Adam.update
+
+    def counted(self, *args):
+        calls[0] += 1
+        return real(self, *args)
+    monkeypatch.setattr(af.optim.Adam, "update", counted)
+    monkeypatch.setattr(optimizer_module, "_UPDATES", {})      # none kept by earlier tests
+    model, data, loss_fn = mlp_deep(16)
+    m = model(af.nn)
+    init = np.random.default_rng(7)
+    m.load_state_dict({k: (init.standard_normal(v.shape) * 0.1).astype(np.float32)
+                       for k, v in m.state_dict().items()})
+    opt = af.optim.AdamW(m.parameters(), lr=1e-3)
+    x, y = data()
+    per_step = []
+    for k in range(steps):
+        if fresh:
+            optimizer_module._UPDATES.clear()
+        if k == steps - 1:
+            opt.param_groups[0]["weight_decay"] = 0.5      # another kind of update
+        calls[0] = 0
+        opt.zero_grad()
+        loss_fn(af.nn.functional, m(af.tensor(x)), af.tensor(y)).backward()
+        opt.step()
+        per_step.append(calls[0])
+    return _digest(m.parameters()), per_step
+
+
+def test_a_repeated_update_is_rerecorded_with_the_same_bits(monkeypatch):
+    """After the first step no update arithmetic runs (each kind of parameter re-records its
+    kept update) until a group setting changes; the parameters are bit for bit those of
+    steps that run it every time."""
+    kept, calls = _adamw_run(False, monkeypatch, steps=4)
+    fresh, fresh_calls = _adamw_run(True, monkeypatch, steps=4)
+    # six parameters of five kinds (the two 128-wide biases are one): five updates run first
+    assert calls == [5, 0, 0, 5] and fresh_calls == [5, 5, 5, 5]
+    assert kept == fresh

@@ -313,6 +313,11 @@ class Stretch:
         given = None if inputs is None else {(id(n), i): k for k, (n, i) in enumerate(inputs)}
         return tape.count, len(tape.leafno), HOST_READS[0], CTX.realized_seq, given
 
+    @staticmethod
+    def stop(tape: Tape) -> None:
+        """Stop logging (after `end`, or when the recording raised)."""
+        tape.log = None
+
     @classmethod
     def end(cls, tape: Tape, mark: tuple, outputs: list) -> "Stretch | None":
         """The recipe of what was recorded since `mark`, whose values `outputs` (refs) are;

@@ -202,9 +202,13 @@ class Optimizer:
         kind is kept as a closed `trace.Stretch` and later ones re-record its nodes (the same
         program and bits) without running the update's Python arithmetic again."""
         inputs = [p, g, *state.values(), *h.values()]
-        tape = current_tape() if CTX.thread.capture is None else None
+        tape = current_tape() if CTX.thread.capture is None and all(
+            isinstance(t, Tensor) for t in inputs) else None
+        refs = [t.ref for t in inputs] if tape is not None else []
+        first: dict = {}                     # which inputs are one value (read as one)
         key = (type(self), self.master_weights, tuple(state), tuple(h),
-               tuple([t.tensor_type for t in inputs]),
+               tuple([t.tensor_type for t in inputs] if tape is not None else ()),
+               tuple([first.setdefault((id(n), i), k) for k, (n, i) in enumerate(refs)]),
                tuple((k, v) for k, v in group.items() if k not in ("params", *self.dynamic)))
         try:
             kept = _UPDATES.get(key) if tape is not None else None
@@ -212,21 +216,28 @@ class Optimizer:
             tape = kept = None
         if kept is not None:
             stretch, names = kept
-            refs = stretch.remake(tape, {}, [t.ref for t in inputs])
-            made = [p._at(*r) for r in refs]
+            made = [p._at(*r) for r in stretch.remake(tape, {}, refs)]
             return made[0], dict(zip(names, made[1:]))
-        mark = Stretch.begin(tape, [t.ref for t in inputs]) if tape is not None else None
-        delta, new_state = self.update(p, g, state, h, group)
-        new_p, lo = self._apply(p, delta, state)
-        if lo is not None:
-            new_state["lo"] = lo
-        if mark is not None:
-            stretch = Stretch.end(tape, mark, [new_p.ref] + [v.ref for v in new_state.values()])
-            if stretch is not None:
-                if len(_UPDATES) >= 256:
-                    _UPDATES.clear()
-                _UPDATES[key] = (stretch, list(new_state))
+        mark = Stretch.begin(tape, refs) if tape is not None else None
+        try:
+            delta, new_state = self.update(p, g, state, h, group)
+            new_p, lo = self._apply(p, delta, state)
+            if lo is not None:
+                new_state["lo"] = lo
+            if mark is not None:
+                self._keep(key, Stretch.end(tape, mark, [new_p.ref] + [
+                    v.ref for v in new_state.values()]), list(new_state))
+        finally:
+            if mark is not None:
+                Stretch.stop(tape)
         return new_p, new_state
+
+    @staticmethod
+    def _keep(key: tuple, stretch, names: list) -> None:
+        if stretch is not None:
+            if len(_UPDATES) >= 256:
+                _UPDATES.clear()
+            _UPDATES[key] = (stretch, names)
 
     def _hyper_inputs(self, group: dict, ahead: int) -> dict:
         """The per-step scalars as program inputs; af.compile recomputes them on each replay."""
