@@ -60,14 +60,18 @@ def test_makemore_loop_is_one_program_a_step_with_the_same_bits(scaled, auto_sca
     assert _digest(params) == MAKEMORE[scaled]
 
 
-def test_adamw_module_step_is_one_program_with_the_same_bits():
-    model, data, loss_fn = mlp_deep(64)
+def _adamw_model(batch: int):
+    """(model, optimizer, batch, loss_fn): the deep MLP with weights from numpy, AdamW."""
+    model, data, loss_fn = mlp_deep(batch)
     m = model(af.nn)
     init = np.random.default_rng(7)
     m.load_state_dict({k: (init.standard_normal(v.shape) * 0.1).astype(np.float32)
                        for k, v in m.state_dict().items()})
-    opt = af.optim.AdamW(m.parameters(), lr=1e-3)
-    x, y = data()
+    return m, af.optim.AdamW(m.parameters(), lr=1e-3), data(), loss_fn
+
+
+def test_adamw_module_step_is_one_program_with_the_same_bits():
+    m, opt, (x, y), loss_fn = _adamw_model(64)
     losses = []
     for k in range(4):
         runs = _runs()
@@ -354,13 +358,7 @@ def _adamw_run(fresh: bool, monkeypatch, steps: int = 3):
         return real(self, *args)
     monkeypatch.setattr(af.optim.Adam, "update", counted)
     monkeypatch.setattr(optimizer_module, "_UPDATES", {})      # none kept by earlier tests
-    model, data, loss_fn = mlp_deep(16)
-    m = model(af.nn)
-    init = np.random.default_rng(7)
-    m.load_state_dict({k: (init.standard_normal(v.shape) * 0.1).astype(np.float32)
-                       for k, v in m.state_dict().items()})
-    opt = af.optim.AdamW(m.parameters(), lr=1e-3)
-    x, y = data()
+    m, opt, (x, y), loss_fn = _adamw_model(16)
     per_step = []
     for k in range(steps):
         if fresh:

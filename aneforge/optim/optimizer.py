@@ -202,7 +202,9 @@ class Optimizer:
         kind is kept as a closed `trace.Stretch` and later ones re-record its nodes (the same
         program and bits) without running the update's Python arithmetic again."""
         inputs = [p, g, *state.values(), *h.values()]
-        tape = current_tape() if CTX.thread.capture is None and all(
+        # (kept nodes are re-made not requiring grad: only under no_grad, as step() runs)
+        thread = CTX.thread
+        tape = current_tape() if thread.capture is None and not thread.grad_enabled and all(
             isinstance(t, Tensor) for t in inputs) else None
         refs = [t.ref for t in inputs] if tape is not None else []
         first: dict = {}                     # which inputs are one value (read as one)
