@@ -164,7 +164,8 @@ def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool, order=None,
             if n.op is not None:
                 n.freed = True
     waiting = _FunctionCalls(order, scale) if _CUSTOM else None
-    repeated = _RepeatedWalk.of(order, seeds) if leaves_only and not check and not _CUSTOM \
+    custom = _CUSTOM and any(n in _CUSTOM for n in order)      # a Function's backward: Python
+    repeated = _RepeatedWalk.of(order, seeds) if leaves_only and not check and not custom \
         else None
     if repeated is not None and repeated.known is not None:
         if repeated.remake(grads, roots[0]._at):

@@ -382,3 +382,27 @@ def test_a_repeated_update_is_rerecorded_with_the_same_bits(monkeypatch):
     # six parameters of five kinds (the two 128-wide biases are one): five updates run first
     assert calls == [5, 0, 0, 5] and fresh_calls == [5, 5, 5, 5]
     assert kept == fresh
+
+
+def test_a_walk_through_a_custom_function_runs_its_backward_each_time():
+    """An autograd.Function's backward is the user's Python: a walk through one is never
+    re-recorded (here its gradient changes every call)."""
+    calls = []
+
+    class Counted(af.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            calls.append(1)
+            return g * float(len(calls))
+
+    x = af.tensor([1.0, 2.0], requires_grad=True)
+    grads = []
+    for _ in range(3):
+        x.grad = None
+        Counted.apply(x).sum().backward()
+        grads.append(x.grad.tolist())
+    assert grads == [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]

@@ -24,7 +24,7 @@ SEQ = itertools.count()
 class Node:
     __slots__ = ("op", "srcs", "args", "attrs", "types", "data", "requires_grad", "key", "origin",
                  "grad", "owner", "freed", "overwritten", "seq", "sid", "reads", "mid", "tape",
-                 "memo", "__weakref__")
+                 "__weakref__")
 
     def __init__(self, op: str | None, srcs: dict[str, Any], attrs: dict[str, Any],
                  types: list[TensorType], data: list | None = None, requires_grad: bool = False,
@@ -44,7 +44,6 @@ class Node:
         # see `_prekey`: this node's realization, keyed while recording (sid None: none)
         self.sid, self.reads = (None, ()) if prekey is None else prekey
         self.mid = None           # its recording memo's number (see `_tape`)
-        self.memo = None          # its recording memo (a `Stretch` re-records the op from it)
         self.tape = None          # its place on this thread's tape (see `_tape`)
 
     @property
@@ -163,7 +162,7 @@ def _node(op: str, srcs: dict, attrs: dict, requires_grad: bool, memo: tuple, ar
     full, types, key, floating, _, mid = hit
     node = Node(op, kept, full, types, None, requires_grad and floating, key, args,  # shared:
                 _prekey(memo, args))                                               # never mutated
-    node.mid, node.memo = mid, memo
+    node.mid = mid
     taped(node)
     return node
 
@@ -177,7 +176,9 @@ def _apply(op: str, srcs: dict, attrs: dict, memo: tuple) -> tuple:
            bool(opdef.const_inputs), next(_MID))
     if len(_APPLIED) >= _APPLIED_MAX:
         _APPLIED.clear()
+        _MEMO_OF.clear()
     _APPLIED[memo] = hit
+    _MEMO_OF[hit[5]] = memo
     return hit
 
 
@@ -202,6 +203,7 @@ class EmptyOperand(LimitError):
 _APPLIED: dict = {}
 _APPLIED_MAX = 1 << 14
 _MID = itertools.count()
+_MEMO_OF: dict = {}      # the memo's number -> the memo (a `Stretch` re-records ops from it)
 
 
 # ---- the tape: a realization's cache key, built up while recording ----------------------
@@ -347,9 +349,10 @@ class Stretch:
             srcs = {k: where(v) if type(v) is tuple else [where(u) for u in v]
                     for k, v in n.srcs.items()}
             wired = [w for v in srcs.values() for w in (v if type(v) is list else [v])]
-            if n.memo is None or None in wired:
+            memo = _MEMO_OF.get(n.mid)
+            if memo is None or None in wired:
                 return None
-            steps.append((n.op, n.memo, n.attrs, srcs))
+            steps.append((n.op, memo, n.attrs, srcs))
         outs = [where(r) for r in outputs]
         if None in outs:
             return None

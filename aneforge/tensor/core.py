@@ -442,19 +442,19 @@ def _number_node(value, dtype: DType) -> Node:
     made = _CONSTS.get(key)
     if made is not None:
         node = Node("const", {}, made[0], made[1], None, False, made[2], (), made[3])
-        node.mid, node.memo = made[4], made[5]
+        node.mid = made[4]
         taped(node)
         return node
     if len(_CONSTS) >= 4096:
         _CONSTS.clear()
     with np.errstate(over="ignore"):        # an overflow was reported by the caller
         node = record_op("const", {}, {"val": np.asarray(value, dtype=dtype.np)})._node
-    _CONSTS[key] = (node.attrs, node.types, node.key, (node.sid, ()), node.mid, node.memo)
+    _CONSTS[key] = (node.attrs, node.types, node.key, (node.sid, ()), node.mid)
     return node
 
 
 _CONSTS: dict = {}      # a pure cache: a Python number's checked const (attrs, types, key,
-                        # prekey, memo number, memo)
+                        # prekey, memo number)
 
 
 def tensor_like(value, like: Tensor) -> Tensor:

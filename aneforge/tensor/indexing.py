@@ -105,7 +105,9 @@ def _advanced(x, index: tuple):
     else:
         idx = _as_index(x, entry, x.shape[axis], axis)
         shape = idx.shape
-    known = host_values(idx)            # host indices stay host data (no reshape recorded)
+    # host indices stay host data (no reshape recorded), but not inside af.compile's capture,
+    # which replays only the leaves it knows how to make again
+    known = host_values(idx) if CTX.thread.capture is None else None
     flat = idx.reshape(-1) if known is None else known.reshape(-1)
     out = getitem(x.index_select(axis, flat), rest)
     pos = sum(1 for i in index[:k] if i is None or isinstance(i, slice))
