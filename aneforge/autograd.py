@@ -27,7 +27,7 @@ from .ops import REGISTRY
 from .ops._grad import zeros
 from .tensor.base import TensorBase
 from .tensor.reduce import reduce
-from .core.trace import SEQ, record
+from .core.trace import SEQ, Stretch, current_tape, record
 
 
 # ---- grad mode -----------------------------------------------------------------------
@@ -142,8 +142,10 @@ def _vjp(node, cotangents: list, at) -> dict:
 
 
 def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool, order=None,
-              scale=None) -> dict:
-    """Cotangents of every requires-grad value reachable from `roots`, keyed by (id(node), i).
+              scale=None, leaves_only: bool = False) -> dict:
+    """Cotangents of every requires-grad value reachable from `roots`, keyed by (id(node), i)
+    (`leaves_only`: the caller reads only the leaves', so a repeated walk may be re-recorded:
+    `_RepeatedWalk`).
 
     As in torch, a graph is differentiated once unless `retain_graph`: a second walk through an
     op a first one freed raises (torch frees the tensors the rule saved; here it keeps the
@@ -162,6 +164,25 @@ def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool, order=None,
             if n.op is not None:
                 n.freed = True
     waiting = _FunctionCalls(order, scale) if _CUSTOM else None
+    custom = _CUSTOM and any(n in _CUSTOM for n in order)      # a Function's backward: Python
+    repeated = _RepeatedWalk.of(order, seeds) if leaves_only and not check and not custom \
+        else None
+    if repeated is not None and repeated.known is not None:
+        if repeated.remake(grads, roots[0]._at):
+            return grads
+    mark = repeated.begin() if repeated is not None else None
+    try:
+        _walk(order, grads, roots, check, waiting)
+        if repeated is not None:
+            repeated.keep(mark, grads)
+    finally:
+        if repeated is not None:
+            Stretch.stop(repeated.tape)
+    return grads
+
+
+def _walk(order: list, grads: dict, roots: Sequence, check: bool, waiting) -> None:
+    """The reverse walk: each op's rule sends its inputs' cotangents into `grads`."""
     with no_grad():
         for node in reversed(order):
             if node.op is None:
@@ -179,7 +200,74 @@ def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool, order=None,
                 _check_versions(node, cotangents, start)
             for name, g in cotangents.items():
                 _send(grads, node.srcs.get(name), g)
-    return grads
+
+
+class _RepeatedWalk:
+    """A backward walk whose graph is all on this thread's tape: keyed by the tape's id and
+    the places of the walked nodes (leaves by number: which ones require grad is part of the
+    key) and of its starting cotangents. The first walk with a key is recorded as a
+    `trace.Stretch`; later ones re-record its ops node for node (the same nodes, so the same
+    program and bits) instead of running the gradient rules: a training loop's backward()
+    after the first step. (The rules are fixed: ops/ attaches them at import.)"""
+    __slots__ = ("tape", "key", "known", "order", "seeds")
+
+    @classmethod
+    def of(cls, order: list, seeds: Sequence) -> "_RepeatedWalk | None":
+        tape = current_tape()
+        if tape is None or CTX.thread.capture is not None:
+            return None
+        where = []
+        for n in order:
+            p = tape.place(n) if n.op is not None else None
+            if p is None:
+                p = tape.leafno.get((n, 0)) if n.data is not None else None
+                if p is None:
+                    return None
+                p = -1 - p
+            where.append(p)
+        for s in seeds:
+            p = tape.place(s.ref[0])
+            if p is None:
+                return None
+            where.append((p, s.ref[1]))
+        self = cls()
+        self.tape, self.key, self.order, self.seeds = tape, (tape.sid, tuple(where)), order, seeds
+        self.known = _WALKS.get(self.key)
+        return self
+
+    def begin(self) -> tuple:
+        return Stretch.begin(self.tape)
+
+    def keep(self, mark: tuple, grads: dict) -> None:
+        """Keep the walk just recorded (its leaves' gradients are what a replay gives)."""
+        leaves = [(ref, g.ref) for ref, g in grads.values() if ref[0].op is None]
+        stretch = Stretch.end(self.tape, mark, [r for r, _ in leaves] + [g for _, g in leaves])
+        if stretch is not None:
+            if len(_WALKS) >= _WALKS_MAX:
+                _WALKS.clear()
+            _WALKS[self.key] = (stretch, len(leaves))
+
+    def remake(self, grads: dict, at) -> bool:
+        """Add the leaves' gradients to `grads` (the roots'), re-recorded from the kept
+        stretch; False (nothing recorded) if it reads a node this walk does not place."""
+        stretch, n = self.known
+        tape, placed = self.tape, {}
+        for node in [*self.order, *(s.ref[0] for s in self.seeds)]:
+            for src in [node, *(r[0] for r in node.args)]:
+                p = tape.place(src) if src.data is None and src.op is not None else None
+                if p is not None:
+                    placed[p] = src
+        refs = stretch.remake(tape, placed)
+        if refs is None:
+            return False
+        for (node, i), (g, j) in zip(refs[:n], refs[n:]):
+            grads[(id(node), i)] = ((node, i), at(g, j))
+        return True
+
+
+# backward walks kept for re-recording (_RepeatedWalk): key -> (trace.Stretch, leaves), bounded
+_WALKS: dict = {}
+_WALKS_MAX = 256
 
 
 # ---- custom gradients: torch.autograd.Function ------------------------------------------
@@ -431,7 +519,7 @@ def backward(tensor: "Tensor", gradient=None, retain_graph: bool | None = None) 
         scale = _scale_input(tensor, scaler)
         seed = seed * scale.to(seed.dtype)
     grads = _backprop([tensor], [seed], bool(retain_graph), order,
-                      scale if scaler is not None else None)
+                      scale if scaler is not None else None, leaves_only=True)
     # the leaves that get a gradient: key -> the leaf node a handle holds now (once each)
     current = {k: _current(ref[0]) for k, (ref, _) in grads.items()}
     targets = [k for k, n in current.items() if n.op is None and n.requires_grad]

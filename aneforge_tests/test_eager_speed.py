@@ -7,6 +7,7 @@ must not change when the programs are grouped differently. The makemore ones wer
 when hand-written parameter updates (`p.data += -lr * p.grad`) became compensated (a remainder
 keeps what fp16 rounding drops; tensor/inplace.py): a change of values by design."""
 import hashlib
+import warnings
 
 import numpy as np
 import pytest
@@ -62,14 +63,18 @@ def test_makemore_loop_is_one_program_a_step_with_the_same_bits(scaled, auto_sca
     assert _digest(params) == MAKEMORE[scaled]
 
 
-def test_adamw_module_step_is_one_program_with_the_same_bits():
-    model, data, loss_fn = mlp_deep(64)
+def _adamw_model(batch: int):
+    """(model, optimizer, batch, loss_fn): the deep MLP with weights from numpy, AdamW."""
+    model, data, loss_fn = mlp_deep(batch)
     m = model(af.nn)
     init = np.random.default_rng(7)
     m.load_state_dict({k: (init.standard_normal(v.shape) * 0.1).astype(np.float32)
                        for k, v in m.state_dict().items()})
-    opt = af.optim.AdamW(m.parameters(), lr=1e-3)
-    x, y = data()
+    return m, af.optim.AdamW(m.parameters(), lr=1e-3), data(), loss_fn
+
+
+def test_adamw_module_step_is_one_program_with_the_same_bits():
+    m, opt, (x, y), loss_fn = _adamw_model(64)
     losses = []
     for k in range(4):
         runs = _runs()
@@ -202,3 +207,205 @@ def test_one_tape_key_is_one_program_with_the_same_leaves(recorded, seed):
         found = (cut.structure, [tape.leafno[ref] for ref in cut.leaves])
         assert seen.setdefault(tkey, found) == found
         realization.realize(targets)
+
+
+# ---- integer host data indexed by host indices: picked on the host ------------------------
+@pytest.mark.parametrize("dtype", [np.int32, np.int16, np.uint8, np.bool_])
+def test_host_integer_data_at_host_indices_is_picked_without_a_program(dtype):
+    """`X[ix]` (an eager loop's minibatch) of integer or bool host data: the same values as
+    torch, a host leaf of X's dtype, and no program run (the one-hot select it replaces was
+    most of the step's gathers)."""
+    import torch
+    rng = np.random.default_rng(3)
+    data = rng.integers(0, 2 if dtype is np.bool_ else 100, (50, 3)).astype(dtype)
+    ix = rng.integers(0, 50, 7)
+    X = af.tensor(data)
+    runs = _runs()
+    got = X[af.tensor(ix)]
+    assert got.ref[0].data is not None and _runs() == runs
+    assert got.dtype == X.dtype
+    want = torch.from_numpy(data)[torch.from_numpy(ix)]
+    assert got.tolist() == want.tolist()
+    assert X.index_select(1, [2, 0]).tolist() == torch.from_numpy(data).index_select(
+        1, torch.tensor([2, 0])).tolist()
+    with pytest.raises(IndexError, match="out of range"):
+        X.index_select(0, [50])
+
+
+def test_host_pick_is_not_taken_for_floats_or_inside_a_capture():
+    """Float data keeps the engine's one-hot select (its sum runs through the matmul, whose
+    output port flushes subnormals); af.compile's replays gather the new call's values."""
+    x = af.tensor([1.0, 2.0, 3.0])
+    assert x[af.tensor([2, 0])].ref[0].data is None
+    table = af.tensor(np.arange(10, dtype=np.int32) * 3)
+    pick = af.compile(lambda t, i: t.index_select(0, i) + 0)
+    with warnings.catch_warnings():      # no "runs as usual": the capture holds the gather
+        warnings.simplefilter("error")
+        assert pick(table, af.tensor([1, 2])).tolist() == [3, 6]
+        assert pick(table, af.tensor([4, 0])).tolist() == [12, 0]
+
+
+# ---- a repeated backward walk is re-recorded, not re-derived (autograd._RepeatedWalk) -----
+autograd = __import__("sys").modules["aneforge.autograd"]
+
+
+def _rules_run(fn) -> int:
+    """Gradient rules run by `fn` (autograd._vjp calls)."""
+    count = [0]
+    real = autograd._vjp
+
+    def counted(*args):
+        count[0] += 1
+        return real(*args)
+    autograd._vjp = counted
+    try:
+        fn()
+    finally:
+        autograd._vjp = real
+    return count[0]
+
+
+def _mlp_grads(fresh: bool, steps: int = 3):
+    """Gradients of a small tanh MLP over `steps` steps of new data; `fresh`: every walk runs
+    the rules (no kept walk)."""
+    rng = np.random.default_rng(5)
+    w1 = af.tensor(rng.standard_normal((6, 8)).astype(np.float32) * 0.3, requires_grad=True)
+    w2 = af.tensor(rng.standard_normal((8, 3)).astype(np.float32) * 0.3, requires_grad=True)
+    out, rules = [], []
+    for _ in range(steps):
+        if fresh:
+            autograd._WALKS.clear()
+        x, y = rng.standard_normal((5, 6)), rng.integers(0, 3, 5)
+        w1.grad = w2.grad = None
+        loss = af.nn.functional.cross_entropy(af.tensor(x).tanh() @ w1 @ w2, af.tensor(y))
+        rules.append(_rules_run(loss.backward))
+        out.append([w1.grad.numpy().copy(), w2.grad.numpy().copy(), loss.item()])
+    return out, rules
+
+
+def test_a_repeated_backward_runs_no_rule_and_gives_the_same_bits():
+    """From the second step on the walk is re-recorded from the first: no gradient rule runs,
+    and the gradients are bit for bit those of walks that run every rule."""
+    kept, rules = _mlp_grads(fresh=False)
+    walked, fresh_rules = _mlp_grads(fresh=True)
+    assert rules[0] > 0 and rules[1:] == [0, 0] and min(fresh_rules) > 0
+    for a, b in zip(kept, walked):
+        assert a[2] == b[2] and all(np.array_equal(u, v) for u, v in zip(a[:2], b[:2]))
+
+
+def test_a_walk_over_other_requires_grad_leaves_runs_the_rules():
+    """Which leaves require grad is part of the key: freezing one walks anew."""
+    w = af.tensor([[0.5, -1.0], [2.0, 1.0]], requires_grad=True)
+    v = af.tensor([1.5, -0.5], requires_grad=True)
+
+    def step():
+        w.grad = v.grad = None
+        (w @ v).tanh().sum().backward()
+        w.grad.numpy()                 # a realization: the next step is a new tape
+    step()
+    assert _rules_run(step) == 0
+    v.requires_grad_(False)
+    assert _rules_run(step) > 0
+    assert v.grad is None
+    import torch
+    want = torch.tensor([[0.5, -1.0], [2.0, 1.0]], requires_grad=True)
+    (want @ torch.tensor([1.5, -0.5])).tanh().sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), want.grad.numpy(), rtol=2e-3, atol=2e-3)
+
+
+def _exp_steps():
+    """Three steps of x.exp().sum().backward() with x += 1 between them: (x.grad, rules run)
+    of each."""
+    x = af.tensor([1.0, 2.0], requires_grad=True)
+    out = []
+    for _ in range(3):
+        x.grad = None
+        rules = _rules_run(lambda: x.exp().sum().backward())
+        out.append((x.grad.tolist(), rules))
+        x.data += 1.0
+        x.tolist()                 # computed now: the next forward reads a leaf with data
+    return out
+
+
+def test_a_walk_whose_rule_reads_a_value_or_makes_a_leaf_is_not_kept(monkeypatch):
+    """A rule that reads a value on the host (or makes host data) may record something else
+    next time: such a walk is never re-recorded (the same loop with exp's own rule is)."""
+    from aneforge.ops import REGISTRY
+    rules = [rules for _, rules in _exp_steps()]
+    assert rules[0] > 0 and rules[1:] == [0, 0]
+    made = iter(range(2, 100))
+    rules = {"reads": lambda g, ins, attrs, out: {"x": g * float(ins["x"].numpy().sum())},
+             "makes": lambda g, ins, attrs, out: {"x": g * af.tensor(float(next(made)))}}
+    want = {"reads": [[3.0, 3.0], [5.0, 5.0], [7.0, 7.0]],       # sum(x): 3, then 5, then 7
+            "makes": [[2.0, 2.0], [3.0, 3.0], [4.0, 4.0]]}       # a new leaf each walk
+    for name, rule in rules.items():
+        monkeypatch.setattr(REGISTRY["exp"], "vjp", rule)
+        monkeypatch.setattr(autograd, "_WALKS", {})      # kept walks assume the rules fixed
+        steps = _exp_steps()
+        assert [g for g, _ in steps] == want[name]
+        assert all(rules for _, rules in steps)
+
+
+# ---- an optimizer's update of one parameter is kept per kind (Optimizer._updated) ---------
+optimizer_module = __import__("sys").modules["aneforge.optim.optimizer"]
+
+
+def _adamw_run(fresh: bool, monkeypatch, steps: int = 3):
+    """(parameters' digest, Adam.update calls per step) of an AdamW loop; `fresh`: no kept
+    update (every step runs the update's arithmetic)."""
+    calls = [0]
+    real = af.optim.Adam.update
+
+    def counted(self, *args):
+        calls[0] += 1
+        return real(self, *args)
+    monkeypatch.setattr(af.optim.Adam, "update", counted)
+    monkeypatch.setattr(optimizer_module, "_UPDATES", {})      # none kept by earlier tests
+    m, opt, (x, y), loss_fn = _adamw_model(16)
+    per_step = []
+    for k in range(steps):
+        if fresh:
+            optimizer_module._UPDATES.clear()
+        if k == steps - 1:
+            opt.param_groups[0]["weight_decay"] = 0.5      # another kind of update
+        calls[0] = 0
+        opt.zero_grad()
+        loss_fn(af.nn.functional, m(af.tensor(x)), af.tensor(y)).backward()
+        opt.step()
+        per_step.append(calls[0])
+    return _digest(m.parameters()), per_step
+
+
+def test_a_repeated_update_is_rerecorded_with_the_same_bits(monkeypatch):
+    """After the first step no update arithmetic runs (each kind of parameter re-records its
+    kept update) until a group setting changes; the parameters are bit for bit those of
+    steps that run it every time."""
+    kept, calls = _adamw_run(False, monkeypatch, steps=4)
+    fresh, fresh_calls = _adamw_run(True, monkeypatch, steps=4)
+    # six parameters of five kinds (the two 128-wide biases are one): five updates run first
+    assert calls == [5, 0, 0, 5] and fresh_calls == [5, 5, 5, 5]
+    assert kept == fresh
+
+
+def test_a_walk_through_a_custom_function_runs_its_backward_each_time():
+    """An autograd.Function's backward is the user's Python: a walk through one is never
+    re-recorded (here its gradient changes every call)."""
+    calls = []
+
+    class Counted(af.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            calls.append(1)
+            return g * float(len(calls))
+
+    x = af.tensor([1.0, 2.0], requires_grad=True)
+    grads = []
+    for _ in range(3):
+        x.grad = None
+        Counted.apply(x).sum().backward()
+        grads.append(x.grad.tolist())
+    assert grads == [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]

@@ -289,16 +289,22 @@ def pending_refs(refs: list) -> list:
 def rescue_rules(leaves: list, outputs: list) -> list:
     """For a program about to run: (scale input index, peaks output index, scaler) of each
     scaled pass it computes, so that `rescue` can run an overflowed pass again, lower."""
-    at_in = {(id(n), i): k for k, (n, i) in enumerate(leaves)}
-    at_out = {(id(n), i): k for k, (n, i) in enumerate(outputs)}
     rules = []
     for scaler in _scalers():
         for p in scaler.pending:
-            n, i = p.scale.ref
-            k_in, k_out = at_in.get((id(n), i)), at_out.get((id(p.peaks.ref[0]), p.peaks.ref[1]))
+            k_in, k_out = _position(leaves, p.scale.ref), _position(outputs, p.peaks.ref)
             if k_in is not None and k_out is not None:
                 rules.append((k_in, k_out, scaler))
     return rules
+
+
+def _position(refs: list, ref: tuple) -> int | None:
+    """Where (node, index) `ref` is in `refs`, else None: a scan in C (nodes compare by
+    identity), cheaper on every step than a dict of all a program's inputs and outputs."""
+    try:
+        return refs.index(ref)
+    except ValueError:
+        return None
 
 
 def rescue(run, inputs: list, rules: list) -> list:

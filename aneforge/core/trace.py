@@ -176,7 +176,9 @@ def _apply(op: str, srcs: dict, attrs: dict, memo: tuple) -> tuple:
            bool(opdef.const_inputs), next(_MID))
     if len(_APPLIED) >= _APPLIED_MAX:
         _APPLIED.clear()
+        _MEMO_OF.clear()
     _APPLIED[memo] = hit
+    _MEMO_OF[hit[5]] = memo
     return hit
 
 
@@ -201,6 +203,7 @@ class EmptyOperand(LimitError):
 _APPLIED: dict = {}
 _APPLIED_MAX = 1 << 14
 _MID = itertools.count()
+_MEMO_OF: dict = {}      # the memo's number -> the memo (a `Stretch` re-records ops from it)
 
 
 # ---- the tape: a realization's cache key, built up while recording ----------------------
@@ -214,13 +217,14 @@ _MID = itertools.count()
 # source recorded before the tape (or on another thread's) breaks the tape until the next
 # realization; so does its length passing _TAPE_MAX.
 class Tape:
-    __slots__ = ("sid", "base", "count", "leafno", "start")
+    __slots__ = ("sid", "base", "count", "leafno", "start", "log")
 
     def __init__(self):
         self.sid, self.count = 0, 0
         self.base = next(_TAPE_SERIAL) << 32     # places are base + i: tapes never share one
         self.leafno: dict = {}                   # leaf ref (node, index) -> its number (kept alive)
         self.start = next(SEQ)                   # stale once a realization comes after it
+        self.log = None                          # a list of the nodes put on it (`Stretch`)
 
     def place(self, node) -> int | None:
         """`node`'s place on this tape, or None."""
@@ -279,6 +283,104 @@ def taped(node: Node) -> None:
     tape.sid = sid
     node.tape = base + count
     tape.count = count + 1
+    if tape.log is not None:
+        tape.log.append(node)
+
+
+# ---- stretches: a part of a tape recorded once, re-recorded node for node ----------------
+# A training loop's backward() walks the same graph every step and its gradient rules record
+# the same ops. A `Stretch` keeps what one walk recorded as a recipe: each op with its
+# recording memo (the op, attributes and input types: the checks are memo hits) and each
+# source by where it was on the tape: a node of the stretch, a node recorded before it (by
+# place) or a leaf read before it (by number). On a later tape with the same id the recipe
+# re-records the same nodes without running a rule. Anything else read inside the stretch (a
+# leaf made there, a host value: `host_read`) may differ next time, so such a stretch is not
+# kept. A stretch begun with `inputs` (an optimizer's update of one parameter) reads only
+# those and its own nodes: it is re-recorded on any tape, from new inputs of the same types.
+HOST_READS = [0]      # values read on the host so far (Tensor.value): a stretch must read none
+
+
+def host_read() -> None:
+    HOST_READS[0] += 1
+
+
+class Stretch:
+    """The recipe of the nodes recorded on `tape` since `begin(tape)` (see above)."""
+    __slots__ = ("steps", "outputs", "places")
+
+    @staticmethod
+    def begin(tape: Tape, inputs: list | None = None) -> tuple:
+        """The mark `end` takes; `inputs`: the refs of a closed stretch's inputs."""
+        tape.log = []
+        given = None if inputs is None else {(id(n), i): k for k, (n, i) in enumerate(inputs)}
+        return tape.count, len(tape.leafno), HOST_READS[0], CTX.realized_seq, given
+
+    @staticmethod
+    def stop(tape: Tape) -> None:
+        """Stop logging (after `end`, or when the recording raised)."""
+        tape.log = None
+
+    @classmethod
+    def end(cls, tape: Tape, mark: tuple, outputs: list) -> "Stretch | None":
+        """The recipe of what was recorded since `mark`, whose values `outputs` (refs) are;
+        None if it cannot be re-recorded."""
+        log, tape.log = tape.log, None
+        count, leaves, reads, realized, given = mark
+        if (current_tape() is not tape or log is None or HOST_READS[0] != reads
+                or CTX.realized_seq != realized or len(log) != tape.count - count):
+            return None
+        local = {id(n): j for j, n in enumerate(log)}
+
+        def where(ref):
+            node, i = ref
+            j = local.get(id(node))
+            if j is not None:
+                return 0, j, i
+            if given is not None:
+                k = given.get((id(node), i))
+                return None if k is None else (3, k, 0)
+            if node.data is not None:
+                k = tape.leafno.get(ref)
+                return None if k is None or k >= leaves else (2, k, 0)
+            p = tape.place(node) if node.op is not None else None
+            return None if p is None or p >= count else (1, p, i)
+        steps = []
+        for n in log:
+            srcs = {k: where(v) if type(v) is tuple else [where(u) for u in v]
+                    for k, v in n.srcs.items()}
+            wired = [w for v in srcs.values() for w in (v if type(v) is list else [v])]
+            memo = _MEMO_OF.get(n.mid)
+            if memo is None or None in wired:
+                return None
+            steps.append((n.op, memo, n.attrs, srcs))
+        outs = [where(r) for r in outputs]
+        if None in outs:
+            return None
+        self = cls()
+        self.steps, self.outputs = steps, outs
+        self.places = {w[1] for _, _, _, srcs in steps for v in srcs.values()
+                       for w in (v if type(v) is list else [v]) if w[0] == 1}
+        self.places |= {w[1] for w in outs if w[0] == 1}
+        return self
+
+    def remake(self, tape: Tape, placed: dict, inputs: list = ()) -> list | None:
+        """Record the recipe again on `tape` (whose id is the one it was kept under, unless it
+        is closed); `placed` maps the places of the tape's nodes it reads to them, `inputs`
+        are a closed stretch's. Returns the refs of its outputs (None, recording nothing, if
+        `placed` lacks one of them)."""
+        if not self.places <= placed.keys():
+            return None
+        made, leaves = [], list(tape.leafno) if tape is not None else []
+
+        def ref(w):
+            kind, j, i = w
+            return ((made[j], i) if kind == 0 else (placed[j], i) if kind == 1 else
+                    leaves[j] if kind == 2 else inputs[j])
+        for op, memo, attrs, wiring in self.steps:
+            srcs = {k: ref(w) if type(w) is tuple else [ref(u) for u in w]
+                    for k, w in wiring.items()}
+            made.append(_node(op, srcs, attrs, False, memo, _flat_args(srcs), srcs))
+        return [ref(w) for w in self.outputs]
 
 
 # ---- prekeys: a realization's cache key and inputs, built up while recording ------------

@@ -20,6 +20,7 @@ from typing import Iterable
 import numpy as np
 
 from ..core import realization, scalar_consts
+from ..core.trace import Stretch, current_tape
 from ..context import CTX
 from ..autograd import carried, enable_grad, no_grad
 from ..creation import tensor
@@ -29,6 +30,8 @@ from ..tensor import Tensor
 from ..tensor.elementwise import where
 
 MASTER_WEIGHTS = ("compensated", "fp16")
+# kept updates of one parameter (Optimizer._updated): key -> (trace.Stretch, new state's keys)
+_UPDATES: dict = {}
 
 
 class Optimizer:
@@ -184,16 +187,59 @@ class Optimizer:
         hypers = {id(group): self._hyper_inputs(group, ahead) for group in self.param_groups}
         for (group, p), g in zip(live, grads):
             state = self.state[p]
-            delta, new_state = self.update(p, g, state, hypers[id(group)], group)
-            new_p, lo = self._apply(p, delta, state)
-            if lo is not None:
-                new_state["lo"] = lo
+            new_p, new_state = self._updated(p, g, state, hypers[id(group)], group)
             for old, new in [(p, new_p)] + [(state[k], v) for k, v in new_state.items()]:
                 update.writes.append((old, new if ok is None else where(ok, new, old)))
         update.ok = ok
         update.targets = ([new.ref for _, new in update.writes] + [p.grad.ref for _, p in live] +
                         ([ok.ref] if ok is not None else []))
         return update
+
+    def _updated(self, p: Tensor, g: Tensor, state: dict, h: dict, group: dict):
+        """(new p, new state) of one parameter, recorded lazily. What `update` and `_apply`
+        record depends only on the optimizer, the group's settings (all but the per-step
+        ones, which come in `h`) and the types of what they read, so the first update of each
+        kind is kept as a closed `trace.Stretch` and later ones re-record its nodes (the same
+        program and bits) without running the update's Python arithmetic again."""
+        inputs = [p, g, *state.values(), *h.values()]
+        # (kept nodes are re-made not requiring grad: only under no_grad, as step() runs)
+        thread = CTX.thread
+        tape = current_tape() if thread.capture is None and not thread.grad_enabled and all(
+            isinstance(t, Tensor) for t in inputs) else None
+        refs = [t.ref for t in inputs] if tape is not None else []
+        first: dict = {}                     # which inputs are one value (read as one)
+        key = (type(self), self.master_weights, tuple(state), tuple(h),
+               tuple([t.tensor_type for t in inputs] if tape is not None else ()),
+               tuple([first.setdefault((id(n), i), k) for k, (n, i) in enumerate(refs)]),
+               tuple((k, v) for k, v in group.items() if k not in ("params", *self.dynamic)))
+        try:
+            kept = _UPDATES.get(key) if tape is not None else None
+        except TypeError:             # a group setting that is not hashable: no reuse
+            tape = kept = None
+        if kept is not None:
+            stretch, names = kept
+            made = [p._at(*r) for r in stretch.remake(tape, {}, refs)]
+            return made[0], dict(zip(names, made[1:]))
+        mark = Stretch.begin(tape, refs) if tape is not None else None
+        try:
+            delta, new_state = self.update(p, g, state, h, group)
+            new_p, lo = self._apply(p, delta, state)
+            if lo is not None:
+                new_state["lo"] = lo
+            if mark is not None:
+                self._keep(key, Stretch.end(tape, mark, [new_p.ref] + [
+                    v.ref for v in new_state.values()]), list(new_state))
+        finally:
+            if mark is not None:
+                Stretch.stop(tape)
+        return new_p, new_state
+
+    @staticmethod
+    def _keep(key: tuple, stretch, names: list) -> None:
+        if stretch is not None:
+            if len(_UPDATES) >= 256:
+                _UPDATES.clear()
+            _UPDATES[key] = (stretch, names)
 
     def _hyper_inputs(self, group: dict, ahead: int) -> dict:
         """The per-step scalars as program inputs; af.compile recomputes them on each replay."""

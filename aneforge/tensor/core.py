@@ -31,7 +31,7 @@ from ..dtypes import DType
 from ..errors import AneforgeError, DTypeError, LimitError
 from ..ir.types import TensorType
 from ..hardware.limits import MAX_RANK, check_leaf_shape
-from ..core.trace import Node, leaf, record, record_binary, taped, written_leaf
+from ..core.trace import Node, host_read, leaf, record, record_binary, taped, written_leaf
 from . import highrank
 from .args import norm_dim
 from .casts import CastsMixin
@@ -240,6 +240,7 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
     def value(self) -> np.ndarray:
         """numpy() for the package's own bookkeeping: not a read by user code (af.compile
         replays functions whose only host reads are these)."""
+        host_read()                     # (a recorded Stretch must not depend on values)
         data = self._node.data
         if data is None:
             self.realize()

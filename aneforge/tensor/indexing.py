@@ -105,9 +105,25 @@ def _advanced(x, index: tuple):
     else:
         idx = _as_index(x, entry, x.shape[axis], axis)
         shape = idx.shape
-    out = getitem(x.index_select(axis, idx.reshape(-1)), rest)
+    # host indices stay host data (no reshape recorded), but not inside af.compile's capture,
+    # which replays only the leaves it knows how to make again
+    known = host_values(idx) if CTX.thread.capture is None else None
+    flat = idx.reshape(-1) if known is None else known.reshape(-1)
+    out = getitem(x.index_select(axis, flat), rest)
     pos = sum(1 for i in index[:k] if i is None or isinstance(i, slice))
     return out.reshape(out.shape[:pos] + shape + out.shape[pos + 1:])
+
+
+def _host_pick(x, d: int, known):
+    """x's entries at host indices `known` along axis d, picked on the host when x is integer
+    or bool host data (an exact pick either way; the one-hot select it saves is the largest
+    part of an eager loop's `X[ix]`): a new host leaf, else None. Not for floats, whose
+    one-hot sum runs through the engine's matmul (subnormals flush there), nor inside
+    af.compile's capture, whose replays feed new values."""
+    held = None if x.dtype.is_float or known is None else host_values(x)
+    if held is None or CTX.thread.capture is not None:
+        return None
+    return x._as_tensor(np.take(held, known.reshape(-1), axis=d).astype(held.dtype)).to(x.dtype)
 
 
 def _several(x, index: tuple, advanced: list):
@@ -353,6 +369,9 @@ class IndexingMixin(TensorBase):
                 raise IndexError(f"index_select(): Index to scalar can have only 1 value, got "
                                  f"{index.numel()} value(s)")
             return self
+        held = _host_pick(self, d, known)
+        if held is not None:
+            return held
         k = index.reshape(-1).shape[0]
         view = tuple(k if a == d else 1 for a in range(self.ndim))
         shape = tuple(k if a == d else s for a, s in enumerate(self.shape))
