@@ -32,6 +32,7 @@ from ..errors import AneforgeError, DTypeError, LimitError
 from ..ir.types import TensorType
 from ..hardware.limits import MAX_RANK, check_leaf_shape
 from ..core.trace import Node, host_read, leaf, record, record_binary, taped, written_leaf
+from ..ops.registry import is_literal
 from . import highrank
 from .args import norm_dim
 from .casts import CastsMixin
@@ -342,8 +343,8 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
         if reverse:
             a, b = b, a
         if empty.OVERSIZED and empty.reads_oversized((a, b)):       # host data past 65536
-            return Tensor(empty.evaluate(op, {"x": a, "y": b}, {}, (
-                a[0].requires_grad or b[0].requires_grad) and CTX.thread.grad_enabled))
+            return Tensor(_on_host(op, {"x": a, "y": b}, {},
+                                   a[0].requires_grad or b[0].requires_grad))
         try:
             return Tensor(record_binary(op, a, b, (a[0].requires_grad or b[0].requires_grad)
                                         and CTX.thread.grad_enabled))   # record_op, unrolled
@@ -424,7 +425,7 @@ def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
             refs[k] = [(t._node, t._idx) for t in v]
             grad = grad or any(t._node.requires_grad for t in v)
     if empty.OVERSIZED and empty.reads_oversized(refs.values()):   # host data past 65536
-        node = empty.evaluate(op, refs, attrs, grad and CTX.thread.grad_enabled)
+        node = _on_host(op, refs, attrs, grad)
     else:
         try:
             node = record(op, refs, attrs, grad and CTX.thread.grad_enabled)
@@ -436,6 +437,17 @@ def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
     if len(node.types) == 1:
         return Tensor(node)
     return tuple(Tensor(node, i) for i in range(len(node.types)))
+
+
+def _on_host(op: str, refs: dict, attrs: dict, grad: bool) -> Node:
+    """`op` reading host data past 65536 (core/empty.py), run on the host: its other operands
+    are computed first (a running statistic updated lazily, say), then the op's kernel."""
+    pending = [r for v in refs.values() if v is not None
+               for r in ([v] if type(v) is tuple else v) if r[0].data is None and
+               r[0].op is not None and not is_literal(r[0].op)]
+    if pending and not (grad and CTX.thread.grad_enabled):
+        realization.realize(pending)
+    return empty.evaluate(op, refs, attrs, grad and CTX.thread.grad_enabled)
 
 
 def const(value, dtype: DType) -> Tensor:
