@@ -23,6 +23,7 @@ import functools
 import gc
 import math
 import re
+from itertools import repeat
 
 import numpy as np
 
@@ -157,12 +158,6 @@ _TOKEN = re.compile(r"""
 """, re.X | re.S)
 
 
-def tokenize(text: str, source_lines: list[str]) -> list[Token]:
-    out, line = _tokens(text, source_lines, 1, arrays=True)
-    out.append(Token("eof", "", line))
-    return out
-
-
 # A tensor value of numbers / bools (`([[0x3c00, 1.5], ...])`) is read as ONE "array" token and
 # converted with numpy: per-token Python is what made large inline weights slow. Its text is a
 # balanced bracketed list of the characters numbers and bools are written with; Parser.peek
@@ -209,6 +204,76 @@ def _array_text(text: str, start: int) -> str | None:
     b = np.frombuffer(chars.encode("ascii"), np.uint8)
     closed = np.flatnonzero(np.cumsum((b == ord("[")).astype(np.int64) - (b == ord("]"))) == 0)
     return chars[:closed[0] + 1] if closed.size else None
+
+
+def tokenize(text: str, source_lines: list[str]) -> list[Token]:
+    """The tokens of `text` (`source_lines`: its lines). Lines no array token can touch (most
+    of a program) are read a line at a time by one `findall` each (`_line_tokens`); the
+    others by `_tokens`, a match at a time: the same tokens (per-match Python was half the
+    parse of a large program)."""
+    out, line = [], 1
+    for first, last in _array_regions(text, source_lines):
+        for n in range(line, first):
+            out += _line_tokens(source_lines[n - 1], n, source_lines)
+        if last:
+            out += _tokens("\n".join(source_lines[first - 1:last]), source_lines, first,
+                           arrays=True)[0]
+        line = last + 1
+    out.append(Token("eof", "", len(source_lines)))
+    return out
+
+
+_ARRAY_START = re.compile(r"\([ \t\r\f\v\n]*\[")
+
+
+def _array_regions(text: str, source_lines: list[str]):
+    """(first, last) line ranges that may hold an array token (a '(' then '[': from its line
+    to the line its array ends on), merged, in order; then (len + 1, 0) to end with."""
+    regions: list[list[int]] = []
+    if _ARRAY_START.search(text):
+        starts = np.cumsum([len(x) + 1 for x in source_lines])      # each line's end + 1
+        for m in _ARRAY_START.finditer(text):
+            array = _array_text(text, m.end() - 1) or "["
+            first = int(np.searchsorted(starts, m.start(), side="right")) + 1
+            last = int(np.searchsorted(starts, m.end() - 1 + len(array) - 1, side="right")) + 1
+            if regions and first <= regions[-1][1] + 1:
+                regions[-1][1] = max(regions[-1][1], last)
+            else:
+                regions.append([first, last])
+    return [tuple(r) for r in regions] + [(len(source_lines) + 1, 0)]
+
+
+# `_TOKEN`'s alternatives in its order, whitespace skipped, the text of each token captured:
+# the same tokens, their kinds told by their text (`_kind`)
+_LINE_TOKEN = re.compile(r"""[ \t\r\f\v]*(//[^\n]*|""" + _NUMBER_PATTERN + r"""
+    |@?[A-Za-z_][A-Za-z0-9_]*|"(?:[^"\\\n]|\\.)*"|->|[()\[\]{}<>,=;]|.)""", re.X | re.S)
+_KIND_OF_FIRST = {c: "name" for c in "@_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+_KIND_OF_FIRST.update({c: "number" for c in "0123456789+-."})
+_KIND_OF_FIRST.update({c: "punct" for c in "()[]{}<>,=;"})
+_KIND_OF_FIRST['"'] = "string"
+_KIND_OF_TEXT = {"inf": "number", "nan": "number", "->": "punct", "-": "error", "+": "error",
+                 ".": "error", '"': "error"}
+_new_token = tuple.__new__
+
+
+def _kind(text: str) -> str:
+    return _KIND_OF_TEXT.get(text) or _KIND_OF_FIRST.get(text[0], "error")
+
+
+def _line_tokens(text: str, line: int, source_lines: list[str]) -> list[Token]:
+    """The tokens of one line that holds no array token (`_tokens` reads a line with a
+    comment or an error, which then raises). Per token only C calls: the kinds of texts
+    seen before come from `_KINDS`."""
+    texts = _LINE_TOKEN.findall(text)
+    kinds = list(map(_KINDS.get, texts))
+    if None in kinds:
+        kinds = [k or _KINDS.setdefault(t, _kind(t)) for k, t in zip(kinds, texts)]
+    if "error" in kinds or "/" in text:
+        return _tokens(text, source_lines, line, arrays=False)[0]
+    return list(map(_new_token, repeat(Token), zip(kinds, texts, repeat(line))))
+
+
+_KINDS: dict[str, str] = {}
 
 
 # --------------------------------------------------------------------------- grammar
