@@ -24,6 +24,7 @@ import gc
 import math
 import re
 from itertools import repeat
+from operator import itemgetter
 
 import numpy as np
 
@@ -256,29 +257,25 @@ _KIND_OF_TEXT = {"inf": "number", "nan": "number", "->": "punct", "-": "error", 
 _new_token = tuple.__new__
 
 
-def _kind(text: str) -> str:
-    return _KIND_OF_TEXT.get(text) or _KIND_OF_FIRST.get(text[0], "error")
-
-
 def _line_tokens(text: str, line: int, source_lines: list[str]) -> list[Token]:
     """The tokens of one line that holds no array token (`_tokens` reads a line with a
-    comment or an error, which then raises). Per token only C calls: the kinds of texts
-    seen before come from `_KINDS`."""
+    comment or an error, which then raises). Only C calls per token: a kind from the first
+    character, a few whole texts (`_KIND_OF_TEXT`) fixed up where the line has them."""
     texts = _LINE_TOKEN.findall(text)
-    kinds = list(map(_KINDS.get, texts))
-    if None in kinds:
-        kinds = [k or _KINDS.setdefault(t, _kind(t)) for k, t in zip(kinds, texts)]
-    if "error" in kinds or "/" in text:
+    kinds = list(map(_KIND_OF_FIRST.get, map(itemgetter(0), texts)))
+    if not _KIND_OF_TEXT.keys().isdisjoint(texts):
+        kinds = [_KIND_OF_TEXT.get(t, k) for k, t in zip(kinds, texts)]
+    if None in kinds or "error" in kinds:       # a comment, or an error
         return _tokens(text, source_lines, line, arrays=False)[0]
     return list(map(_new_token, repeat(Token), zip(kinds, texts, repeat(line))))
-
-
-_KINDS: dict[str, str] = {}
 
 
 # --------------------------------------------------------------------------- grammar
 
 MAX_NESTING = MAX_RANK + 1       # deeper brackets cannot be an ANE tensor (and bound recursion)
+
+
+_BY_TEXT = frozenset(("punct", "name"))    # the kinds `at` and `expect` match by text
 
 
 class Parser:
@@ -291,41 +288,47 @@ class Parser:
         self.weights_dir = weights_dir
         self._weights = None
 
-    # ---- token helpers
+    # ---- token helpers (called a few times per token: fields by index, one lookup each)
     def peek(self, k: int = 0) -> Token:
-        i = self.i + k
-        if i >= len(self.tokens):
+        try:
+            tok = self.tokens[self.i + k]
+        except IndexError:
             return self.tokens[-1]
-        if self.tokens[i].kind == "array":             # the grammar wants its pieces
-            tok = self.tokens[i]
+        if tok[0] == "array":                          # the grammar wants its pieces
+            i = self.i + k
             self.tokens[i:i + 1] = _tokens(tok.text, self.lines, tok.line, arrays=False)[0]
-        return self.tokens[i]
+            tok = self.tokens[i]
+        return tok
 
     def take(self) -> Token:
         tok = self.peek()
-        self.i += tok.kind != "eof"
+        self.i += tok[0] != "eof"
         return tok
 
     def at(self, text: str, k: int = 0) -> bool:
         tok = self.peek(k)
-        return tok.text == text and tok.kind in ("punct", "name")
+        return tok[1] == text and tok[0] in _BY_TEXT
 
     def accept(self, text: str) -> bool:
-        if self.at(text):
+        tok = self.peek()
+        if tok[1] == text and tok[0] in _BY_TEXT:
             self.i += 1
             return True
         return False
 
     def expect(self, text: str, where: str) -> Token:
-        if not self.at(text):
-            self.fail(self.peek().line, f"expected {text!r} {where}, found {self.peek()}")
-        return self.take()
+        tok = self.peek()
+        if tok[1] != text or tok[0] not in _BY_TEXT:
+            self.fail(tok.line, f"expected {text!r} {where}, found {tok}")
+        self.i += 1
+        return tok
 
     def name(self, where: str) -> Token:
         tok = self.peek()
-        if tok.kind != "name":
+        if tok[0] != "name":
             self.fail(tok.line, f"expected a name {where}, found {tok}")
-        return self.take()
+        self.i += 1
+        return tok
 
     def fail(self, line: int, message: str, rule: str = "syntax"):
         raise MILSyntaxError(line, rule, message, source_line(self.lines, line))
