@@ -185,7 +185,7 @@ def test_the_line_tokenizer_kinds():
             'i = "s\\"q", j = 1abc) -> (y);\n  k = f([1, 2])  // c\n m = f(\n  [' +
             ', '.join(['0x3c00'] * 20) + ',\n 1])')
     assert text_reader.tokenize(text, text.split("\n")) == _one_match_at_a_time(text)
-    for bad in ("x = a - b", "x = 'a'", 'x = "open', "x = a . b", "x = #"):
+    for bad in ("x = a - b", "x = 'a'", 'x = "open', "x = a . b", "x = #", "x = @ y"):
         assert _tokens_or_error(lambda t: text_reader.tokenize(t, [t]), bad) == \
             _tokens_or_error(_one_match_at_a_time, bad)
 

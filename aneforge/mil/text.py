@@ -253,7 +253,7 @@ _KIND_OF_FIRST.update({c: "number" for c in "0123456789+-."})
 _KIND_OF_FIRST.update({c: "punct" for c in "()[]{}<>,=;"})
 _KIND_OF_FIRST['"'] = "string"
 _KIND_OF_TEXT = {"inf": "number", "nan": "number", "->": "punct", "-": "error", "+": "error",
-                 ".": "error", '"': "error"}
+                 ".": "error", '"': "error", "@": "error"}
 _new_token = tuple.__new__
 
 
