@@ -42,9 +42,9 @@ def first_run(fresh: bool = True, after: int = 40, limit: float = 180.0) -> dict
     """Run `_JOB` in a fresh process, on an empty numba cache when `fresh` (else the cache in
     place), and return its first and second steps, its steady step (the median of its last
     20, on the full kernels), the time from its first step's start to steady state (`ready`:
-    the end of the last step slower than 3x the steady step) and to the first step on the
-    lean and on the full kernels (`lean`, `full`; NaN where that did not come within
-    `limit`)."""
+    the end of the last step slower than 3x the steady step) and to the first step on
+    compiled kernels, lean or full (`lean`), and on the full ones (`full`; NaN where that did
+    not come within `limit`)."""
     env = dict(os.environ, ANEFORGE_KERNELS="auto")
     with tempfile.TemporaryDirectory() as cache:
         if fresh:
@@ -54,7 +54,9 @@ def first_run(fresh: bool = True, after: int = 40, limit: float = 180.0) -> dict
     run = json.loads(out.splitlines()[-1])
     times, stages = run["times"], run["stages"]
     began = [sum(times[:i]) for i in range(len(times))]
-    at = {s: began[stages.index(s)] if s in stages else math.nan for s in ("lean", "full")}
+    compiled = [i for i, s in enumerate(stages) if s != "numpy"]     # lean, or full at once
+    at = dict(lean=began[compiled[0]] if compiled else math.nan,
+              full=began[stages.index("full")] if "full" in stages else math.nan)
     if "full" not in stages:            # never came in: no steady state to report
         return dict(first=times[0], second=times[1], steady=math.nan, ready=math.nan, **at)
     steady = statistics.median(times[-20:])
