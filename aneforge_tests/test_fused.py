@@ -35,6 +35,15 @@ def both(monkeypatch, fn):
     return out
 
 
+@pytest.fixture(params=["full", "lean"])
+def vm(request):
+    """The fused VM (and tile matmul) the run plan calls: the full forms, or the lean ones a
+    fresh install runs while those compile (`kernels.SWAPS`): the same bits."""
+    kernels.wait()
+    with kernels.forms(request.param):
+        yield request.param
+
+
 def _executables(monkeypatch) -> list:
     """The SimExecutables made from now on (in the order they are made; the compile cache is
     cleared, so every program is compiled again)."""
@@ -77,7 +86,7 @@ MODELS = {"default": {}, "ieee": {"specials": "ieee"}, "half_away": {"rounding":
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("name", BINARY)
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_binary_special_values_every_pair(monkeypatch, model, name, dtype):
+def test_binary_special_values_every_pair(monkeypatch, vm, model, name, dtype):
     """Every pair of special values, as a column against a row (a broadcast on each side),
     and both sides full."""
     col = SPECIAL.reshape(-1, 1).astype(dtype)
@@ -95,7 +104,7 @@ def test_binary_special_values_every_pair(monkeypatch, model, name, dtype):
 
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("name", UNARY)
-def test_unary_and_casts_special_values(monkeypatch, model, name):
+def test_unary_and_casts_special_values(monkeypatch, vm, model, name):
     rng = np.random.default_rng(1)
     data = np.concatenate([SPECIAL, (rng.standard_normal(300) * 300).astype(np.float16)])
 
@@ -105,7 +114,7 @@ def test_unary_and_casts_special_values(monkeypatch, model, name):
     same_bits(*both(monkeypatch, run))
 
 
-def test_a_chain_of_ops_random_data(monkeypatch):
+def test_a_chain_of_ops_random_data(monkeypatch, vm):
     """A long elementwise chain with broadcasts of every kind (scalar, row, column)."""
     rng = np.random.default_rng(2)
     a = (rng.standard_normal((33, 70)) * 4).astype(np.float16)
@@ -120,7 +129,7 @@ def test_a_chain_of_ops_random_data(monkeypatch):
     same_bits(*both(monkeypatch, run))
 
 
-def test_a_long_flat_chain_runs_blocked_and_identical(monkeypatch):
+def test_a_long_flat_chain_runs_blocked_and_identical(monkeypatch, vm):
     """Values and scalars over 10000 elements: the run is blocked (1024 at a time), and values
     that die inside it must not be overwritten before every block has read them."""
     rng = np.random.default_rng(4)
@@ -160,7 +169,7 @@ def _train(steps, seed=0, width=32):
 
 
 @pytest.mark.parametrize("width", [32, 160])
-def test_training_is_bit_identical(monkeypatch, width):
+def test_training_is_bit_identical(monkeypatch, vm, width):
     (l1, p1), (l2, p2) = both(monkeypatch, lambda: _train(6, width=width))
     assert l1 == l2
     for a, b in zip(p1, p2):
@@ -416,7 +425,7 @@ def test_every_pointwise_op_has_lookup_cases():
 
 @pytest.mark.parametrize("model", LOOKUP_MODELS)
 @pytest.mark.parametrize("name", _pointwise_ops())
-def test_pointwise_lookup_every_fp16_value(monkeypatch, model, name):
+def test_pointwise_lookup_every_fp16_value(monkeypatch, vm, model, name):
     """A pointwise op from fp16 to fp16 runs in the plan as a lookup in a table of its own
     results: over all 65536 fp16 inputs (in a shuffled order, and read transposed) its bits
     equal the interpreter's, under every numerics model."""
@@ -479,7 +488,7 @@ INTO_CASES = {
 
 
 @pytest.mark.parametrize("name", INTO_CASES)
-def test_exact_ops_written_into_their_places_are_identical(monkeypatch, name):
+def test_exact_ops_written_into_their_places_are_identical(monkeypatch, vm, name):
     made = _executables(monkeypatch)
     rng = np.random.default_rng(7)
     a = np.concatenate([SPECIAL, rng.standard_normal(28).astype(np.float16)]).reshape(6, 8)
@@ -495,7 +504,7 @@ def test_exact_ops_written_into_their_places_are_identical(monkeypatch, name):
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_tall_narrow_ops_run_by_columns_identically(monkeypatch, model):
+def test_tall_narrow_ops_run_by_columns_identically(monkeypatch, vm, model):
     """Ops over [rows, few columns] (a batch of class scores) run column by column: every
     broadcast shape, special values, a lookup among them."""
     rng = np.random.default_rng(3)
@@ -538,7 +547,7 @@ def test_past_the_table_limit_pointwise_ops_are_computed(monkeypatch):
         same_bits(x.clamp(-1.0, b).numpy(), planned)
 
 
-def test_tiles_of_size_one_axes_run_as_broadcast_copies(monkeypatch):
+def test_tiles_of_size_one_axes_run_as_broadcast_copies(monkeypatch, vm):
     """expand / repeat along size-1 axes (a tile that only broadcasts) joins the fused runs;
     a tile repeating a longer axis does not; both give the interpreter's bits."""
     made = _executables(monkeypatch)
@@ -577,7 +586,7 @@ COMPARES = {"less": lambda x, y: x < y, "less_equal": lambda x, y: x <= y,
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("name", COMPARES)
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_compares_and_selects_special_values(monkeypatch, model, name, dtype):
+def test_compares_and_selects_special_values(monkeypatch, vm, model, name, dtype):
     """Every pair of special values compared (a column against a row), the bool selecting
     between values, cast to float, negated: fused, with the interpreter's bits."""
     col = SPECIAL.reshape(-1, 1).astype(dtype)
@@ -597,7 +606,7 @@ def test_compares_and_selects_special_values(monkeypatch, model, name, dtype):
     assert not {"select", name, "cast", "logical_not"} & set(_kernel_ops(made))
 
 
-def test_casts_to_bool_and_between_ints_fuse(monkeypatch):
+def test_casts_to_bool_and_between_ints_fuse(monkeypatch, vm):
     """float -> bool (NaN true, -0 false), int16 -> int32 -> bool, bool -> int16 -> fp16."""
     made = _executables(monkeypatch)
     rng = np.random.default_rng(8)
@@ -685,7 +694,7 @@ REDUCE_MODELS = dict(MODELS, wide={"reduce_accumulate": "wide"})
 @pytest.mark.parametrize("model", REDUCE_MODELS)
 @pytest.mark.parametrize("name", REDUCTIONS)
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_last_axis_reductions_are_identical(monkeypatch, model, name, dtype):
+def test_last_axis_reductions_are_identical(monkeypatch, vm, model, name, dtype):
     """Sums (narrow fp16, numpy's pairwise fp32), means, maxima and minima over the last axes,
     rows short and long (past numpy's 128-term blocks), special values among them. The values
     span a wide range and (fp32) use every mantissa bit, so the order of the adds shows."""
@@ -713,7 +722,7 @@ def test_last_axis_reductions_are_identical(monkeypatch, model, name, dtype):
 
 
 @pytest.mark.parametrize("model", REDUCE_MODELS)
-def test_reductions_over_leading_axes(monkeypatch, model):
+def test_reductions_over_leading_axes(monkeypatch, vm, model):
     """Over leading axes (a bias gradient's sum over the batch) the sequential folds fuse:
     the narrow fp16 sum and mean, max, min. numpy's fp32 sum over a leading axis is not its
     pairwise row sum, and a middle axis needs a third loop: those keep their kernels."""
@@ -741,7 +750,7 @@ def test_reductions_over_leading_axes(monkeypatch, model):
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_narrow_sums_over_a_batch_run_side_by_side(monkeypatch, model):
+def test_narrow_sums_over_a_batch_run_side_by_side(monkeypatch, vm, model):
     """A weight gradient's narrow fp16 sum (and mean) over the batch axis, many results wide:
     the fused loop keeps every result's running sum side by side (`_narrow_leading`) and must
     give each one's in-order, rounded-per-add bits; the widths leave vector remainders and the
@@ -806,7 +815,7 @@ CHAINS = {
 
 @pytest.mark.parametrize("model", ["default", "ieee", "flush", "half_away", "exact", "m5"])
 @pytest.mark.parametrize("name", CHAINS)
-def test_chains_of_one_value_run_as_one_lookup(monkeypatch, model, name):
+def test_chains_of_one_value_run_as_one_lookup(monkeypatch, vm, model, name):
     """Elementwise fp16 ops fed by one value (and scalar constants), as gelu's gradient is,
     run as one lookup in a table of the chain's result for every fp16 input: over all 65536
     inputs the bits equal the interpreter's, under every numerics model."""

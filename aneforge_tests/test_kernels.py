@@ -396,6 +396,32 @@ def test_a_fresh_numba_cache_compiles_in_the_background(tmp_path):
     assert any(tmp_path.rglob("*to_float16*.nbi"))       # written by the child process
 
 
+@needs_numba
+def test_a_fresh_numba_cache_swaps_in_the_lean_forms_then_the_full(tmp_path):
+    """The load's two stages on an empty numba cache, with a probe swap (lean form
+    to_float16, full form port: quick to compile): the lean stage is published with the
+    probe bound to its lean form, then the full stage rebinds it; `stage()` follows."""
+    code = ("from aneforge.hardware import kernels; from aneforge.hardware.kernels import reference; "
+            "kernels.WARM = kernels.WARM[:1] + (('compiled', 'port', ('f4:1', 'float32', 'boolean')),); "
+            "kernels.SWAPS = {('compiled', 'probe'): ('to_float16', 'port')}; "
+            "kernels.FULL = {('compiled', 'port')}; seen = []; publish = kernels._Loader._publish; "
+            "kernels._Loader._publish = lambda self, m, full=True: (publish(self, m, full), "
+            "seen.append((kernels.stage(), kernels._module('compiled').probe.py_func.__name__))); "
+            "first = kernels.stage(); kernels.round16(1.0, 0); now = kernels.wait(); "
+            "print(first, seen, now)")
+    assert _python(code, ANEFORGE_KERNELS="auto", NUMBA_CACHE_DIR=str(tmp_path)) == \
+        "numpy [('lean', 'to_float16'), ('full', 'port')] numba"
+
+
+@needs_numba
+def test_the_forms_switch_binds_and_restores():
+    from aneforge.hardware.kernels import compiled, fused
+    kernels.wait()
+    with kernels.forms("lean"):
+        assert fused.run is fused.run_lean and compiled.default_tasks is compiled._lean_tasks
+    assert fused.run is fused.run_full and compiled.default_tasks is compiled._default_tasks
+
+
 def test_use_rejects_unknown_kernels():
     with pytest.raises(ValueError, match="numpy"):
         kernels.use("cuda")
@@ -422,7 +448,13 @@ TMODES = [0, 1, 2, 4, 8, 15]      # the default datapath, and each open point of
 
 
 def tile(x, y, mode=0, tmode=0, limit=32760.0):
-    return both(kernels.tile_matmul, x, y, mode, tmode, limit)
+    """The tile matmul by the reference, the compiled kernel and its lean form (what a fresh
+    install runs while the full one compiles: `kernels.SWAPS`), all bit-equal."""
+    ref = both(kernels.tile_matmul, x, y, mode, tmode, limit)
+    if kernels.available():
+        with kernels.using("numba"), kernels.forms("lean"), np.errstate(all="ignore"):
+            same(kernels.tile_matmul(x, y, mode, tmode, limit), ref)
+    return ref
 
 
 @settings(max_examples=60, deadline=None, derandomize=True, database=None)

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 import aneforge as af
 from aneforge.errors import AneforgeError
 from aneforge.mil import proto
+from aneforge.mil import text as text_reader
+from aneforge.mil.syntax import Token
 from aneforge.mil.text import emit, parse
 from aneforge.ops import REGISTRY, validate
 from aneforge.runtime.sim import SimBackend
@@ -155,6 +157,37 @@ def accepts_or_aneforge_error(read, data) -> None:
 
 FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _tokens_or_error(tokenize, text):
+    try:
+        return tokenize(text)
+    except AneforgeError as e:
+        return str(e)
+
+
+def _one_match_at_a_time(text):
+    tokens, line = text_reader._tokens(text, text.split("\n"), 1, arrays=True)
+    return tokens + [Token("eof", "", line)]
+
+
+@FUZZ
+@given(mutated_text())
+def test_the_line_tokenizer_gives_the_tokens_of_one_match_at_a_time(text):
+    """`tokenize` reads most lines by one findall each: the same tokens (kinds, texts, lines,
+    array tokens) or the same error as the match-at-a-time reader, on mutated text too."""
+    assert _tokens_or_error(lambda t: text_reader.tokenize(t, t.split("\n")), text) == \
+        _tokens_or_error(_one_match_at_a_time, text)
+
+
+def test_the_line_tokenizer_kinds():
+    text = ('x = f(a = -inf, a2 = inf, b = nan, c = infx, d = +1.5e3, e = .5, g = 0x1.8p-1, h = @w, '
+            'i = "s\\"q", j = 1abc) -> (y);\n  k = f([1, 2])  // c\n m = f(\n  [' +
+            ', '.join(['0x3c00'] * 20) + ',\n 1])')
+    assert text_reader.tokenize(text, text.split("\n")) == _one_match_at_a_time(text)
+    for bad in ("x = a - b", "x = 'a'", 'x = "open', "x = a . b", "x = #", "x = @ y"):
+        assert _tokens_or_error(lambda t: text_reader.tokenize(t, [t]), bad) == \
+            _tokens_or_error(_one_match_at_a_time, bad)
 
 
 @FUZZ

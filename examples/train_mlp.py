@@ -6,9 +6,9 @@ in PyTorch fp32, and compare.
 
 Prints a side-by-side table (final loss, test accuracy, wall time, compiles), the steady-state
 step times (the first step captures and compiles the step; on a fresh install numba compiles
-the simulator's kernels once in the background, cached for later runs, and the steps meanwhile
-run on the numpy kernels, same bits, slower), and saves the two loss curves
-to OUT/train_mlp_loss.png.
+the simulator's kernels once in the background, cached for later runs: the steps run on the
+numpy kernels for the few seconds their lean forms take, then on those, then on the full
+ones, the same bits throughout), and saves the two loss curves to OUT/train_mlp_loss.png.
 """
 from __future__ import annotations
 

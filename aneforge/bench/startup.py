@@ -15,32 +15,36 @@ import time
 from . import settings
 
 # A small training job in a fresh process: the speed table's MLP 64-128-10 step of batch 64
-# under af.compile (as examples/train_mlp.py's), run until the compiled kernels are in and
-# `after` more steps have run (at most `limit` seconds); prints each step's seconds and the
-# step the kernels came in.
+# under af.compile (as examples/train_mlp.py's), run until the full compiled kernels are in
+# and `after` more steps have run (at most `limit` seconds); prints each step's seconds and
+# the kernels it ran on (kernels.stage(): numpy, lean, full).
 _JOB = """
 import json, sys, time
 from aneforge.bench.workloads import mlp, train_step
 from aneforge.hardware import kernels
 after, limit = int(sys.argv[1]), float(sys.argv[2])
 step = train_step(*mlp(64), "aneforge", compiled=True)
-times, swap, start = [], None, time.perf_counter()
-while len(times) < (swap or 10 ** 9) + after and time.perf_counter() - start < limit:
+times, stages, full, start = [], [], None, time.perf_counter()
+while len(times) < (full or 10 ** 9) + after and time.perf_counter() - start < limit:
+    stage = kernels.stage()
     t = time.perf_counter()
     step()
     times.append(time.perf_counter() - t)
-    if swap is None and kernels.active() == "numba":
-        swap = len(times)
-print(json.dumps({"times": times, "swap": swap}))
+    stages.append(stage)
+    if full is None and stage == "full":
+        full = len(times)
+print(json.dumps({"times": times, "stages": stages}))
 kernels.wait()          # the compiling children end before their cache directory is removed
 """
 
 
 def first_run(fresh: bool = True, after: int = 40, limit: float = 180.0) -> dict:
     """Run `_JOB` in a fresh process, on an empty numba cache when `fresh` (else the cache in
-    place), and return its first step, its steady step (the median of its last 20) and the
-    time from its first step's start to steady state: the end of the last step slower than
-    3x the steady step (NaN if the compiled kernels did not come in within `limit`)."""
+    place), and return its first and second steps, its steady step (the median of its last
+    20, on the full kernels), the time from its first step's start to steady state (`ready`:
+    the end of the last step slower than 3x the steady step) and to the first step on
+    compiled kernels, lean or full (`lean`), and on the full ones (`full`; NaN where that did
+    not come within `limit`)."""
     env = dict(os.environ, ANEFORGE_KERNELS="auto")
     with tempfile.TemporaryDirectory() as cache:
         if fresh:
@@ -48,13 +52,17 @@ def first_run(fresh: bool = True, after: int = 40, limit: float = 180.0) -> dict
         out = subprocess.run([sys.executable, "-c", _JOB, str(after), str(limit)], env=env,
                              capture_output=True, text=True, check=True).stdout
     run = json.loads(out.splitlines()[-1])
-    times = run["times"]
-    if run["swap"] is None:             # never came in: no steady state to report
-        return dict(first=times[0], steady=math.nan, swap=None, ready=math.nan)
+    times, stages = run["times"], run["stages"]
+    began = [sum(times[:i]) for i in range(len(times))]
+    compiled = [i for i, s in enumerate(stages) if s != "numpy"]     # lean, or full at once
+    at = dict(lean=began[compiled[0]] if compiled else math.nan,
+              full=began[stages.index("full")] if "full" in stages else math.nan)
+    if "full" not in stages:            # never came in: no steady state to report
+        return dict(first=times[0], second=times[1], steady=math.nan, ready=math.nan, **at)
     steady = statistics.median(times[-20:])
     slow = [i for i, t in enumerate(times) if t > 3 * steady]
-    return dict(first=times[0], steady=steady, swap=run["swap"],
-                ready=sum(times[:slow[-1] + 1]) if slow else 0.0)
+    return dict(first=times[0], second=times[1], steady=steady,
+                ready=sum(times[:slow[-1] + 1]) if slow else 0.0, **at)
 
 
 def rows() -> list[tuple[str, float, None, str]]:
@@ -65,7 +73,10 @@ def rows() -> list[tuple[str, float, None, str]]:
     what = "first run on a clean numba cache" if fresh else "first run, numba cache in place"
     statements = 130_000 if fresh else 2_000
     return [(f"{what}: first step (MLP b64, af.compile)", run["first"], None, "ms"),
+            (f"{what}: second step", run["second"], None, "ms"),
             (f"{what}: first step to steady state", run["ready"], None, "ms"),
+            (f"{what}: first step to the lean compiled kernels", run["lean"], None, "ms"),
+            (f"{what}: first step to the full compiled kernels", run["full"], None, "ms"),
             (f"{what}: steady step", run["steady"], None, "ms"),
             (f"parse + validate MIL text of {statements} statements", mil_parse(statements),
              None, "ms")]

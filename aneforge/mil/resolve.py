@@ -15,8 +15,9 @@ from ..hardware import targets
 from ..errors import AneforgeError, CompileWallError
 from ..ir import Block, Function, Operation, Program, TensorType, Var
 from ..ir.dag import fresh_name
-from ..ops import REGISTRY, validate
-from ..ops.registry import REQUIRED, apply_to_vars
+from ..ir.validate import validate as validate_ir
+from ..ops import REGISTRY
+from ..ops.registry import REQUIRED, apply_to_vars, is_literal
 from ..ops.walls import check_walls
 from .checks import as_name, io_problem, name_problem, shape_problem
 from .proto import ATTR_FITS, ATTR_KINDS, STORED_AS_ATTRIBUTE
@@ -70,7 +71,7 @@ KIND_HELP = {
 
 def resolve(syntax, lines: list[str], walls: bool = True) -> Program:
     """The IR of a parsed program: validated, and checked against the ANE compiler walls."""
-    functions, op_lines = {}, {}
+    functions, op_lines = {}, _OpLines()
     for f in syntax.functions:
         if f.name.text in functions:
             _fail(lines, f.line, "duplicate-name", f"function {f.name.text!r} is defined twice")
@@ -86,8 +87,9 @@ def resolve(syntax, lines: list[str], walls: bool = True) -> Program:
 
 def _check_program(program, lines, op_lines, walls) -> None:
     main_line = min(op_lines.values(), default=1)
-    try:
-        validate(program)
+    try:            # each op typed once: by its statement (`typed`), or the registry now
+        validate_ir(program, lambda op: op_lines.typed.get(id(op)) or
+                    apply_to_vars(op.type, op.inputs, op.attrs)[1])
     except AneforgeError as e:      # the checks above should have caught it: say so plainly
         _fail(lines, main_line, "op-check", str(e))
     if not walls:
@@ -99,6 +101,15 @@ def _check_program(program, lines, op_lines, walls) -> None:
         line = next((op_lines[id(op)] for op in program.operations
                      if f"{op.name!r}" in str(e)), main_line)
         _fail(lines, line, "compile-wall", str(e))
+
+
+class _OpLines(dict):
+    """id(op) -> its statement's line; `typed`: id(op) -> the types its statement checked
+    (the program's validation reuses them: typing each op twice was a sixth of a parse)."""
+
+    def __init__(self):
+        super().__init__()
+        self.typed: dict[int, list] = {}
 
 
 def _fail(lines, line: int, rule: str, message: str):
@@ -126,6 +137,7 @@ class _FunctionResolver:
             for _, tok in st.outputs:
                 self.later.setdefault(tok.text, tok.line)
         self.taken = set(self.later) | {tok.text for _, tok in f.params}   # + op names, as read
+        self.applied: dict = {}                     # `apply`'s answers, by `_apply_key`
 
     def fail(self, line: int, rule: str, message: str):
         _fail(self.lines, line, rule, message)
@@ -230,7 +242,9 @@ class _FunctionResolver:
         attrs, inferred = self.apply(st, opdef, inputs, found)
         self.compare(st, declared, inferred)
         outs = [Var(tok.text, t) for (_, tok), t in zip(st.outputs, declared)]
-        self.add(Operation(opdef.name, inputs, attrs, outs, name), st.line)
+        op = Operation(opdef.name, inputs, attrs, outs, name)
+        self.add(op, st.line)
+        self.op_lines.typed[id(op)] = inferred
         value = _value_attr(opdef)         # a const's value may bind compile-time arguments
         for (_, tok), v in zip(st.outputs, outs):
             self.define(tok, v, attrs[value] if value else None)
@@ -379,7 +393,18 @@ class _FunctionResolver:
 
     # ---- types
     def apply(self, st: Statement, opdef, inputs: dict, attrs: dict):
-        """(full attributes, inferred result types), the op's own errors as op-check."""
+        """(full attributes, inferred result types), the op's own errors as op-check. An op
+        applied to the same input types (and constness) and attributes as before gets the
+        answer it got then (`_applied`): a network repeats a few forms thousands of times."""
+        key = _apply_key(opdef.name, inputs, attrs)
+        known = self.applied.get(key) if key is not None else None
+        if known is None:
+            known = self.apply_once(st, opdef, inputs, attrs)
+            if key is not None:
+                self.applied[key] = known
+        return dict(known[0]), list(known[1])
+
+    def apply_once(self, st: Statement, opdef, inputs: dict, attrs: dict):
         try:
             return apply_to_vars(opdef.name, inputs, attrs)
         except AneforgeError as e:
@@ -398,6 +423,22 @@ class _FunctionResolver:
                 self.fail(t.line, "type-mismatch", f"{tok.text!r} is declared {d} but "
                           f"{st.op.text} gives {i} for these arguments: declare {i}, or fix "
                           f"the arguments")
+
+
+def _apply_key(op: str, inputs: dict, attrs: dict):
+    """What `OpDef.apply` reads of a use of `op`: each input's type and whether a const makes
+    it, each attribute's type and value; None if an attribute is not hashable (an array)."""
+    def var(v):
+        if v is None or isinstance(v, tuple):
+            return v if v is None else tuple(map(var, v))
+        return v.type, v.op is not None and is_literal(v.op.type)
+    key = (op, tuple((k, var(v)) for k, v in inputs.items()),
+           tuple((k, type(v), v) for k, v in attrs.items()))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _value_attr(opdef) -> str | None:

@@ -23,6 +23,8 @@ import functools
 import gc
 import math
 import re
+from itertools import repeat
+from operator import itemgetter
 
 import numpy as np
 
@@ -157,12 +159,6 @@ _TOKEN = re.compile(r"""
 """, re.X | re.S)
 
 
-def tokenize(text: str, source_lines: list[str]) -> list[Token]:
-    out, line = _tokens(text, source_lines, 1, arrays=True)
-    out.append(Token("eof", "", line))
-    return out
-
-
 # A tensor value of numbers / bools (`([[0x3c00, 1.5], ...])`) is read as ONE "array" token and
 # converted with numpy: per-token Python is what made large inline weights slow. Its text is a
 # balanced bracketed list of the characters numbers and bools are written with; Parser.peek
@@ -211,9 +207,75 @@ def _array_text(text: str, start: int) -> str | None:
     return chars[:closed[0] + 1] if closed.size else None
 
 
+def tokenize(text: str, source_lines: list[str]) -> list[Token]:
+    """The tokens of `text` (`source_lines`: its lines). Lines no array token can touch (most
+    of a program) are read a line at a time by one `findall` each (`_line_tokens`); the
+    others by `_tokens`, a match at a time: the same tokens (per-match Python was half the
+    parse of a large program)."""
+    out, line = [], 1
+    for first, last in _array_regions(text, source_lines):
+        for n in range(line, first):
+            out += _line_tokens(source_lines[n - 1], n, source_lines)
+        if last:
+            out += _tokens("\n".join(source_lines[first - 1:last]), source_lines, first,
+                           arrays=True)[0]
+        line = last + 1
+    out.append(Token("eof", "", len(source_lines)))
+    return out
+
+
+_ARRAY_START = re.compile(r"\([ \t\r\f\v\n]*\[")
+
+
+def _array_regions(text: str, source_lines: list[str]):
+    """(first, last) line ranges that may hold an array token (a '(' then '[': from its line
+    to the line its array ends on), merged, in order; then (len + 1, 0) to end with."""
+    regions: list[list[int]] = []
+    if _ARRAY_START.search(text):
+        starts = np.cumsum([len(x) + 1 for x in source_lines])      # each line's end + 1
+        for m in _ARRAY_START.finditer(text):
+            array = _array_text(text, m.end() - 1) or "["
+            first = int(np.searchsorted(starts, m.start(), side="right")) + 1
+            last = int(np.searchsorted(starts, m.end() - 1 + len(array) - 1, side="right")) + 1
+            if regions and first <= regions[-1][1] + 1:
+                regions[-1][1] = max(regions[-1][1], last)
+            else:
+                regions.append([first, last])
+    return [tuple(r) for r in regions] + [(len(source_lines) + 1, 0)]
+
+
+# `_TOKEN`'s alternatives in its order, whitespace skipped, the text of each token captured:
+# the same tokens, their kinds told by their text (`_kind`)
+_LINE_TOKEN = re.compile(r"""[ \t\r\f\v]*(//[^\n]*|""" + _NUMBER_PATTERN + r"""
+    |@?[A-Za-z_][A-Za-z0-9_]*|"(?:[^"\\\n]|\\.)*"|->|[()\[\]{}<>,=;]|.)""", re.X | re.S)
+_KIND_OF_FIRST = {c: "name" for c in "@_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+_KIND_OF_FIRST.update({c: "number" for c in "0123456789+-."})
+_KIND_OF_FIRST.update({c: "punct" for c in "()[]{}<>,=;"})
+_KIND_OF_FIRST['"'] = "string"
+_KIND_OF_TEXT = {"inf": "number", "nan": "number", "->": "punct", "-": "error", "+": "error",
+                 ".": "error", '"': "error", "@": "error"}
+_new_token = tuple.__new__
+
+
+def _line_tokens(text: str, line: int, source_lines: list[str]) -> list[Token]:
+    """The tokens of one line that holds no array token (`_tokens` reads a line with a
+    comment or an error, which then raises). Only C calls per token: a kind from the first
+    character, a few whole texts (`_KIND_OF_TEXT`) fixed up where the line has them."""
+    texts = _LINE_TOKEN.findall(text)
+    kinds = list(map(_KIND_OF_FIRST.get, map(itemgetter(0), texts)))
+    if not _KIND_OF_TEXT.keys().isdisjoint(texts):
+        kinds = [_KIND_OF_TEXT.get(t, k) for k, t in zip(kinds, texts)]
+    if None in kinds or "error" in kinds:       # a comment, or an error
+        return _tokens(text, source_lines, line, arrays=False)[0]
+    return list(map(_new_token, repeat(Token), zip(kinds, texts, repeat(line))))
+
+
 # --------------------------------------------------------------------------- grammar
 
 MAX_NESTING = MAX_RANK + 1       # deeper brackets cannot be an ANE tensor (and bound recursion)
+
+
+_BY_TEXT = frozenset(("punct", "name"))    # the kinds `at` and `expect` match by text
 
 
 class Parser:
@@ -226,41 +288,47 @@ class Parser:
         self.weights_dir = weights_dir
         self._weights = None
 
-    # ---- token helpers
+    # ---- token helpers (called a few times per token: fields by index, one lookup each)
     def peek(self, k: int = 0) -> Token:
-        i = self.i + k
-        if i >= len(self.tokens):
+        try:
+            tok = self.tokens[self.i + k]
+        except IndexError:
             return self.tokens[-1]
-        if self.tokens[i].kind == "array":             # the grammar wants its pieces
-            tok = self.tokens[i]
+        if tok[0] == "array":                          # the grammar wants its pieces
+            i = self.i + k
             self.tokens[i:i + 1] = _tokens(tok.text, self.lines, tok.line, arrays=False)[0]
-        return self.tokens[i]
+            tok = self.tokens[i]
+        return tok
 
     def take(self) -> Token:
         tok = self.peek()
-        self.i += tok.kind != "eof"
+        self.i += tok[0] != "eof"
         return tok
 
     def at(self, text: str, k: int = 0) -> bool:
         tok = self.peek(k)
-        return tok.text == text and tok.kind in ("punct", "name")
+        return tok[1] == text and tok[0] in _BY_TEXT
 
     def accept(self, text: str) -> bool:
-        if self.at(text):
+        tok = self.peek()
+        if tok[1] == text and tok[0] in _BY_TEXT:
             self.i += 1
             return True
         return False
 
     def expect(self, text: str, where: str) -> Token:
-        if not self.at(text):
-            self.fail(self.peek().line, f"expected {text!r} {where}, found {self.peek()}")
-        return self.take()
+        tok = self.peek()
+        if tok[1] != text or tok[0] not in _BY_TEXT:
+            self.fail(tok.line, f"expected {text!r} {where}, found {tok}")
+        self.i += 1
+        return tok
 
     def name(self, where: str) -> Token:
         tok = self.peek()
-        if tok.kind != "name":
+        if tok[0] != "name":
             self.fail(tok.line, f"expected a name {where}, found {tok}")
-        return self.take()
+        self.i += 1
+        return tok
 
     def fail(self, line: int, message: str, rule: str = "syntax"):
         raise MILSyntaxError(line, rule, message, source_line(self.lines, line))

@@ -227,10 +227,11 @@ class RunPlan:
         for s, v in self.views.items():
             self.start[s] = v
         self.entries = self._group(shapes)
-        # reductions the fused run may leave to their kernel (`fused.run`): step -> (step as
-        # run, its stores)
+        # reductions the fused run may leave to their kernel (`fused.run`: an unsettled max or
+        # min; any, under the lean VM `fused.run_lean`): step -> (step as run, its stores)
         self.unsettled = {k: (self.exe.steps[k], self._stores(self.exe.steps[k]))
-                          for k, name in self.opcode.items() if name in ("max", "min")}
+                          for k, name in self.opcode.items()
+                          if self._fused.OP[name] >= self._fused.REDUCE}
         self.lookup = TABLES.array         # holds every table this plan's steps read
         self.ins = [(s, carrier, name, self.views.get(s),
                      self.views[s].reshape(-1) if s in self.views else None)

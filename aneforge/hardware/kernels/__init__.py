@@ -16,9 +16,11 @@ import (`auto`, the default: numba if importable; `numpy`; `numba`), or `use()`:
 Importing aneforge never imports numba. Under "auto" the first kernel call starts loading the
 compiled kernels in a background thread and runs the numpy reference until they are ready (the
 two are bit-identical, so a program gives the same bits whichever runs, and whenever the swap
-happens): on a fresh install numba compiles them once, in a child process on another core
-(~15 s), into its on-disk cache, from which later runs load them in ~0.3 s. `wait()` blocks
-until the swap (tests that must run the compiled kernels call it); "numba" loads them at once.
+happens): on a fresh install numba compiles them once, in child processes on other cores,
+into its on-disk cache (lean forms of the two big kernels first, in ~3 s, then their full
+forms, ~30 s: `_Loader`), from which later runs load them in ~0.3 s. `wait()` blocks until
+the full forms are in (tests that must run the compiled kernels call it); "numba" loads them
+at once.
 """
 from __future__ import annotations
 
@@ -99,8 +101,15 @@ def _fast():
     return _compiled[0]
 
 
+def stage() -> str:
+    """"numpy", "lean" or "full": which compiled kernels are in (`_Loader`; "lean": the
+    small ones and the lean forms of the fused VM and the tile matmul, same bits)."""
+    return _LOADER.stage
+
+
 def wait(timeout: float | None = None) -> str:
-    """Block until the compiled kernels are loaded (or known to be unavailable), at most
+    """Block until the compiled kernels are loaded, the full forms too (or known to be
+    unavailable), at most
     `timeout` seconds; returns `active()`.
 
     >>> wait() in ("numba", "numpy")
@@ -118,6 +127,8 @@ def wait(timeout: float | None = None) -> str:
 # loaded, or compiled into numba's cache, before the swap. Others (other numerics models, other
 # types) compile on first use. Types: "f4:2" a C-contiguous 2-D float32 array ("r": read-only),
 # else a numba scalar type.
+_TILE = ("f4:3", "f4:3", "i8:1r", "i8:1r", "f4:3", "int64", "int64", "float32", "int64", "int64")
+_RUN = ("f4:1", "i8:2", "f4:1", "f4:1", "f4:1", "int64", "u2:1", "int64")
 WARM = (
     ("compiled", "to_float16", ("f4:1", "u2:1")),
     ("compiled", "from_float16", ("u2:1", "f4:1")),
@@ -125,11 +136,20 @@ WARM = (
     ("compiled", "_round16_ieee", ("f4:1", "f4:1", "int64")),
     ("compiled", "_narrow_sum", ("f4:2", "f4:1", "int64")),
     ("compiled", "port", ("f4:1", "float32", "boolean")),
-    ("compiled", "_default_tasks", ("f4:3", "f4:3", "i8:1r", "i8:1r", "f4:3", "int64", "int64",
-                                    "float32", "int64", "int64")),
-    ("fused", "run", ("f4:1", "i8:2", "f4:1", "f4:1", "f4:1", "int64", "u2:1", "int64")),
+    ("compiled", "_lean_tasks", _TILE),
+    ("fused", "run_lean", _RUN),
     ("fused", "load16", ("u2:1", "f4:1", "boolean")),
+    ("compiled", "_default_tasks", _TILE),
+    ("fused", "run_full", _RUN),
 )
+# Two kernels have a full form that takes numba ~30 s (the fused VM) and ~6 s (the tile
+# matmul) to compile, and a lean one, the same bits a little slower, that takes ~2 s each. On
+# a fresh install the lean forms and the small kernels are compiled first (the first steps run
+# the numpy reference for those few seconds), then the full forms, and each is swapped in when
+# loaded: the name the callers call (module, name) is bound to the lean form, then the full.
+SWAPS = {("fused", "run"): ("run_lean", "run_full"),
+         ("compiled", "default_tasks"): ("_lean_tasks", "_default_tasks")}
+FULL = {(module, full) for (module, _), (_, full) in SWAPS.items()}
 
 
 def _numba_type(spec: str):
@@ -140,11 +160,17 @@ def _numba_type(spec: str):
     return types.Array(from_dtype(np.dtype(dtype)), int(ndim[0]), "C", readonly=ndim[1:] == "r")
 
 
-def _kernels():
-    """[(dispatcher, argument types)] of WARM (imports numba)."""
+def _kernels(warm=None):
+    """[(dispatcher, argument types)] of `warm` (default WARM; imports numba)."""
     import importlib
     return [(getattr(importlib.import_module(f"{__name__}.{module}"), name),
-             tuple(map(_numba_type, specs))) for module, name, specs in WARM]
+             tuple(map(_numba_type, specs))) for module, name, specs in warm or WARM]
+
+
+def _stages() -> tuple[tuple, tuple]:
+    """WARM as its two stages: the lean forms and the small kernels, then the full forms."""
+    lean = tuple(w for w in WARM if w[:2] not in FULL)
+    return lean, tuple(w for w in WARM if w[:2] in FULL)
 
 
 class _NotCached(Exception):
@@ -174,18 +200,21 @@ def _load_cached(kernels) -> bool:
     return True
 
 
-def _compile_elsewhere() -> None:
-    """Compile WARM into numba's on-disk cache in child processes, one per module, side by
+def _compile_elsewhere(warm, nice: int = 0) -> None:
+    """Compile `warm` into numba's on-disk cache in child processes, one per module, side by
     side: on other cores, and not under this process's GIL (numba's compiler is mostly Python:
-    compiling in a thread here would halve the speed of the steps the caller runs meanwhile)."""
+    compiling in a thread here would halve the speed of the steps the caller runs meanwhile).
+    `nice`: the children's lower priority (the full forms: the caller's steps, on the lean
+    kernels by then, go first)."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     path = [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = dict(os.environ, ANEFORGE_KERNELS="numba", PYTHONPATH=os.pathsep.join(path))
     groups: dict = {}
-    for module, name, _ in WARM:
+    for module, name, _ in warm:
         groups.setdefault(module, []).append(f"{module}.{name}")
     children = [subprocess.Popen(
-        [sys.executable, "-c", f"from aneforge.hardware import kernels; "
+        [sys.executable, "-c", f"import os; os.nice({nice}); "
+                               f"from aneforge.hardware import kernels; "
                                f"kernels.compile_warm({names!r})"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for names in groups.values()]
@@ -196,22 +225,25 @@ def _compile_elsewhere() -> None:
 def compile_warm(names: list[str] | None = None) -> None:
     """Compile (or load) the WARM kernels named ("compiled.port", ...; None: all) in this
     process (`_compile_elsewhere`'s children run this)."""
-    for (module, name, _), (kernel, sig) in zip(WARM, _kernels()):
-        if names is None or f"{module}.{name}" in names:
-            kernel.compile(sig)
+    warm = [w for w in WARM if names is None or f"{w[0]}.{w[1]}" in names]
+    for kernel, sig in _kernels(warm):
+        kernel.compile(sig)
 
 
 class _Loader:
-    """The load of the compiled kernels, once per process. The first kernel call imports them
-    and loads the WARM kernels from numba's on-disk cache (~1 s, in the caller: quicker than
-    running the reference meanwhile); when one is not there (a fresh install, a new numba or a
-    changed kernel), a background thread has them compiled into the cache by child processes,
-    loads them and publishes the module, while the caller runs the numpy reference.
+    """The load of the compiled kernels, once per process, in two stages (`SWAPS`). The first
+    kernel call imports them and loads WARM from numba's on-disk cache (~1 s, in the caller:
+    quicker than running the reference meanwhile). What is not there (a fresh install, a new
+    numba or a changed kernel) a background thread has compiled into the cache by child
+    processes while the caller runs the numpy reference: the lean stage first (~3 s), loaded
+    and published, then the full forms (~30 s, the children niced below the caller), loaded
+    and swapped in. `done` is set once the full forms are in (or known to be unavailable).
 
-    Thread safety of the swap: publishing is one append to `_compiled` under `_LOCK`, after
-    every WARM kernel is loaded; readers (`_fast`) read `_compiled` without the lock and see
-    either the empty list (numpy reference) or the loaded module, never a half-loaded one. A
-    run that sees the swap between two kernel calls mixes the two implementations, which give
+    Thread safety of the swaps: publishing is one append to `_compiled` under `_LOCK`, after
+    every kernel of the stage is loaded; readers (`_fast`) read `_compiled` without the lock
+    and see either the empty list (numpy reference) or the loaded module, never a half-loaded
+    one; a full form replaces a lean one by one rebinding of the name its callers read. A
+    run that sees a swap between two kernel calls mixes the implementations, which give
     identical bits (aneforge_tests/test_kernels.py), and the run plan (runtime/plan.py) is
     only built once `_fast()` returns the module. numba's compiler holds a process-wide lock,
     so a kernel the caller compiles meanwhile (other numerics) waits for the loader's, never
@@ -219,6 +251,7 @@ class _Loader:
 
     def __init__(self):
         self.started, self.done = False, threading.Event()
+        self.stage = "numpy"            # "lean" or "full" once published
 
     def start(self) -> None:
         with _LOCK:
@@ -227,31 +260,66 @@ class _Loader:
             self.started = True
             try:
                 from . import compiled
-                kernels = _kernels()
+                lean, full = _stages()
+                lean_kernels, full_kernels = _kernels(lean), _kernels(full)
             except ImportError:             # numba broken: the numpy reference stays
                 self._publish(None)
                 return
-            if _load_cached(kernels):
-                self._publish(compiled)
-            else:
-                threading.Thread(target=self._compile, args=(compiled,), daemon=True,
-                                 name="aneforge-kernels-compile").start()
+            stages = [(lean, False), (full, True)]
+            if _load_cached(lean_kernels):
+                if _load_cached(full_kernels):
+                    self._publish(compiled, True)
+                    return
+                self._publish(compiled, False)
+                stages = stages[1:]
+            threading.Thread(target=self._compile, args=(compiled, stages), daemon=True,
+                             name="aneforge-kernels-compile").start()
 
-    def _compile(self, module) -> None:
+    def _compile(self, module, stages) -> None:
         try:
-            _compile_elsewhere()
-            compile_warm()                  # from the cache now (compiles what is missing)
-        except BaseException:               # printed by the thread; the reference stays
-            module = None
-            raise
-        finally:
+            for warm, full in stages:
+                _compile_elsewhere(warm, nice=10 if full else 0)
+                for kernel, sig in _kernels(warm):  # from the cache now (compiles what is missing)
+                    kernel.compile(sig)
+                with _LOCK:
+                    self._publish(module, full)
+        except BaseException:               # printed by the thread; what is in stays
             with _LOCK:
-                self._publish(module)
+                if not _compiled:
+                    _compiled.append(None)  # the reference stays
+                self.done.set()
+            raise
 
-    def _publish(self, module) -> None:
+    def _publish(self, module, full: bool = True) -> None:
+        if module is not None:
+            for (where, name), choices in SWAPS.items():
+                setattr(_module(where), name, getattr(_module(where), choices[full]))
+            self.stage = "full" if full else "lean"
         if not _compiled:
             _compiled.append(module)
-        self.done.set()
+        if full:
+            self.done.set()
+
+
+def _module(name: str):
+    import importlib
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+@contextlib.contextmanager
+def forms(which: str):
+    """Run a block on the "lean" or the "full" forms of the swapped kernels (`SWAPS`; tests
+    compare the two), then put back the ones that were bound."""
+    index = ("lean", "full").index(which)
+    bound = [(_module(where), name) for where, name in SWAPS]
+    saved = [getattr(module, name) for module, name in bound]
+    for (module, name), choices in zip(bound, SWAPS.values()):
+        setattr(module, name, getattr(module, choices[index]))
+    try:
+        yield
+    finally:
+        for (module, name), kernel in zip(bound, saved):
+            setattr(module, name, kernel)
 
 
 _LOCK = threading.Lock()

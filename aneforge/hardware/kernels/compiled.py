@@ -809,11 +809,30 @@ def _any_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
                _self._any_tile, _self._no_wide)   # no plain tile: taken under tmode 0 only
 
 
+@njit(cache=True, nogil=True)
+def _lean_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
+    """`_default_tasks` without the plain tile (no `_plain_rows` check, no `_thin` order):
+    every row block by `_block` with the default tile and the saturation check: the same bits
+    in a third of the compile (kernels/__init__.py runs it until `_default_tasks` is in)."""
+    _, m, n = out.shape
+    rows = rows_per_task(m, n)
+    rb = (m + rows - 1) // rows
+    for t in range(first, last):
+        b, i0 = t // rb, (t % rb) * rows
+        _block(x[bx[b]], y[by[b]], out[b], i0, min(i0 + rows, m), mode, tmode, limit,
+               _self._default_tile, _self._saturate, _self._no_wide)
+
+
+# the default datapath's tasks: `_default_tasks`, or `_lean_tasks` while it compiles on a fresh
+# install (kernels/__init__.py rebinds it)
+default_tasks = _default_tasks
+
+
 def tile_matmul(x, y, bx, by, out, mode, tmode, limit):
     """out[b] = x[bx[b]] @ y[by[b]] through the tile-of-4 datapath (reference.tile_matmul) for
     C-contiguous float32 x [Bx, M, K], y [By, K, N] and any K (split over threads by `run`)."""
     _, m, n = out.shape
     rows = rows_per_task(m, n)
     tasks = len(bx) * ((m + rows - 1) // rows)
-    run(_default_tasks if tmode == 0 else _any_tasks, tasks, out.size * x.shape[2], x, y, bx, by,
+    run(default_tasks if tmode == 0 else _any_tasks, tasks, out.size * x.shape[2], x, y, bx, by,
         out, mode, tmode, np.float32(limit))

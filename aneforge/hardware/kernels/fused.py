@@ -546,7 +546,7 @@ def _block_operand(arena, start, stride, local, c0):
 
 
 @njit(cache=True)
-def run(arena, code, sx, sy, sz, block, tables, start):
+def run_full(arena, code, sx, sy, sz, block, tables, start):
     """Run the ops of `code` (rows as in the module docstring) from row `start` in order over
     `arena`; sx, sy, sz: float32 scratch rows at least as long as the longest row C, as
     `block`, and as R where C < NARROW; `tables`: the lookup tables. Returns -1 when done,
@@ -620,3 +620,96 @@ def load16(bits, out, coerce):
             v = _INF if coerce else v
         out[i] = v
     return nan
+
+
+# ---- the lean VM: `run_full`'s contract and bits in a fraction of its compile --------------
+# `run_full` gives the common opcodes and operand shapes loop nests of their own (~30 s of
+# numba compile on a fresh install); `run_lean` runs every elementwise op through one loop
+# that switches per element, row by row, and leaves every reduction to its kernel (~3 s), so
+# a fresh process has compiled fused runs within seconds while `run_full` compiles in the
+# background. Each element is computed and stored as `run_full` does it: the same bits.
+@njit(cache=True, error_model="numpy", inline="always")
+def _value(op, x, y, z, tables, at):
+    """One element of any elementwise opcode."""
+    if op == _ADD:
+        return x + y
+    if op == _SUB:
+        return x - y
+    if op == _MUL:
+        return x * y
+    if op == _COPY:
+        return x
+    if op == SELECT:
+        return y if x != _ZERO else z
+    if op == LOOKUP:
+        return _from_half_bits(tables[at + _to_half_bits(x)])
+    return _apply(op, x, y)
+
+
+@njit(cache=True, error_model="numpy")
+def _lean_op(arena, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
+    """`_op` by few loops: each row's operands as `_row_of` reads them; add, sub, mul and the
+    engine's division under the default store (nearly every op of a step) and lookups get a
+    loop each, which LLVM vectorizes; every other element goes through `_value`, then the
+    row's store (comparisons, select and lookup: not stored, as in `_op`)."""
+    store = store if op < _LESS else -1
+    for r in range(rows):
+        a = _row_of(x, r, cols, sx)
+        b = _row_of(y, r, cols, sy) if op != LOOKUP else a     # a lookup's b is its table
+        c = _row_of(z, r, cols, sz) if op == SELECT else a
+        out = arena[o + r * cols:o + (r + 1) * cols]
+        if store == 4 and op == _ADD:
+            for i in range(cols):
+                out[i] = r16_ieee(a[i] + b[i], 4)
+        elif store == 4 and op == _SUB:
+            for i in range(cols):
+                out[i] = r16_ieee(a[i] - b[i], 4)
+        elif store == 4 and op == _MUL:
+            for i in range(cols):
+                out[i] = r16_ieee(a[i] * b[i], 4)
+        elif store == 4 and op == _DIV_ENGINE:
+            for i in range(cols):
+                out[i] = r16_ieee(_div_engine(a[i], b[i]), 4)
+        elif op == LOOKUP:
+            for i in range(cols):
+                out[i] = _from_half_bits(tables[at + _to_half_bits(a[i])])
+        else:
+            for i in range(cols):
+                out[i] = _value(op, a[i], b[i], c[i], tables, at)
+            if store == 4:                  # the default store: a loop that vectorizes
+                for i in range(cols):
+                    out[i] = r16_ieee(out[i], 4)
+            elif store >= 0:
+                _store(out, store)
+
+
+@njit(cache=True)
+def run_lean(arena, code, sx, sy, sz, block, tables, start):
+    """`run_full`, every elementwise op by `_lean_op` (none in column order: the same bits),
+    and every reduction returned as unsettled (the caller runs its kernel, then resumes). One
+    call site of `_lean_op` for both kinds of run: numba compiles it once."""
+    n = code[0, 3] if block > 0 else 1
+    for c0 in range(0, n, max(block, 1)):
+        m = min(block, n - c0)
+        for k in range(start, code.shape[0]):
+            op, local = code[k, 0], code[k, 11]
+            if op >= REDUCE:          # left to its kernel, as an unsettled one is
+                return k
+            if block > 0:             # one row of m elements, as `_blocked` runs it
+                o, rows, cols = code[k, 4] + (0 if local & 1 else c0), 1, m
+                x = _block_operand(arena, code[k, 5], code[k, 7], local & 2, c0)
+                y = _block_operand(arena, code[k, 8], code[k, 10], local & 4, c0)
+                z = _block_operand(arena, code[k, 12], code[k, 14], local & 8, c0)
+            else:
+                o, rows, cols = code[k, 4], code[k, 2], code[k, 3]
+                x = (arena, code[k, 5], code[k, 6], code[k, 7])
+                y = (arena, code[k, 8], code[k, 9], code[k, 10])
+                z = (arena, code[k, 12], code[k, 13], code[k, 14])
+            _lean_op(arena, o, rows, cols, x, y, z, op, code[k, 1], tables, code[k, 8],
+                     sx, sy, sz)
+    return -1
+
+
+# The VM the run plan calls (`fused.run`): `run_full`, or `run_lean` while `run_full` compiles
+# on a fresh install (aneforge/hardware/kernels/__init__.py rebinds it; same bits either way).
+run = run_full
