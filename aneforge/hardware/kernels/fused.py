@@ -37,7 +37,7 @@ import sys
 import numpy as np
 from numba import njit
 
-from .compiled import _from_half_bits, _to_half_bits, r16, r16_ieee
+from .compiled import _from_half_bits, _to_half_bits, _unowned, r16, r16_ieee
 
 # The opcodes, named by what they run: the one table of their numbers. An op's OpDef names
 # its opcodes (`fused`, `fold`: aneforge/ops/registry.py) and the run plan maps them here;
@@ -557,7 +557,13 @@ def run(arena, code, sx, sy, sz, block, tables, start):
     value (the plan checks it), and the ops run block by block: all of them over elements
     [0, block), then [block, 2 block), ..., so the values stay in the level-1 cache. Each
     element still sees the ops in order; the plan keeps the places of values that die inside
-    the run reserved until its end, so no block overwrites what a later block reads."""
+    the run reserved until its end, so no block overwrites what a later block reads.
+
+    The arrays are used through views that own nothing (`_unowned`): every row or block
+    slice of an owned array counts a reference up and down, two atomic instructions, and
+    a blocked run of a few dozen ops spent most of its time on them."""
+    arena, sx, sy, sz = _unowned(arena), _unowned(sx), _unowned(sy), _unowned(sz)
+    tables = _unowned(tables)
     if block > 0:
         _blocked(arena, code, sx, sy, sz, block, tables)
         return -1
