@@ -189,7 +189,8 @@ def _step_executable(monkeypatch):
     monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
     made = _executables(monkeypatch)
     clear_cache()
-    _train(3, width=160)            # a 160 x 16 weight: its AdamW update runs blocked
+    # a [width, 16] weight of more than 2 BLOCK elements: its AdamW update runs blocked
+    _train(3, width=2 * plan_mod.BLOCK // 16 + 16)
     return max(made, key=lambda e: len(e.steps))
 
 
