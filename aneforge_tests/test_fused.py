@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -833,3 +834,62 @@ def test_a_chains_value_lives_until_its_lookup(monkeypatch):
         return (h * u + (h.exp() + 1.0)).numpy()  # h -> exp -> + 1: a lookup of x, last
     same_bits(*both(monkeypatch, run))
     assert any(e.run_plan.dead for e in made if e.run_plan)
+
+
+# matmul and linear run bound to their places (`OpDef.bind`): operands laid out once, the
+# result written into its place and rounded there; transposed operands copied at each run
+BOUND_CASES = {
+    "attention": lambda q, k: (q @ k.transpose(-2, -1)).softmax(-1) @ k,
+    "batch_against_one": lambda q, k: q @ k[0, 0, :4].transpose(0, 1),
+    "gradients": lambda q, k: af.grad(((q @ k.transpose(-2, -1)) * 0.5).exp().sum(), [q, k]),
+    "saturating": lambda q, k: (q * 900.0) @ (k * 900.0).transpose(-2, -1),
+}
+
+
+@pytest.mark.parametrize("name", BOUND_CASES)
+def test_bound_matmuls_are_identical_run_after_run(monkeypatch, name):
+    made = _executables(monkeypatch)
+    rng = np.random.default_rng(9)
+    qs = [rng.standard_normal((2, 2, 8, 16)).astype(np.float16) for _ in range(3)]
+    qs[0].reshape(-1)[:SPECIAL.size] = SPECIAL
+    ks = [(rng.standard_normal((2, 2, 8, 16)) * 2).astype(np.float16) for _ in range(3)]
+
+    def run():                    # new values in the same places: each run must see its own
+        out = []
+        for q, k in zip(qs, ks):
+            x, y = af.tensor(q, requires_grad=True), af.tensor(k, requires_grad=True)
+            r = BOUND_CASES[name](x, y)
+            out += [t.numpy() for t in (r if isinstance(r, (list, tuple)) else [r])]
+        return out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", af.ANEHazardWarning)
+        for a, b in zip(*both(monkeypatch, run)):
+            same_bits(a, b)
+    bound = [step for e in made if e.run_plan for step, _, _ in e.run_plan.entries
+             if step is not None and step.store is plan_mod._BOUND]
+    assert bound, "no matmul ran bound to its places"
+    if name == "saturating":      # the port's hazard is still reported
+        with pytest.warns(af.ANEHazardWarning, match="matmul output port saturates"):
+            run()
+
+
+def test_bound_linear_is_identical(monkeypatch):
+    """MIL linear (a constant weight, with and without a bias) bound to its places."""
+    from test_mil_proto import Builder
+    from aneforge.hardware.numerics import get_numerics
+    from aneforge.runtime.sim import SimBackend
+    b = Builder()
+    x = b.input(2, 8, 12)
+    rng = np.random.default_rng(3)
+    w, bias = b.const(rng.standard_normal((20, 12))), b.const(rng.standard_normal(20))
+    program = b.program(b("linear", x=x, weight=w, bias=bias), b("linear", x=x, weight=w))
+    data = [rng.standard_normal((2, 8, 12)).astype(np.float16) for _ in range(3)]
+    results = []
+    for choice in ("never", "always"):
+        monkeypatch.setenv("ANEFORGE_SIM_PLAN", choice)
+        exe = SimBackend().compile(program, get_numerics())
+        results.append([out for d in data for out in exe.run([d])])
+    for a, b_ in zip(*results):
+        same_bits(a, b_)
+    assert sum(step.store is plan_mod._BOUND for step, _, _ in exe.run_plan.entries
+               if step is not None) == 2

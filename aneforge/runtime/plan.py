@@ -84,6 +84,7 @@ BLOCK = 4096
 MODES = ("auto", "always", "never")
 _TABLE = 1 << 16            # entries of a lookup table: one per fp16 bit pattern
 _INTO = object()            # a step's store: its kernel writes into the result's place
+_BOUND = object()           # a step's store: its bound kernel writes there, then it is rounded
 _F16 = np.dtype(np.float16)
 _BOOL = (0, 1)
 _ENV, _STORE, _ROUND, _COPY = range(4)     # where a step's result goes (`RunPlan._stores`)
@@ -576,13 +577,22 @@ class RunPlan:
 
     def _direct(self, k):
         """Step k as the run executes it: an exact op that can write its one result straight
-        into the result's arena place (`OpDef.into`) does; others return it."""
+        into the result's arena place (`OpDef.into`) does; an fp16 op with a bound form over
+        places (`OpDef.bind`: matmul) whose operands all have places runs that, its result
+        then rounded in its place; others return it."""
         step = self.exe.steps[k]
-        into = REGISTRY[step.ctx.op_type].into
-        if into is None or step.store is not None or len(step.outs) != 1 or \
-                step.outs[0] not in self.views:
+        opdef = REGISTRY[step.ctx.op_type]
+        if len(step.outs) != 1 or step.outs[0] not in self.views:
             return step
-        return step._replace(simulate=into, store=_INTO)
+        if opdef.into is not None and step.store is None:
+            return step._replace(simulate=opdef.into, store=_INTO)
+        if opdef.bind is None or step.outs[0] not in self.fp16 or \
+                any(p is not None and p not in self.views for p in step.reads):
+            return step
+        bound = opdef.bind(step.ctx, self.views[step.outs[0]],
+                           *[None if p is None else self.views[p] for p in step.reads],
+                           **step.attrs)
+        return step if bound is None else step._replace(simulate=bound, store=_BOUND)
 
     # -- running -----------------------------------------------------------------------------
     def _load(self, env, inputs) -> None:
@@ -641,6 +651,10 @@ class RunPlan:
         simulate, ctx, reads, attrs, outs, store = step
         if store is _INTO:
             simulate(ctx, stores[0][2], *gather(env, reads), **attrs)
+            return
+        if store is _BOUND:
+            simulate()
+            self.round16(stores[0][3], stores[0][3], self.exe.numerics.store_mode)
             return
         res = simulate(ctx, *gather(env, reads), **attrs)
         for (s, kind, view, flat, put), r in zip(stores, (res,) if len(outs) == 1 else res):

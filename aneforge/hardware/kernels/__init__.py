@@ -392,6 +392,29 @@ def tile_matmul(x, y, mode: int, tmode: int, limit: float) -> np.ndarray:
     return out.reshape(batch + (x.shape[-2], y.shape[-1]))
 
 
+def tile_bound(x, y, out, mode: int, tmode: int, limit: float):
+    """`tile_matmul` of x and y into `out` (C-contiguous float32 of the result's shape) as a
+    function of no arguments, for arrays whose values change between calls but not their
+    places (the run plan's arena): stacks, indexes and the kernel are found once, and an
+    operand that is not C-contiguous (a transposed view) is copied into a buffer of its own
+    at each call. None when the compiled kernels are not loaded."""
+    fast = _fast()
+    if fast is None:
+        return None
+    copies = [(np.empty(a.shape, np.float32), a) for a in (x, y) if not a.flags.c_contiguous]
+    bufs = {id(a): buf for buf, a in copies}
+    x3, y3, bx, by, _ = _stacks(bufs.get(id(x), x), bufs.get(id(y), y))
+    out3 = out.reshape(len(bx), x3.shape[1], y.shape[-1])
+    limit = np.float32(limit)
+
+    def run():
+        for buf, a in copies:
+            np.copyto(buf, a)
+        if out3.size:
+            fast.tile_matmul(x3, y3, bx, by, out3, mode, tmode, limit)
+    return run
+
+
 def port(acc: np.ndarray, overflow: float | None, flush: bool) -> int:
     """The output port of matmul/linear/conv, in place on `acc` (a fresh array): |v| >=
     overflow reads back as +-inf (None: no limit), then |v| < 2**-14 becomes +0 if `flush`.
