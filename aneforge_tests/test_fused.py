@@ -737,12 +737,13 @@ def test_reductions_over_leading_axes(monkeypatch, model):
 @pytest.mark.parametrize("model", MODELS)
 def test_narrow_sums_over_a_batch_run_side_by_side(monkeypatch, model):
     """A weight gradient's narrow fp16 sum (and mean) over the batch axis, many results wide:
-    the fused loop keeps every result's running sum side by side (`_narrow_leading`) and must
-    give each one's in-order, rounded-per-add bits; the widths leave vector remainders and the
-    terms grow past fp16's spacing, so a dropped or misplaced rounding shows."""
+    the fused loop keeps every result's running sum side by side (`_narrow_leading`, in chunks
+    of 1024) and must give each one's in-order, rounded-per-add bits; the widths leave vector
+    and chunk remainders and the terms grow past fp16's spacing, so a dropped or misplaced
+    rounding shows."""
     rng = np.random.default_rng(11)
     data = [(rng.standard_normal(shape) * np.exp(rng.standard_normal(shape) * 3) * 30
-             ).astype(np.float16) for shape in [(8, 1000), (3, 5, 37), (16, 2, 300)]]
+             ).astype(np.float16) for shape in [(8, 1000), (3, 5, 37), (16, 2, 300), (4, 2500)]]
     data[0].reshape(-1)[::13] = SPECIAL[np.arange(616) % len(SPECIAL)]
     made = _executables(monkeypatch)
 

@@ -62,6 +62,7 @@ ROW = ("opcode", "store", "rows", "cols", "out", "a", "a_rs", "a_cs", "b", "b_rs
 WIDTH = len(ROW)    # int64 fields per op; `step`: the plan's step the row runs
 TABLE = 1 << 16     # a lookup's table: the op's stored result for each fp16 bit pattern
 NARROW = 16         # an op over rows shorter than this (and 4x as many rows) runs by columns
+_SUMS = 1024        # running sums `_narrow_leading` keeps side by side (4 KB)
 _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
 _INF = np.float32(np.inf)
@@ -503,18 +504,20 @@ def _narrow_leading(arena, a, acs, rows, cols, o, op, store, mode, acc):
     term of each at a time, so the loops run along contiguous memory and vectorize (a row
     gathered per result cost ~7 ns a term). Each result still adds its terms in order c = 0,
     1, ... with the rounding after each add, as `_fold` does: the same bits."""
-    for r in range(rows):
-        acc[r] = arena[a + r]
-    if mode & 3 == 0:                 # the default rounding: a loop LLVM vectorizes
+    for r0 in range(0, rows, _SUMS):      # a chunk of sums stays in the level-1 cache
+        sums = acc[r0:min(r0 + _SUMS, rows)]    # (loops from 0: a loop from r0 stays scalar)
+        n = sums.size
+        first = arena[a + r0:a + r0 + n]
+        for r in range(n):
+            sums[r] = first[r]
         for c in range(1, cols):
-            at = a + c * acs
-            for r in range(rows):
-                acc[r] = r16_ieee(acc[r] + arena[at + r], mode)
-    else:
-        for c in range(1, cols):
-            at = a + c * acs
-            for r in range(rows):
-                acc[r] = r16(acc[r] + arena[at + r], mode)
+            term = arena[a + r0 + c * acs:a + r0 + c * acs + n]
+            if mode & 3 == 0:             # the default rounding: a loop LLVM vectorizes
+                for r in range(n):
+                    sums[r] = r16_ieee(sums[r] + term[r], mode)
+            else:
+                for r in range(n):
+                    sums[r] = r16(sums[r] + term[r], mode)
     for r in range(rows):
         v = acc[r] / np.float32(cols) if op == _MEAN16 else acc[r]
         arena[o + r] = v if store < 0 else r16(v, store)
