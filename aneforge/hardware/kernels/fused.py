@@ -442,17 +442,40 @@ def _pairwise(x, n):
                                          length[d - 1] - half[d - 1], 0)
 
 
-@njit(cache=True, inline="always")
-def _extremum(x, op):
-    """np.max (op "max") or np.min of a row: NaN wins; 2 when the result is a zero and the
-    row holds zeros of both signs (numpy's sign there is its lanes', not modelled)."""
+# no NaN (`_extremum` looks first) and signed zeros set after: the folds may vectorize
+@njit(cache=True, fastmath={"nnan", "nsz"})
+def _largest(x):
     acc = x[0]
     for c in range(1, x.size):
         v = x[c]
-        if acc != acc:
-            break
-        if v != v or (v > acc if op == _MAX else v < acc):
-            acc = v
+        acc = v if v > acc else acc
+    return acc
+
+
+@njit(cache=True, fastmath={"nnan", "nsz"})
+def _smallest(x):
+    acc = x[0]
+    for c in range(1, x.size):
+        v = x[c]
+        acc = v if v < acc else acc
+    return acc
+
+
+@njit(cache=True, inline="always")
+def _extremum(x, op):
+    """np.max (op "max") or np.min of a row: NaN wins (the first, as a sequential scan finds
+    it); 2 when the result is a zero and the row holds zeros of both signs (numpy's sign
+    there is its lanes', not modelled), else a zero takes the sign of the row's zeros. The
+    scans vectorize: the NaN test is an OR, and without NaN the fold's order and zero signs
+    are all that could differ, neither of which changes the value."""
+    bad = False
+    for c in range(x.size):
+        bad |= x[c] != x[c]
+    if bad:
+        for c in range(x.size):
+            if x[c] != x[c]:
+                return x[c], True
+    acc = _largest(x) if op == _MAX else _smallest(x)
     if acc == _ZERO:
         signs = 0
         for c in range(x.size):
@@ -460,6 +483,7 @@ def _extremum(x, op):
                 signs |= 2 if np.signbit(x[c]) else 1
         if signs == 3:
             return np.float32(2.0), False
+        acc = -_ZERO if signs == 2 else _ZERO
     return acc, True
 
 
