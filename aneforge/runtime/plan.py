@@ -6,7 +6,8 @@ consecutive elementwise ops and last-axis reductions becomes one compiled call o
 op from fp16 to fp16 (exp, erf, gelu, ...) joins such a run as a lookup in a table of its own
 stored results for all 65536 fp16 inputs, and so does a chain of elementwise ops fed by one
 fp16 value (`_composites`: a table of the chain's result); concat and pad write straight into
-their places.
+their places, and matmul and linear run bound to them (`OpDef.bind`: the kernel and its
+operands' layout found once, the result rounded where it lies).
 
 Int and bool values live in the arena too where float32 holds them exactly and every op that
 makes or reads them runs fused: a bool as 1.0 / 0.0, an int when the plan bounds it within
