@@ -208,8 +208,9 @@ def test_the_plan_fuses_runs_and_reuses_places(monkeypatch):
 
 def test_places_of_live_values_never_overlap(monkeypatch):
     """Two values share arena elements only if their lives do not overlap. Inside a blocked
-    segment a value lives to the segment's end, and a block-local value holds BLOCK elements
-    for the whole segment."""
+    segment a value lives to the segment's end, and a block-local value's BLOCK elements are
+    its own for the whole segment, except to a later block-local value of the segment made
+    after its last reader (each block runs the ops in order)."""
     exe = _step_executable(monkeypatch)
     plan = exe.run_plan
     seg, n = plan.segment, len(exe.steps)
@@ -231,6 +232,10 @@ def test_places_of_live_values_never_overlap(monkeypatch):
             born.setdefault(s, segment_start(k) if s in plan.local else k)
         for s in frees:
             dead[s] = segment_end(k)
+    # a block-local value among its segment's others: from the step making it to its last
+    # reader
+    made = {s: k for k, step in enumerate(exe.steps) for s in step.outs}
+    last = {s: k for k, frees in enumerate(plan.frees) for s in frees}
     keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
     spans = []
     for s, o in plan.place.items():
@@ -240,6 +245,8 @@ def test_places_of_live_values_never_overlap(monkeypatch):
     for i, (s, o, size, b, d) in enumerate(spans):
         for t, o2, size2, b2, d2 in spans[i + 1:]:
             if o < o2 + size2 and o2 < o + size:                # share arena elements
+                if s in plan.local and t in plan.local and seg[made[s]] == seg[made[t]]:
+                    b, d, b2, d2 = made[s], last[s], made[t], last[t]
                 assert d < b2 or d2 < b, f"slots {s} and {t} overlap while both are live"
 
 
@@ -361,9 +368,15 @@ def test_arena_first_fit_reuses_and_coalesces():
     assert arena.take(40) == 0 and arena.size == 64
 
 
-def test_the_arena_holds_a_few_values_of_a_long_chain(monkeypatch):
-    """36 intermediate (128, 128) values, a handful alive at once: the arena is that handful."""
+@pytest.mark.parametrize("tables", [True, False])
+def test_the_arena_holds_a_few_values_of_a_long_chain(monkeypatch, tables):
+    """36 intermediate (128, 128) values, a handful alive at once: the arena is that handful,
+    whether the chain becomes lookups or (no table free) runs op by op, blocked, its values
+    sharing block places by lifetime."""
     monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
+    if not tables:
+        plan_mod.TABLES.clear()
+        monkeypatch.setattr(plan_mod._Tables, "LIMIT", 0)
     made = _executables(monkeypatch)
     x = af.tensor(np.random.default_rng(0).random((128, 128)).astype(np.float32) + 0.25)
     y = x

@@ -495,8 +495,10 @@ class RunPlan:
 
     def _places(self):
         """Arena places by lifetime. Inside a blocked segment, values that die keep their
-        place until the segment ends (its blocks read every value block by block), and its
-        local values share BLOCK-element places for the segment's duration."""
+        place until the segment ends (its blocks read every value block by block); its local
+        values take BLOCK-element places, each passed on to a later local once its value is
+        dead (each block runs the ops in order), all given back when the segment ends (a
+        whole value made inside it must not get one: the next block rewrites it)."""
         exe, arena, place, seg = self.exe, Arena(), {}, self.segment
 
         def size(s):
@@ -504,25 +506,28 @@ class RunPlan:
         for s, _ in exe.constants + exe.inputs:
             if s in self.placed and s not in place:
                 place[s] = arena.take(size(s))
-        pending, local = [], []
+        pending, blocks, spare = [], [], []     # blocks: the segment's local places
         for k, (step, frees) in enumerate(zip(exe.steps, self.frees)):
             for s in step.outs:
                 if s in self.local and k in self.dead:
                     continue            # a chain step a lookup replaced: no row writes it
-                if s in self.local:
+                if s in self.local and spare:
+                    place[s] = spare.pop()
+                elif s in self.local:
                     place[s] = arena.take(BLOCK)
-                    local.append(s)
+                    blocks.append(place[s])
                 elif s in self.placed and s not in place:
                     place[s] = arena.take(size(s))
             pending += [s for s in frees if s in place and s not in self.keep
                         and s not in self.local]
+            spare += [place[s] for s in frees if s in self.local and s in place]
             blocked = seg[k] is not None and seg[k][1]
             if not blocked or k + 1 == len(seg) or seg[k + 1] != seg[k]:
                 for s in pending:
                     arena.give(place[s], size(s))
-                for s in local:
-                    arena.give(place[s], BLOCK)
-                pending, local = [], []
+                for at in blocks:
+                    arena.give(at, BLOCK)
+                pending, blocks, spare = [], [], []
         self.arena = np.zeros(max(arena.size, 1), np.float32)
         return place, size
 
