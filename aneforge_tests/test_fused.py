@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import warnings
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -199,7 +200,8 @@ def _step_executable(monkeypatch):
     monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
     made = _executables(monkeypatch)
     clear_cache()
-    _train(3, width=160)            # a 160 x 16 weight: its AdamW update runs blocked
+    # a [width, 16] weight of more than 2 BLOCK elements: its AdamW update runs blocked
+    _train(3, width=2 * plan_mod.BLOCK // 16 + 16)
     return max(made, key=lambda e: len(e.steps))
 
 
@@ -216,8 +218,9 @@ def test_the_plan_fuses_runs_and_reuses_places(monkeypatch):
 
 def test_places_of_live_values_never_overlap(monkeypatch):
     """Two values share arena elements only if their lives do not overlap. Inside a blocked
-    segment a value lives to the segment's end, and a block-local value holds BLOCK elements
-    for the whole segment."""
+    segment a value lives to the segment's end, and a block-local value's BLOCK elements are
+    its own for the whole segment, except to a later block-local value of the segment made
+    after its last reader (each block runs the ops in order)."""
     exe = _step_executable(monkeypatch)
     plan = exe.run_plan
     seg, n = plan.segment, len(exe.steps)
@@ -239,6 +242,10 @@ def test_places_of_live_values_never_overlap(monkeypatch):
             born.setdefault(s, segment_start(k) if s in plan.local else k)
         for s in frees:
             dead[s] = segment_end(k)
+    # a block-local value among its segment's others: from the step making it to its last
+    # reader
+    made = {s: k for k, step in enumerate(exe.steps) for s in step.outs}
+    last = {s: k for k, frees in enumerate(plan.frees) for s in frees}
     keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
     # a reshape sharing its input's place (`plan.alias`): one life from the first's birth to
     # the last one's death
@@ -255,6 +262,8 @@ def test_places_of_live_values_never_overlap(monkeypatch):
     for i, (s, o, size, b, d) in enumerate(spans):
         for t, o2, size2, b2, d2 in spans[i + 1:]:
             if o < o2 + size2 and o2 < o + size:                # share arena elements
+                if s in plan.local and t in plan.local and seg[made[s]] == seg[made[t]]:
+                    b, d, b2, d2 = made[s], last[s], made[t], last[t]
                 assert d < b2 or d2 < b, f"slots {s} and {t} overlap while both are live"
 
 
@@ -376,9 +385,15 @@ def test_arena_first_fit_reuses_and_coalesces():
     assert arena.take(40) == 0 and arena.size == 64
 
 
-def test_the_arena_holds_a_few_values_of_a_long_chain(monkeypatch):
-    """36 intermediate (128, 128) values, a handful alive at once: the arena is that handful."""
+@pytest.mark.parametrize("tables", [True, False])
+def test_the_arena_holds_a_few_values_of_a_long_chain(monkeypatch, tables):
+    """36 intermediate (128, 128) values, a handful alive at once: the arena is that handful,
+    whether the chain becomes lookups or (no table free) runs op by op, blocked, its values
+    sharing block places by lifetime."""
     monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
+    if not tables:
+        plan_mod.TABLES.clear()
+        monkeypatch.setattr(plan_mod._Tables, "LIMIT", 0)
     made = _executables(monkeypatch)
     x = af.tensor(np.random.default_rng(0).random((128, 128)).astype(np.float32) + 0.25)
     y = x
@@ -752,12 +767,13 @@ def test_reductions_over_leading_axes(monkeypatch, vm, model):
 @pytest.mark.parametrize("model", MODELS)
 def test_narrow_sums_over_a_batch_run_side_by_side(monkeypatch, vm, model):
     """A weight gradient's narrow fp16 sum (and mean) over the batch axis, many results wide:
-    the fused loop keeps every result's running sum side by side (`_narrow_leading`) and must
-    give each one's in-order, rounded-per-add bits; the widths leave vector remainders and the
-    terms grow past fp16's spacing, so a dropped or misplaced rounding shows."""
+    the fused loop keeps every result's running sum side by side (`_narrow_leading`, in chunks
+    of 1024) and must give each one's in-order, rounded-per-add bits; the widths leave vector
+    and chunk remainders and the terms grow past fp16's spacing, so a dropped or misplaced
+    rounding shows."""
     rng = np.random.default_rng(11)
     data = [(rng.standard_normal(shape) * np.exp(rng.standard_normal(shape) * 3) * 30
-             ).astype(np.float16) for shape in [(8, 1000), (3, 5, 37), (16, 2, 300)]]
+             ).astype(np.float16) for shape in [(8, 1000), (3, 5, 37), (16, 2, 300), (4, 2500)]]
     data[0].reshape(-1)[::13] = SPECIAL[np.arange(616) % len(SPECIAL)]
     made = _executables(monkeypatch)
 
@@ -774,11 +790,13 @@ def test_narrow_sums_over_a_batch_run_side_by_side(monkeypatch, vm, model):
     assert "reduce_sum" not in _kernel_ops(made) and "sum16" in _opcodes(made)
 
 
-def test_a_zero_maximum_of_both_signs_runs_its_kernel(monkeypatch):
+@pytest.mark.parametrize("width", [20, 300])
+def test_a_zero_maximum_of_both_signs_runs_its_kernel(monkeypatch, width):
     """A row whose largest value is 0 and holds +0 and -0: numpy's sign depends on its vector
     lanes, so the fused run stops there and the op's kernel computes it; the run resumes
-    after it. Every other row is fused. Bits equal the interpreter's either way."""
-    rows = np.full((48, 20), -1.0, np.float16)
+    after it. Every other row is fused (its scans vectorized over rows of 300). Bits equal the
+    interpreter's either way."""
+    rows = np.full((48, width), -1.0, np.float16)
     rows[::2, 3], rows[::2, 17] = 0.0, -0.0         # both zeros: unsettled
     rows[1::4, 5] = -0.0                            # -0 only: settled, -0
     rows[3::4, :] = np.float16(-0.0)
@@ -903,3 +921,62 @@ def test_per_channel_operands_fuse_with_an_outer_loop(monkeypatch, model):
         same_bits(a, b)
     repeated = [k for e in made if e.run_plan for k in e.run_plan.repeat]
     assert repeated and not [op for op in _kernel_ops(made) if op in ("sub", "mul", "add")]
+
+
+# matmul and linear run bound to their places (`OpDef.bind`): operands laid out once, the
+# result written into its place and rounded there; transposed operands copied at each run
+BOUND_CASES = {
+    "attention": lambda q, k: (q @ k.transpose(-2, -1)).softmax(-1) @ k,
+    "batch_against_one": lambda q, k: q @ k[0, 0, :4].transpose(0, 1),
+    "gradients": lambda q, k: af.grad(((q @ k.transpose(-2, -1)) * 0.5).exp().sum(), [q, k]),
+    "saturating": lambda q, k: (q * 900.0) @ (k * 900.0).transpose(-2, -1),
+}
+
+
+@pytest.mark.parametrize("name", BOUND_CASES)
+def test_bound_matmuls_are_identical_run_after_run(monkeypatch, name):
+    made = _executables(monkeypatch)
+    rng = np.random.default_rng(9)
+    qs = [rng.standard_normal((2, 2, 8, 16)).astype(np.float16) for _ in range(3)]
+    qs[0].reshape(-1)[:SPECIAL.size] = SPECIAL
+    ks = [(rng.standard_normal((2, 2, 8, 16)) * 2).astype(np.float16) for _ in range(3)]
+
+    def run():                    # new values in the same places: each run must see its own
+        out = []
+        for q, k in zip(qs, ks):
+            x, y = af.tensor(q, requires_grad=True), af.tensor(k, requires_grad=True)
+            r = BOUND_CASES[name](x, y)
+            out += [t.numpy() for t in (r if isinstance(r, (list, tuple)) else [r])]
+        return out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", af.ANEHazardWarning)
+        for a, b in zip(*both(monkeypatch, run)):
+            same_bits(a, b)
+    bound = [step for e in made if e.run_plan for step, _, _ in e.run_plan.entries
+             if step is not None and step.store is plan_mod._BOUND]
+    assert bound, "no matmul ran bound to its places"
+    if name == "saturating":      # the port's hazard is still reported
+        with pytest.warns(af.ANEHazardWarning, match="matmul output port saturates"):
+            run()
+
+
+def test_bound_linear_is_identical(monkeypatch):
+    """MIL linear (a constant weight, with and without a bias) bound to its places."""
+    from test_mil_proto import Builder
+    from aneforge.hardware.numerics import get_numerics
+    from aneforge.runtime.sim import SimBackend
+    b = Builder()
+    x = b.input(2, 8, 12)
+    rng = np.random.default_rng(3)
+    w, bias = b.const(rng.standard_normal((20, 12))), b.const(rng.standard_normal(20))
+    program = b.program(b("linear", x=x, weight=w, bias=bias), b("linear", x=x, weight=w))
+    data = [rng.standard_normal((2, 8, 12)).astype(np.float16) for _ in range(3)]
+    results = []
+    for choice in ("never", "always"):
+        monkeypatch.setenv("ANEFORGE_SIM_PLAN", choice)
+        exe = SimBackend().compile(program, get_numerics())
+        results.append([out for d in data for out in exe.run([d])])
+    for a, b_ in zip(*results):
+        same_bits(a, b_)
+    assert sum(step.store is plan_mod._BOUND for step, _, _ in exe.run_plan.entries
+               if step is not None) == 2

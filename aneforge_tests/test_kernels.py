@@ -518,6 +518,22 @@ def test_tile_matmul_split_over_threads(monkeypatch, shape):
     tile(fp16(shape[0], rng), fp16(shape[1], rng))
 
 
+@pytest.mark.parametrize("by", [(), (1,), (1, 1)])
+def test_tile_matmul_of_a_batch_against_one_matrix_is_each_matrix_alone(by):
+    """x [..., M, K] against one y (a linear layer over [batch, tokens, features]) runs as one
+    matrix of all x's rows: the bits are each batch entry's own product's, zero rows and
+    specials included, through both the plain and the checked tiles."""
+    rng = np.random.default_rng(5)
+    x = fp16((2, 3, 9, 6), rng)
+    x[0, 1, 2:5] = 0.0
+    x[1, 2, 0, 1] = np.inf
+    y = fp16(by + (6, 40), rng)
+    r = tile(x, y)
+    assert r.shape == (2, 3, 9, 40)
+    for b in np.ndindex(2, 3):
+        same(r[b], tile(x[b], y.reshape(6, 40)))
+
+
 def test_tile_matmul_saturates_and_leaves_subnormals():
     """The accumulator becomes +-inf once |acc| >= limit and stays there; sums below 2**-14
     come out as they are (the port flushes them, not the kernel)."""

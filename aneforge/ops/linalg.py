@@ -82,8 +82,34 @@ def _matmul_sim(ctx, x, y, transpose_x, transpose_y):
     return port(ctx, fp16_matmul(ctx.numerics, x, y))
 
 
+def _bound(ctx, out, x, y, bias=None):
+    """x @ y (+ bias) then the output port, into `out`, as a function of no arguments (the run
+    plan's matmul over its places: `OpDef.bind`); None where the kernel is not the compiled
+    tile datapath on fp16 matrices."""
+    nm = ctx.numerics
+    if ctx.in_dtypes[0] != dtypes.float16 or nm.accumulator != "tile4" or min(x.ndim, y.ndim) < 2:
+        return None
+    limit = np.inf if nm.matmul_overflow is None else nm.matmul_overflow
+    tile = kernels.tile_bound(x, y, out, nm.mode, nm.tile_mode, limit)
+    if tile is None:
+        return None
+
+    def run():
+        tile()
+        if bias is not None:
+            np.add(out, bias, out=out)      # as `_linear_sim`: into the accumulator
+        port(ctx, out)
+    return run
+
+
+def _matmul_bind(ctx, out, x, y, transpose_x, transpose_y):
+    return _bound(ctx, out, np.swapaxes(x, -1, -2) if transpose_x and x.ndim > 1 else x,
+                  np.swapaxes(y, -1, -2) if transpose_y and y.ndim > 1 else y)
+
+
 define("matmul", ("x", "y"), _matmul_infer, _matmul_sim,
-       attrs={"transpose_x": Attr("bool", False), "transpose_y": Attr("bool", False)})
+       attrs={"transpose_x": Attr("bool", False), "transpose_y": Attr("bool", False)},
+       bind=_matmul_bind)
 
 
 def _linear_infer(t, attrs):
@@ -112,7 +138,8 @@ def _linear_sim(ctx, x, weight, bias):
 
 
 define("linear", ("x", "weight", "bias"), _linear_infer, _linear_sim, optional=frozenset({"bias"}),
-       const_inputs=frozenset({"weight", "bias"}))
+       const_inputs=frozenset({"weight", "bias"}),
+       bind=lambda ctx, out, x, weight, bias: _bound(ctx, out, x, weight.T, bias))
 
 
 # ---- gradient rules ----------------------------------------------------------------------

@@ -7,7 +7,9 @@ op from fp16 to fp16 (exp, erf, gelu, ...) joins such a run as a lookup in a tab
 stored results for all 65536 fp16 inputs, and so does a chain of elementwise ops fed by one
 fp16 value (`_composites`: a table of the chain's result); concat and pad write straight into
 their places, reading their inputs through the slices and reshapes that make them
-(runtime/layout.py); a reshape shares its input's place instead of copying it (`_aliases`).
+(runtime/layout.py); a reshape shares its input's place instead of copying it (`_aliases`);
+matmul and linear run bound to their places (`OpDef.bind`: the kernel and its operands' layout
+found once, the result rounded where it lies).
 
 Int and bool values live in the arena too where float32 holds them exactly and every op that
 makes or reads them runs fused: a bool as 1.0 / 0.0, an int when the plan bounds it within
@@ -80,10 +82,14 @@ _CHAINED = {name for name, op in REGISTRY.items() if op.fused and op.elementwise
 _SAME_ORDER = layout_ops("same_order")
 _FLOAT = (dtypes.float16, dtypes.float32)
 _ALIGN = 16                 # elements (64 bytes): each value starts on a cache line
-BLOCK = 1024                # elements per block of a blocked run (a few fit in the level-1 cache)
+# elements per block of a blocked run: 16 KB a value, so a run's live blocks stay in the level-2
+# cache, and long enough that each op's ~40 ns of setup per block is small (1024-element blocks
+# spent a third of an AdamW update's time there)
+BLOCK = 4096
 MODES = ("auto", "always", "never")
 _TABLE = 1 << 16            # entries of a lookup table: one per fp16 bit pattern
 _INTO = object()            # a step's store: its kernel writes into the result's place
+_BOUND = object()           # a step's store: its bound kernel writes there, then it is rounded
 _F16 = np.dtype(np.float16)
 _BOOL = (0, 1)
 _ENV, _STORE, _ROUND, _COPY = range(4)     # where a step's result goes (`RunPlan._stores`)
@@ -551,8 +557,10 @@ class RunPlan:
 
     def _places(self):
         """Arena places by lifetime. Inside a blocked segment, values that die keep their
-        place until the segment ends (its blocks read every value block by block), and its
-        local values share BLOCK-element places for the segment's duration."""
+        place until the segment ends (its blocks read every value block by block); its local
+        values take BLOCK-element places, each passed on to a later local once its value is
+        dead (each block runs the ops in order), all given back when the segment ends (a
+        whole value made inside it must not get one: the next block rewrites it)."""
         exe, arena, place, seg = self.exe, Arena(), {}, self.segment
 
         def size(s):
@@ -560,7 +568,7 @@ class RunPlan:
         for s, _ in exe.constants + exe.inputs:
             if s in self.placed and s not in place:
                 place[s] = arena.take(size(s))
-        pending, local = [], []
+        pending, blocks, spare = [], [], []     # blocks: the segment's local places
         sharing = {}                     # a place shared by aliases: how many still alive
         for s, root in self.alias.items():
             sharing[root] = sharing.get(root, 1) + 1
@@ -568,13 +576,18 @@ class RunPlan:
             for s in step.outs:
                 if s in self.alias:
                     place[s] = place[self.alias[s]]
+                elif s in self.local and k in self.dead:
+                    continue            # a chain step a lookup replaced: no row writes it
+                elif s in self.local and spare:
+                    place[s] = spare.pop()
                 elif s in self.local:
                     place[s] = arena.take(BLOCK)
-                    local.append(s)
+                    blocks.append(place[s])
                 elif s in self.placed and s not in place:
                     place[s] = arena.take(size(s))
             pending += [s for s in frees if s in place and s not in self.keep
                         and s not in self.local]
+            spare += [place[s] for s in frees if s in self.local and s in place]
             blocked = seg[k] is not None and seg[k][1]
             if not blocked or k + 1 == len(seg) or seg[k + 1] != seg[k]:
                 for s in pending:
@@ -582,9 +595,9 @@ class RunPlan:
                     sharing[root] = sharing.get(root, 1) - 1
                     if not sharing[root]:
                         arena.give(place[s], size(s))
-                for s in local:
-                    arena.give(place[s], BLOCK)
-                pending, local = [], []
+                for at in blocks:
+                    arena.give(at, BLOCK)
+                pending, blocks, spare = [], [], []
         self.arena = np.zeros(max(arena.size, 1), np.float32)
         return place, size
 
@@ -649,18 +662,27 @@ class RunPlan:
 
     def _direct(self, k):
         """Step k as the run executes it: an exact op that can write its one result straight
-        into the result's arena place (`OpDef.into`) does; others return it."""
+        into the result's arena place (`OpDef.into`) does; an fp16 op with a bound form over
+        places (`OpDef.bind`: matmul) whose operands all have places runs that, its result
+        then rounded in its place; others return it."""
         step = self.exe.steps[k]
-        into = REGISTRY[step.ctx.op_type].into
+        opdef = REGISTRY[step.ctx.op_type]
         if k in self.absorbed:                    # its inputs read through views
             reads, chains = self.absorbed[k]
             return step._replace(simulate=functools.partial(
-                layout.inline, into, layout.steps_of(self.exe, chains)), reads=reads,
+                layout.inline, opdef.into, layout.steps_of(self.exe, chains)), reads=reads,
                 store=_INTO)
-        if into is None or step.store is not None or len(step.outs) != 1 or \
-                step.outs[0] not in self.views:
+        if len(step.outs) != 1 or step.outs[0] not in self.views:
             return step
-        return step._replace(simulate=into, store=_INTO)
+        if opdef.into is not None and step.store is None:
+            return step._replace(simulate=opdef.into, store=_INTO)
+        if opdef.bind is None or step.outs[0] not in self.fp16 or \
+                any(p is not None and p not in self.views for p in step.reads):
+            return step
+        bound = opdef.bind(step.ctx, self.views[step.outs[0]],
+                           *[None if p is None else self.views[p] for p in step.reads],
+                           **step.attrs)
+        return step if bound is None else step._replace(simulate=bound, store=_BOUND)
 
     # -- running -----------------------------------------------------------------------------
     def _load(self, env, inputs) -> None:
@@ -719,6 +741,10 @@ class RunPlan:
         simulate, ctx, reads, attrs, outs, store = step
         if store is _INTO:
             simulate(ctx, stores[0][2], *gather(env, reads), **attrs)
+            return
+        if store is _BOUND:
+            simulate()
+            self.round16(stores[0][3], stores[0][3], self.exe.numerics.store_mode)
             return
         res = simulate(ctx, *gather(env, reads), **attrs)
         for (s, kind, view, flat, put), r in zip(stores, (res,) if len(outs) == 1 else res):

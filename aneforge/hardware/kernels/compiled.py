@@ -17,6 +17,7 @@ import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
+from numba.np.arrayobj import populate_array
 
 from .threads import PARALLEL_MACS, threads
 
@@ -78,6 +79,21 @@ def _from_half_bits(typingctx, h):
     def codegen(context, builder, sig, args):
         return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
     return types.float32(types.uint16), codegen
+
+
+@intrinsic
+def _unowned(typingctx, a):
+    """A view of array a that owns nothing (no meminfo): its slices and rows take no
+    reference counts (the caller's array stays alive for the whole call). A view of an owned
+    array counts a reference up and down, two atomic instructions: a kernel taking a row per
+    tile or block (the tile matmul, the fused runs) spent much of its time on them."""
+    def codegen(context, builder, sig, args):
+        src = context.make_array(sig.args[0])(context, builder, args[0])
+        out = context.make_array(sig.return_type)(context, builder)
+        populate_array(out, data=src.data, shape=src.shape, strides=src.strides,
+                       itemsize=src.itemsize, meminfo=None)
+        return out._getvalue()
+    return a(a), codegen
 
 
 @njit(cache=True)
@@ -219,6 +235,7 @@ def _matmul_task(t, x, y, bx, by, finite, out, mode, rnd):
 
 @njit(cache=True, nogil=True)
 def matmul_tasks(x, y, bx, by, finite, out, mode, rnd, first, last):
+    x, y, out = _unowned(x), _unowned(y), _unowned(out)
     for t in range(first, last):
         _matmul_task(t, x, y, bx, by, finite, out, mode, rnd)
 
@@ -780,6 +797,7 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
     _, m, n = out.shape
     rows, k = rows_per_task(m, n), x.shape[2]
     rb = (m + rows - 1) // rows
+    x, y, out = _unowned(x), _unowned(y), _unowned(out)
     xt = np.zeros(((k + 3) // 4 * 4, min(m, rows) if rows == THIN_ROWS else 0), np.float32)
     check, ysmall, seen = tmode == 0 and m >= PLAIN_ROWS and n >= PLAIN_COLUMNS, _ZERO, -1
     ymax = np.empty(k if check else 0, np.float32)

@@ -37,7 +37,7 @@ import sys
 import numpy as np
 from numba import njit
 
-from .compiled import _from_half_bits, _to_half_bits, r16, r16_ieee
+from .compiled import _from_half_bits, _to_half_bits, _unowned, r16, r16_ieee
 
 # The opcodes, named by what they run: the one table of their numbers. An op's OpDef names
 # its opcodes (`fused`, `fold`: aneforge/ops/registry.py) and the run plan maps them here;
@@ -62,6 +62,7 @@ ROW = ("opcode", "store", "rows", "cols", "out", "a", "a_rs", "a_cs", "b", "b_rs
 WIDTH = len(ROW)    # int64 fields per op; `step`: the plan's step the row runs
 TABLE = 1 << 16     # a lookup's table: the op's stored result for each fp16 bit pattern
 NARROW = 16         # an op over rows shorter than this (and 4x as many rows) runs by columns
+_SUMS = 1024        # running sums `_narrow_leading` keeps side by side (4 KB)
 _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
 _INF = np.float32(np.inf)
@@ -441,17 +442,40 @@ def _pairwise(x, n):
                                          length[d - 1] - half[d - 1], 0)
 
 
-@njit(cache=True, inline="always")
-def _extremum(x, op):
-    """np.max (op "max") or np.min of a row: NaN wins; 2 when the result is a zero and the
-    row holds zeros of both signs (numpy's sign there is its lanes', not modelled)."""
+# no NaN (`_extremum` looks first) and signed zeros set after: the folds may vectorize
+@njit(cache=True, fastmath={"nnan", "nsz"})
+def _largest(x):
     acc = x[0]
     for c in range(1, x.size):
         v = x[c]
-        if acc != acc:
-            break
-        if v != v or (v > acc if op == _MAX else v < acc):
-            acc = v
+        acc = v if v > acc else acc
+    return acc
+
+
+@njit(cache=True, fastmath={"nnan", "nsz"})
+def _smallest(x):
+    acc = x[0]
+    for c in range(1, x.size):
+        v = x[c]
+        acc = v if v < acc else acc
+    return acc
+
+
+@njit(cache=True, inline="always")
+def _extremum(x, op):
+    """np.max (op "max") or np.min of a row: NaN wins (the first, as a sequential scan finds
+    it); 2 when the result is a zero and the row holds zeros of both signs (numpy's sign
+    there is its lanes', not modelled), else a zero takes the sign of the row's zeros. The
+    scans vectorize: the NaN test is an OR, and without NaN the fold's order and zero signs
+    are all that could differ, neither of which changes the value."""
+    bad = False
+    for c in range(x.size):
+        bad |= x[c] != x[c]
+    if bad:
+        for c in range(x.size):
+            if x[c] != x[c]:
+                return x[c], True
+    acc = _largest(x) if op == _MAX else _smallest(x)
     if acc == _ZERO:
         signs = 0
         for c in range(x.size):
@@ -459,6 +483,7 @@ def _extremum(x, op):
                 signs |= 2 if np.signbit(x[c]) else 1
         if signs == 3:
             return np.float32(2.0), False
+        acc = -_ZERO if signs == 2 else _ZERO
     return acc, True
 
 
@@ -503,18 +528,20 @@ def _narrow_leading(arena, a, acs, rows, cols, o, op, store, mode, acc):
     term of each at a time, so the loops run along contiguous memory and vectorize (a row
     gathered per result cost ~7 ns a term). Each result still adds its terms in order c = 0,
     1, ... with the rounding after each add, as `_fold` does: the same bits."""
-    for r in range(rows):
-        acc[r] = arena[a + r]
-    if mode & 3 == 0:                 # the default rounding: a loop LLVM vectorizes
+    for r0 in range(0, rows, _SUMS):      # a chunk of sums stays in the level-1 cache
+        sums = acc[r0:min(r0 + _SUMS, rows)]    # (loops from 0: a loop from r0 stays scalar)
+        n = sums.size
+        first = arena[a + r0:a + r0 + n]
+        for r in range(n):
+            sums[r] = first[r]
         for c in range(1, cols):
-            at = a + c * acs
-            for r in range(rows):
-                acc[r] = r16_ieee(acc[r] + arena[at + r], mode)
-    else:
-        for c in range(1, cols):
-            at = a + c * acs
-            for r in range(rows):
-                acc[r] = r16(acc[r] + arena[at + r], mode)
+            term = arena[a + r0 + c * acs:a + r0 + c * acs + n]
+            if mode & 3 == 0:             # the default rounding: a loop LLVM vectorizes
+                for r in range(n):
+                    sums[r] = r16_ieee(sums[r] + term[r], mode)
+            else:
+                for r in range(n):
+                    sums[r] = r16(sums[r] + term[r], mode)
     for r in range(rows):
         v = acc[r] / np.float32(cols) if op == _MEAN16 else acc[r]
         arena[o + r] = v if store < 0 else r16(v, store)
@@ -557,7 +584,13 @@ def run_full(arena, code, sx, sy, sz, block, tables, start):
     value (the plan checks it), and the ops run block by block: all of them over elements
     [0, block), then [block, 2 block), ..., so the values stay in the level-1 cache. Each
     element still sees the ops in order; the plan keeps the places of values that die inside
-    the run reserved until its end, so no block overwrites what a later block reads."""
+    the run reserved until its end, so no block overwrites what a later block reads.
+
+    The arrays are used through views that own nothing (`_unowned`): every row or block
+    slice of an owned array counts a reference up and down, two atomic instructions, and
+    a blocked run of a few dozen ops spent most of its time on them."""
+    arena, sx, sy, sz = _unowned(arena), _unowned(sx), _unowned(sy), _unowned(sz)
+    tables = _unowned(tables)
     if block > 0:
         _blocked(arena, code, sx, sy, sz, block, tables)
         return -1
