@@ -3,7 +3,6 @@ elementwise ops fused into one compiled call must change no bit of any result.""
 from __future__ import annotations
 
 import threading
-import warnings
 import tracemalloc
 import warnings
 
