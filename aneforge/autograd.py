@@ -26,6 +26,7 @@ from .ir.dag import topological
 from .ops import REGISTRY
 from .ops._grad import zeros
 from .tensor.base import TensorBase
+from .tensor.highrank import HighRank, wrap
 from .tensor.reduce import reduce
 from .core.trace import SEQ, Stretch, current_tape, record
 
@@ -640,7 +641,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
     [2.0, 4.0, 6.0]
     """
     outputs = [outputs] if isinstance(outputs, TensorBase) else list(outputs)
-    inputs = [inputs] if isinstance(inputs, TensorBase) else list(inputs)
+    inputs = [inputs] if isinstance(inputs, (TensorBase, HighRank)) else list(inputs)
+    shapes = [x.shape if isinstance(x, HighRank) else None for x in inputs]   # rank > 5: its
+    inputs = [x._storage if isinstance(x, HighRank) else x for x in inputs]   # rank <= 5 storage
     seeds = grad_outputs if grad_outputs is not None else [None] * len(outputs)
     seeds = [seeds] if isinstance(seeds, TensorBase) else seeds
     grads = _backprop(outputs, [_seed(o, s) for o, s in zip(outputs, seeds)], bool(retain_graph))
@@ -654,4 +657,5 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
             raise AneforgeError("one of the inputs does not reach the outputs; pass "
                                 "allow_unused=True to get None for it")
         result.append(None if entry is None else entry[1])
-    return tuple(result)
+    return tuple(g if g is None or shape is None else wrap(g, shape)
+                 for g, shape in zip(result, shapes))

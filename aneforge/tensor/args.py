@@ -104,3 +104,14 @@ def host_values(t):
     index checks use them without running anything."""
     node, k = t.ref
     return None if node.data is None else np.asarray(node.data[k])
+
+
+def index_entries(index) -> tuple:
+    """An index's entries, as torch reads them: a tuple as is, a list holding a sequence, a
+    slice, a tensor, None or Ellipsis as a tuple of entries (torch's older rule, still applied:
+    `x[[[0]]]` is `x[[0]]`), anything else as one entry."""
+    if type(index) is list and len(index) < 32 and any(
+            isinstance(i, (list, tuple, slice)) or hasattr(i, "shape") or i is None or
+            i is Ellipsis for i in index):
+        return tuple(index)
+    return index if isinstance(index, tuple) else (index,)

@@ -15,7 +15,8 @@ import numpy as np
 
 from ..errors import AneforgeError, ShapeError
 from ..hardware.limits import MAX_RANK
-from .args import _infer_size, _sizes, norm_dim
+from .args import _infer_size, _sizes, index_entries, norm_dim
+from .assign import _host_index as host_index
 
 # Tensor methods that compute each element from its own: they run on the rank <= 5 storage.
 ELEMENTWISE = frozenset((
@@ -44,6 +45,11 @@ def merged(shape: tuple) -> tuple:
     while len(dims) > MAX_RANK:
         dims[:2] = [dims[0] * dims[1]]
     return tuple(dims)
+
+
+def index(x, index: tuple):
+    """x[index] (x a Tensor) with a rank > 5 index tensor among the entries: by positions."""
+    return HighRank(x.reshape(merged(x.shape)), x.shape)[index]
 
 
 def wrap(storage, shape: tuple):
@@ -249,7 +255,21 @@ class HighRank:
             else out
 
     def __getitem__(self, index):
-        raise self._refusal("indexing")
+        """torch's (numpy's) indexing, as positions found on the host: the storage's entries
+        at them are picked with the storage's own indexing (gradients included)."""
+        index = host_index(tuple(i.numpy() if isinstance(i, HighRank) else i
+                                 for i in index_entries(index)))
+        at = np.arange(self.numel()).reshape(self._shape)
+        # torch selects with Python ints first (numpy would count them as advanced indices,
+        # moving the broadcast axes of `x[1, :, idx]` to the front): two passes
+        ints = tuple(i if isinstance(i, int) else ... if i is Ellipsis else slice(None)
+                     for i in index if i is not None)
+        at = at[ints] if any(isinstance(i, int) for i in ints) else at
+        at = at[tuple(i for i in index if not isinstance(i, int))]
+        coords = np.unravel_index(at.reshape(-1), self._storage.shape)
+        picked = self._storage[tuple(self._storage._as_tensor(c.astype(np.int32))
+                                     for c in coords)]
+        return wrap(picked, at.shape)
 
     def __neg__(self):
         return HighRank(-self._storage, self._shape)

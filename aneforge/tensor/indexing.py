@@ -10,8 +10,9 @@ import numpy as np
 from .. import dtypes
 from ..context import CTX
 from ..errors import AneforgeError, DTypeError, LimitError, ShapeError
-from .args import empty_of, host_values, norm_dim
-from .assign import index_put, setitem
+from .args import empty_of, host_values, index_entries, norm_dim
+from .assign import _host_index as host_index, index_put, setitem
+from . import highrank
 from .base import TensorBase
 from .elementwise import where
 
@@ -223,17 +224,6 @@ def _on_host(x, index: tuple) -> bool:
     return big
 
 
-def _host_index(i):
-    """One entry of an index into host data, as numpy takes it (tensors become their arrays)."""
-    if isinstance(i, TensorBase):
-        return i.numpy()
-    if isinstance(i, slice):
-        return slice(*(_host_index(v) for v in (i.start, i.stop, i.step)))
-    if isinstance(i, (list, tuple)):
-        return np.asarray([_host_index(v) for v in i]) if isinstance(i, list) else i
-    return i
-
-
 def narrow(x, axis: int, start: int, stop: int):
     """x[..., start:stop, ...] on one axis (bounds checked by the caller): one slice_by_index
     recorded without parsing an index."""
@@ -245,11 +235,13 @@ def narrow(x, axis: int, start: int, stop: int):
 
 
 def getitem(x, index):
-    index = index if isinstance(index, tuple) else (index,)
+    index = index_entries(index)
+    if any(isinstance(i, highrank.HighRank) for i in index):     # a rank > 5 index tensor
+        return highrank.index(x, index)
     if _on_host(x, index):                 # a dataset past 65536: numpy's indexing (exact)
         data = x._host_data()
         data = x.numpy() if data is None else data
-        return x._as_tensor(np.asarray(data[tuple(_host_index(i) for i in index)]))
+        return x._as_tensor(np.asarray(data[host_index(index)]))
     if any(_is_bool(i) for i in index):
         return _scalar_bools(x, index)
     if any(_is_advanced(i) for i in index):
