@@ -36,7 +36,7 @@ LAYERS = (
      "aneforge.tensor.movement", "aneforge.tensor.scan", "aneforge.tensor.indexing",
      "aneforge.tensor.inplace", "aneforge.tensor.casts", "aneforge.tensor.random",
      "aneforge.tensor.args", "aneforge.tensor.assign", "aneforge.tensor.highrank",
-     "aneforge.tensor.base"),
+     "aneforge.tensor.base", "aneforge.tensor.grad_fn"),
     ("aneforge.autograd",),
     ("aneforge.tensor",),
     ("aneforge.nn", "aneforge.optim", "aneforge.amp", "aneforge.functions",
