@@ -42,7 +42,7 @@ LAYERS = (
     ("aneforge.nn", "aneforge.optim", "aneforge.amp", "aneforge.functions",
      "aneforge.forwarders", "aneforge.adapters",
      "aneforge.creation", "aneforge.linalg", "aneforge._api", "aneforge.cuda",
-     "aneforge.utils"),
+     "aneforge.utils", "aneforge.backends"),
     ("aneforge.replay", "aneforge.explain", "aneforge.serialization", "aneforge.torch_import",
      "aneforge.testing", "aneforge.bench", "aneforge.docgen", "aneforge", "aneforge.exported"),
 )

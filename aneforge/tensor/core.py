@@ -374,7 +374,7 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
         >>> x = af.ones(3, requires_grad=True)
         >>> z = (x * 2).sum()
         >>> z.grad_fn
-        <SumBackward1 object at 0x...>
+        <SumBackward0 object at 0x...>
         >>> z.grad_fn.next_functions[0][0].name(), x.grad_fn
         ('MulBackward0', None)
         """

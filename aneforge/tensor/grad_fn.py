@@ -18,7 +18,7 @@ TORCH_NAMES = {
     "real_div": "DivBackward0", "pow": "PowBackward0", "matmul": "MmBackward0",
     "linear": "AddmmBackward0", "reshape": "ViewBackward0", "transpose": "PermuteBackward0",
     "expand_dims": "UnsqueezeBackward0", "squeeze": "SqueezeBackward1",
-    "reduce_sum": "SumBackward1", "reduce_mean": "MeanBackward1", "reduce_max": "MaxBackward0",
+    "reduce_sum": "SumBackward0", "reduce_mean": "MeanBackward0", "reduce_max": "MaxBackward0",
     "relu": "ReluBackward0", "sigmoid": "SigmoidBackward0", "tanh": "TanhBackward0",
     "exp": "ExpBackward0", "log": "LogBackward0", "sqrt": "SqrtBackward0",
     "rsqrt": "RsqrtBackward0", "sin": "SinBackward0", "cos": "CosBackward0",
