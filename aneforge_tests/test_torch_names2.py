@@ -208,3 +208,71 @@ def test_data_parallel_module_wraps_as_torch():
 def test_distributed_data_parallel_says_what_to_use():
     with pytest.raises(af.AneforgeError, match="one process on one device. Use the module"):
         af.nn.parallel.DistributedDataParallel(nn.ReLU())
+
+
+# ---- strided slice assignment ------------------------------------------------------------------
+STEPPED = [
+    ((7, 5), (slice(1, None, 3), slice(None, None, 2))),
+    ((6, 8), (slice(None), slice(0, None, 2))),
+    ((6, 8), (slice(None), slice(1, None, 2))),
+    ((5, 9), (Ellipsis, slice(2, 8, 3))),              # 9 by 3, from 2: the last run is cut
+    ((4, 7), (2, slice(None, None, 4))),               # 7 is no multiple of 4: padded, then cut
+    ((3, 4, 10), (slice(None), slice(0, 4, 2), slice(1, 10, 5))),
+    ((2, 2, 2, 4, 6), (0, slice(None), 1, slice(None, None, 2), slice(None, None, 3))),  # rank 5+2
+]
+
+
+@pytest.mark.parametrize("shape,index", STEPPED, ids=[str(i) for i in range(len(STEPPED))])
+def test_stepped_slice_assignment_forward_and_backward_as_torch(shape, index):
+    x, tx = _pair(shape)
+    picked_shape = tuple(torch.zeros(shape)[index].shape)
+    v, tv = _pair(picked_shape, 1)
+    y, ty = x * 1, tx * 1                      # a computed base, as `pe = zeros(...)` then writes
+    y[index] = v.sin()
+    ty[index] = tv.sin()
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), atol=2e-3)
+    g = np.random.default_rng(2).standard_normal(shape).astype(np.float16)
+    (y * af.tensor(g)).sum().backward()
+    (ty * torch.tensor(g.astype(np.float32))).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), atol=2e-3)
+    np.testing.assert_allclose(v.grad.numpy(), tv.grad.numpy(), atol=4e-3)
+
+
+def test_positional_encoding_as_torch():
+    """torch's word_language_model / transformer tutorial PositionalEncoding, max_len 5000:
+    each half of the columns written with a step-2 slice (a gather of 160000 elements before)."""
+    import math
+    position = af.arange(0, 5000, dtype=af.float32).unsqueeze(1)
+    div_term = af.exp(af.arange(0, 64, 2).float() * (-math.log(10000.0) / 64))
+    sin, cos = af.sin(position * div_term), af.cos(position * div_term)
+    pe = af.zeros(5000, 64)
+    pe[:, 0::2] = sin
+    pe[:, 1::2] = cos
+    tpe = torch.zeros(5000, 64)            # the same values written by torch
+    tpe[:, 0::2] = torch.tensor(sin.numpy().astype(np.float32))
+    tpe[:, 1::2] = torch.tensor(cos.numpy().astype(np.float32))
+    np.testing.assert_array_equal(pe.numpy(), tpe.numpy())
+
+
+def test_stepped_slice_assignment_of_integers():
+    x, tx = af.zeros(6, 4, dtype=af.int32), torch.zeros(6, 4, dtype=torch.int32)
+    x[::2] = af.arange(8).reshape(2, 4)[:1] + 7
+    tx[::2] = torch.arange(8, dtype=torch.int32).reshape(2, 4)[:1] + 7
+    assert x.dtype == af.int32 and x.tolist() == tx.tolist()
+
+
+def test_what_still_gathers_past_the_axis_limit_says_why_and_what_to_do():
+    x = af.zeros(300, 300)
+    mask = np.zeros((300, 300), bool)
+    mask[::2] = True
+    with pytest.raises(af.LimitError, match=r"a boolean mask places the value by a gather over "
+                                            r"x's 90000 elements .* past the ANE's 65536.*in parts"):
+        x[af.tensor(mask)] = af.ones(45000) * 2
+    y = af.where(af.tensor(mask), af.ones(300, 300) * 2, x)           # what it says to do
+    np.testing.assert_array_equal(y.numpy(), mask * 2.0)
+    for i in range(0, 300, 150):                                       # or in parts
+        part = x[i:i + 150]
+        part[af.tensor(mask[i:i + 150])] = af.ones(22500) * 2
+        x[i:i + 150] = part
+    np.testing.assert_array_equal(x.numpy(), mask * 2.0)
+
