@@ -24,7 +24,7 @@ from .creation import (arange, empty, empty_like, eye, from_numpy, full, full_li
                        manual_seed, ones, ones_like, rand, rand_like, randint, randint_like, randn,
                        randn_like, randperm, tensor, zeros, zeros_like)
 from .creation import normal
-from .devices import Backends as _Backends, DeviceError, device
+from .devices import DeviceError, device
 from .random import Generator, get_rng_state, initial_seed, seed, set_rng_state
 from .random import default_generator as _default_generator
 from .dtypes import bool_ as bool  # noqa: A001  (torch spells it af.bool)
@@ -34,12 +34,13 @@ from .errors import (ANEHazardWarning, AneforgeError, BackendUnavailable, Checkp
                      OutOfMemoryError, ShapeError)
 from .errors import HostSegmentNotice
 from .hardware.numerics import Numerics, get_numerics, numerics, set_numerics
-from .runtime import backends as _backends, get_backend, set_backend
+from .runtime import get_backend, set_backend
 from .hardware.targets import get_target, is_native, op_info, set_target, target
 from .tensor import Tensor
 from .autograd import (enable_grad, grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)
 from . import amp, cuda, linalg, nn, optim, passes, utils  # noqa: E402  (on everything above)
+from . import backends  # noqa: E402  (torch.backends; called, aneforge's backends)
 from .amp import autocast
 from .replay import compile  # noqa: A001  (torch.compile's name)
 from .explain import explain
@@ -71,7 +72,6 @@ from .nn.functional import (
 
 float = float32  # noqa: A001
 long = int32
-backends = _Backends(_backends)      # af.backends() lists them; af.backends.mps as torch's
 default_generator = _default_generator()    # torch.default_generator: what af.manual_seed seeds
 
 

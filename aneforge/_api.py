@@ -266,6 +266,16 @@ neg                   Tensor    torch Tensor    decomposed      neg.default
 negative              Tensor    torch Tensor    decomposed
 nelement              Tensor    Tensor          host
     -- the static element count (no program)
+new_empty             Tensor    Tensor          host            new_empty.default
+    -- a new leaf made on the host (zeros), an input of the programs that read it
+new_full              Tensor    Tensor          host            new_full.default
+    -- a new leaf made on the host, an input of the programs that read it
+new_ones              Tensor    Tensor          host            new_ones.default
+    -- a new leaf made on the host, an input of the programs that read it
+new_tensor            Tensor    Tensor          host
+    -- a copy of host data as a new leaf
+new_zeros             Tensor    Tensor          host            new_zeros.default
+    -- a new leaf made on the host, an input of the programs that read it
 nll_loss              F         F               decomposed
 nonzero               Tensor    torch Tensor    host            nonzero.default
     -- the result's shape depends on the values: a host segment between ANE segments

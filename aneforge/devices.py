@@ -1,5 +1,5 @@
 """torch's devices: `af.device`, the placement arguments (`device=`, `.to(...)`, `.cuda()`) and
-`af.backends.mps` / `.cudnn`.
+`af.backends.mps` / `.cudnn` (aneforge/backends/).
 
 aneforge has one device: wherever the backend runs its programs (the ANE on macOS, the
 simulator elsewhere). `"cpu"`, `"mps"` and `"ane"` all name it, so torch code that picks one of
@@ -99,44 +99,3 @@ def is_device(value) -> bool:
     if not isinstance(value, str):
         return False
     return value.partition(":")[0] in ONE_DEVICE + FOREIGN
-
-
-class _Flags:
-    """A namespace of torch.backends flags: set freely, read back, no effect on aneforge."""
-
-    def __init__(self, available: bool, **flags):
-        self._available = available
-        self.__dict__.update(flags)
-
-    def is_available(self) -> bool:
-        return self._available
-
-    def is_built(self) -> bool:
-        return self._available
-
-
-class Backends:
-    """`af.backends`: called, each backend's name -> (available here, why); as attributes, torch's
-    `torch.backends.mps` (available: "mps" is the one device), `torch.backends.cudnn` and
-    `torch.backends.cuda` (not available; flags such as `cudnn.benchmark` or
-    `cuda.matmul.allow_tf32` are accepted and have no effect).
-
-    >>> import aneforge as af
-    >>> af.backends()["sim"][0], af.backends.mps.is_available(), af.backends.cudnn.is_available()
-    (True, True, False)
-    """
-
-    def __init__(self, listing):
-        self._listing = listing
-        self.__doc__ = listing.__doc__
-        self.mps = _Flags(True)
-        self.cudnn = _Flags(False, benchmark=False, deterministic=False, enabled=True,
-                            allow_tf32=False)
-        self.cuda = _Flags(False, matmul=_Flags(False, allow_tf32=False,
-                                                allow_fp16_reduced_precision_reduction=True))
-
-    def __call__(self) -> dict:
-        return self._listing()
-
-    def __repr__(self) -> str:
-        return f"<af.backends: {', '.join(self._listing())}; .mps, .cudnn as in torch>"

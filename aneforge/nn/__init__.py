@@ -13,6 +13,8 @@ from .layers import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, AvgPool
                      Softmax, Softmin, Softplus, Tanh, Upsample)
 from .module import Module, ModuleDict, ModuleList, Sequential
 from .parameter import Parameter
+from . import parallel
+from .parallel import DataParallel
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
                           TransformerEncoder, TransformerEncoderLayer)
 
@@ -25,7 +27,7 @@ __all__ = ["functional", "F", "init", "utils", "Module", "ModuleList", "ModuleDi
            "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCEWithLogitsLoss",
            "BCELoss", "Softmin", "MultiheadAttention", "BatchNorm1d", "BatchNorm2d", "KLDivLoss",
            "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
-           "TransformerDecoder", "Transformer"]
+           "TransformerDecoder", "Transformer", "parallel", "DataParallel"]
 
 
 def __getattr__(name: str):

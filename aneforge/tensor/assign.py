@@ -8,8 +8,10 @@ indexing rules, which torch's follow for these forms):
     host data, nothing to differentiate  -> numpy assigns into a copy (a data loader building
                                             samples, `y[len(ix)+1:] = -1`): no program at all
     otherwise                            -> where(changed, value placed, x): the value padded
-                                            into place for a box of slices, gathered into place
-                                            for any other index; gradients reach x (unchanged
+                                            into place for a box of slices (a stepped slice,
+                                            `pe[:, 0::2]`, is a box once its axis is split as
+                                            (n / step, step)), gathered into place for any
+                                            other index; gradients reach x (unchanged
                                             elements) and the value (the elements it wrote)
 
 Other handles on the old value (torch's views, `y = x[0]` before the write) keep it: there are
@@ -24,6 +26,7 @@ import numpy as np
 from .. import dtypes
 from ..context import CTX
 from ..errors import LimitError
+from ..hardware.limits import MAX_RANK
 from .args import host_values
 from .base import TensorBase
 from .elementwise import where
@@ -115,28 +118,61 @@ def _placed(x, v, where_, positions):
     """A tensor of x's shape holding, at each assigned element, the value's element written
     there (numpy's order: a repeated position keeps the last write)."""
     box = _box(where_, x.shape)
-    if box is not None:                    # slices with step 1 and ints: pad the value in place
-        begin, sizes = box
-        v = v.expand(*positions.shape).reshape(sizes)
-        widths = tuple(n for b, s, full in zip(begin, sizes, x.shape) for n in (b, full - b - s))
-        floating = v.dtype.is_float
-        padded = (v if floating else v.to(dtypes.float32))._record(
-            "pad", {"x": v if floating else v.to(dtypes.float32)},
-            {"pad": widths, "mode": "constant", "constant_val": 0.0})
-        return padded if floating else padded.to(x.dtype)
+    if box is not None and len(_view(x.shape, box[2])) <= MAX_RANK:
+        return _padded(x, v.expand(*positions.shape), *box)
     if max(x.numel(), positions.size) > 65536:
-        raise LimitError(f"x[index] = value: this index ({positions.size} elements of a tensor "
-                         f"of {x.numel()}) is gathered over one axis past the ANE's 65536; assign "
-                         f"a box of slices, or in parts")
+        raise LimitError(
+            f"x[index] = value: {_gathered(where_)} places the value by a gather over x's "
+            f"{x.numel()} elements as one axis, past the ANE's 65536 per axis. Ints, slices "
+            f"(any positive step; at most {MAX_RANK - x.ndim} stepped axes here) and ... place "
+            f"it without a gather; else write x = af.where(mask, values of x's shape, x), or "
+            f"assign in parts of at most 65536 elements (part = x[a:b]; part[...] = v; "
+            f"x[a:b] = part)")
     source = np.zeros(x.numel(), np.int32)
     source[positions.ravel()] = np.arange(positions.size, dtype=np.int32)
     flat = v.expand(*positions.shape).reshape(-1)
     return flat.index_select(0, x._const(source, dtypes.int32)).reshape(x.shape)
 
 
+def _gathered(where_: tuple) -> str:
+    """What in `where_` needs the gather, in the user's words."""
+    kinds = {"a boolean mask" if i.dtype == bool else "an index tensor (or list)"
+             for i in where_ if isinstance(i, np.ndarray)}
+    if any(i is None for i in where_):
+        kinds.add("a None (new axis)")
+    return " and ".join(sorted(kinds)) or f"this index ({len(where_)} stepped axes)"
+
+
+def _view(shape: tuple, steps: tuple) -> tuple:
+    """x's shape with each axis of step s > 1 split as (ceil(n / s), s): there the elements
+    b, b + s, b + 2s, ... of that axis are one run of the first part at one phase of the
+    second, so a stepped slice is a box of step-1 slices (placed by a pad, no gather)."""
+    return tuple(m for n, s in zip(shape, steps) for m in ((n,) if s == 1 else (-(-n // s), s)))
+
+
+def _padded(x, v, begin, sizes, steps):
+    """The value (of the box's shape) padded with zeros into x's shape at the (stepped) box:
+    padded in the split view (_view), merged back, and cut to x's shape where a split axis was
+    rounded up to a multiple of its step."""
+    starts, counts = [], []
+    for b, k, s in zip(begin, sizes, steps):
+        starts += [b] if s == 1 else [b // s, b % s]
+        counts += [k] if s == 1 else [k, 1]
+    view = _view(x.shape, steps)
+    widths = tuple(n for b, k, full in zip(starts, counts, view) for n in (b, full - b - k))
+    floating = v.dtype.is_float
+    w = (v if floating else v.to(dtypes.float32)).reshape(counts)
+    padded = w._record("pad", {"x": w}, {"pad": widths, "mode": "constant", "constant_val": 0.0})
+    merged = tuple(-(-n // s) * s for n, s in zip(x.shape, steps))
+    out = padded.reshape(merged)
+    if merged != x.shape:                      # an axis rounded up to a multiple of its step
+        out = out[tuple(slice(0, n) for n in x.shape)]
+    return out if floating else out.to(x.dtype)
+
+
 def _box(where_: tuple, shape: tuple):
-    """(begin, sizes) of the box `where_` selects when it is only ints, step-1 slices and
-    Ellipsis (each axis one contiguous run), else None."""
+    """(begin, sizes, steps) of the box `where_` selects when it is only ints, slices with a
+    positive step and Ellipsis (each axis an evenly spaced run), else None."""
     if any(i is None for i in where_):
         return None
     rest = len(shape) - sum(1 for i in where_ if i is not Ellipsis)
@@ -144,13 +180,14 @@ def _box(where_: tuple, shape: tuple):
     for i in where_:
         entries.extend([slice(None)] * rest if i is Ellipsis else [i])
     entries += [slice(None)] * (len(shape) - len(entries))
-    begin, sizes = [], []
+    begin, sizes, steps = [], [], []
     for i, n in zip(entries, shape):
         if isinstance(i, numbers.Integral) and not isinstance(i, (bool, np.bool_)):
-            begin.append(int(i) % n), sizes.append(1)
-        elif isinstance(i, slice) and i.step in (None, 1):
-            b, e, _ = i.indices(n)
-            begin.append(b), sizes.append(max(e - b, 0))
+            begin.append(int(i) % n), sizes.append(1), steps.append(1)
+        elif isinstance(i, slice) and (i.step is None or i.step > 0):
+            b, e, step = i.indices(n)
+            count = len(range(b, e, step))
+            begin.append(b), sizes.append(count), steps.append(step if count > 1 else 1)
         else:
             return None
-    return tuple(begin), tuple(sizes)
+    return tuple(begin), tuple(sizes), tuple(steps)

@@ -33,8 +33,8 @@ from ..ir.types import TensorType
 from ..hardware.limits import MAX_RANK, check_leaf_shape
 from ..core.trace import Node, host_read, leaf, record, record_binary, taped, written_leaf
 from ..ops.registry import is_literal
-from . import highrank
-from .args import norm_dim
+from . import grad_fn, highrank
+from .args import _sizes, norm_dim
 from .casts import CastsMixin
 from .elementwise import ElementwiseMixin
 from .indexing import IndexingMixin
@@ -375,6 +375,89 @@ class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMi
             return                      # `x.data += d`: the in-place op already wrote it back
         self.set_(self._as_tensor(value))
 
+    @property
+    def grad_fn(self):
+        """torch's autograd node of a computed tensor that requires grad (None for a leaf or a
+        value without gradient): the recorded op, named as torch names its backward, with
+        `next_functions` (aneforge/tensor/grad_fn.py).
+
+        >>> import aneforge as af
+        >>> x = af.ones(3, requires_grad=True)
+        >>> z = (x * 2).sum()
+        >>> z.grad_fn
+        <SumBackward0 object at 0x...>
+        >>> z.grad_fn.next_functions[0][0].name(), x.grad_fn
+        ('MulBackward0', None)
+        """
+        return grad_fn.of(self._node, self._idx, Tensor)
+
+    def __format__(self, format_spec: str) -> str:
+        """`f"{loss:.4f}"`: a 0-d tensor formats its value, as torch's; another tensor takes
+        only the empty spec (its str).
+
+        >>> import aneforge as af
+        >>> f"{af.tensor(2.5):.2f} {af.tensor([1, 2])}"
+        '2.50 tensor([1, 2], dtype=aneforge.int32)'
+        """
+        if self.ndim == 0:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
+    # ---- torch's new_*: a new leaf with this tensor's dtype unless told ------------------
+    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False,
+                 layout=None, pin_memory: bool = False) -> "Tensor":
+        """A tensor of `size` filled with `fill_value`, of this tensor's dtype unless `dtype`.
+
+        >>> import aneforge as af
+        >>> af.tensor([1, 2]).new_full((2, 2), 3).tolist()
+        [[3, 3], [3, 3]]
+        """
+        return _new(self, (size,), fill_value, dtype, device, requires_grad, "Tensor.new_full")
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False,
+                  layout=None, pin_memory: bool = False) -> "Tensor":
+        """Zeros of `size` (`x.new_zeros(2, 3)` or `x.new_zeros((2, 3))`), of x's dtype unless
+        `dtype`.
+
+        >>> import aneforge as af
+        >>> af.ones(4).new_zeros(2, 3).shape, af.ones(1).new_zeros(2).dtype
+        ((2, 3), aneforge.float16)
+        """
+        return _new(self, size, 0, dtype, device, requires_grad, "Tensor.new_zeros")
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False,
+                 layout=None, pin_memory: bool = False) -> "Tensor":
+        """Ones of `size`, of this tensor's dtype unless `dtype`.
+
+        >>> import aneforge as af
+        >>> af.tensor([7]).new_ones(3).tolist()
+        [1, 1, 1]
+        """
+        return _new(self, size, 1, dtype, device, requires_grad, "Tensor.new_ones")
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False,
+                  layout=None, pin_memory: bool = False) -> "Tensor":
+        """A tensor of `size` whose values torch leaves unspecified: zeros here (a program input
+        is never uninitialized memory), of this tensor's dtype unless `dtype`.
+
+        >>> import aneforge as af
+        >>> af.ones(1).new_empty((2,)).shape
+        (2,)
+        """
+        return _new(self, size, 0, dtype, device, requires_grad, "Tensor.new_empty")
+
+    def new_tensor(self, data, *, dtype=None, device=None, requires_grad: bool = False,
+                   layout=None, pin_memory: bool = False) -> "Tensor":
+        """A new leaf holding a copy of `data`, of this tensor's dtype unless `dtype` (torch's
+        rule: not the data's own dtype).
+
+        >>> import aneforge as af
+        >>> af.ones(1).new_tensor([1, 2]).dtype
+        aneforge.float16
+        """
+        return tensor(data, self.dtype if dtype is None else dtype, device=device,
+                      requires_grad=requires_grad)
+
     def __getattr__(self, name: str):
         hint = ""
         if name.endswith("_") and not name.startswith("_") and hasattr(Tensor, name[:-1]):
@@ -400,6 +483,17 @@ class _Data(Tensor):
 
     def _update_owner(self):
         return self._base._update_owner()
+
+
+def _new(x: Tensor, size: tuple, fill, dtype, device, requires_grad: bool, what: str) -> Tensor:
+    """A new leaf of `size` (torch's size arguments) filled with `fill`, of x's dtype unless
+    `dtype`, after torch's checks of `device` and `requires_grad`."""
+    use(device, what)
+    dt = x.dtype if dtype is None else dtypes.as_dtype(dtype)
+    if requires_grad and not dt.is_float:
+        raise DTypeError(f"{what}: only tensors of floating point dtype can require gradients "
+                         f"(got {dt}); pass a float dtype, or requires_grad=False")
+    return _leaf(np.full(_sizes(size), fill), dt, requires_grad)
 
 
 def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
