@@ -15,6 +15,7 @@ import torch
 
 import aneforge as af
 import aneforge.nn as nn
+import aneforge.nn.functional as F
 
 
 def torch_bytes(obj) -> bytes:
@@ -347,3 +348,16 @@ def test_a_whole_split_evaluates_under_no_grad_with_the_programs_bits():
     C.requires_grad_(True)
     with pytest.raises(af.LimitError, match="past 65536.*needs a gradient.*C\\[X\\[ix\\]\\]"):
         C[X].sum()
+
+
+def test_a_loss_over_more_samples_than_fp16_counts_matches_torch():
+    """cross_entropy's mean over 140616 samples (makemore's training split, evaluated whole
+    under no_grad): the kept-sample count is past fp16 as a sum; it read 0 (inf / inf)."""
+    rng = np.random.default_rng(2)
+    logits = rng.standard_normal((140_616, 27)).astype(np.float16)
+    y = rng.integers(0, 27, 140_616)
+    with af.no_grad():
+        got = F.cross_entropy(af.tensor(logits), af.tensor(y)).item()
+    want = float(torch.nn.functional.cross_entropy(torch.tensor(logits.astype(np.float32)),
+                                                   torch.tensor(y)))
+    assert abs(got - want) < 2e-3 * want

@@ -192,7 +192,9 @@ def _class_loss(loss: Tensor, target: Tensor, weight, ignore_index: int, reducti
     if reduction != "mean":
         return _reduce(loss, reduction)
     count = keep.to(loss.dtype) if w is None else where(keep, w, zeros(w))
-    return (loss.float().sum() / count.float().sum()).to(loss.dtype)
+    # means, not sums: the same ratio, and a count of 140616 samples (makemore's whole training
+    # split) would pass the matmul port's range as a sum (inf / inf reads 0 on the engine)
+    return (loss.float().mean() / count.float().mean()).to(loss.dtype)
 
 
 def _per_class(weight: Tensor, dtype, sample_shape) -> Tensor:
@@ -274,7 +276,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         smooth = where(keep, smooth, zeros(smooth))
         if reduction == "mean":
             wt = select_class(_per_class(weight, logp.dtype, loss.shape), target)
-            smooth = (smooth.float().sum() / where(keep, wt, zeros(wt)).float().sum()).to(logp.dtype)
+            smooth = (smooth.float().mean() / where(keep, wt, zeros(wt)).float().mean()).to(
+                logp.dtype)                                 # means: see _class_loss
         else:
             smooth = _reduce(smooth, reduction)
         return main * (1 - label_smoothing) + smooth * label_smoothing
