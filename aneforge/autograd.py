@@ -142,12 +142,13 @@ def _vjp(node, cotangents: list, at) -> dict:
 
 
 def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool, order=None,
-              scale=None) -> dict:
+              scale=None, watched: list | None = None) -> dict:
     """Cotangents of every requires-grad value reachable from `roots`, keyed by (id(node), i).
 
     As in torch, a graph is differentiated once unless `retain_graph`: a second walk through an
     op a first one freed raises (torch frees the tensors the rule saved; here it keeps the
-    familiar error instead of silently adding a second copy of the gradients)."""
+    familiar error instead of silently adding a second copy of the gradients). `watched`
+    collects the cotangents entering ops whose sums can hide an overflow (autoscale.SUMMING)."""
     grads: dict = {}
     for r, s in zip(roots, seeds):
         _accumulate(grads, r.ref, s)
@@ -173,6 +174,8 @@ def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool, order=None,
                 continue
             if all(c is None for c in cot):
                 continue
+            if watched is not None and node.op in autoscale.SUMMING:
+                watched.extend(c for c in cot if c is not None)
             start = next(SEQ)
             cotangents = _vjp(node, cot, roots[0]._at)
             if check:
@@ -430,8 +433,9 @@ def backward(tensor: "Tensor", gradient=None, retain_graph: bool | None = None) 
     if scaler is not None:
         scale = _scale_input(tensor, scaler)
         seed = seed * scale.to(seed.dtype)
+    watched = [] if scaler is not None else None
     grads = _backprop([tensor], [seed], bool(retain_graph), order,
-                      scale if scaler is not None else None)
+                      scale if scaler is not None else None, watched)
     # the leaves that get a gradient: key -> the leaf node a handle holds now (once each)
     current = {k: _current(ref[0]) for k, (ref, _) in grads.items()}
     targets = [k for k, n in current.items() if n.op is None and n.requires_grad]
@@ -443,7 +447,7 @@ def backward(tensor: "Tensor", gradient=None, retain_graph: bool | None = None) 
         if CTX.thread.capture is not None:     # a replay reads the group's scale anew
             CTX.thread.capture.provide(scale, lambda: scaler.select(group))
         with no_grad():
-            peaks = autoscale.scale(targets, grads, scale)
+            peaks = autoscale.scale(targets, grads, scale, watched)
         auto = autoscale.Scaled(scaler, peaks, tuple(weakref.ref(current[k]) for k in targets),
                                 scale, [grads[k][1].ref for k in targets])
         scaler.pending.append(auto)
