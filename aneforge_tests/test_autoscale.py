@@ -489,7 +489,9 @@ def test_a_gradient_an_overflow_zeroed_is_not_called_an_underflow():
         zeroed.grad.numpy()
     handles = (weakref.ref(zeroed.ref[0]), weakref.ref(other.ref[0]))
     hidden, small = AutoScaler(), AutoScaler()             # each warns once per parameter
+    hidden._rescued = True                                 # it ran down the whole ladder
     with pytest.warns(af.ANEHazardWarning, match="overflowed fp16.*Do not raise the scale"):
         hidden.observe(handles, np.array([1.0, 0.0, 1.0, np.inf]))
+    assert hidden.rescued_passes == 1 and 1.0 <= hidden.scale < 1024
     with pytest.warns(af.ANEHazardWarning, match="underflowed fp16.*Raise the scale"):
         small.observe(handles, np.array([1.0, 0.0, 1.0, 0.0]))

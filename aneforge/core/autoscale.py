@@ -127,6 +127,7 @@ class AutoScaler:
         self.rescued_passes += rescued
         top, low, ran_at, inner = peaks.ravel().tolist()
         self._hidden = not math.isfinite(inner)
+        inner = 0.0 if self._hidden else inner   # the values' own inf: no scale keeps it finite
         if not math.isfinite(top + low):         # an inf or a NaN, even at the lowest scale
             self.scale = max(self.scale * self.backoff_factor, 1.0)
             self.clean_passes = 0
