@@ -143,14 +143,15 @@ def _vjp(node, cotangents: list, at) -> dict:
 
 
 def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool, order=None,
-              scale=None, leaves_only: bool = False) -> dict:
+              scale=None, leaves_only: bool = False, watched: list | None = None) -> dict:
     """Cotangents of every requires-grad value reachable from `roots`, keyed by (id(node), i)
     (`leaves_only`: the caller reads only the leaves', so a repeated walk may be re-recorded:
     `_RepeatedWalk`).
 
     As in torch, a graph is differentiated once unless `retain_graph`: a second walk through an
     op a first one freed raises (torch frees the tensors the rule saved; here it keeps the
-    familiar error instead of silently adding a second copy of the gradients)."""
+    familiar error instead of silently adding a second copy of the gradients). `watched`
+    collects the cotangents entering ops whose sums can hide an overflow (autoscale.SUMMING)."""
     grads: dict = {}
     for r, s in zip(roots, seeds):
         _accumulate(grads, r.ref, s)
@@ -169,21 +170,23 @@ def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool, order=None,
     repeated = _RepeatedWalk.of(order, seeds) if leaves_only and not check and not custom \
         else None
     if repeated is not None and repeated.known is not None:
-        if repeated.remake(grads, roots[0]._at):
+        if repeated.remake(grads, roots[0]._at, watched):
             return grads
     mark = repeated.begin() if repeated is not None else None
     try:
-        _walk(order, grads, roots, check, waiting)
+        _walk(order, grads, roots, check, waiting, watched)
         if repeated is not None:
-            repeated.keep(mark, grads)
+            repeated.keep(mark, grads, watched)
     finally:
         if repeated is not None:
             Stretch.stop(repeated.tape)
     return grads
 
 
-def _walk(order: list, grads: dict, roots: Sequence, check: bool, waiting) -> None:
-    """The reverse walk: each op's rule sends its inputs' cotangents into `grads`."""
+def _walk(order: list, grads: dict, roots: Sequence, check: bool, waiting,
+          watched: list | None) -> None:
+    """The reverse walk: each op's rule sends its inputs' cotangents into `grads`; `watched`
+    collects the cotangents entering ops whose sums can hide an overflow (autoscale.SUMMING)."""
     with no_grad():
         for node in reversed(order):
             if node.op is None:
@@ -195,6 +198,8 @@ def _walk(order: list, grads: dict, roots: Sequence, check: bool, waiting) -> No
                 continue
             if all(c is None for c in cot):
                 continue
+            if watched is not None and node.op in autoscale.SUMMING:
+                watched.extend(c for c in cot if c is not None)
             start = next(SEQ)
             cotangents = _vjp(node, cot, roots[0]._at)
             if check:
@@ -239,18 +244,22 @@ class _RepeatedWalk:
     def begin(self) -> tuple:
         return Stretch.begin(self.tape)
 
-    def keep(self, mark: tuple, grads: dict) -> None:
-        """Keep the walk just recorded (its leaves' gradients are what a replay gives)."""
+    def keep(self, mark: tuple, grads: dict, watched: list | None) -> None:
+        """Keep the walk just recorded (its leaves' gradients, and the watched cotangents, are
+        what a replay gives)."""
         leaves = [(ref, g.ref) for ref, g in grads.values() if ref[0].op is None]
-        stretch = Stretch.end(self.tape, mark, [r for r, _ in leaves] + [g for _, g in leaves])
+        seen = [w.ref for w in watched or ()]
+        stretch = Stretch.end(self.tape, mark,
+                              [r for r, _ in leaves] + [g for _, g in leaves] + seen)
         if stretch is not None:
             if len(_WALKS) >= _WALKS_MAX:
                 _WALKS.clear()
             _WALKS[self.key] = (stretch, len(leaves))
 
-    def remake(self, grads: dict, at) -> bool:
-        """Add the leaves' gradients to `grads` (the roots'), re-recorded from the kept
-        stretch; False (nothing recorded) if it reads a node this walk does not place."""
+    def remake(self, grads: dict, at, watched: list | None) -> bool:
+        """Add the leaves' gradients to `grads` (the roots'), and the watched cotangents to
+        `watched`, re-recorded from the kept stretch; False (nothing recorded) if it reads a
+        node this walk does not place."""
         stretch, n = self.known
         tape, placed = self.tape, {}
         for node in [*self.order, *(s.ref[0] for s in self.seeds)]:
@@ -261,8 +270,10 @@ class _RepeatedWalk:
         refs = stretch.remake(tape, placed)
         if refs is None:
             return False
-        for (node, i), (g, j) in zip(refs[:n], refs[n:]):
+        for (node, i), (g, j) in zip(refs[:n], refs[n:2 * n]):
             grads[(id(node), i)] = ((node, i), at(g, j))
+        if watched is not None:
+            watched.extend(at(g, j) for g, j in refs[2 * n:])
         return True
 
 
@@ -519,8 +530,10 @@ def backward(tensor: "Tensor", gradient=None, retain_graph: bool | None = None) 
     if scaler is not None:
         scale = _scale_input(tensor, scaler)
         seed = seed * scale.to(seed.dtype)
+    watched = [] if scaler is not None else None
     grads = _backprop([tensor], [seed], bool(retain_graph), order,
-                      scale if scaler is not None else None, leaves_only=True)
+                      scale if scaler is not None else None, leaves_only=True,
+                      watched=watched)
     # the leaves that get a gradient: key -> the leaf node a handle holds now (once each)
     current = {k: _current(ref[0]) for k, (ref, _) in grads.items()}
     targets = [k for k, n in current.items() if n.op is None and n.requires_grad]
@@ -532,7 +545,7 @@ def backward(tensor: "Tensor", gradient=None, retain_graph: bool | None = None) 
         if CTX.thread.capture is not None:     # a replay reads the group's scale anew
             CTX.thread.capture.provide(scale, lambda: scaler.select(group))
         with no_grad():
-            peaks = autoscale.scale(targets, grads, scale)
+            peaks = autoscale.scale(targets, grads, scale, watched)
         auto = autoscale.Scaled(scaler, peaks, tuple(weakref.ref(current[k]) for k in targets),
                                 scale, [grads[k][1].ref for k in targets])
         scaler.pending.append(auto)

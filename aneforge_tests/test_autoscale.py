@@ -8,12 +8,14 @@ scaling switched off.
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import numpy as np
 import pytest
 import torch
 
 import aneforge as af
+from aneforge.core.autoscale import AutoScaler
 from torch_style_models import MODELS
 
 TARGETS = ("M1", "M4")
@@ -448,3 +450,83 @@ def test_each_model_keeps_its_own_scale():
     (big(af.ones(2, 4) * 30) ** 2).sum().backward()
     big.weight.grad.numpy()
     assert af.amp.auto_scaler().scale <= first * 2      # and the first model's comes back
+
+
+# ---- an overflow the engine hides: inf - inf and 0 * inf store +0 ------------------------------
+def test_an_overflow_a_later_matmul_cancels_is_rescued():
+    """At S = 1024 an intermediate cotangent (1000 * 100 at torch's scale) is past 65504: +inf in
+    one row, -inf in the next. The matmul that makes w's gradient adds them, and the engine
+    stores inf - inf as +0: w.grad came back all zeros with finite peaks, and the warning said
+    it underflowed. The cotangents entering sums are peaks too: the pass runs a rung lower."""
+    x0 = np.array([[1.0, 2.0, 1.0], [1.0, 1.0, 2.0]], np.float32)
+    c = np.array([[0.1, 0.07], [-0.08, -0.09]], np.float32)
+    w0 = np.array([[0.5, -0.25], [0.75, 0.5], [-0.5, 0.25]], np.float32)
+    tw = torch.tensor(w0, requires_grad=True)
+    ((torch.from_numpy(x0) @ tw) * 1000.0 * torch.from_numpy(c)).sum().backward()
+    w = af.nn.Parameter(af.tensor(w0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                    # rescued: nothing to warn about
+        ((af.tensor(x0) @ w) * 1000.0 * af.tensor(c)).sum().backward()
+        g = w.grad.numpy().astype(np.float32)
+    want = tw.grad.numpy()
+    assert np.abs(want).min() > 10                         # torch's gradient is not small
+    np.testing.assert_allclose(g, want, rtol=2e-3)
+    assert af.amp.auto_scaler().rescued_passes == 1
+
+
+def _gan_discriminator_grads(lib, tensor):
+    """The DCGAN discriminator's pattern (pytorch/examples dcgan/main.py) at a small size:
+    conv, LeakyReLU, conv, BatchNorm (training) over a near-constant batch, LeakyReLU, conv,
+    sigmoid, BCELoss against a label tensor of ones; the three conv weights' gradients."""
+    rs = np.random.RandomState(0)
+    x = rs.uniform(-1, 1, (8, 3, 16, 16)).astype(np.float32)
+    ws = [(rs.randn(*s) * k).astype(np.float32)
+          for s, k in (((8, 3, 4, 4), 0.02), ((16, 8, 4, 4), 0.003), ((1, 16, 4, 4), 0.02))]
+    F = lib.nn.functional
+    w0, w1, w2 = (tensor(w) for w in ws)
+    h = F.leaky_relu(F.conv2d(tensor(x), w0, stride=2, padding=1), 0.2)
+    h = F.leaky_relu(F.batch_norm(F.conv2d(h, w1, stride=2, padding=1), None, None,
+                                  training=True), 0.2)
+    out = lib.sigmoid(F.conv2d(h, w2)).view(-1)
+    label = lib.full((out.shape[0],), 1, dtype=out.dtype)
+    F.binary_cross_entropy(out, label).backward()
+    return [w.grad.numpy().astype(np.float32) for w in (w0, w1, w2)]
+
+
+def test_a_gan_discriminators_first_conv_gets_its_gradient():
+    """The discriminator's BatchNorm over a small-variance batch makes its variance term about
+    1e3 at torch's scale: at S = 1024 it overflowed, the conv before it summed +inf and -inf to
+    0, and the first conv's weight gradient (and, in a GAN, every generator gradient behind it)
+    read 0.0 where torch's reads 0.17. Now the pass is rescued, and .grad is torch's within
+    the error fp16's forward pass over this near-constant BatchNorm input leaves (12-17% of the
+    largest value; the same with the scaling off, which the scaled pass must not exceed)."""
+    want = _gan_discriminator_grads(torch, lambda w: torch.tensor(w, requires_grad=True))
+    got = _gan_discriminator_grads(af, af.nn.Parameter)
+    assert af.amp.auto_scaler().rescued_passes == 1
+    af.amp.set_auto_scale(False)
+    try:
+        unscaled = _gan_discriminator_grads(af, af.nn.Parameter)
+    finally:
+        af.amp.set_auto_scale(True)
+    for g, u, t in zip(got, unscaled, want):
+        err, err_unscaled = (np.abs(v - t).max() / np.abs(t).max() for v in (g, u))
+        assert err < 0.2 and err < err_unscaled + 0.02, (err, err_unscaled)
+
+
+def test_a_gradient_an_overflow_zeroed_is_not_called_an_underflow():
+    """A pass whose watched cotangents overflowed at every scale (the values' own inf, that a
+    sum turned into zeros): an all-zero gradient is not an underflow, and raising the scale
+    (the underflow's advice) would make it worse: the warning says what happened instead."""
+    zeroed, other = af.nn.Parameter(af.ones(3)), af.nn.Parameter(af.ones(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                   # the pass's own (underflow) warning
+        (zeroed * 0.0 + other).sum().backward()
+        zeroed.grad.numpy()
+    handles = (weakref.ref(zeroed.ref[0]), weakref.ref(other.ref[0]))
+    hidden, small = AutoScaler(), AutoScaler()             # each warns once per parameter
+    hidden._rescued = True                                 # it ran down the whole ladder
+    with pytest.warns(af.ANEHazardWarning, match="overflowed fp16.*Do not raise the scale"):
+        hidden.observe(handles, np.array([1.0, 0.0, 1.0, np.inf]))
+    assert hidden.rescued_passes == 1 and 1.0 <= hidden.scale < 1024
+    with pytest.warns(af.ANEHazardWarning, match="underflowed fp16.*Raise the scale"):
+        small.observe(handles, np.array([1.0, 0.0, 1.0, 0.0]))

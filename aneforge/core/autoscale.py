@@ -20,6 +20,12 @@ gradient under HEADROOM (8x below the port's 2**15), up to a ceiling. A rescue (
 intermediate value overflowed where the gradients did not) halves the ceiling; every
 `growth_interval` clean passes double it again, up to `max_scale`.
 
+An overflow need not reach a gradient: the engine stores inf - inf and 0 * inf as +0, so a
+scaled intermediate past 65504 (BatchNorm's variance term over a small-variance batch, ~1e3 at
+torch's scale) that then meets a sum (a conv's input gradient adds +inf and -inf) comes back
+as zeros, finite and wrong. So each pass also watches the cotangents entering the ops that sum
+(`SUMMING`): their largest |value| is a peak too, and an inf there is an overflow to rescue.
+
 Each pass also returns its peaks (largest and smallest max|g| at torch's scale): the scaler reads them after
 the program ran, to choose the scale, and to warn (once per parameter) when a gradient is too
 small for fp16 even scaled. Explicit `af.amp.GradScaler` losses are not scaled again.
@@ -43,6 +49,10 @@ LOWEST = 2.0 ** -12            # the lowest scale: gradients of 1e-3 still reach
 RESCUE = (lambda s: np.maximum(s / 2.0 ** RESCUE_STEP, 1.0), lambda s: np.ones_like(s),
           lambda s: np.full_like(s, 2.0 ** -6), lambda s: np.full_like(s, LOWEST))
 FP16_MAX = 65504.0
+# ops whose sums add a cotangent's values together: +inf and -inf meeting there store +0, so a
+# scaled overflow entering them is hidden; their incoming cotangents are watched
+SUMMING = frozenset({"conv", "linear", "matmul", "scaled_dot_product_attention", "reduce_sum",
+                     "reduce_mean"})
 
 
 class AutoScaler:
@@ -69,6 +79,7 @@ class AutoScaler:
         self._rescued = False            # the pass observed next was rescued
         self.pending: list = []          # Scaled passes not observed yet
         self._warned: dict = {}          # id(handle) -> weakref: warned about (once each)
+        self._hidden = False             # the pass observed next overflowed inside at every scale
 
     def select(self, leaves: tuple) -> float:
         """Make the adaptive state of the parameter set `leaves` (weak references to the
@@ -114,7 +125,9 @@ class AutoScaler:
         past fp16's range. (Runs after every replayed step: kept to a few numpy calls.)"""
         rescued, self._rescued = self._rescued, False
         self.rescued_passes += rescued
-        top, low, ran_at = peaks.ravel().tolist()
+        top, low, ran_at, inner = peaks.ravel().tolist()
+        self._hidden = not math.isfinite(inner)
+        inner = 0.0 if self._hidden else inner   # the values' own inf: no scale keeps it finite
         if not math.isfinite(top + low):         # an inf or a NaN, even at the lowest scale
             self.scale = max(self.scale * self.backoff_factor, 1.0)
             self.clean_passes = 0
@@ -133,7 +146,8 @@ class AutoScaler:
             self._warn_underflow(handles)
         self.clean_passes += 1
         if rescued:                    # an intermediate overflowed: stay below that scale a while
-            self.ceiling = max(min(self.scale * self.backoff_factor, self._fit(top)), 1.0)
+            self.ceiling = max(min(self.scale * self.backoff_factor, self._fit(top),
+                                   self._fit(inner / ran_at * HEADROOM / FP16_MAX)), 1.0)
             self.clean_passes = 0
         elif self.clean_passes >= self.growth_interval:
             self.ceiling = min(self.ceiling * self.growth_factor, self.max_scale)
@@ -184,12 +198,22 @@ class AutoScaler:
                 continue
             self._warned[id(p)] = weakref.ref(p)
             what = "is all zeros" if peak == 0 else f"peaks at {peak:.2g}"
-            hazards.warn_at_user(
-                f"automatic gradient scaling: the gradient of {_name(p)} {what} while others "
-                f"are not: where torch's is nonzero, it underflowed fp16 (smallest normal "
-                f"6.1e-5; M1's matmul flushes below it). Raise the scale "
-                f"(af.amp.set_auto_scale(True, init_scale=...)), scale that parameter's use "
-                f"up, or keep it on the host in fp32.", ANEHazardWarning)
+            hazards.warn_at_user(f"automatic gradient scaling: the gradient of {_name(p)} {what} "
+                                 f"while others are not: {self._why_small()}", ANEHazardWarning)
+
+    def _why_small(self) -> str:
+        """Why a gradient came back too small, and what to do: an overflow the engine hid, or
+        an underflow (the scale cannot help the first: raising it makes it worse)."""
+        if self._hidden:
+            return ("a value of the backward pass overflowed fp16 (past 65504) even at torch's "
+                    "scale, and the engine stores inf - inf and 0 * inf as 0, so the gradients "
+                    "behind it were lost, not underflowed; torch's float32 holds them. Do not "
+                    "raise the scale: scale the loss down (reduction='mean' instead of 'sum'), "
+                    "or find the large value (a normalization over a near-constant input, a "
+                    "division by a tiny value).")
+        return ("where torch's is nonzero, it underflowed fp16 (smallest normal 6.1e-5; M1's "
+                "matmul flushes below it). Raise the scale (af.amp.set_auto_scale(True, "
+                "init_scale=...)), scale that parameter's use up, or keep it on the host in fp32.")
 
 
 class Scaled:
@@ -225,10 +249,11 @@ def scaler_for(leaves: list) -> AutoScaler | None:
     return chosen if chosen is not None and chosen.enabled else None
 
 
-def scale(leaves: list, grads: dict, seed_scale):
+def scale(leaves: list, grads: dict, seed_scale, watched: list = ()):
     """Turn the raw (scaled) gradients of `leaves` into torch-scale ones, in place in `grads`
     (key -> (ref, tensor)); return the pass's peaks: [largest max|g|, smallest max|g|] over its
-    leaves as scaled (inf or NaN when the pass overflowed), and the scale it ran at."""
+    leaves as scaled (inf or NaN when the pass overflowed), the scale it ran at, and the largest
+    |value| of the `watched` cotangents (inf when one overflowed where a sum may hide it)."""
     inv = 1.0 / seed_scale
     raws = [grads[k][1] for k in leaves]
     # an empty gradient (of an empty leaf) has no max: its peak is 0
@@ -237,14 +262,19 @@ def scale(leaves: list, grads: dict, seed_scale):
     for t in tops[1:]:
         top, low = top.maximum(t), low.minimum(t)
     # A pass that ran below S = 1 did so to stay finite: a gradient past fp16 at torch's scale
-    # reads +-65504 (saturated; warned), not inf, which would
-    # write inf into a weight. At S >= 1 the bound is inf: a gradient inf at torch's scale
-    # (sqrt's at 0) stays inf, as in torch; finite values pass both bounds unchanged.
+    # reads +-65504 (saturated; warned), not inf, which would write inf into a weight. At
+    # S >= 1 the bound is inf: a gradient inf at torch's scale (sqrt's at 0) stays inf, as in
+    # torch; finite values pass both bounds unchanged.
     bound = FP16_MAX / (seed_scale < 1.0).to(inv.dtype)          # 65504 / 0 = inf
     for k, g in zip(leaves, raws):
         b = bound.to(g.dtype)
         grads[k] = (grads[k][0], (g * inv.to(g.dtype)).minimum(b).maximum(-b))
-    return _stack([top.reshape(1), low.reshape(1), seed_scale.reshape(1).to(top.dtype)])
+    inner = inv - inv
+    for c in watched:            # max, not a sum: the engine turns inf - inf into 0
+        if c.numel():
+            inner = inner.maximum(c.abs().amax().to(inv.dtype))
+    return _stack([top.reshape(1), low.reshape(1), seed_scale.reshape(1).to(top.dtype),
+                   inner.reshape(1)])
 
 
 def _stack(parts: list):
@@ -359,9 +389,10 @@ def _held_run(run, inputs: list) -> tuple:
 
 
 def _finite(peaks) -> bool:
-    """Whether a pass's peaks (largest and smallest max|g|, then its scale) are finite."""
-    top, low = peaks.ravel().tolist()[:2]
-    return math.isfinite(top + low)
+    """Whether a pass's peaks (largest and smallest max|g|, its scale, the largest watched
+    cotangent) are finite."""
+    top, low, _, inner = peaks.ravel().tolist()
+    return math.isfinite(top + low + inner)
 
 
 def _overflowed(results: list, rules: list) -> list:
