@@ -248,3 +248,21 @@ def test_clamp_with_a_tensor_bound_sends_the_gradient_to_the_winner():
     xt, mt = torch.tensor(x0, requires_grad=True), torch.tensor(m0, requires_grad=True)
     xt.clamp(min=mt).sum().backward()
     assert xa.grad.tolist() == xt.grad.tolist() and ma.grad.tolist() == mt.grad.tolist()
+
+
+def test_attention_takes_a_float_mask_of_another_float_dtype():
+    """torch's word_language_model builds its causal mask in float32 (`masked_fill(...,
+    float('-inf'))`) for an fp16/fp32-agnostic model: the mask is added as the query's dtype."""
+    rng = np.random.default_rng(0)
+    q, k, v = [rng.standard_normal((2, 4, 5, 8)).astype(np.float32) for _ in range(3)]
+    tmask = torch.triu(torch.full((5, 5), float("-inf")), diagonal=1)
+    amask = af.tensor(tmask.numpy(), dtype=af.float32)
+    a = [af.tensor(x, requires_grad=True) for x in (q, k, v)]
+    t = [torch.tensor(x, requires_grad=True) for x in (q, k, v)]
+    ya = F.scaled_dot_product_attention(*a, attn_mask=amask)
+    yt = torch.nn.functional.scaled_dot_product_attention(*t, attn_mask=tmask)
+    np.testing.assert_allclose(ya.numpy(), yt.detach().numpy(), atol=4e-3)
+    (ya * ya).sum().backward()
+    (yt * yt).sum().backward()
+    for x, y in zip(a, t):
+        np.testing.assert_allclose(x.grad.numpy(), y.grad.numpy(), atol=2e-2, rtol=1e-2)

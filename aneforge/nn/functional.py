@@ -887,6 +887,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         attn_mask = _causal_mask(q.shape[-2], key.shape[-2], q.dtype)
     if scale is not None:                     # the op scales by 1 / sqrt(E)
         q = q * float(scale * np.sqrt(q.shape[-1]))
+    if attn_mask is not None and attn_mask.dtype.is_float:    # torch adds a float mask of any
+        attn_mask = attn_mask.to(q.dtype)                     # float dtype (a model's fp32 one)
     return record_op("scaled_dot_product_attention",
                      {"query": q, "key": key.to(q.dtype), "value": value.to(q.dtype),
                       "attn_mask": attn_mask}, {})
