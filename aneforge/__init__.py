@@ -71,7 +71,7 @@ from .nn.functional import (
 # ---- end of generated block: imports ----
 
 float = float32  # noqa: A001
-long = int32
+long = int64 = int32        # a program's widest integer; int64 host data is checked to fit
 default_generator = _default_generator()    # torch.default_generator: what af.manual_seed seeds
 
 

@@ -16,8 +16,6 @@ import difflib
 ABSENT_TABLE = """
 torch   float64            the ANE computes in fp16 (fp32 inside a program); float64 host data is
                            rounded to fp16 when it becomes a tensor
-torch   int64              the widest integer a program holds is int32; int64 host data is checked
-                           to fit (`af.long` is int32)
 torch   complex64          no complex arithmetic on the ANE
 torch   inverse            no matrix factorization or solve op on the ANE (inverse and
                            torch.linalg's solve, svd, eig, qr, cholesky; af.linalg has vector_norm
