@@ -153,7 +153,10 @@ def within_pass_tolerance(got, want, unrounded, atol=2.0 ** -8):
         assert not bad.any(), f"{int(bad.sum())} of {x.size} elements moved beyond the tolerance"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomized: the same 60 programs every run (CI stays deterministic); the programs an
+# exploring run found are pinned below as their own tests
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.integers(0, 2 ** 16))
 def test_random_programs_keep_their_values(program, seed):
     rng = np.random.default_rng(seed)
@@ -176,6 +179,30 @@ def test_random_programs_keep_their_values(program, seed):
     signature = program.signature()
     assert sum(s.rewrites for s in P.run(program, "default").stats) == 0
     assert program.signature() == signature
+
+
+def test_fused_layer_norm_of_a_cubic_is_exact_where_the_written_out_chain_overflows():
+    """A program an exploring run found: layer norm of x (3x + 1)(3x + 2), x ~ U(-3, 3). The
+    centred squares reach ~1e5, past fp16, so the written-out variance is inf and its output
+    is off by up to 1.4; fused, layer_norm computes them in fp32 and is within 7e-4 of float64.
+    (The pass tolerance, measured against the chain, cannot tell that move from an error.)"""
+    b = Builder()
+    x = b.input(*SHAPE)
+    one = b("mul", x=b.const(np.float16(0.5)), y=b.const(2.0))
+    a8 = b("add", x=b("add", x=x, y=x), y=b("add", x=x, y=one))
+    cubic = b("mul", x=b("mul", x=x, y=a8), y=b("add", x=a8, y=one))
+    program = b.program(MORE["layer_norm"](b, cubic))
+    inputs = [np.random.default_rng(0).uniform(-3, 3, SHAPE).astype(np.float16)]
+    with af.numerics(activations="exact"):
+        want = run(program, inputs)
+        P.run(program, "default")
+        assert [op.type for op in program.operations][-1] == "layer_norm"
+        got = run(validate(program), inputs)
+    xd = inputs[0].astype(np.float64)
+    m = xd * (3 * xd + 1) * (3 * xd + 2)
+    xc = m - m.mean(-1, keepdims=True)
+    exact = xc / np.sqrt((xc * xc).mean(-1, keepdims=True) + 2.0 ** -10)
+    assert np.abs(got[0] - exact).max() < 1e-3 < 1.0 < np.abs(want[0] - exact).max()
 
 
 def test_fused_layer_norm_of_an_offset_input_moves_towards_the_exact_value():
