@@ -36,6 +36,7 @@ from ..ops.registry import is_literal
 from . import grad_fn, highrank
 from .args import _sizes, norm_dim
 from .casts import CastsMixin
+from .composites import CompositesMixin
 from .elementwise import ElementwiseMixin
 from .indexing import IndexingMixin
 from .inplace import InplaceMixin
@@ -48,8 +49,8 @@ from .scan import ScanMixin
 _F16_LO = 2.0 ** -14          # fp16's smallest normal: numbers in [_F16_LO, 65504] are one constant
 
 
-class Tensor(ElementwiseMixin, ProductsMixin, ReduceMixin, MovementMixin, ScanMixin,
-             IndexingMixin, InplaceMixin, CastsMixin, RandomMixin):
+class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, MovementMixin,
+             ScanMixin, IndexingMixin, InplaceMixin, CastsMixin, RandomMixin):
     """A torch-named handle on one value of the lazy trace: `(node, output index)`. This class
     holds the handle, its static facts, gradients, realization and recording; the torch methods
     come from the families it is composed of (aneforge/tensor/*.py)."""
