@@ -227,9 +227,8 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
         return self._node, self._idx
 
     # ---- realization -----------------------------------------------------------------
-    def realize(self, *others) -> "Tensor":
-        """Compute this tensor now (and `others`, in the same program)."""
-        realization.realize([self.ref, *(t.ref for t in others)])
+    def realize(self) -> "Tensor":
+        realization.realize([self.ref])
         return self
 
     def numpy(self) -> np.ndarray:
@@ -344,7 +343,7 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
         if reverse:
             a, b = b, a
         if empty.OVERSIZED and empty.reads_oversized((a, b)):       # host data past 65536
-            return Tensor(_on_host(op, {"x": a, "y": b}, {},
+            return Tensor(_host_op(op, {"x": a, "y": b}, {},
                                    a[0].requires_grad or b[0].requires_grad))
         try:
             return Tensor(record_binary(op, a, b, (a[0].requires_grad or b[0].requires_grad)
@@ -520,7 +519,7 @@ def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
             refs[k] = [(t._node, t._idx) for t in v]
             grad = grad or any(t._node.requires_grad for t in v)
     if empty.OVERSIZED and empty.reads_oversized(refs.values()):   # host data past 65536
-        node = _on_host(op, refs, attrs, grad)
+        node = _host_op(op, refs, attrs, grad)
     else:
         try:
             node = record(op, refs, attrs, grad and CTX.thread.grad_enabled)
@@ -534,7 +533,7 @@ def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
     return tuple(Tensor(node, i) for i in range(len(node.types)))
 
 
-def _on_host(op: str, refs: dict, attrs: dict, grad: bool) -> Node:
+def _host_op(op: str, refs: dict, attrs: dict, grad: bool) -> Node:
     """`op` reading host data past 65536 (core/empty.py), run on the host: its other operands
     are computed first (a running statistic updated lazily, say), then the op's kernel."""
     pending = [r for v in refs.values() if v is not None

@@ -89,8 +89,6 @@ class InplaceMixin(TensorBase):
         s = self._as_tensor(getattr(holder, op)(step)).to(self.dtype)
         new = (self + s).expand(self.shape)                   # Fast2Sum: |self| >= |s|
         remainder = (s - (new - self)).expand(self.shape)
-        if CTX.thread.capture is not None:    # af.compile: both from the values before either
-            new.realize(remainder)            # write (a replay reads each handle's current one)
         self._inplace(lambda: new)
         holder.set_(remainder)
         key = id(owner)
