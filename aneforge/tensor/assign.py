@@ -42,7 +42,7 @@ def setitem(x, index, value):
     >>> x.tolist()
     [0.0, 7.0, 8.0, 0.0, 0.0]
     """
-    where_ = _host_index(index)
+    where_ = host_index(index)
     positions = np.arange(x.numel(), dtype=np.int64).reshape(x.shape)[where_]
     if positions.size == 0:
         return x
@@ -72,7 +72,7 @@ def index_put(x, indices, values, accumulate: bool = False):
     >>> x.index_put((af.tensor([1, 1, 3]),), af.tensor([1.0, 2.0, 5.0]), accumulate=True).tolist()
     [0.0, 3.0, 0.0, 5.0]
     """
-    where_ = _host_index(tuple(indices))
+    where_ = host_index(tuple(indices))
     if not accumulate:
         return setitem(x, where_, values)
     positions = np.arange(x.numel(), dtype=np.int64).reshape(x.shape)[where_]
@@ -88,7 +88,7 @@ def index_put(x, indices, values, accumulate: bool = False):
     return added.reshape(x.shape)
 
 
-def _host_index(index):
+def host_index(index):
     """`index` with tensors replaced by their values (an index decides which elements change:
     a pending index tensor is read once, on the host)."""
     entries = index if isinstance(index, tuple) else (index,)

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import AneforgeError, ShapeError
 from ..hardware.limits import MAX_RANK
 from .args import _infer_size, _sizes, index_entries, norm_dim
-from .assign import _host_index as host_index
+from .assign import host_index
 
 # Tensor methods that compute each element from its own: they run on the rank <= 5 storage.
 ELEMENTWISE = frozenset((

@@ -11,7 +11,7 @@ from .. import dtypes
 from ..context import CTX
 from ..errors import AneforgeError, DTypeError, LimitError, ShapeError
 from .args import empty_of, host_values, index_entries, norm_dim
-from .assign import _host_index as host_index, index_put, setitem
+from .assign import host_index, index_put, setitem
 from . import highrank
 from .base import TensorBase
 from .elementwise import where
