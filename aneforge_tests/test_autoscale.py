@@ -365,6 +365,32 @@ def test_an_underflowing_parameter_is_named_once():
         model.weight.grad.numpy()                          # warned once, not every step
 
 
+def test_a_loop_that_keeps_underflowing_is_not_scanned_every_pass(monkeypatch):
+    """The underflow scan reads every gradient on the host: once nobody new is named it backs
+    off (1, 2, 4, ... passes up to QUIET_PASSES), and a parameter that starts underflowing
+    later is still named within QUIET_PASSES passes."""
+    from aneforge.core import autoscale
+    scans = []
+    scan = autoscale.AutoScaler._scan_underflow
+    monkeypatch.setattr(autoscale.AutoScaler, "_scan_underflow",
+                        lambda self, handles: scans.append(1) or scan(self, handles))
+    model = af.nn.Linear(4, 1)
+    small = af.tensor(np.full((2, 4), 1e-7, np.float32))    # the weight's gradient underflows
+    large = af.tensor(np.full((2, 4), 1e3, np.float32))     # then (loss * 1e-7) the bias's
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", af.ANEHazardWarning)
+        for step in range(200):
+            model.zero_grad()
+            if step < 100:
+                model(small).sum().backward()
+            else:
+                (model(large).sum() * 1e-7).backward()
+            model.weight.grad.numpy()
+    named = [str(w.message) for w in seen if "automatic gradient scaling" in str(w.message)]
+    assert len(named) == 2 and "'weight'" in named[0] and "'bias'" in named[1]
+    assert len(scans) <= 2 * (7 + 2)                # log-many, not 200
+
+
 # ---- composition: GradScaler, autocast, af.compile ---------------------------------------------
 def test_an_explicit_grad_scaler_is_not_scaled_twice():
     w = af.nn.Parameter(af.tensor([1.0, 2.0]))

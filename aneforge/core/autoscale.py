@@ -46,6 +46,7 @@ FP16_STEP = 2.0 ** -24         # smallest fp16 subnormal: nothing smaller exists
 HEADROOM = 2.0 ** 12           # largest scaled gradient growth may aim for (port: 2**15)
 RESCUE_STEP = 8                # a rescue first retries at S / 2**8, then at 1, then lower
 LOWEST = 2.0 ** -12            # the lowest scale: gradients of 1e-3 still reach fp16's normals
+QUIET_PASSES = 64              # most passes between two underflow scans that named nobody
 RESCUE = (lambda s: np.maximum(s / 2.0 ** RESCUE_STEP, 1.0), lambda s: np.ones_like(s),
           lambda s: np.full_like(s, 2.0 ** -6), lambda s: np.full_like(s, LOWEST))
 FP16_MAX = 65504.0
@@ -80,6 +81,7 @@ class AutoScaler:
         self.pending: list = []          # Scaled passes not observed yet
         self._warned: dict = {}          # id(handle) -> weakref: warned about (once each)
         self._hidden = False             # the pass observed next overflowed inside at every scale
+        self._quiet: dict = {}           # parameter set -> (passes left unscanned, interval)
 
     def select(self, leaves: tuple) -> float:
         """Make the adaptive state of the parameter set `leaves` (weak references to the
@@ -182,24 +184,41 @@ class AutoScaler:
     def _warn_underflow(self, handles: tuple) -> None:
         """Some gradient of the pass peaks below what fp16 holds to 5% (or is all zeros while
         others are not): find which from the leaves' gradients on the host, and warn once
-        each. (Rare: only when the pass's smallest peak is that small.)"""
-        peaks = []
+        each. (Only when the pass's smallest peak is that small; but a loop that memorizes its
+        batch gets there every step, and the scan reads every gradient on the host (~2 ms over
+        500k parameters): a scan that names nobody new waits twice as many passes before the
+        next one, up to QUIET_PASSES, so a parameter that starts underflowing later is still
+        named within that many passes.)"""
+        key = tuple(id(ref()) for ref in handles)
+        skip, every = self._quiet.get(key, (0, 1))
+        if skip:
+            self._quiet[key] = (skip - 1, every)
+            return
+        if len(self._quiet) > 64:
+            self._quiet.clear()
+        named = self._scan_underflow(handles)
+        self._quiet[key] = (0, 1) if named else (every, min(2 * every, QUIET_PASSES))
+
+    def _scan_underflow(self, handles: tuple) -> bool:
+        """Read the gradients of `handles` on the host; warn for each parameter that underflowed
+        and was not named yet. Whether any was named now."""
+        peaks, named = [], False
         for ref in handles:
             p = _holder(ref())
             g = None if p is None else p.grad
             data = None if g is None else g.ref[0].data
-            peaks.append((p, -1.0 if data is None else float(np.abs(
-                np.asarray(data[g.ref[1]], np.float64)).max())))
+            peaks.append((p, -1.0 if data is None else float(np.abs(data[g.ref[1]]).max())))
         others = any(v > 0 for _, v in peaks)
         for p, peak in peaks:
             if p is None or peak < 0 or not (0 < peak < FP16_STEP / 0.05 or (peak == 0 and others)):
                 continue
             if id(p) in self._warned and self._warned[id(p)]() is p:
                 continue
-            self._warned[id(p)] = weakref.ref(p)
+            self._warned[id(p)], named = weakref.ref(p), True
             what = "is all zeros" if peak == 0 else f"peaks at {peak:.2g}"
             hazards.warn_at_user(f"automatic gradient scaling: the gradient of {_name(p)} {what} "
                                  f"while others are not: {self._why_small()}", ANEHazardWarning)
+        return named
 
     def _why_small(self) -> str:
         """Why a gradient came back too small, and what to do: an overflow the engine hid, or
