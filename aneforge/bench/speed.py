@@ -3,11 +3,14 @@ CPU fp32 with the same number of threads, timed by interleaved rounds (aneforge,
 aneforge, ...) and reported as medians, so load from other processes hits both alike."""
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import time
+import warnings
 
 from . import section, settings
+from ..errors import ANEHazardWarning
 from .workloads import bn_cnn, char_lm, cnn, eager_loop, gpt, matmul, mlp, mlp_deep, train_step
 from .startup import rows as startup_rows
 
@@ -85,6 +88,19 @@ def overheads() -> list[tuple[str, float, None, str]]:
              replay_host_time()[0], None, "ms")]
 
 
+def _memorized(fn):
+    """fn with aneforge's hazard warnings off: each step repeats one batch, which the models
+    memorize, so their gradients shrink until automatic scaling warns that they underflow
+    fp16. That is about the training, not the timing; the table would drown in it."""
+    @functools.wraps(fn)
+    def quiet(*args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ANEHazardWarning)
+            return fn(*args, **kwargs)
+    return quiet
+
+
+@_memorized
 def measure(rounds: int | None = None, number: int = 3):
     """[(workload, aneforge s, torch s or None, unit)]: medians over interleaved rounds, then
     aneforge's host overheads."""
