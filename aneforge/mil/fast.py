@@ -26,7 +26,7 @@ import numpy as np
 from .syntax import NUMBER_PATTERN, Arg, Literal, Ref, Statement, Token, TypeSpec
 
 _W = r"[ \t\r\f\v]*"            # the tokenizer's whitespace within a line
-_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_NAME = r"(?!(?:inf|nan)(?![A-Za-z0-9_]))[A-Za-z_][A-Za-z0-9_]*"   # inf, nan: numbers
 _STRING = r'"(?:[^"\\\n]|\\.)*"'
 # a scalar value, `fp16(0.5)` or `string("EXACT")`, bare or in const(...) / const(val = ...)
 _SCALAR = rf"{_NAME}{_W}\({_W}(?:{NUMBER_PATTERN}|{_STRING}|true|false){_W}\)"
