@@ -46,13 +46,17 @@ def _plain(form: str) -> str:
 
 _ARGS = rf"(?:{_plain(_ARG_FORM)}(?:{_W},{_W}{_plain(_ARG_FORM)})*)?"
 _ANNOTATIONS = rf"{_plain(_ANNOTATION_FORM)}(?:{_W},{_W}{_plain(_ANNOTATION_FORM)})*"
+_NAME_STRING = rf'string{_W}\({_W}"([^"\\\n]*)"{_W}\)'      # no escapes to undo
+# the annotations: `name = string("...")` first, then any others (groups: the name, the
+# others), or others only (the last group)
 _STATEMENT = re.compile(
     rf"""{_W}(?:({_TYPE}){_W}|({_NAME})[ \t\r\f\v]+)({_NAME}){_W}={_W}({_NAME}){_W}
-    \({_W}({_ARGS}){_W}\){_W}\[{_W}({_ANNOTATIONS}){_W}\]{_W};{_W}\Z""", re.X)
+    \({_W}({_ARGS}){_W}\){_W}\[{_W}(?:name{_W}={_W}{_NAME_STRING}(?:{_W},{_W}({_ANNOTATIONS}))?
+    |({_ANNOTATIONS})){_W}\]{_W};{_W}\Z""", re.X)
 _ARG = re.compile(_ARG_FORM, re.X)
 _ANNOTATION = re.compile(_ANNOTATION_FORM, re.X)
 _TUPLE_NAMES = re.compile(_NAME)
-_NAME_STRING = re.compile(rf'string{_W}\({_W}"([^"\\\n]*)"{_W}\)\Z')    # no escapes to undo
+_NAME_LITERAL = re.compile(_NAME_STRING + r"\Z", re.X)
 
 
 class FastStatements:
@@ -79,12 +83,14 @@ class FastStatements:
         m = _STATEMENT.match(text)
         if m is None:
             return None
-        tensor_type, scalar_type, out, op, args, annotations = m.groups()
+        tensor_type, scalar_type, out, op, args, name, others, annotations = m.groups()
         t = self.piece(self.types, tensor_type or scalar_type, "type")
         if t is None:
             return None
         parsed = {}
-        for key, lit in _ANNOTATION.findall(annotations):
+        if name is not None:
+            parsed["name"] = (Literal("string", np.array(name), line), line)
+        for key, lit in _ANNOTATION.findall(others or annotations or ""):
             value = self.literal(lit, line)
             if value is None or key in parsed:       # a repeated key: the grammar says so
                 return None
@@ -104,7 +110,7 @@ class FastStatements:
                          Token("name", op, line), arguments, parsed, line)
 
     def literal(self, text: str, line: int) -> Literal | None:
-        name = _NAME_STRING.match(text)
+        name = _NAME_LITERAL.match(text)
         if name is not None:                # a name annotation: its own string, read here
             return Literal("string", np.array(name.group(1)), line)
         lit = self.piece(self.literals, text, "literal")

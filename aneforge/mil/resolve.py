@@ -264,10 +264,9 @@ class _FunctionResolver:
         self.op_lines[id(op)] = line
 
     def op_name(self, st: Statement, opdef, value: str | None) -> str:
-        how = f'end the statement with [name = string("{st.outputs[0][1].text}")]'
         if st.annotations is None:
             self.fail(st.line, "name-annotation", f"{st.op.text} has no [name = ...] annotation; "
-                      f"every op needs one (MIL primer): {how}")
+                      f"every op needs one (MIL primer): {_name_how(st)}")
         allowed = _ANNOTATIONS[value]                      # const()[val = ...]
         if not allowed.issuperset(st.annotations):
             key, line = next((k, line) for k, (_, line) in st.annotations.items()
@@ -279,7 +278,7 @@ class _FunctionResolver:
             not lit.value.ndim else None
         if not name:
             self.fail(line, "name-annotation", f"{st.op.text}'s name annotation is missing or "
-                      f"empty; every op needs a non-empty name (MIL primer): {how}")
+                      f"empty; every op needs a non-empty name (MIL primer): {_name_how(st)}")
         if name in self.op_names:
             self.fail(line, "duplicate-name", f"op name {name!r} is already used on line "
                       f"{self.op_names[name]}; every op needs a unique name")
@@ -457,6 +456,10 @@ class _FunctionResolver:
                           f"the arguments")
 
 
+def _name_how(st: Statement) -> str:
+    return f'end the statement with [name = string("{st.outputs[0][1].text}")]'
+
+
 def _apply_key(op: str, inputs: dict, attrs: dict):
     """What `OpDef.apply` reads of a use of `op`: each input's type and whether a const makes
     it, each attribute's type and value; None if an attribute is not hashable (an array)."""
@@ -464,8 +467,8 @@ def _apply_key(op: str, inputs: dict, attrs: dict):
         if v is None or isinstance(v, tuple):
             return v if v is None else tuple(map(var, v))
         return v.type, v.op is not None and is_literal(v.op.type)
-    key = (op, tuple((k, var(v)) for k, v in inputs.items()),
-           tuple((k, type(v), v) for k, v in attrs.items()))
+    key = (op, tuple([(k, var(v)) for k, v in inputs.items()]),
+           tuple([(k, type(v), v) for k, v in attrs.items()]))
     try:
         hash(key)
     except TypeError:
