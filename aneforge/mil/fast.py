@@ -6,15 +6,16 @@ A network's text is mostly lines of one shape,
     fp16 c0 = const()[name = string("c0"), val = fp16(0x1.8p-1)];
 
 one result, arguments that are names, tuples of names or scalar literals, annotations that are
-scalar literals. Read token by token, such a line costs ~40 Python calls; `FastStatements`
-matches the whole line once (`_STATEMENT`) and builds its `Statement` directly. Types and
-literals are read by the parser's own grammar (the `read` text.py passes in), once per distinct
-text, and reused; a name annotation's string (one per statement) is read in place.
+scalar literals. Read token by token, such a line costs ~100 Python calls (peek, expect,
+accept ... a few per token); `FastStatements` matches the whole line once (`_STATEMENT`) and
+builds its `Statement` directly. Types and literals are read by the parser's own grammar (the
+`read` text.py passes in), once per distinct text, and reused; a name annotation's string (one
+per statement) is read in place.
 
 Whatever the expression does not match, or whose pieces the grammar rejects, the parser reads
 token by token as before, and says what is wrong there: the fast path only takes lines the
-grammar reads to the same Statement (aneforge_tests/test_mil_parse.py checks both ways give
-the same programs and the same errors).
+grammar reads to the same Statement (aneforge_tests/test_mil_parse.py and test_mil_fuzz.py
+check both ways give the same programs and the same errors).
 """
 from __future__ import annotations
 
