@@ -203,6 +203,24 @@ def test_mutated_text_gives_a_program_or_an_aneforge_error(text):
             pass
 
 
+def _read(text: str, fast: bool) -> str:
+    old, text_reader.FAST_STATEMENTS = text_reader.FAST_STATEMENTS, fast
+    try:
+        return emit(parse(text))
+    except AneforgeError as e:
+        return f"{type(e).__name__}: {e}"
+    finally:
+        text_reader.FAST_STATEMENTS = old
+
+
+@FUZZ
+@given(mutated_text())
+def test_mutated_text_reads_the_same_by_the_fast_path(text):
+    """A line of the common statement shape is read by one regular expression (mil/fast.py):
+    the same program, or the same error, as the grammar token by token."""
+    assert _read(text, True) == _read(text, False)
+
+
 @st.composite
 def mutated_bytes(draw) -> bytes:
     data = bytearray(draw(st.sampled_from(PROTO_SEEDS)))

@@ -619,3 +619,146 @@ tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y")];''', "y")
     with pytest.raises(MILSyntaxError) as e:
         parse(text.rstrip().rstrip("}") + "\n\n\n")
     assert e.value.line == text.rstrip().count("\n") + 4     # the last line, blank ones too
+
+
+# ---------------------------------------------------------------------------- common statements
+# A line that is one statement of the common shape is read by one regular expression
+# (aneforge/mil/fast.py); these check it reads to the same program, or the same error, as the
+# grammar token by token (test_mil_fuzz.py checks it on mutated text too).
+
+from aneforge.bench.startup import mil_program  # noqa: E402
+
+
+def read_both(text: str) -> list[str]:
+    """(the program as MIL text, or the error) read with the fast path, and without."""
+    out = []
+    for fast in (True, False):
+        old, mil_text.FAST_STATEMENTS = mil_text.FAST_STATEMENTS, fast
+        try:
+            out.append(emit(parse(text)))
+        except MILSyntaxError as e:
+            out.append(str(e))
+        finally:
+            mil_text.FAST_STATEMENTS = old
+    return out
+
+
+def fast_lines(text: str) -> set[int]:
+    """The lines the fast path reads."""
+    return set(mil_text.Parser(text).fast.by_line)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_op_table_programs_read_the_same_by_the_fast_path(case):
+    programs = [forward(case)] + ([] if case.bakes_inputs else [backward(case)])
+    for p in filter(None, programs):
+        fast, plain = read_both(emit(p))
+        assert fast == plain == emit(p)
+
+
+def test_the_fast_path_reads_every_statement_of_a_network_text():
+    text = mil_program(500)
+    statements = [n for n, line in enumerate(text.split("\n"), 1) if line.endswith("];")]
+    assert fast_lines(text) == set(statements) and len(statements) == 500
+    fast, plain = read_both(text)
+    assert fast == plain
+
+
+_SUM = ('tensor<fp16, [1, 1]> s = reduce_sum(x = x, axes = const(tensor<int32, [1]>([1])), '
+        'keep_dims = const(bool(true)))[name = string("s")];')
+# (a statement on line 6, whether the fast path takes it): each reads the same both ways, a
+# program or the same error; the ones it leaves look like the common shape but are not.
+NEAR_MISSES = [
+    ('tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y")];', True),
+    ('tensor<fp16,[1,4]>y=relu(x=x)[name=string("y")];', True),
+    ('\ttensor < fp16 , [ 1 , 4 ] > y = relu ( x = x ) [ name = string ( "y" ) ] ; ', True),
+    ('tensor<fp16, [1, 4]> y = add(x = x, y = fp16(0.5))[name = string("y")];', True),
+    ('tensor<fp16, [1, 4]> y = add(x = x, y = const(val = fp16(-0x1.8p-1)))[name = string("y")];',
+     True),
+    ('tensor<fp16, [1, 4]> y = add(x = x, y = const(fp16(inf)))[name = string("y")];', True),
+    ('fp16 c = const()[name = string("c"), val = fp16(0.25)];\n'
+     'tensor<fp16, [1, 4]> y = mul(x = x, y = c)[name = string("y")];', True),
+    ('tensor<fp16, [1, 8]> y = concat(values = (x, x), axis = const(int32(1)), '
+     'interleave = const(bool(false)))[name = string("y")];', True),
+    ('tensor<fp16, [1, 4]> y = gelu(x = x, mode = string("TANH_APPROXIMATION"))'
+     '[name = string("y")];', True),
+    ('string m = const()[name = string("m"), val = string("EXACT")];\n'
+     'tensor<fp16, [1, 4]> y = gelu(x = x, mode = m)[name = string("y")];', True),
+    ('tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y é/1")];', True),
+    ('tensor<fp16, [1, 4]> y = relu(x = x)[name = string("a\\"b")];', True),
+    # values the grammar or the rules reject, in a line of the common shape
+    ('tensor<fp16, [1, 4]> y = relu(x = x)[name = string("")];', True),
+    ('tensor<fp16, [1, 4]> y = relu(x = x)[name = fp16(1)];', True),
+    ('tensor<fp16, [1, 4]> y = relu(x = x, x = x)[name = string("y")];', True),
+    ('tensor<fp16, [1, 4]> y = relu(x = z)[name = string("y")];', True),
+    ('tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y"), val = fp16(1)];', True),
+    ('tensor<fp16, [1, 3]> y = relu(x = x)[name = string("y")];', True),
+    ('tensor<fp16, [1, 8]> y = concat(values = (), axis = const(int32(1)), '
+     'interleave = const(bool(false)))[name = string("y")];', True),
+    ('tensor<fp16, [1, 4]> y = add(x = x, y = const(int32(1)))[name = string("y")];', True),
+    ('tensor<fp16, [1, 4]> y = add(x = x, y = string("a"))[name = string("y")];', True),
+    ('tensor<fp16, [1, 4]> y = add(x = x, y = true)[name = string("y")];', True),
+    ('tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y")];\n'
+     'tensor<fp16, [1, 4]> z = relu(x = x)[name = string("y")];', True),
+    # not the common shape: read token by token
+    ('tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y"), name = string("z")];', False),
+    ('tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y")]; // a comment', False),
+    ('tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y")]', False),
+    ('tensor<fp16, [1, 4]> y = relu(x = x);', False),
+    ('tensor<fp16, [1, 4]> y = relu(x = x)[];', False),
+    ('tensor<fp99, [1, 4]> y = relu(x = x)[name = string("y")];', False),
+    ('tensor<fp16, [1, 4.5]> y = relu(x = x)[name = string("y")];', False),
+    ('tensor<fp16, [1,, 4]> y = relu(x = x)[name = string("y")];', False),
+    ('fp99 c = const()[name = string("c"), val = fp16(1)];', False),
+    ('state c = const()[name = string("c"), val = fp16(1)];', False),
+    ('tensor c = const()[name = string("c"), val = fp16(1)];', False),
+    ('fp16 c = const()[name = string("c"), val = fp16(1e6)];', False),
+    ('fp16 c = const()[name = string("c"), val = bf16(1)];', False),
+    ('fp16 c = const()[name = string("c"), val = fp16(0x1ffff)];', False),
+    ('fp16 c = const()[name = string("c"), val = const(const(fp16(1)))];', False),
+    ('fp16 c = const()[name = string("c"), val = foo(1)];', False),
+    ('int32 c = const()[name = string("c"), val = int32(1.5)];', False),
+    ('bool c = const()[name = string("c"), val = bool(1)];', False),
+    ('fp16 c = const()[name = string("c"), val = fp16(infx)];', False),
+    ('tensor<fp16, [1, 4]> inf = relu(x = x)[name = string("y")];', False),
+    ('tensor<fp16, [1, 4]> y = nan(x = x)[name = string("y")];', False),
+    ('tensor<fp16, [1, 4]> y = relu(x = inf)[name = string("y")];', False),
+    ('tensor<fp16, [1, 4]> y = relu(x = @x)[name = string("y")];', False),
+    ('tensor<fp16, [1, 4]> y = add(x = x, y = x<)[name = string("y")];', False),
+    ('tensor<fp16, [1, 4]> y = add(x = x, y = (x, inf))[name = string("y")];', False),
+    ('tensor<fp16, [1, 4]> y, tensor<fp16, [1, 4]> z = relu(x = x)[name = string("y")];', False),
+    ('tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y")];;', False),
+    ('tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y"),];', False),
+    ('tensor<fp16, [1, 4]> y = relu(x = x,)[name = string("y")];', False),
+    (_SUM + '\ntensor<fp16, [1, 4]> y = relu(x = x)[name = string("y")];', False),
+]
+
+
+@pytest.mark.parametrize("body, taken", NEAR_MISSES, ids=[str(i) for i in range(len(NEAR_MISSES))])
+def test_a_line_reads_the_same_by_the_fast_path(body, taken):
+    outputs = "y" if " y = " in body or ">y=" in body else "x"
+    text = program("tensor<fp16, [1, 4]> x", body, outputs)
+    assert (6 in fast_lines(text)) == taken
+    fast, plain = read_both(text)
+    assert fast == plain
+
+
+def test_a_form_read_before_checks_its_values_in_the_same_order():
+    """resolve.py checks a statement form's names once; a later statement of the form still
+    has every value checked, inputs in the text's order, and its inputs in the registry's."""
+    first = 'tensor<fp16, [1, 4]> c = add(y = a, x = b)[name = string("c")];'
+    text = program(AB14, first + '\ntensor<fp16, [1, 4]> d = add(y = z, x = w)'
+                   '[name = string("d")];', "d")
+    with pytest.raises(MILSyntaxError, match="'z' is not defined") as e:
+        parse(text)
+    assert (e.value.rule, e.value.line) == ("undefined-name", 7)
+    p = parse(program(AB14, first + '\ntensor<fp16, [1, 4]> d = add(y = c, x = a)'
+                      '[name = string("d")];', "d"))
+    assert [[(k, v.name) for k, v in op.inputs.items()] for op in p.operations] == \
+        [[("x", "b"), ("y", "a")], [("x", "a"), ("y", "c")]]
+    reduce = _SUM.replace("keep_dims = const(bool(true))", "keep_dims = {}")
+    text = program(X14, reduce.format("const(bool(true))") + "\n" +
+                   reduce.format("const(int32(1))").replace(" s ", " t ").replace('"s"', '"t"'), "t")
+    with pytest.raises(MILSyntaxError, match="keep_dims must be a bool scalar") as e:
+        parse(text)
+    assert (e.value.rule, e.value.line) == ("argument-type", 7)

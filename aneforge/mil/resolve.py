@@ -138,6 +138,8 @@ class _FunctionResolver:
                 self.later.setdefault(tok.text, tok.line)
         self.taken = set(self.later) | {tok.text for _, tok in f.params}   # + op names, as read
         self.applied: dict = {}                     # `apply`'s answers, by `_apply_key`
+        self.types: dict = {}                       # (dtype, shape) -> its checked TensorType
+        self.forms: dict = {}                       # `_form_key` -> its arguments, split
 
     def fail(self, line: int, rule: str, message: str):
         _fail(self.lines, line, rule, message)
@@ -193,6 +195,14 @@ class _FunctionResolver:
         if problem is not None:
             self.fail(line, *problem)
 
+    def tensor_type(self, t: TypeSpec) -> TensorType:
+        """`t` checked, as the IR's type (each distinct type checked once)."""
+        key = (t.dtype, t.shape)
+        known = self.types.get(key)
+        if known is None:
+            known = self.types[key] = TensorType(t.shape, self.ir_dtype(t))
+        return known
+
     def ir_dtype(self, t: TypeSpec):
         if t.dtype not in dtypes.BY_NAME:
             self.fail(t.line, "unsupported", f"aneforge has no {t.dtype} tensors; use fp16 (or "
@@ -234,8 +244,9 @@ class _FunctionResolver:
             self.fail(st.op.line, "unknown-op", f"unknown op {st.op.text!r}"
                       f"{_close(st.op.text, REGISTRY)}; aneforge runs "
                       f"{', '.join(sorted(REGISTRY))}")
-        name = self.op_name(st, opdef)
-        if self.string_const(st, opdef):
+        value = _value_attr(opdef)         # a const's value may bind compile-time arguments
+        name = self.op_name(st, opdef, value)
+        if value is not None and self.string_const(st, value):
             return
         inputs, found = self.bind(st, opdef, name)
         declared = self.declared(st)
@@ -245,7 +256,6 @@ class _FunctionResolver:
         op = Operation(opdef.name, inputs, attrs, outs, name)
         self.add(op, st.line)
         self.op_lines.typed[id(op)] = inferred
-        value = _value_attr(opdef)         # a const's value may bind compile-time arguments
         for (_, tok), v in zip(st.outputs, outs):
             self.define(tok, v, attrs[value] if value else None)
 
@@ -253,21 +263,22 @@ class _FunctionResolver:
         self.ops.append(op)
         self.op_lines[id(op)] = line
 
-    def op_name(self, st: Statement, opdef) -> str:
-        how = f'end the statement with [name = string("{st.outputs[0][1].text}")]'
+    def op_name(self, st: Statement, opdef, value: str | None) -> str:
         if st.annotations is None:
             self.fail(st.line, "name-annotation", f"{st.op.text} has no [name = ...] annotation; "
-                      f"every op needs one (MIL primer): {how}")
-        allowed = {"name"} | {_value_attr(opdef)} - {None}     # const()[val = ...]
-        for key, (_, line) in st.annotations.items():
-            if key not in allowed:
-                self.fail(line, "unknown-argument", f"annotation {key!r} is not one aneforge "
-                          f"reads; annotations are {sorted(allowed)}")
+                      f"every op needs one (MIL primer): {_name_how(st)}")
+        allowed = _ANNOTATIONS[value]                      # const()[val = ...]
+        if not allowed.issuperset(st.annotations):
+            key, line = next((k, line) for k, (_, line) in st.annotations.items()
+                             if k not in allowed)
+            self.fail(line, "unknown-argument", f"annotation {key!r} is not one aneforge "
+                      f"reads; annotations are {sorted(allowed)}")
         lit, line = st.annotations.get("name", (None, st.line))
-        if lit is None or lit.value.dtype.kind != "U" or lit.value.ndim or not lit.value.item():
+        name = lit.value.item() if lit is not None and lit.value.dtype.kind == "U" and \
+            not lit.value.ndim else None
+        if not name:
             self.fail(line, "name-annotation", f"{st.op.text}'s name annotation is missing or "
-                      f"empty; every op needs a non-empty name (MIL primer): {how}")
-        name = lit.value.item()
+                      f"empty; every op needs a non-empty name (MIL primer): {_name_how(st)}")
         if name in self.op_names:
             self.fail(line, "duplicate-name", f"op name {name!r} is already used on line "
                       f"{self.op_names[name]}; every op needs a unique name")
@@ -275,9 +286,9 @@ class _FunctionResolver:
         self.taken.add(name)
         return name
 
-    def string_const(self, st: Statement, opdef) -> bool:
+    def string_const(self, st: Statement, value: str) -> bool:
         """A string const (`string mode = const(...)`) only binds arguments: no op."""
-        lit = self.value_literal(st, _value_attr(opdef))
+        lit = self.value_literal(st, value)
         if lit is None or lit.value.dtype.kind != "U":
             return False
         (t, tok), *rest = st.outputs
@@ -295,13 +306,33 @@ class _FunctionResolver:
         return arg if isinstance(arg, Literal) else None
 
     def declared(self, st: Statement) -> list[TensorType]:
-        return [TensorType(t.shape, self.ir_dtype(t)) for t, _ in st.outputs]
+        return [self.tensor_type(t) for t, _ in st.outputs]
 
     # ---- arguments
     def bind(self, st: Statement, opdef, name: str) -> tuple[dict, dict]:
+        """(inputs, compile-time arguments) of the statement. A form of statement read before
+        (the op, its argument and annotation names: `_form_key`) had its names checked then:
+        only its values are checked again (`bind_form`)."""
+        args = st.args if len(st.annotations) == 1 else list(st.args) + [
+            Arg(k, lit, line) for k, (lit, line) in st.annotations.items() if k != "name"]
+        key = _form_key(st)
+        form = self.forms.get(key)
+        if form is not None:
+            return self.bind_form(opdef, args, form, name)
+        bound = self.bind_args(st, opdef, name, args)
+        self.forms[key] = _split_form(opdef, args)
+        return bound
+
+    def bind_form(self, opdef, args: list, form, name: str) -> tuple[dict, dict]:
+        """`bind_args` for a form already read: the same checks on the values, in order."""
+        tensors, order, literals = form
+        found = {args[i].name: self.tensor_arg(opdef, args[i], name) for i in tensors}
+        inputs = {k: found[k] for k in order}
+        first = next(iter(v for v in inputs.values() if isinstance(v, Var)), None)
+        return inputs, {args[i].name: self.attr_arg(opdef, args[i], first) for i in literals}
+
+    def bind_args(self, st: Statement, opdef, name: str, args: list) -> tuple[dict, dict]:
         inputs, literals, seen = {}, {}, set()
-        args = list(st.args) + [Arg(k, lit, line) for k, (lit, line) in st.annotations.items()
-                                if k != "name"]
         for arg in args:
             if arg.name in seen:
                 self.fail(arg.line, "duplicate-name", f"argument {arg.name!r} is given twice")
@@ -425,6 +456,10 @@ class _FunctionResolver:
                           f"the arguments")
 
 
+def _name_how(st: Statement) -> str:
+    return f'end the statement with [name = string("{st.outputs[0][1].text}")]'
+
+
 def _apply_key(op: str, inputs: dict, attrs: dict):
     """What `OpDef.apply` reads of a use of `op`: each input's type and whether a const makes
     it, each attribute's type and value; None if an attribute is not hashable (an array)."""
@@ -432,8 +467,8 @@ def _apply_key(op: str, inputs: dict, attrs: dict):
         if v is None or isinstance(v, tuple):
             return v if v is None else tuple(map(var, v))
         return v.type, v.op is not None and is_literal(v.op.type)
-    key = (op, tuple((k, var(v)) for k, v in inputs.items()),
-           tuple((k, type(v), v) for k, v in attrs.items()))
+    key = (op, tuple([(k, var(v)) for k, v in inputs.items()]),
+           tuple([(k, type(v), v) for k, v in attrs.items()]))
     try:
         hash(key)
     except TypeError:
@@ -441,9 +476,40 @@ def _apply_key(op: str, inputs: dict, attrs: dict):
     return key
 
 
+def _form_key(st: Statement) -> tuple:
+    """What `bind_args`' name checks read of a statement: the op, its argument and annotation
+    names in order."""
+    return st.op.text, tuple([a.name for a in st.args]), tuple(st.annotations)
+
+
+def _split_form(opdef, args: list) -> tuple[tuple, tuple, tuple]:
+    """A checked form's arguments: the inputs' indices (in the text's order, as they are
+    checked), their names in the registry's order, the attributes' indices."""
+    names = {a.name for a in args}
+    return (tuple(i for i, a in enumerate(args) if a.name in opdef.inputs),
+            tuple(k for k in opdef.inputs if k in names),
+            tuple(i for i, a in enumerate(args) if a.name in opdef.attrs))
+
+
+_VALUE_ATTRS: dict[str, str | None] = {}
+
+
 def _value_attr(opdef) -> str | None:
     """The argument holding a const's value (MIL keeps it among the op's attributes)."""
-    return next((k for k, a in opdef.attrs.items() if a.kind in STORED_AS_ATTRIBUTE), None)
+    if opdef.name not in _VALUE_ATTRS:
+        _VALUE_ATTRS[opdef.name] = next((k for k, a in opdef.attrs.items()
+                                         if a.kind in STORED_AS_ATTRIBUTE), None)
+    return _VALUE_ATTRS[opdef.name]
+
+
+# the annotations a statement may carry, by its op's value argument (`_value_attr`)
+class _Annotations(dict):
+    def __missing__(self, value: str | None) -> frozenset:
+        self[value] = frozenset({"name"} | {value} - {None})
+        return self[value]
+
+
+_ANNOTATIONS = _Annotations()
 
 
 def _kind_help(kind: str, first: Var | None) -> tuple[str, str]:

@@ -21,6 +21,12 @@ class MILSyntaxError(AneforgeError):
 
 
 
+# A number token (a verbose regular expression): text.py's tokenizer and fast.py's statements.
+NUMBER_PATTERN = r"""[-+]?(?:0[xX][0-9a-fA-F]+(?:\.[0-9a-fA-F]*)?(?:[pP][-+]?[0-9]+)?
+                    |(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?
+                    |(?:inf|nan)(?![A-Za-z0-9_]))"""
+
+
 class Token(NamedTuple):
     kind: str          # name, number, string, punct, eof
     text: str

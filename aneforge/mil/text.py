@@ -31,9 +31,10 @@ import numpy as np
 from ..errors import AneforgeError
 from ..hardware.limits import MAX_RANK
 from ..ops import REGISTRY
+from .fast import FastStatements
 from .resolve import resolve
-from .syntax import (Arg, FunctionSyntax, Literal, MILSyntaxError, ProgramSyntax, Ref, Statement,
-                     Token, TypeSpec, source_line)
+from .syntax import (NUMBER_PATTERN, Arg, FunctionSyntax, Literal, MILSyntaxError, ProgramSyntax,
+                     Ref, Statement, Token, TypeSpec, source_line)
 
 INDENT = "    "
 
@@ -144,14 +145,11 @@ UNSUPPORTED_DTYPES = {"bf16": "bfloat16", "int4": "int4", "uint4": "uint4", "uin
                       "uint2": "uint2", "uint3": "uint3", "uint6": "uint6", "fp8e4m3fn": "fp8",
                       "fp8e5m2": "fp8"}
 
-_NUMBER_PATTERN = r"""[-+]?(?:0[xX][0-9a-fA-F]+(?:\.[0-9a-fA-F]*)?(?:[pP][-+]?[0-9]+)?
-                    |(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?
-                    |(?:inf|nan)(?![A-Za-z0-9_]))"""
-_NUMBER = re.compile(_NUMBER_PATTERN, re.X)
+_NUMBER = re.compile(NUMBER_PATTERN, re.X)
 _TOKEN = re.compile(r"""
     (?P<space>[ \t\r\f\v\n]+)
   | (?P<comment>//[^\n]*)
-  | (?P<number>""" + _NUMBER_PATTERN + r""")
+  | (?P<number>""" + NUMBER_PATTERN + r""")
   | (?P<name>@?[A-Za-z_][A-Za-z0-9_]*)
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<punct>->|[()\[\]{}<>,=;])
@@ -207,15 +205,19 @@ def _array_text(text: str, start: int) -> str | None:
     return chars[:closed[0] + 1] if closed.size else None
 
 
-def tokenize(text: str, source_lines: list[str]) -> list[Token]:
+def tokenize(text: str, source_lines: list[str],
+             fast: FastStatements | None = None) -> list[Token]:
     """The tokens of `text` (`source_lines`: its lines). Lines no array token can touch (most
     of a program) are read a line at a time by one `findall` each (`_line_tokens`); the
     others by `_tokens`, a match at a time: the same tokens (per-match Python was half the
-    parse of a large program)."""
+    parse of a large program). With `fast`, a line that is one statement of the common shape
+    is one "statement" token instead (its Statement in `fast.by_line`)."""
     out, line = [], 1
     for first, last in _array_regions(text, source_lines):
         for n in range(line, first):
-            out += _line_tokens(source_lines[n - 1], n, source_lines)
+            text_n = source_lines[n - 1]
+            out += (fast is not None and fast.line_tokens(text_n, n)) or \
+                _line_tokens(text_n, n, source_lines)
         if last:
             out += _tokens("\n".join(source_lines[first - 1:last]), source_lines, first,
                            arrays=True)[0]
@@ -246,7 +248,7 @@ def _array_regions(text: str, source_lines: list[str]):
 
 # `_TOKEN`'s alternatives in its order, whitespace skipped, the text of each token captured:
 # the same tokens, their kinds told by their text (`_kind`)
-_LINE_TOKEN = re.compile(r"""[ \t\r\f\v]*(//[^\n]*|""" + _NUMBER_PATTERN + r"""
+_LINE_TOKEN = re.compile(r"""[ \t\r\f\v]*(//[^\n]*|""" + NUMBER_PATTERN + r"""
     |@?[A-Za-z_][A-Za-z0-9_]*|"(?:[^"\\\n]|\\.)*"|->|[()\[\]{}<>,=;]|.)""", re.X | re.S)
 _KIND_OF_FIRST = {c: "name" for c in "@_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"}
 _KIND_OF_FIRST.update({c: "number" for c in "0123456789+-."})
@@ -270,6 +272,23 @@ def _line_tokens(text: str, line: int, source_lines: list[str]) -> list[Token]:
     return list(map(_new_token, repeat(Token), zip(kinds, texts, repeat(line))))
 
 
+# tokens that stand for several: how to split one into the plain tokens, for the grammar
+_SPLIT = {"array": lambda tok, lines: _tokens(tok.text, lines, tok.line, arrays=False)[0],
+          "statement": lambda tok, lines: _line_tokens(tok.text, tok.line, lines)}
+
+
+def _read_piece(text: str, what: str):
+    """fast.py's reader: `text` read by the grammar as one type or literal (at line 1), or
+    None if it is not exactly one (the statement is then read token by token, and the
+    grammar says what is wrong with the line it is on)."""
+    parser = Parser(text, fast=False)
+    try:
+        piece = parser.type_spec() if what == "type" else parser.literal()
+    except MILSyntaxError:
+        return None
+    return piece if parser.peek().kind == "eof" else None
+
+
 # --------------------------------------------------------------------------- grammar
 
 MAX_NESTING = MAX_RANK + 1       # deeper brackets cannot be an ANE tensor (and bound recursion)
@@ -278,12 +297,18 @@ MAX_NESTING = MAX_RANK + 1       # deeper brackets cannot be an ANE tensor (and 
 _BY_TEXT = frozenset(("punct", "name"))    # the kinds `at` and `expect` match by text
 
 
+# Whether the parser reads statements of the common shape by one regular expression (fast.py);
+# the tests turn it off to compare.
+FAST_STATEMENTS = True
+
+
 class Parser:
     """Recursive descent over the primer's grammar (see docs/mil.md for the grammar)."""
 
-    def __init__(self, text: str, weights_dir: str | None = None):
+    def __init__(self, text: str, weights_dir: str | None = None, fast: bool = True):
         self.lines = text.split("\n")       # as tokenize counts lines
-        self.tokens = tokenize(text, self.lines)
+        self.fast = FastStatements(_read_piece) if fast and FAST_STATEMENTS else None
+        self.tokens = tokenize(text, self.lines, self.fast)
         self.i = 0
         self.weights_dir = weights_dir
         self._weights = None
@@ -294,9 +319,9 @@ class Parser:
             tok = self.tokens[self.i + k]
         except IndexError:
             return self.tokens[-1]
-        if tok[0] == "array":                          # the grammar wants its pieces
+        if tok[0] in _SPLIT:                           # the grammar wants its pieces
             i = self.i + k
-            self.tokens[i:i + 1] = _tokens(tok.text, self.lines, tok.line, arrays=False)[0]
+            self.tokens[i:i + 1] = _SPLIT[tok[0]](tok, self.lines)
             tok = self.tokens[i]
         return tok
 
@@ -401,8 +426,15 @@ class Parser:
         params = self.comma_list(")", self.typed_name, "to close the function's parameters")
         self.expect("{", "to open the function body")
         body = []
-        while not self.at("}") and self.peek().kind != "eof":
-            body.append(self.statement())
+        while True:
+            tok = self.tokens[self.i]
+            if tok[0] == "statement":                   # read whole by fast.py
+                body.append(self.fast.by_line[tok.line])
+                self.i += 1
+            elif self.at("}") or self.peek().kind == "eof":
+                break
+            else:
+                body.append(self.statement())
         self.expect("}", "to close the function body")
         ret = self.expect("->", "after the function body (} -> (outputs);)")
         self.expect("(", "to open the function's outputs")
@@ -820,11 +852,16 @@ def _no_collection():
     """Python's cyclic garbage collector paused: a parse allocates millions of small objects
     (tokens, tuples) that all live until it ends, and each collection walks the ones already
     made, ~30% of a 10 MB program's parse; they hold no cycles, so nothing is left for later.
+    On the way out the survivors (the program) go straight to the oldest generation
+    (`gc.freeze` then `gc.unfreeze`, which only moves lists): else the first collection after
+    the parse walks them all as new objects, ~0.8 s for 130k statements.
     (The switch is the process's: a collection another thread would have started waits.)"""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.freeze()
+        gc.unfreeze()
         if enabled:
             gc.enable()
