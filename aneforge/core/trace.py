@@ -256,8 +256,23 @@ def taped(node: Node) -> None:
     if sid is None or count >= _TAPE_MAX:
         tape.sid = None
         return
-    wires = []
-    for ref in node.args:
+    wires = _wires(tape, node.args, count)
+    if wires is None:
+        tape.sid = None
+        return
+    tape.sid = _tape_id((sid, node.mid, wires))
+    node.tape = base + count
+    tape.count = count + 1
+    if tape.log is not None:
+        tape.log.append(node)
+
+
+def _wires(tape: Tape, refs, count: int) -> tuple | None:
+    """How `refs` are wired on `tape` (its first `count` places): a leaf read by the leaf's
+    number (numbered in order of first read), a pending value by its place; None if one is
+    pending off the tape."""
+    wires, base = [], tape.base
+    for ref in refs:
         src = ref[0]
         if src.data is not None:                    # a leaf read: by the leaf's number
             leafno = tape.leafno
@@ -271,20 +286,19 @@ def taped(node: Node) -> None:
             src = ref[0]
         p = src.tape
         if p is None or not base <= p < base + count:
-            tape.sid = None
-            return
+            return None
         wires.append(p - base if ref[1] == 0 else (p - base, ref[1]))
-    desc = (sid, node.mid, tuple(wires))
+    return tuple(wires)
+
+
+def _tape_id(desc: tuple) -> int:
+    """The interned id of a tape link (never reused, also after a clear)."""
     sid = _TAPE_IDS.get(desc)
     if sid is None:
         if len(_TAPE_IDS) >= _TAPE_IDS_MAX:
             _TAPE_IDS.clear()
         sid = _TAPE_IDS[desc] = next(_SID)
-    tape.sid = sid
-    node.tape = base + count
-    tape.count = count + 1
-    if tape.log is not None:
-        tape.log.append(node)
+    return sid
 
 
 # ---- stretches: a part of a tape recorded once, re-recorded node for node ----------------
@@ -297,6 +311,9 @@ def taped(node: Node) -> None:
 # leaf made there, a host value: `host_read`) may differ next time, so such a stretch is not
 # kept. A stretch begun with `inputs` (an optimizer's update of one parameter) reads only
 # those and its own nodes: it is re-recorded on any tape, from new inputs of the same types.
+# A re-recording needs no check (each op's memo hit is kept) and goes on the tape as one link
+# (the stretch's number and how its inputs are wired), not one per node: its nodes' places
+# follow from the tape's count, so the link's id fixes them as node-by-node links would.
 HOST_READS = [0]      # values read on the host so far (Tensor.value): a stretch must read none
 
 
@@ -306,7 +323,7 @@ def host_read() -> None:
 
 class Stretch:
     """The recipe of the nodes recorded on `tape` since `begin(tape)` (see above)."""
-    __slots__ = ("steps", "outputs", "places")
+    __slots__ = ("steps", "outputs", "places", "serial", "used")
 
     @staticmethod
     def begin(tape: Tape, inputs: list | None = None) -> tuple:
@@ -350,17 +367,19 @@ class Stretch:
                     for k, v in n.srcs.items()}
             wired = [w for v in srcs.values() for w in (v if type(v) is list else [v])]
             memo = _MEMO_OF.get(n.mid)
-            if memo is None or None in wired:
+            hit = _APPLIED.get(memo) if memo is not None else None
+            if hit is None or None in wired:
                 return None
-            steps.append((n.op, memo, n.attrs, srcs))
+            steps.append((n.op, memo, n.attrs, srcs, hit, {}))
         outs = [where(r) for r in outputs]
         if None in outs:
             return None
         self = cls()
-        self.steps, self.outputs = steps, outs
-        self.places = {w[1] for _, _, _, srcs in steps for v in srcs.values()
-                       for w in (v if type(v) is list else [v]) if w[0] == 1}
-        self.places |= {w[1] for w in outs if w[0] == 1}
+        self.steps, self.outputs, self.serial = steps, outs, next(_STRETCH_SERIAL)
+        read = [w for step in steps for v in step[3].values()
+                for w in (v if type(v) is list else [v])]
+        self.places = {w[1] for w in read if w[0] == 1} | {w[1] for w in outs if w[0] == 1}
+        self.used = sorted({w[1] for w in read if w[0] == 3})     # the inputs it reads
         return self
 
     def remake(self, tape: Tape, placed: dict, inputs: list = ()) -> list | None:
@@ -376,11 +395,66 @@ class Stretch:
             kind, j, i = w
             return ((made[j], i) if kind == 0 else (placed[j], i) if kind == 1 else
                     leaves[j] if kind == 2 else inputs[j])
-        for op, memo, attrs, wiring in self.steps:
+        if tape is None or tape is not CTX.thread.tape or tape.sid is None or \
+                tape.start < CTX.realized_seq or tape.log is not None:
+            for op, memo, attrs, wiring, _, _ in self.steps:     # node by node (`_node`)
+                srcs = {k: ref(w) if type(w) is tuple else [ref(u) for u in w]
+                        for k, w in wiring.items()}
+                made.append(_node(op, srcs, attrs, False, memo, _flat_args(srcs), srcs))
+            return [ref(w) for w in self.outputs]
+        count = tape.count
+        link = _wires(tape, [inputs[k] for k in self.used], count)
+        place = tape.base + count if link is not None else None
+        for op, memo, attrs, wiring, hit, known in self.steps:
             srcs = {k: ref(w) if type(w) is tuple else [ref(u) for u in w]
                     for k, w in wiring.items()}
-            made.append(_node(op, srcs, attrs, False, memo, _flat_args(srcs), srcs))
+            args = _flat_args(srcs)
+            if hit[4]:
+                REGISTRY[op].check_const_inputs(srcs, is_const)
+            node = Node(op, srcs, hit[0], hit[1], None, False, hit[2], args,
+                        _prekey(memo, args, known))
+            node.mid, node.tape = hit[5], place
+            made.append(node)
+            if place is not None:
+                place += 1
+        if link is None or count + len(made) > _TAPE_MAX:
+            tape.sid = None
+        else:
+            tape.sid = _tape_id((tape.sid, ("stretch", self.serial), link))
+            tape.count = count + len(made)
         return [ref(w) for w in self.outputs]
+
+
+_STRETCH_SERIAL = itertools.count()      # a stretch's number in tape links (never reused)
+
+
+def kept_stretch(kept: dict, key: tuple, inputs: list, build) -> list:
+    """The refs `build()` returns, recorded from the values `inputs` (refs) alone: the first
+    time for `key` and the inputs' types by running `build`, kept in `kept` as a closed
+    `Stretch`, later re-recorded from it (the same nodes, so the same program and bits; no
+    Python of `build` runs). Only where the nodes need no gradient (grad mode off) and outside
+    af.compile's capture (a replay runs what the function did); elsewhere `build()` runs."""
+    thread = CTX.thread
+    tape = None if thread.capture is not None or thread.grad_enabled else current_tape()
+    if tape is None or tape.log is not None:
+        return build()
+    first: dict = {}
+    full = (key, tuple([n.types[i] for n, i in inputs]),   # and which inputs are one value
+            tuple([first.setdefault((id(n), i), k) for k, (n, i) in enumerate(inputs)]))
+    stretch = kept.get(full)
+    if stretch is not None:
+        return stretch.remake(tape, {}, inputs)
+    mark = Stretch.begin(tape, inputs)
+    try:
+        out = build()
+        stretch = Stretch.end(tape, mark, out)
+    finally:
+        Stretch.stop(tape)
+    if stretch is not None:
+        if len(kept) >= 256:
+            kept.clear()
+        kept[full] = stretch
+    return out
 
 
 # ---- prekeys: a realization's cache key and inputs, built up while recording ------------
@@ -401,9 +475,11 @@ _SID = itertools.count()         # never reused, also after _SIDS is cleared
 _PREKEY_READS_MAX = 256           # reads (with repeats) past which walking the cut is cheaper
 
 
-def _prekey(memo: tuple, args: list) -> tuple | None:
+def _prekey(memo: tuple, args: list, known: dict | None = None) -> tuple | None:
     """The prekey of a node recorded as `memo` (op, attributes, target, argument names and input
-    types: what fixes its op key) reading `args`: None if a pending source has no current one."""
+    types: what fixes its op key) reading `args`: None if a pending source has no current one.
+    `known`: the ids interned for this memo so far, by wiring (a stretch's step keeps one:
+    its memo is then not hashed again)."""
     wires, parts, reads, count, stale = [], [], [], 0, CTX.realized_seq
     for ref in args:
         node = ref[0]
@@ -423,12 +499,19 @@ def _prekey(memo: tuple, args: list) -> tuple | None:
         count += len(reads)
     if count > _PREKEY_READS_MAX:
         return None
-    desc = (memo, tuple(wires))
-    sid = _SIDS.get(desc)
+    wires = tuple(wires)
+    sid = known.get(wires) if known is not None else None
     if sid is None:
-        if len(_SIDS) >= _SIDS_MAX:
-            _SIDS.clear()
-        sid = _SIDS[desc] = next(_SID)
+        desc = (memo, wires)
+        sid = _SIDS.get(desc)
+        if sid is None:
+            if len(_SIDS) >= _SIDS_MAX:
+                _SIDS.clear()
+            sid = _SIDS[desc] = next(_SID)
+        if known is not None:
+            if len(known) >= 64:
+                known.clear()
+            known[wires] = sid
     if len(parts) == 1 and type(parts[0][0]) is not Node:
         return sid, parts[0]                     # a chain shares its source's reads
     return sid, (*parts, count) if parts else ()
