@@ -313,7 +313,9 @@ def _tape_id(desc: tuple) -> int:
 # those and its own nodes: it is re-recorded on any tape, from new inputs of the same types.
 # A re-recording needs no check (each op's memo hit is kept) and goes on the tape as one link
 # (the stretch's number and how its inputs are wired), not one per node: its nodes' places
-# follow from the tape's count, so the link's id fixes them as node-by-node links would.
+# follow from the tape's count, so the link's id fixes them as node-by-node links would. Its
+# nodes get no prekey: a tape is current whenever a stretch is re-recorded, and the tape key
+# keys their realization (a realization after the tape broke walks the cut instead).
 HOST_READS = [0]      # values read on the host so far (Tensor.value): a stretch must read none
 
 
@@ -370,7 +372,7 @@ class Stretch:
             hit = _APPLIED.get(memo) if memo is not None else None
             if hit is None or None in wired:
                 return None
-            steps.append((n.op, memo, n.attrs, srcs, hit, {}))
+            steps.append((n.op, memo, n.attrs, srcs, hit))
         outs = [where(r) for r in outputs]
         if None in outs:
             return None
@@ -397,7 +399,7 @@ class Stretch:
                     leaves[j] if kind == 2 else inputs[j])
         if tape is None or tape is not CTX.thread.tape or tape.sid is None or \
                 tape.start < CTX.realized_seq or tape.log is not None:
-            for op, memo, attrs, wiring, _, _ in self.steps:     # node by node (`_node`)
+            for op, memo, attrs, wiring, _ in self.steps:     # node by node (`_node`)
                 srcs = {k: ref(w) if type(w) is tuple else [ref(u) for u in w]
                         for k, w in wiring.items()}
                 made.append(_node(op, srcs, attrs, False, memo, _flat_args(srcs), srcs))
@@ -405,14 +407,18 @@ class Stretch:
         count = tape.count
         link = _wires(tape, [inputs[k] for k in self.used], count)
         place = tape.base + count if link is not None else None
-        for op, memo, attrs, wiring, hit, known in self.steps:
-            srcs = {k: ref(w) if type(w) is tuple else [ref(u) for u in w]
-                    for k, w in wiring.items()}
-            args = _flat_args(srcs)
+        for op, _, attrs, wiring, hit in self.steps:
+            srcs, args = {}, []                     # `ref`, unrolled for sources made here
+            for k, w in wiring.items():
+                if type(w) is tuple:
+                    r = srcs[k] = (made[w[1]], w[2]) if w[0] == 0 else ref(w)
+                    args.append(r)
+                else:
+                    r = srcs[k] = [ref(u) for u in w]
+                    args.extend(r)
             if hit[4]:
                 REGISTRY[op].check_const_inputs(srcs, is_const)
-            node = Node(op, srcs, hit[0], hit[1], None, False, hit[2], args,
-                        _prekey(memo, args, known))
+            node = Node(op, srcs, hit[0], hit[1], None, False, hit[2], args)
             node.mid, node.tape = hit[5], place
             made.append(node)
             if place is not None:
@@ -475,11 +481,9 @@ _SID = itertools.count()         # never reused, also after _SIDS is cleared
 _PREKEY_READS_MAX = 256           # reads (with repeats) past which walking the cut is cheaper
 
 
-def _prekey(memo: tuple, args: list, known: dict | None = None) -> tuple | None:
+def _prekey(memo: tuple, args: list) -> tuple | None:
     """The prekey of a node recorded as `memo` (op, attributes, target, argument names and input
-    types: what fixes its op key) reading `args`: None if a pending source has no current one.
-    `known`: the ids interned for this memo so far, by wiring (a stretch's step keeps one:
-    its memo is then not hashed again)."""
+    types: what fixes its op key) reading `args`: None if a pending source has no current one."""
     wires, parts, reads, count, stale = [], [], [], 0, CTX.realized_seq
     for ref in args:
         node = ref[0]
@@ -499,19 +503,12 @@ def _prekey(memo: tuple, args: list, known: dict | None = None) -> tuple | None:
         count += len(reads)
     if count > _PREKEY_READS_MAX:
         return None
-    wires = tuple(wires)
-    sid = known.get(wires) if known is not None else None
+    desc = (memo, tuple(wires))
+    sid = _SIDS.get(desc)
     if sid is None:
-        desc = (memo, wires)
-        sid = _SIDS.get(desc)
-        if sid is None:
-            if len(_SIDS) >= _SIDS_MAX:
-                _SIDS.clear()
-            sid = _SIDS[desc] = next(_SID)
-        if known is not None:
-            if len(known) >= 64:
-                known.clear()
-            known[wires] = sid
+        if len(_SIDS) >= _SIDS_MAX:
+            _SIDS.clear()
+        sid = _SIDS[desc] = next(_SID)
     if len(parts) == 1 and type(parts[0][0]) is not Node:
         return sid, parts[0]                     # a chain shares its source's reads
     return sid, (*parts, count) if parts else ()
