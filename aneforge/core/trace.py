@@ -363,8 +363,12 @@ class Stretch:
                 return None if k is None or k >= leaves else (2, k, 0)
             p = tape.place(node) if node.op is not None else None
             return None if p is None or p >= count else (1, p, i)
+        outs = [where(r) for r in outputs]
+        if None in outs:
+            return None
+        given_out = {w[1] for w in outs if w[0] == 0}
         steps = []
-        for n in log:
+        for j, n in enumerate(log):
             srcs = {k: where(v) if type(v) is tuple else [where(u) for u in v]
                     for k, v in n.srcs.items()}
             wired = [w for v in srcs.values() for w in (v if type(v) is list else [v])]
@@ -372,10 +376,10 @@ class Stretch:
             hit = _APPLIED.get(memo) if memo is not None else None
             if hit is None or None in wired:
                 return None
-            steps.append((n.op, memo, n.attrs, srcs, hit))
-        outs = [where(r) for r in outputs]
-        if None in outs:
-            return None
+            # a literal read inside: the same node serves every re-recording (it has no
+            # sources and is never computed on its own, so a program sees one const per use)
+            kept = n if n.op == "const" and not wired and j not in given_out else None
+            steps.append((n.op, memo, n.attrs, srcs, hit, kept))
         self = cls()
         self.steps, self.outputs, self.serial = steps, outs, next(_STRETCH_SERIAL)
         read = [w for step in steps for v in step[3].values()
@@ -399,7 +403,7 @@ class Stretch:
                     leaves[j] if kind == 2 else inputs[j])
         if tape is None or tape is not CTX.thread.tape or tape.sid is None or \
                 tape.start < CTX.realized_seq or tape.log is not None:
-            for op, memo, attrs, wiring, _ in self.steps:     # node by node (`_node`)
+            for op, memo, attrs, wiring, _, _ in self.steps:     # node by node (`_node`)
                 srcs = {k: ref(w) if type(w) is tuple else [ref(u) for u in w]
                         for k, w in wiring.items()}
                 made.append(_node(op, srcs, attrs, False, memo, _flat_args(srcs), srcs))
@@ -407,7 +411,10 @@ class Stretch:
         count = tape.count
         link = _wires(tape, [inputs[k] for k in self.used], count)
         place = tape.base + count if link is not None else None
-        for op, _, attrs, wiring, hit in self.steps:
+        for op, _, attrs, wiring, hit, kept in self.steps:
+            if kept is not None:
+                made.append(kept)
+                continue
             srcs, args = {}, []                     # `ref`, unrolled for sources made here
             for k, w in wiring.items():
                 if type(w) is tuple:
@@ -423,11 +430,11 @@ class Stretch:
             made.append(node)
             if place is not None:
                 place += 1
-        if link is None or count + len(made) > _TAPE_MAX:
+        if link is None or place - tape.base > _TAPE_MAX:
             tape.sid = None
         else:
             tape.sid = _tape_id((tape.sid, ("stretch", self.serial), link))
-            tape.count = count + len(made)
+            tape.count = place - tape.base
         return [ref(w) for w in self.outputs]
 
 
