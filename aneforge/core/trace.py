@@ -324,7 +324,9 @@ def host_read() -> None:
 
 
 class Stretch:
-    """The recipe of the nodes recorded on `tape` since `begin(tape)` (see above)."""
+    """The recipe of the nodes recorded on `tape` since `begin(tape)` (see above). Each node
+    is re-made requiring grad as it was recorded: a stretch is re-recorded only where what
+    decides that (the grad mode, which inputs require grad) is as it was."""
     __slots__ = ("steps", "outputs", "places", "serial", "used")
 
     @staticmethod
@@ -332,7 +334,8 @@ class Stretch:
         """The mark `end` takes; `inputs`: the refs of a closed stretch's inputs."""
         tape.log = []
         given = None if inputs is None else {(id(n), i): k for k, (n, i) in enumerate(inputs)}
-        return tape.count, len(tape.leafno), HOST_READS[0], CTX.realized_seq, given
+        return (tape.count, len(tape.leafno), HOST_READS[0], CTX.realized_seq, given, tape.sid,
+                inputs or ())
 
     @staticmethod
     def stop(tape: Tape) -> None:
@@ -344,7 +347,7 @@ class Stretch:
         """The recipe of what was recorded since `mark`, whose values `outputs` (refs) are;
         None if it cannot be re-recorded."""
         log, tape.log = tape.log, None
-        count, leaves, reads, realized, given = mark
+        count, leaves, reads, realized, given, sid, inputs = mark
         if (current_tape() is not tape or log is None or HOST_READS[0] != reads
                 or CTX.realized_seq != realized or len(log) != tape.count - count):
             return None
@@ -367,6 +370,7 @@ class Stretch:
         if None in outs:
             return None
         given_out = {w[1] for w in outs if w[0] == 0}
+        differentiable = any(n.requires_grad for n in log)
         steps = []
         for j, n in enumerate(log):
             srcs = {k: where(v) if type(v) is tuple else [where(u) for u in v]
@@ -377,16 +381,28 @@ class Stretch:
             if hit is None or None in wired:
                 return None
             # a literal read inside: the same node serves every re-recording (it has no
-            # sources and is never computed on its own, so a program sees one const per use)
-            kept = n if n.op == "const" and not wired and j not in given_out else None
-            steps.append((n.op, memo, n.attrs, srcs, hit, kept))
+            # sources and is never computed on its own, so a program sees one const per use),
+            # unless gradient rules may read it later (they would find it off the tape)
+            kept = n if n.op == "const" and not wired and j not in given_out and \
+                not differentiable else None
+            steps.append((n.op, memo, n.attrs, srcs, hit, kept, n.requires_grad))
         self = cls()
         self.steps, self.outputs, self.serial = steps, outs, next(_STRETCH_SERIAL)
         read = [w for step in steps for v in step[3].values()
                 for w in (v if type(v) is list else [v])]
         self.places = {w[1] for w in read if w[0] == 1} | {w[1] for w in outs if w[0] == 1}
         self.used = sorted({w[1] for w in read if w[0] == 3})     # the inputs it reads
+        self._link(tape, sid, count, leaves, inputs)
         return self
+
+    def _link(self, tape: Tape, sid: int, count: int, leaves: int, inputs: list) -> None:
+        """Leave `tape` as a re-recording from id `sid`, count `count` and `leaves` leaf
+        numbers leaves it (one link, the inputs' leaves numbered in their order), so that the
+        first recording and the later ones key alike."""
+        for ref in list(tape.leafno)[leaves:]:      # only inputs: they are numbered anew
+            del tape.leafno[ref]
+        link = _wires(tape, [inputs[k] for k in self.used], count)
+        tape.sid = None if link is None else _tape_id((sid, ("stretch", self.serial), link))
 
     def remake(self, tape: Tape, placed: dict, inputs: list = ()) -> list | None:
         """Record the recipe again on `tape` (whose id is the one it was kept under, unless it
@@ -403,15 +419,17 @@ class Stretch:
                     leaves[j] if kind == 2 else inputs[j])
         if tape is None or tape is not CTX.thread.tape or tape.sid is None or \
                 tape.start < CTX.realized_seq or tape.log is not None:
-            for op, memo, attrs, wiring, _, _ in self.steps:     # node by node (`_node`)
+            for op, memo, attrs, wiring, _, _, grad in self.steps:   # node by node (`_node`)
                 srcs = {k: ref(w) if type(w) is tuple else [ref(u) for u in w]
                         for k, w in wiring.items()}
-                made.append(_node(op, srcs, attrs, False, memo, _flat_args(srcs), srcs))
+                made.append(_node(op, srcs, attrs, grad, memo, _flat_args(srcs), srcs))
             return [ref(w) for w in self.outputs]
         count = tape.count
         link = _wires(tape, [inputs[k] for k in self.used], count)
         place = tape.base + count if link is not None else None
-        for op, _, attrs, wiring, hit, kept in self.steps:
+        for op, _, attrs, wiring, hit, kept, grad in self.steps:
+            if place is not None:
+                place += 1                          # a kept literal keeps its place too
             if kept is not None:
                 made.append(kept)
                 continue
@@ -425,11 +443,9 @@ class Stretch:
                     args.extend(r)
             if hit[4]:
                 REGISTRY[op].check_const_inputs(srcs, is_const)
-            node = Node(op, srcs, hit[0], hit[1], None, False, hit[2], args)
-            node.mid, node.tape = hit[5], place
+            node = Node(op, srcs, hit[0], hit[1], None, grad, hit[2], args)
+            node.mid, node.tape = hit[5], None if place is None else place - 1
             made.append(node)
-            if place is not None:
-                place += 1
         if link is None or place - tape.base > _TAPE_MAX:
             tape.sid = None
         else:
@@ -445,14 +461,17 @@ def kept_stretch(kept: dict, key: tuple, inputs: list, build) -> list:
     """The refs `build()` returns, recorded from the values `inputs` (refs) alone: the first
     time for `key` and the inputs' types by running `build`, kept in `kept` as a closed
     `Stretch`, later re-recorded from it (the same nodes, so the same program and bits; no
-    Python of `build` runs). Only where the nodes need no gradient (grad mode off) and outside
-    af.compile's capture (a replay runs what the function did); elsewhere `build()` runs."""
+    Python of `build` runs). `build` must be a function of the inputs' values and `key` alone
+    (a host read or a leaf made inside makes the recording not kept); the grad mode, which
+    inputs require grad and the target are part of the key. Outside af.compile's capture only
+    (a replay runs what the function did); there `build()` runs."""
     thread = CTX.thread
-    tape = None if thread.capture is not None or thread.grad_enabled else current_tape()
+    tape = None if thread.capture is not None else current_tape()
     if tape is None or tape.log is not None:
         return build()
     first: dict = {}
-    full = (key, tuple([n.types[i] for n, i in inputs]),   # and which inputs are one value
+    full = (key, thread.grad_enabled, CTX.target, tuple([n.types[i] for n, i in inputs]),
+            tuple([n.requires_grad for n, _ in inputs]),     # and which inputs are one value
             tuple([first.setdefault((id(n), i), k) for k, (n, i) in enumerate(inputs)]))
     stretch = kept.get(full)
     if stretch is not None:

@@ -19,6 +19,7 @@ from .. import absent, dtypes, functions
 from ..creation import generator, host_random, tensor
 from ..autograd import no_grad
 from ..context import CTX
+from ..core.trace import kept_stretch
 from ..errors import AneforgeError, DTypeError, ShapeError
 from ..ops._grad import zeros
 from ..ops.attention import MASKED
@@ -249,6 +250,25 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     1.38...
     """
     reduction = _legacy(size_average, reduce, reduction)
+    if not target.dtype.is_float:
+        _check_classes(target, input.shape[1], ignore_index)      # values: checked each call
+    args = [t for t in (input, target, weight) if t is not None]
+    if any(type(t) is not Tensor for t in args):
+        return _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
+    # a function of its inputs' values: recorded once per kind, then re-recorded (trace.py)
+    (ref,) = kept_stretch(_KEPT, ("cross_entropy", weight is None, ignore_index, reduction,
+                                  label_smoothing), [t.ref for t in args],
+                          lambda: [_cross_entropy(input, target, weight, ignore_index,
+                                                  reduction, label_smoothing).ref])
+    return input._at(*ref)
+
+
+_KEPT: dict = {}       # cross_entropy's recordings (core/trace.kept_stretch)
+
+
+def _cross_entropy(input: Tensor, target: Tensor, weight, ignore_index: int, reduction: str,
+                   label_smoothing: float) -> Tensor:
+    """cross_entropy's recording, its targets' values checked."""
     logp = log_softmax(input, 1)
     classes = input.shape[1]
     wshape = (1, classes) + (1,) * (input.ndim - 2)
@@ -261,7 +281,6 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         terms = logp * soft if weight is None else logp * soft * weight.reshape(wshape)
         loss = -terms.sum(1)
         return _reduce(loss, reduction)
-    _check_classes(target, classes, ignore_index)
     loss = -select_class(logp, target)
     if label_smoothing:
         spread = logp if weight is None else logp * weight.to(logp.dtype).reshape(wshape)
