@@ -539,7 +539,7 @@ def test_a_kept_cross_entropy_is_torch_correct_checks_each_call_and_changes_no_b
     gradients are torch's for every setting, a target out of range still raises on a later
     call, and a loop gives the bits of recording it every step."""
     import torch
-    functional = __import__("sys").modules["aneforge.nn.functional"]
+    tensor_core = __import__("sys").modules["aneforge.tensor.core"]
     rng = np.random.default_rng(8)
     x = rng.standard_normal((6, 5)).astype(np.float32)
     w = rng.random(5).astype(np.float32) + 0.5
@@ -566,8 +566,30 @@ def test_a_kept_cross_entropy_is_torch_correct_checks_each_call_and_changes_no_b
         step, params = makemore("aneforge")
         for _ in range(4):
             if fresh:
-                functional._KEPT.clear()
+                tensor_core._KEPT.clear()
                 _forget_kept()
             step()
         return _digest(params)
     assert loop(False) == loop(True)
+
+
+def test_a_kept_gather_is_torch_correct_for_every_dim_and_grad_mode():
+    """gather (an embedding's `C[X[ix]]`) is re-recorded after its first call of a kind:
+    values and gradients are torch's on every call, for each dim, with and without grad."""
+    import torch
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    for dim in (0, 1, -1):
+        for grad in (True, False, True):
+            index = rng.integers(0, x.shape[dim], (3, 5) if dim == 0 else (4, 2))
+            a = af.tensor(x, requires_grad=True)
+            t = torch.tensor(x, requires_grad=True)
+            with (af.enable_grad() if grad else af.no_grad()):
+                got = (a * 2.0).gather(dim, af.tensor(index))
+            want = (t * 2.0).gather(dim, torch.tensor(index))
+            assert got.requires_grad == grad
+            np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-3, atol=1e-3)
+            if grad:
+                (got * got).sum().backward()
+                (want * want).sum().backward()
+                np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-2, atol=1e-2)

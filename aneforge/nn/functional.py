@@ -19,7 +19,6 @@ from .. import absent, dtypes, functions
 from ..creation import generator, host_random, tensor
 from ..autograd import no_grad
 from ..context import CTX
-from ..core.trace import kept_stretch
 from ..errors import AneforgeError, DTypeError, ShapeError
 from ..ops._grad import zeros
 from ..ops.attention import MASKED
@@ -252,18 +251,11 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     reduction = _legacy(size_average, reduce, reduction)
     if not target.dtype.is_float:
         _check_classes(target, input.shape[1], ignore_index)      # values: checked each call
-    args = [t for t in (input, target, weight) if t is not None]
-    if any(type(t) is not Tensor for t in args):
-        return _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
-    # a function of its inputs' values: recorded once per kind, then re-recorded (trace.py)
-    (ref,) = kept_stretch(_KEPT, ("cross_entropy", weight is None, ignore_index, reduction,
-                                  label_smoothing), [t.ref for t in args],
-                          lambda: [_cross_entropy(input, target, weight, ignore_index,
-                                                  reduction, label_smoothing).ref])
-    return input._at(*ref)
-
-
-_KEPT: dict = {}       # cross_entropy's recordings (core/trace.kept_stretch)
+    # a function of its inputs' values: recorded once per kind, then re-recorded
+    return input._kept(("cross_entropy", weight is None, ignore_index, reduction,
+                        label_smoothing), [t for t in (input, target, weight) if t is not None],
+                       lambda: _cross_entropy(input, target, weight, ignore_index, reduction,
+                                              label_smoothing))
 
 
 def _cross_entropy(input: Tensor, target: Tensor, weight, ignore_index: int, reduction: str,
