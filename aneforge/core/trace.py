@@ -370,7 +370,6 @@ class Stretch:
         if None in outs:
             return None
         given_out = {w[1] for w in outs if w[0] == 0}
-        differentiable = any(n.requires_grad for n in log)
         steps = []
         for j, n in enumerate(log):
             srcs = {k: where(v) if type(v) is tuple else [where(u) for u in v]
@@ -380,11 +379,9 @@ class Stretch:
             hit = _APPLIED.get(memo) if memo is not None else None
             if hit is None or None in wired:
                 return None
-            # a literal read inside: the same node serves every re-recording (it has no
-            # sources and is never computed on its own, so a program sees one const per use),
-            # unless gradient rules may read it later (they would find it off the tape)
-            kept = n if n.op == "const" and not wired and j not in given_out and \
-                not differentiable else None
+            # a literal read inside: the same node serves the re-recordings (it has no
+            # sources and is never computed on its own), once per tape (see `remake`)
+            kept = n if n.op == "const" and not wired and j not in given_out else None
             steps.append((n.op, memo, n.attrs, srcs, hit, kept, n.requires_grad))
         self = cls()
         self.steps, self.outputs, self.serial = steps, outs, next(_STRETCH_SERIAL)
@@ -431,8 +428,12 @@ class Stretch:
             if place is not None:
                 place += 1                          # a kept literal keeps its place too
             if kept is not None:
-                made.append(kept)
-                continue
+                p = kept.tape          # its place: once per tape, as a recording would use it
+                if place is None or p is None or not tape.base <= p < place - 1:
+                    if place is not None:
+                        kept.tape = place - 1
+                    made.append(kept)
+                    continue
             srcs, args = {}, []                     # `ref`, unrolled for sources made here
             for k, w in wiring.items():
                 if type(w) is tuple:
