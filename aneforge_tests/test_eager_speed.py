@@ -7,6 +7,7 @@ must not change when the programs are grouped differently. The makemore ones wer
 when hand-written parameter updates (`p.data += -lr * p.grad`) became compensated (a remainder
 keeps what fp16 rounding drops; tensor/inplace.py): a change of values by design."""
 import hashlib
+import sys
 import warnings
 
 import numpy as np
@@ -409,3 +410,201 @@ def test_a_walk_through_a_custom_function_runs_its_backward_each_time():
         Counted.apply(x).sum().backward()
         grads.append(x.grad.tolist())
     assert grads == [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]
+
+
+# ---- kept recordings re-recorded on the tape as one link each (trace.Stretch.remake) ------
+autoscale = __import__("sys").modules["aneforge.core.autoscale"]
+trace = __import__("sys").modules["aneforge.core.trace"]
+
+
+def _forget_kept():
+    """No kept walk, update or gradient scaling: every step runs their Python."""
+    autograd._WALKS.clear()
+    optimizer_module._UPDATES.clear()
+    autoscale._SCALINGS.clear()
+
+
+def _changing_loop(lib, fresh: bool = False, steps: int = 9):
+    """An SGD-with-momentum loop whose step changes as it goes: the batch shape, a branch, a
+    parameter frozen and thawed, a `.grad` set by hand, a no_grad block, an exception between
+    forward and backward. Returns the parameters after each step (numpy)."""
+    import torch
+    rng = np.random.default_rng(11)
+    init = [rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((6, 8), (8,), (8, 3))]
+    if lib == "torch":
+        params = [torch.tensor(a, requires_grad=True) for a in init]
+        F, tensor = torch.nn.functional, torch.tensor
+        opt = torch.optim.SGD(params, lr=0.05, momentum=0.9)
+    else:
+        params = [af.tensor(a, requires_grad=True) for a in init]
+        F, tensor = af.nn.functional, af.tensor
+        opt = af.optim.SGD(params, lr=0.05, momentum=0.9)
+    w1, b1, w2 = params
+    data = np.random.default_rng(12)
+    out = []
+    for k in range(steps):
+        if fresh:
+            _forget_kept()
+        batch = 5 if k < 4 else 7                        # the step changes shape
+        x = tensor(data.standard_normal((batch, 6)).astype(np.float32))
+        y = tensor(data.integers(0, 3, batch))
+        b1.requires_grad_(k not in (5, 6))                # a parameter frozen, then thawed
+        opt.zero_grad()
+        h = (x @ w1 + b1).tanh()
+        if k % 3 == 1:                                    # a branch that comes and goes
+            h = h * 0.5 + h.tanh()
+        if k == 7:
+            with (torch.no_grad() if lib == "torch" else af.no_grad()):
+                h = h + 0.25 * h.detach()                 # a no_grad block: no gradient path
+        loss = F.cross_entropy(h @ w2, y)
+        if k == 2:
+            try:                                          # an exception mid-step: no backward
+                raise RuntimeError("user code failed")
+            except RuntimeError:
+                continue
+        loss.backward()
+        if k == 3:
+            w2.grad = w2.grad * 2.0                       # a .grad set by hand
+        opt.step()
+        out.append([p.detach().numpy().astype(np.float32).copy() for p in params])
+    return out
+
+
+def test_a_changing_eager_loop_is_torch_correct_and_kept_recordings_change_no_bit():
+    """Kept recordings (walks, updates, gradient scaling, re-recorded as one tape link each,
+    with their literals kept) give the bits of steps that record everything anew, through
+    every change of the step; and the values are torch's."""
+    kept = _changing_loop("aneforge")
+    fresh = _changing_loop("aneforge", fresh=True)
+    want = _changing_loop("torch")
+    for a, b, t in zip(kept, fresh, want):
+        for u, v, w in zip(a, b, t):
+            assert np.array_equal(u, v)
+            np.testing.assert_allclose(u, w, rtol=2e-2, atol=2e-2)
+
+
+def test_gradient_scaling_is_recorded_once_and_gives_the_same_bits(monkeypatch):
+    """autoscale.scale's recording runs on the first step of each kind (the gradients'
+    types) only; a parameter frozen changes the kind; the bits are those of recording it
+    every step."""
+    calls = [0]
+    real = autoscale._scaled
+
+    def counted(*args):
+        calls[0] += 1
+        return real(*args)
+    monkeypatch.setattr(autoscale, "_scaled", counted)
+    monkeypatch.setattr(autoscale, "_SCALINGS", {})
+    rng = np.random.default_rng(4)
+    init = [rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((6, 8), (8,), (8, 3))]
+
+    def run(fresh: bool) -> tuple:
+        params = [af.tensor(a, requires_grad=True) for a in init]
+        w1, b1, w2 = params
+        data, per_step = np.random.default_rng(5), []
+        for k in range(5):
+            if fresh:
+                autoscale._SCALINGS.clear()
+            calls[0] = 0
+            b1.requires_grad_(k != 3)           # frozen on step 3: other gradients' types
+            for p in params:
+                p.grad = None
+            x = af.tensor(data.standard_normal((4, 6)).astype(np.float32))
+            ((x @ w1 + b1).tanh() @ w2).square().mean().backward()
+            with af.no_grad():
+                for p in params:
+                    if p.grad is not None:
+                        p.data += -0.1 * p.grad
+            per_step.append(calls[0])
+        return _digest(params), per_step
+    digest, per_step = run(False)
+    assert per_step == [1, 0, 0, 1, 0]
+    assert run(True) == (digest, [1] * 5)
+
+
+def test_a_kept_literal_is_never_computed_on_its_own(monkeypatch):
+    """The const nodes a kept recording keeps serve every step's program as a literal (one
+    node per use within a step, as a recording makes them): after many steps none holds
+    data, and a step's program has the consts of a step recorded anew."""
+    def consts(fresh: bool) -> list:
+        m, opt, (x, y), loss_fn = _adamw_model(8)      # two parameters of one kind
+
+        def step():
+            opt.zero_grad()
+            loss_fn(af.nn.functional, m(af.tensor(x)), af.tensor(y)).backward()
+            opt.step()
+        for _ in range(3):
+            step()
+        with realization.recording() as runs:
+            step()
+        return [op.type for op in runs[-1].traced.operations]
+    ops = consts(False)
+    kept = [s[5] for st in autoscale._SCALINGS.values() for s in st.steps if s[5] is not None]
+    kept += [s[5] for st, _ in autograd._WALKS.values() for s in st.steps if s[5] is not None]
+    assert kept and all(n.op == "const" and n.data is None for n in kept)
+    with monkeypatch.context() as nothing_kept:
+        nothing_kept.setattr(trace.Stretch, "end", classmethod(lambda *args: None))
+        _forget_kept()
+        sys.modules["aneforge.tensor.core"]._KEPT.clear()
+        assert ops == consts(True)
+
+
+def test_a_kept_cross_entropy_is_torch_correct_checks_each_call_and_changes_no_bit():
+    """F.cross_entropy is re-recorded after its first call of a kind: the values and
+    gradients are torch's for every setting, a target out of range still raises on a later
+    call, and a loop gives the bits of recording it every step."""
+    import torch
+    tensor_core = __import__("sys").modules["aneforge.tensor.core"]
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    w = rng.random(5).astype(np.float32) + 0.5
+    for kwargs in [{}, {"reduction": "sum"}, {"label_smoothing": 0.1}, {"ignore_index": 2},
+                   {"weight": w}, {"weight": w, "label_smoothing": 0.2, "reduction": "mean"}]:
+        for _ in range(3):                            # recorded, then re-recorded twice
+            y = rng.integers(0, 5, 6)
+            a = af.tensor(x, requires_grad=True)
+            got = af.nn.functional.cross_entropy(
+                a * 1.0, af.tensor(y), **{k: af.tensor(v) if k == "weight" else v
+                                          for k, v in kwargs.items()})
+            got.backward()
+            t = torch.tensor(x, requires_grad=True)
+            want = torch.nn.functional.cross_entropy(
+                t, torch.tensor(y), **{k: torch.tensor(v) if k == "weight" else v
+                                       for k, v in kwargs.items()})
+            want.backward()
+            np.testing.assert_allclose(got.item(), want.item(), rtol=5e-3, atol=5e-3)
+            np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=2e-2, atol=2e-3)
+    with pytest.raises(IndexError, match="out of bounds"):
+        af.nn.functional.cross_entropy(af.tensor(x) * 1.0, af.tensor([0, 1, 2, 3, 4, 5]))
+
+    def loop(fresh: bool) -> str:
+        step, params = makemore("aneforge")
+        for _ in range(4):
+            if fresh:
+                tensor_core._KEPT.clear()
+                _forget_kept()
+            step()
+        return _digest(params)
+    assert loop(False) == loop(True)
+
+
+def test_a_kept_gather_is_torch_correct_for_every_dim_and_grad_mode():
+    """gather (an embedding's `C[X[ix]]`) is re-recorded after its first call of a kind:
+    values and gradients are torch's on every call, for each dim, with and without grad."""
+    import torch
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    for dim in (0, 1, -1):
+        for grad in (True, False, True):
+            index = rng.integers(0, x.shape[dim], (3, 5) if dim == 0 else (4, 2))
+            a = af.tensor(x, requires_grad=True)
+            t = torch.tensor(x, requires_grad=True)
+            with (af.enable_grad() if grad else af.no_grad()):
+                got = (a * 2.0).gather(dim, af.tensor(index))
+            want = (t * 2.0).gather(dim, torch.tensor(index))
+            assert got.requires_grad == grad
+            np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-3, atol=1e-3)
+            if grad:
+                (got * got).sum().backward()
+                (want * want).sum().backward()
+                np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-2, atol=1e-2)

@@ -38,6 +38,7 @@ import weakref
 import numpy as np
 
 from ..context import CTX
+from .trace import kept_stretch
 from ..errors import ANEHazardWarning
 from ..hardware import hazards
 
@@ -273,8 +274,22 @@ def scale(leaves: list, grads: dict, seed_scale, watched: list = ()):
     (key -> (ref, tensor)); return the pass's peaks: [largest max|g|, smallest max|g|] over its
     leaves as scaled (inf or NaN when the pass overflowed), the scale it ran at, and the largest
     |value| of the `watched` cotangents (inf when one overflowed where a sum may hide it)."""
-    inv = 1.0 / seed_scale
     raws = [grads[k][1] for k in leaves]
+    refs = kept_stretch(_SCALINGS, ("autoscale.scale", len(raws)),
+                        [g.ref for g in [*raws, *watched, seed_scale]],
+                        lambda: _scaled(raws, seed_scale, watched))
+    at = seed_scale._at
+    for k, ref in zip(leaves, refs):
+        grads[k] = (grads[k][0], at(*ref))
+    return at(*refs[-1])
+
+
+_SCALINGS: dict = {}      # `scale`'s recordings, kept by the types it reads (trace.kept_stretch)
+
+
+def _scaled(raws: list, seed_scale, watched: list) -> list:
+    """`scale`'s recording: the refs of each raw gradient at torch's scale, then the peaks."""
+    inv = 1.0 / seed_scale
     # an empty gradient (of an empty leaf) has no max: its peak is 0
     tops = [g.abs().amax().to(inv.dtype) if g.numel() else inv - inv for g in raws]
     top, low = tops[0], tops[0]
@@ -285,15 +300,16 @@ def scale(leaves: list, grads: dict, seed_scale, watched: list = ()):
     # S >= 1 the bound is inf: a gradient inf at torch's scale (sqrt's at 0) stays inf, as in
     # torch; finite values pass both bounds unchanged.
     bound = FP16_MAX / (seed_scale < 1.0).to(inv.dtype)          # 65504 / 0 = inf
-    for k, g in zip(leaves, raws):
+    out = []
+    for g in raws:
         b = bound.to(g.dtype)
-        grads[k] = (grads[k][0], (g * inv.to(g.dtype)).minimum(b).maximum(-b))
+        out.append((g * inv.to(g.dtype)).minimum(b).maximum(-b).ref)
     inner = inv - inv
     for c in watched:            # max, not a sum: the engine turns inf - inf into 0
         if c.numel():
             inner = inner.maximum(c.abs().amax().to(inv.dtype))
-    return _stack([top.reshape(1), low.reshape(1), seed_scale.reshape(1).to(top.dtype),
-                   inner.reshape(1)])
+    return out + [_stack([top.reshape(1), low.reshape(1), seed_scale.reshape(1).to(top.dtype),
+                          inner.reshape(1)]).ref]
 
 
 def _stack(parts: list):

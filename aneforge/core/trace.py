@@ -256,8 +256,23 @@ def taped(node: Node) -> None:
     if sid is None or count >= _TAPE_MAX:
         tape.sid = None
         return
-    wires = []
-    for ref in node.args:
+    wires = _wires(tape, node.args, count)
+    if wires is None:
+        tape.sid = None
+        return
+    tape.sid = _tape_id((sid, node.mid, wires))
+    node.tape = base + count
+    tape.count = count + 1
+    if tape.log is not None:
+        tape.log.append(node)
+
+
+def _wires(tape: Tape, refs, count: int) -> tuple | None:
+    """How `refs` are wired on `tape` (its first `count` places): a leaf read by the leaf's
+    number (numbered in order of first read), a pending value by its place; None if one is
+    pending off the tape."""
+    wires, base = [], tape.base
+    for ref in refs:
         src = ref[0]
         if src.data is not None:                    # a leaf read: by the leaf's number
             leafno = tape.leafno
@@ -271,20 +286,19 @@ def taped(node: Node) -> None:
             src = ref[0]
         p = src.tape
         if p is None or not base <= p < base + count:
-            tape.sid = None
-            return
+            return None
         wires.append(p - base if ref[1] == 0 else (p - base, ref[1]))
-    desc = (sid, node.mid, tuple(wires))
+    return tuple(wires)
+
+
+def _tape_id(desc: tuple) -> int:
+    """The interned id of a tape link (never reused, also after a clear)."""
     sid = _TAPE_IDS.get(desc)
     if sid is None:
         if len(_TAPE_IDS) >= _TAPE_IDS_MAX:
             _TAPE_IDS.clear()
         sid = _TAPE_IDS[desc] = next(_SID)
-    tape.sid = sid
-    node.tape = base + count
-    tape.count = count + 1
-    if tape.log is not None:
-        tape.log.append(node)
+    return sid
 
 
 # ---- stretches: a part of a tape recorded once, re-recorded node for node ----------------
@@ -297,6 +311,11 @@ def taped(node: Node) -> None:
 # leaf made there, a host value: `host_read`) may differ next time, so such a stretch is not
 # kept. A stretch begun with `inputs` (an optimizer's update of one parameter) reads only
 # those and its own nodes: it is re-recorded on any tape, from new inputs of the same types.
+# A re-recording needs no check (each op's memo hit is kept) and goes on the tape as one link
+# (the stretch's number and how its inputs are wired), not one per node: its nodes' places
+# follow from the tape's count, so the link's id fixes them as node-by-node links would. Its
+# nodes get no prekey: a tape is current whenever a stretch is re-recorded, and the tape key
+# keys their realization (a realization after the tape broke walks the cut instead).
 HOST_READS = [0]      # values read on the host so far (Tensor.value): a stretch must read none
 
 
@@ -305,15 +324,18 @@ def host_read() -> None:
 
 
 class Stretch:
-    """The recipe of the nodes recorded on `tape` since `begin(tape)` (see above)."""
-    __slots__ = ("steps", "outputs", "places")
+    """The recipe of the nodes recorded on `tape` since `begin(tape)` (see above). Each node
+    is re-made requiring grad as it was recorded: a stretch is re-recorded only where what
+    decides that (the grad mode, which inputs require grad) is as it was."""
+    __slots__ = ("steps", "outputs", "places", "serial", "used")
 
     @staticmethod
     def begin(tape: Tape, inputs: list | None = None) -> tuple:
         """The mark `end` takes; `inputs`: the refs of a closed stretch's inputs."""
         tape.log = []
         given = None if inputs is None else {(id(n), i): k for k, (n, i) in enumerate(inputs)}
-        return tape.count, len(tape.leafno), HOST_READS[0], CTX.realized_seq, given
+        return (tape.count, len(tape.leafno), HOST_READS[0], CTX.realized_seq, given, tape.sid,
+                inputs or ())
 
     @staticmethod
     def stop(tape: Tape) -> None:
@@ -325,7 +347,7 @@ class Stretch:
         """The recipe of what was recorded since `mark`, whose values `outputs` (refs) are;
         None if it cannot be re-recorded."""
         log, tape.log = tape.log, None
-        count, leaves, reads, realized, given = mark
+        count, leaves, reads, realized, given, sid, inputs = mark
         if (current_tape() is not tape or log is None or HOST_READS[0] != reads
                 or CTX.realized_seq != realized or len(log) != tape.count - count):
             return None
@@ -344,24 +366,40 @@ class Stretch:
                 return None if k is None or k >= leaves else (2, k, 0)
             p = tape.place(node) if node.op is not None else None
             return None if p is None or p >= count else (1, p, i)
+        outs = [where(r) for r in outputs]
+        if None in outs:
+            return None
+        given_out = {w[1] for w in outs if w[0] == 0}
         steps = []
-        for n in log:
+        for j, n in enumerate(log):
             srcs = {k: where(v) if type(v) is tuple else [where(u) for u in v]
                     for k, v in n.srcs.items()}
             wired = [w for v in srcs.values() for w in (v if type(v) is list else [v])]
             memo = _MEMO_OF.get(n.mid)
-            if memo is None or None in wired:
+            hit = _APPLIED.get(memo) if memo is not None else None
+            if hit is None or None in wired:
                 return None
-            steps.append((n.op, memo, n.attrs, srcs))
-        outs = [where(r) for r in outputs]
-        if None in outs:
-            return None
+            # a literal read inside: the same node serves the re-recordings (it has no
+            # sources and is never computed on its own), once per tape (see `remake`)
+            kept = n if n.op == "const" and not wired and j not in given_out else None
+            steps.append((n.op, memo, n.attrs, srcs, hit, kept, n.requires_grad))
         self = cls()
-        self.steps, self.outputs = steps, outs
-        self.places = {w[1] for _, _, _, srcs in steps for v in srcs.values()
-                       for w in (v if type(v) is list else [v]) if w[0] == 1}
-        self.places |= {w[1] for w in outs if w[0] == 1}
+        self.steps, self.outputs, self.serial = steps, outs, next(_STRETCH_SERIAL)
+        read = [w for step in steps for v in step[3].values()
+                for w in (v if type(v) is list else [v])]
+        self.places = {w[1] for w in read if w[0] == 1} | {w[1] for w in outs if w[0] == 1}
+        self.used = sorted({w[1] for w in read if w[0] == 3})     # the inputs it reads
+        self._link(tape, sid, count, leaves, inputs)
         return self
+
+    def _link(self, tape: Tape, sid: int, count: int, leaves: int, inputs: list) -> None:
+        """Leave `tape` as a re-recording from id `sid`, count `count` and `leaves` leaf
+        numbers leaves it (one link, the inputs' leaves numbered in their order), so that the
+        first recording and the later ones key alike."""
+        for ref in list(tape.leafno)[leaves:]:      # only inputs: they are numbered anew
+            del tape.leafno[ref]
+        link = _wires(tape, [inputs[k] for k in self.used], count)
+        tape.sid = None if link is None else _tape_id((sid, ("stretch", self.serial), link))
 
     def remake(self, tape: Tape, placed: dict, inputs: list = ()) -> list | None:
         """Record the recipe again on `tape` (whose id is the one it was kept under, unless it
@@ -376,11 +414,80 @@ class Stretch:
             kind, j, i = w
             return ((made[j], i) if kind == 0 else (placed[j], i) if kind == 1 else
                     leaves[j] if kind == 2 else inputs[j])
-        for op, memo, attrs, wiring in self.steps:
-            srcs = {k: ref(w) if type(w) is tuple else [ref(u) for u in w]
-                    for k, w in wiring.items()}
-            made.append(_node(op, srcs, attrs, False, memo, _flat_args(srcs), srcs))
+        if tape is None or tape is not CTX.thread.tape or tape.sid is None or \
+                tape.start < CTX.realized_seq or tape.log is not None:
+            for op, memo, attrs, wiring, _, _, grad in self.steps:   # node by node (`_node`)
+                srcs = {k: ref(w) if type(w) is tuple else [ref(u) for u in w]
+                        for k, w in wiring.items()}
+                made.append(_node(op, srcs, attrs, grad, memo, _flat_args(srcs), srcs))
+            return [ref(w) for w in self.outputs]
+        count = tape.count
+        link = _wires(tape, [inputs[k] for k in self.used], count)
+        place = tape.base + count if link is not None else None
+        for op, _, attrs, wiring, hit, kept, grad in self.steps:
+            if place is not None:
+                place += 1                          # a kept literal keeps its place too
+            if kept is not None:
+                p = kept.tape          # its place: once per tape, as a recording would use it
+                if place is None or p is None or not tape.base <= p < place - 1:
+                    if place is not None:
+                        kept.tape = place - 1
+                    made.append(kept)
+                    continue
+            srcs, args = {}, []                     # `ref`, unrolled for sources made here
+            for k, w in wiring.items():
+                if type(w) is tuple:
+                    r = srcs[k] = (made[w[1]], w[2]) if w[0] == 0 else ref(w)
+                    args.append(r)
+                else:
+                    r = srcs[k] = [ref(u) for u in w]
+                    args.extend(r)
+            if hit[4]:
+                REGISTRY[op].check_const_inputs(srcs, is_const)
+            node = Node(op, srcs, hit[0], hit[1], None, grad, hit[2], args)
+            node.mid, node.tape = hit[5], None if place is None else place - 1
+            made.append(node)
+        if link is None or place - tape.base > _TAPE_MAX:
+            tape.sid = None
+        else:
+            tape.sid = _tape_id((tape.sid, ("stretch", self.serial), link))
+            tape.count = place - tape.base
         return [ref(w) for w in self.outputs]
+
+
+_STRETCH_SERIAL = itertools.count()      # a stretch's number in tape links (never reused)
+
+
+def kept_stretch(kept: dict, key: tuple, inputs: list, build) -> list:
+    """The refs `build()` returns, recorded from the values `inputs` (refs) alone: the first
+    time for `key` and the inputs' types by running `build`, kept in `kept` as a closed
+    `Stretch`, later re-recorded from it (the same nodes, so the same program and bits; no
+    Python of `build` runs). `build` must be a function of the inputs' values and `key` alone
+    (a host read or a leaf made inside makes the recording not kept); the grad mode, which
+    inputs require grad and the target are part of the key. Outside af.compile's capture only
+    (a replay runs what the function did); there `build()` runs."""
+    thread = CTX.thread
+    tape = None if thread.capture is not None else current_tape()
+    if tape is None or tape.log is not None:
+        return build()
+    first: dict = {}
+    full = (key, thread.grad_enabled, CTX.target, tuple([n.types[i] for n, i in inputs]),
+            tuple([n.requires_grad for n, _ in inputs]),     # and which inputs are one value
+            tuple([first.setdefault((id(n), i), k) for k, (n, i) in enumerate(inputs)]))
+    stretch = kept.get(full)
+    if stretch is not None:
+        return stretch.remake(tape, {}, inputs)
+    mark = Stretch.begin(tape, inputs)
+    try:
+        out = build()
+        stretch = Stretch.end(tape, mark, out)
+    finally:
+        Stretch.stop(tape)
+    if stretch is not None:
+        if len(kept) >= 256:
+            kept.clear()
+        kept[full] = stretch
+    return out
 
 
 # ---- prekeys: a realization's cache key and inputs, built up while recording ------------

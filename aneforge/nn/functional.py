@@ -249,6 +249,18 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     1.38...
     """
     reduction = _legacy(size_average, reduce, reduction)
+    if not target.dtype.is_float:
+        _check_classes(target, input.shape[1], ignore_index)      # values: checked each call
+    # a function of its inputs' values: recorded once per kind, then re-recorded
+    return input._kept(("cross_entropy", weight is None, ignore_index, reduction,
+                        label_smoothing), [t for t in (input, target, weight) if t is not None],
+                       lambda: _cross_entropy(input, target, weight, ignore_index, reduction,
+                                              label_smoothing))
+
+
+def _cross_entropy(input: Tensor, target: Tensor, weight, ignore_index: int, reduction: str,
+                   label_smoothing: float) -> Tensor:
+    """cross_entropy's recording, its targets' values checked."""
     logp = log_softmax(input, 1)
     classes = input.shape[1]
     wshape = (1, classes) + (1,) * (input.ndim - 2)
@@ -261,7 +273,6 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         terms = logp * soft if weight is None else logp * soft * weight.reshape(wshape)
         loss = -terms.sum(1)
         return _reduce(loss, reduction)
-    _check_classes(target, classes, ignore_index)
     loss = -select_class(logp, target)
     if label_smoothing:
         spread = logp if weight is None else logp * weight.to(logp.dtype).reshape(wshape)

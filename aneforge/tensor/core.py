@@ -31,7 +31,8 @@ from ..dtypes import DType
 from ..errors import AneforgeError, DTypeError, LimitError
 from ..ir.types import TensorType
 from ..hardware.limits import MAX_RANK, check_leaf_shape
-from ..core.trace import Node, host_read, leaf, record, record_binary, taped, written_leaf
+from ..core.trace import (Node, host_read, kept_stretch, leaf, record, record_binary, taped,
+                          written_leaf)
 from ..ops.registry import is_literal
 from . import grad_fn, highrank
 from .args import _sizes, norm_dim
@@ -311,6 +312,13 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
         node = self._node
         return node.data[self._idx] if empty.OVERSIZED and node in empty.OVERSIZED else None
 
+    def _kept(self, key: tuple, inputs: list, build) -> "Tensor":
+        if any(type(t) is not Tensor for t in inputs):        # a subclass may record otherwise
+            return build()
+        (ref,) = kept_stretch(_KEPT, key, [(t._node, t._idx) for t in inputs],
+                              lambda: [build().ref])
+        return Tensor(*ref)
+
     def _at(self, node: Node, idx: int = 0) -> "Tensor":
         return Tensor(node, idx)
 
@@ -576,6 +584,7 @@ def _number_node(value, dtype: DType) -> Node:
     return node
 
 
+_KEPT: dict = {}        # Tensor._kept's recordings, by kind (trace.kept_stretch)
 _CONSTS: dict = {}      # a pure cache: a Python number's checked const (attrs, types, key,
                         # prekey, memo number)
 

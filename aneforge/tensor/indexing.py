@@ -331,6 +331,10 @@ class IndexingMixin(TensorBase):
         >>> af.gather(af.tensor([[1, 2], [3, 4]]), 1, af.tensor([[1, 1], [0, 1]])).tolist()
         [[2, 2], [3, 4]]
         """
+        # a function of its inputs' values: recorded once per kind, then re-recorded
+        return self._kept(("gather", dim), [self, index], lambda: self._gather(dim, index))
+
+    def _gather(self, dim: int, index: "Tensor") -> "Tensor":
         d, x, idx, mask = self._onehot_along(dim, index)
         x = x[tuple(slice(0, k) for k in idx.shape[:-1])]             # index may be smaller
         x = x.int() if x.dtype == dtypes.bool_ else x
