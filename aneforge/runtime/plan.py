@@ -92,6 +92,7 @@ _INTO = object()            # a step's store: its kernel writes into the result'
 _BOUND = object()           # a step's store: its bound kernel writes there, then it is rounded
 _F16 = np.dtype(np.float16)
 _BOOL = (0, 1)
+_OWN = 256                  # outputs this small are copied out of the shared buffer
 _ENV, _STORE, _ROUND, _COPY = range(4)     # where a step's result goes (`RunPlan._stores`)
 _FOLDS = {name for pair in REDUCE.values() for name in pair}
 
@@ -242,9 +243,26 @@ class RunPlan:
         self.ins = [(s, carrier, name, self.views.get(s),
                      self.views[s].reshape(-1) if s in self.views else None)
                     for (s, carrier), name in zip(exe.inputs, exe.input_names)]
-        # the program's outputs: (slot, its arena place flat and its shape, or None; dtype)
-        self.outs = [(s, self.views[s].reshape(-1) if s in self.views else None,
-                      exe.info[s].shape, dtype) for s, dtype in exe.outputs]
+        # the inputs with places, loaded in one call when they are fp16 of their places' shapes
+        self.placed_ins = [i for i, (s, *_) in enumerate(exe.inputs) if s in self.views]
+        self.in_shapes = [self.views[exe.inputs[i][0]].shape for i in self.placed_ins]
+        self.in_spans = _spans([self.place[exe.inputs[i][0]] for i in self.placed_ins],
+                               self.in_shapes)
+        self.in_sizes = [math.prod(shape) for shape in self.in_shapes]
+        self.env_ins = [(s, carrier, name, i) for i, (s, carrier, name, view, _)
+                        in enumerate(self.ins) if view is None]
+        # the program's outputs: (slot, its arena place flat and its shape, or None; dtype;
+        # for an fp16 one with a place, its elements in the one buffer `outputs` fills)
+        self.outs, at, spans = [], 0, []
+        for s, dtype in exe.outputs:
+            part = None
+            if s in self.views and dtype == np.float16:
+                spans.append(s)
+                part, at = slice(at, at + self.views[s].size), at + self.views[s].size
+            self.outs.append((s, self.views[s].reshape(-1) if s in self.views else None,
+                              exe.info[s].shape, dtype, part))
+        self.out_spans = _spans([self.place[s] for s in spans],
+                                [self.views[s].shape for s in spans])
         longest = max([int(code[:, 2:4].max()) for step, code, _ in self.entries
                        if step is None] + [BLOCK])
         self.scratch = [np.empty(longest, np.float32) for _ in range(3)]
@@ -267,8 +285,11 @@ class RunPlan:
             self.opcode, self.repeat = {}, {}
             shapes = [self._loops(k, op) for k, op in enumerate(exe.ops)]
             fused = {k for k, loops in enumerate(shapes) if loops is not None} | {None}
+            # a bool a kernel makes is stored (0 / 1) into its place like any result (a
+            # label's one-hot compare): only its readers must run fused
             drop = {s for s in self.placed & bounded
-                    if made.get(s) not in fused or not fused.issuperset(exe.readers.get(s, ()))}
+                    if (made.get(s) not in fused and exe.info[s].dtype != dtypes.bool_)
+                    or not fused.issuperset(exe.readers.get(s, ()))}
             if not drop:
                 return shapes
             self.placed -= drop
@@ -656,7 +677,8 @@ class RunPlan:
                 kind = _ENV if store is None or store is _INTO else _STORE
             else:
                 kind = _ROUND if store is not None and s in self.fp16 else _COPY
-            put = store[i] if kind == _STORE else None
+            # a copy into a place goes through the store too (a bool's 0 / 1, as held)
+            put = store[i] if kind in (_STORE, _COPY) and isinstance(store, list) else None
             out.append((s, kind, view, None if view is None else view.reshape(-1), put))
         return out
 
@@ -686,32 +708,46 @@ class RunPlan:
 
     # -- running -----------------------------------------------------------------------------
     def _load(self, env, inputs) -> None:
-        """The program's inputs into their arena places: an fp16 input of the planned shape in
-        one compiled pass (cast, NaN check and coercion), others as the interpreter carries
+        """The program's inputs into their arena places: the fp16 inputs of the planned sizes
+        in one compiled pass over their bits side by side (cast, NaN check and coercion:
+        `from_float16_spans`; a call per input cost ~1 us), others as the interpreter carries
         them."""
-        exe, load16 = self.exe, self._fused.load16
+        exe = self.exe
+        for s, carrier, name, i in self.env_ins:
+            env[s] = exe.carried(inputs[i], carrier, name)
+        arrays = [inputs[i] for i in self.placed_ins]
+        if not arrays:
+            return
+        bits = np.concatenate(arrays, axis=None)
+        if bits.dtype != _F16 or [a.size for a in arrays] != self.in_sizes:
+            for (s, carrier, name, view, _), a in zip(self.ins, inputs):
+                if view is not None:
+                    np.copyto(view, exe.carried(a, carrier, name).reshape(view.shape),
+                              casting="unsafe")
+            return
         coerce = exe.numerics.specials == "engine"
-        for (s, carrier, name, view, flat), a in zip(self.ins, inputs):
-            if view is None:
-                env[s] = exe.carried(a, carrier, name)
-            elif a.dtype == _F16 and a.shape == view.shape:
-                nan = load16(a.reshape(-1).view(np.uint16), flat, coerce)
-                if nan and coerce:
-                    nan_hazard(name, nan)
-            else:
-                np.copyto(view, exe.carried(a, carrier, name), casting="unsafe")
+        nans = np.zeros(len(arrays), np.int64)
+        self._compiled.from_float16_spans(bits.view(np.uint16), self.in_spans, self.arena,
+                                          coerce, nans)
+        if coerce and nans.any():
+            for i, nan in zip(self.placed_ins, nans):
+                if nan:
+                    nan_hazard(exe.input_names[i], int(nan))
 
     def outputs(self, env) -> list:
-        """The program's outputs after a run: new arrays (the arena is rewritten next run), an
-        fp16 one read from its place by the compiled cast (numpy's takes ~10 ns an element)."""
-        out, to16 = [], self._compiled.to_float16
-        for s, flat, shape, dtype in self.outs:
-            if flat is None:
+        """The program's outputs after a run: new arrays (the arena is rewritten next run). The
+        fp16 ones read from their places by one compiled cast into one buffer (numpy's cast
+        takes ~10 ns an element, a call per output ~1 us); an output of at most `_OWN`
+        elements gets its own copy, so a kept loss does not keep the buffer alive."""
+        bits = np.empty(self.out_spans[:, 1].sum(), np.uint16)
+        self._compiled.to_float16_spans(self.arena, self.out_spans, bits)
+        half, out = bits.view(np.float16), []
+        for s, flat, shape, dtype, part in self.outs:
+            if part is not None:
+                value = half[part].reshape(shape)
+                out.append(value.copy() if value.size <= _OWN else value)
+            elif flat is None:
                 out.append(kernels.astype(env[s], dtype))
-            elif dtype == np.float16:
-                bits = np.empty(flat.size, np.uint16)
-                to16(flat, bits)
-                out.append(bits.view(np.float16).reshape(shape))
             else:
                 out.append(np.array(flat, dtype).reshape(shape))
         return out
@@ -754,9 +790,15 @@ class RunPlan:
                     src = np.ascontiguousarray(np.broadcast_to(src, view.shape))
                 self.round16(src.reshape(-1), flat, self.exe.numerics.store_mode)
             elif kind == _COPY:
-                np.copyto(view, r, casting="unsafe")
+                np.copyto(view, r if put is None else put(r), casting="unsafe")
             else:
                 env[s] = r if kind == _ENV else put(r)
+
+
+def _spans(places, shapes) -> np.ndarray:
+    """[(arena offset, elements)] of values, as the span kernels read them."""
+    return np.array([(at, math.prod(shape)) for at, shape in zip(places, shapes)],
+                    np.int64).reshape(-1, 2)
 
 
 def _every_fp16() -> np.ndarray:
