@@ -40,7 +40,7 @@ from .. import dtypes
 from ..hardware import kernels
 from ..ops import REGISTRY
 from ..ops.registry import WHOLE, layout_ops
-from . import layout
+from . import layout, moves
 from .steps import gather, nan_hazard
 
 # MIL op -> (opcode under IEEE specials, opcode under the engine's specials): the ops whose
@@ -90,6 +90,7 @@ MODES = ("auto", "always", "never")
 _TABLE = 1 << 16            # entries of a lookup table: one per fp16 bit pattern
 _INTO = object()            # a step's store: its kernel writes into the result's place
 _BOUND = object()           # a step's store: its bound kernel writes there, then it is rounded
+_MOVED = object()           # a step's store: its moves copy its results into their places
 _F16 = np.dtype(np.float16)
 _BOOL = (0, 1)
 _OWN = 256                  # outputs this small are copied out of the shared buffer
@@ -219,9 +220,11 @@ class RunPlan:
         self.frees = [list(f) for f in exe.frees]     # `_composites` may keep values longer
         self.dead = self._composites(shapes)
         self.local = self._locals()
+        self.moves = self._moves(shapes)
         self.absorbed = self._absorb()
         self.alias = self._aliases()
         self.place, size = self._places()
+        self.moved = self.moves.rows(self.place)
         self.views = {s: self.arena[o:o + size(s)].reshape(exe.info[s].shape)
                       for s, o in self.place.items() if s not in self.local}
         self.fp16 = {s for s in self.views if exe.info[s].dtype == dtypes.float16}
@@ -495,6 +498,23 @@ class RunPlan:
             self.dead.add(k)
         return alias
 
+    def _moves(self, shapes):
+        """Chains of data-movement steps composed into strided copies (runtime/moves.py):
+        their inner steps no longer run, the values the copies read live until them."""
+        exe = self.exe
+        made = {s: k for k, step in enumerate(exe.steps) for s in step.outs}
+        # a concat reading its values through views (conv2d's im2col) stays with `_absorb`:
+        # one pass over the views, nothing a move would save
+        inline = {j for k, (reads, chains) in layout.absorptions(exe, self.keep, made).items()
+                  if any(isinstance(c, tuple) for c in chains)
+                  for j in [k, *(j for c in layout.each(chains) for j in c)]}
+        found = moves.Moves(exe, shapes, self.placed, self.local, self.keep, self.dead | inline)
+        self.dead |= found.dead
+        for k, read in found.sources.items():
+            for s in read:
+                self._live_until(s, k)
+        return found
+
     def _live_until(self, s, k) -> None:
         """Value s lives at least until step k (freed after it, not before)."""
         last = next((j for j in range(len(self.frees) - 1, -1, -1) if s in self.frees[j]), None)
@@ -513,8 +533,11 @@ class RunPlan:
             starts = [s for p in reads for s in (p if isinstance(p, tuple) else (p,))
                       if s is not None]
             out = exe.steps[k].outs[0]
+            # a moved step (runtime/moves.py) no longer reads what its chain started from
             if out not in self.placed or out in self.local or k in self.dead or \
-                    self.dead.intersection(inner) or self.local.intersection(starts):
+                    self.dead.intersection(inner) or self.local.intersection(starts) or \
+                    self.moves.pieces.keys() & {k, *inner} or \
+                    self.moves.unwritten.intersection(starts):
                 continue
             found[k] = (reads, chains)
             self.dead.update(inner)
@@ -604,7 +627,7 @@ class RunPlan:
                 elif s in self.local:
                     place[s] = arena.take(BLOCK)
                     blocks.append(place[s])
-                elif s in self.placed and s not in place:
+                elif s in self.placed and s not in place and s not in self.moves.unwritten:
                     place[s] = arena.take(size(s))
             pending += [s for s in frees if s in place and s not in self.keep
                         and s not in self.local]
@@ -654,7 +677,7 @@ class RunPlan:
             if loops is None:
                 if k in self.dead:                # absorbed into a later step
                     continue
-                step = self._direct(k)
+                step = self._gather(k) if k in self.moved else self._direct(k)
                 entries.append((step, [s for s in self.frees[k] if s not in self.views],
                                 self._stores(step)))
                 continue
@@ -681,6 +704,13 @@ class RunPlan:
             put = store[i] if kind in (_STORE, _COPY) and isinstance(store, list) else None
             out.append((s, kind, view, None if view is None else view.reshape(-1), put))
         return out
+
+    def _gather(self, k):
+        """Step k as its moves (runtime/moves.py): each result copied in strided pieces."""
+        calls = [functools.partial(self._compiled.move, self.arena, rows, out, n,
+                                   np.float32(0.0 if fill is None else fill), fill is not None)
+                 for out, n, fill, rows in self.moved[k]]
+        return self.exe.steps[k]._replace(simulate=lambda: [c() for c in calls], store=_MOVED)
 
     def _direct(self, k):
         """Step k as the run executes it: an exact op that can write its one result straight
@@ -777,6 +807,9 @@ class RunPlan:
         simulate, ctx, reads, attrs, outs, store = step
         if store is _INTO:
             simulate(ctx, stores[0][2], *gather(env, reads), **attrs)
+            return
+        if store is _MOVED:
+            simulate()
             return
         if store is _BOUND:
             simulate()
