@@ -59,11 +59,13 @@ class Moves:
     # -- which steps ------------------------------------------------------------------------
     def _chain(self, placed, local, keep, dead, refused) -> set:
         """The chain steps: data movement over placed whole values, each composed result
-        gaining at least two kernel steps."""
+        gaining at least two kernel steps, or a split's several (numpy copies each part into
+        its place by a call of its own)."""
         chain = self._closed(self._chainable(placed, local, dead) - refused, keep)
         while True:
             out = self._materialized(chain, keep)
-            single = {k for k in out if self._kernel_steps(k, chain) < 2}
+            single = {k for k in out if self._kernel_steps(k, chain) < 2 and
+                      len(self.exe.steps[k].outs) == 1}
             if not single:
                 return chain
             chain = self._closed(chain - single, keep)

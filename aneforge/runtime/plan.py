@@ -7,7 +7,8 @@ op from fp16 to fp16 (exp, erf, gelu, ...) joins such a run as a lookup in a tab
 stored results for all 65536 fp16 inputs, and so does a chain of elementwise ops fed by one
 fp16 value (`_composites`: a table of the chain's result); concat and pad write straight into
 their places, reading their inputs through the slices and reshapes that make them
-(runtime/layout.py); a reshape shares its input's place instead of copying it (`_aliases`);
+(runtime/layout.py), and chains of data movement are one strided copy (runtime/moves.py:
+conv2d's column gradient); a reshape shares its input's place instead of copying it (`_aliases`);
 matmul and linear run bound to their places (`OpDef.bind`: the kernel and its operands' layout
 found once, the result rounded where it lies).
 
