@@ -17,6 +17,7 @@ def test_every_section_runs_quick(capsys, monkeypatch):
     for row in ("MLP 64-128-10 step, batch 64", "af.compile replay", "accumulator='blas'",
                 "matmul 64x64x64", "host overhead per recorded op", "cache-hit realization",
                 "host time outside the executor", "MLP 64-128-128-10 AdamW eager step, batch 64",
+                "MLP 64-128-128-10 AdamW step, batch 256, af.compile replay",
                 "makemore MLP eager loop on raw tensors", "first step to steady state"):
         assert row in table, row
     for row in ("GPT-style LM step", "BatchNorm CNN step"):    # real model shapes, compiled

@@ -979,3 +979,116 @@ def test_bound_linear_is_identical(monkeypatch):
         same_bits(a, b_)
     assert sum(step.store is plan_mod._BOUND for step, _, _ in exe.run_plan.entries
                if step is not None) == 2
+
+
+# ---- the plan's inputs and outputs in one call each -----------------------------------------
+def _spans(sizes) -> np.ndarray:
+    """Spans of `sizes` elements laid out with gaps (an arena's places are not adjacent)."""
+    at, out = 3, []
+    for n in sizes:
+        out.append((at, n))
+        at += n + 5
+    return np.array(out, np.int64)
+
+
+def test_output_spans_cast_as_numpy_does():
+    """`to_float16_spans`: each span's float32 values to fp16 bits, side by side, as numpy's
+    astype(float16) rounds them (every fp16 value, plus float32 values between them)."""
+    from aneforge.hardware.kernels import compiled
+    kernels.wait()
+    rng = np.random.default_rng(3)
+    values = np.concatenate([EVERY_FP16.reshape(-1).astype(np.float32),
+                             rng.standard_normal(999).astype(np.float32) * 300])
+    sizes = [1, 7, 65536, 991]
+    spans = _spans(sizes)
+    arena = np.full(spans[-1].sum() + 2, np.float32(np.nan))
+    at = 0
+    for (start, n) in spans:
+        arena[start:start + n] = values[at:at + n]
+        at += n
+    bits = np.zeros(sum(sizes), np.uint16)
+    compiled.to_float16_spans(arena, spans, bits)
+    same_bits(bits.view(np.float16), values.astype(np.float16))
+
+
+@pytest.mark.parametrize("coerce", [True, False])
+def test_input_spans_load_as_the_interpreter_does(coerce):
+    """`from_float16_spans`: fp16 bits side by side into their spans as float32, NaN read as
+    +inf under the engine's input rule and counted per span; nothing outside the spans
+    written."""
+    from aneforge.hardware.kernels import compiled
+    kernels.wait()
+    pieces = [SPECIAL, EVERY_FP16.reshape(-1), np.array([np.nan, 1.5], np.float16)]
+    spans = _spans([p.size for p in pieces])
+    arena = np.full(spans[-1].sum() + 2, np.float32(-7.0))
+    nans = np.zeros(len(pieces), np.int64)
+    compiled.from_float16_spans(np.concatenate(pieces).view(np.uint16), spans, arena,
+                                coerce, nans)
+    written = np.zeros(arena.size, bool)
+    for p, (start, n) in zip(pieces, spans):
+        want = p.astype(np.float32)
+        if coerce:
+            want = np.where(np.isnan(want), np.float32(np.inf), want)
+        same_bits(arena[start:start + n], want)
+        written[start:start + n] = True
+    assert nans.tolist() == [int(np.isnan(p).sum()) for p in pieces]
+    assert (arena[~written] == -7.0).all()
+
+
+def test_outputs_share_one_buffer_and_small_ones_own_theirs(monkeypatch):
+    """A planned run's fp16 outputs are cut from one buffer filled by one call; an output of
+    at most `_OWN` elements (a loss) is a copy, so keeping it keeps nothing else alive."""
+    seen = {}
+    original = plan_mod.RunPlan.run
+
+    def spy(self, inputs):
+        seen[id(self)] = inputs
+        return original(self, inputs)
+    monkeypatch.setattr(plan_mod.RunPlan, "run", spy)
+    plan = _step_executable(monkeypatch).run_plan
+    outs = plan.outputs(plan.run(seen[id(plan)]))
+    big = [o for o in outs if o.dtype == np.float16 and o.size > plan_mod._OWN]
+    small = [o for o in outs if o.dtype == np.float16 and o.size <= plan_mod._OWN]
+    assert len(big) >= 2 and small
+    assert len({id(o.base) for o in big}) == 1 and big[0].base is not None
+    assert all(o.base is None for o in small)
+    for (s, flat, shape, dtype, _), o in zip(plan.outs, outs):
+        if flat is not None:
+            same_bits(o, flat.reshape(shape).astype(dtype))
+
+
+def _compiled_train(steps):
+    """`_train` under af.compile: the labels enter as int32 in two uint16 parts, a range the
+    plan cannot bound, so their compare runs its kernel."""
+    af.manual_seed(0)
+    rng = np.random.default_rng(0)
+    model = af.nn.Sequential(af.nn.Linear(16, 32), af.nn.GELU(), af.nn.Linear(32, 4))
+    opt = af.optim.AdamW(model.parameters(), lr=1e-2)
+
+    @af.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = af.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    losses = [step(af.tensor(rng.random((8, 16)).astype(np.float32)),
+                   af.tensor(rng.integers(0, 4, 8))).item() for _ in range(steps)]
+    return losses, [p.numpy() for p in model.parameters()]
+
+
+def test_a_bool_a_kernel_makes_is_placed_for_fused_readers(monkeypatch, vm):
+    """The one-hot compare of int32 labels runs its kernel; its bool result is stored into
+    the arena (0 / 1) and the selects reading it run fused, with the interpreter's bits."""
+    made = _executables(monkeypatch)
+    (l1, p1), (l2, p2) = both(monkeypatch, lambda: _compiled_train(4))
+    assert l1 == l2
+    for a, b in zip(p1, p2):
+        same_bits(a, b)
+    exe = max((e for e in made if e.run_plan), key=lambda e: len(e.steps))
+    kernel = _kernel_ops([exe])
+    assert "equal" in kernel and "select" not in kernel, kernel
+    assert "select" in _opcodes([exe])
+    compares = [s for k, step in enumerate(exe.steps) if exe.ops[k].type == "equal"
+                for s in step.outs]
+    assert compares and all(s in exe.run_plan.views for s in compares)

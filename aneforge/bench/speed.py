@@ -53,6 +53,8 @@ def workloads():
                                    numerics={"accumulator": "blas"})))
     out += [(f"MLP 64-128-128-10 AdamW eager step, batch {b}",
              lambda lib, b=b: train_step(*mlp_deep(b), lib)) for b in (64, 256)]
+    out += [(f"MLP 64-128-128-10 AdamW step, batch {b}, af.compile replay",
+             lambda lib, b=b: train_step(*mlp_deep(b), lib, compiled=True)) for b in (64, 256)]
     out.append(("makemore MLP eager loop on raw tensors, batch 32 (C[X[ix]], p.data += -lr * "
                 "p.grad, loss.item())", eager_loop))
     out.append((f"matmul {n}x{n}x{n} fp16 (aneforge: ANE tile datapath)", matmul(n)))

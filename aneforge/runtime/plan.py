@@ -7,7 +7,8 @@ op from fp16 to fp16 (exp, erf, gelu, ...) joins such a run as a lookup in a tab
 stored results for all 65536 fp16 inputs, and so does a chain of elementwise ops fed by one
 fp16 value (`_composites`: a table of the chain's result); concat and pad write straight into
 their places, reading their inputs through the slices and reshapes that make them
-(runtime/layout.py); a reshape shares its input's place instead of copying it (`_aliases`);
+(runtime/layout.py), and chains of data movement are one strided copy (runtime/moves.py:
+conv2d's column gradient); a reshape shares its input's place instead of copying it (`_aliases`);
 matmul and linear run bound to their places (`OpDef.bind`: the kernel and its operands' layout
 found once, the result rounded where it lies).
 
@@ -40,7 +41,7 @@ from .. import dtypes
 from ..hardware import kernels
 from ..ops import REGISTRY
 from ..ops.registry import WHOLE, layout_ops
-from . import layout
+from . import layout, moves
 from .steps import gather, nan_hazard
 
 # MIL op -> (opcode under IEEE specials, opcode under the engine's specials): the ops whose
@@ -90,8 +91,10 @@ MODES = ("auto", "always", "never")
 _TABLE = 1 << 16            # entries of a lookup table: one per fp16 bit pattern
 _INTO = object()            # a step's store: its kernel writes into the result's place
 _BOUND = object()           # a step's store: its bound kernel writes there, then it is rounded
+_MOVED = object()           # a step's store: its moves copy its results into their places
 _F16 = np.dtype(np.float16)
 _BOOL = (0, 1)
+_OWN = 256                  # outputs this small are copied out of the shared buffer
 _ENV, _STORE, _ROUND, _COPY = range(4)     # where a step's result goes (`RunPlan._stores`)
 _FOLDS = {name for pair in REDUCE.values() for name in pair}
 
@@ -218,9 +221,11 @@ class RunPlan:
         self.frees = [list(f) for f in exe.frees]     # `_composites` may keep values longer
         self.dead = self._composites(shapes)
         self.local = self._locals()
+        self.moves = self._moves(shapes)
         self.absorbed = self._absorb()
         self.alias = self._aliases()
         self.place, size = self._places()
+        self.moved = self.moves.rows(self.place)
         self.views = {s: self.arena[o:o + size(s)].reshape(exe.info[s].shape)
                       for s, o in self.place.items() if s not in self.local}
         self.fp16 = {s for s in self.views if exe.info[s].dtype == dtypes.float16}
@@ -242,9 +247,26 @@ class RunPlan:
         self.ins = [(s, carrier, name, self.views.get(s),
                      self.views[s].reshape(-1) if s in self.views else None)
                     for (s, carrier), name in zip(exe.inputs, exe.input_names)]
-        # the program's outputs: (slot, its arena place flat and its shape, or None; dtype)
-        self.outs = [(s, self.views[s].reshape(-1) if s in self.views else None,
-                      exe.info[s].shape, dtype) for s, dtype in exe.outputs]
+        # the inputs with places, loaded in one call when they are fp16 of their places' shapes
+        self.placed_ins = [i for i, (s, *_) in enumerate(exe.inputs) if s in self.views]
+        self.in_shapes = [self.views[exe.inputs[i][0]].shape for i in self.placed_ins]
+        self.in_spans = _spans([self.place[exe.inputs[i][0]] for i in self.placed_ins],
+                               self.in_shapes)
+        self.in_sizes = [math.prod(shape) for shape in self.in_shapes]
+        self.env_ins = [(s, carrier, name, i) for i, (s, carrier, name, view, _)
+                        in enumerate(self.ins) if view is None]
+        # the program's outputs: (slot, its arena place flat and its shape, or None; dtype;
+        # for an fp16 one with a place, its elements in the one buffer `outputs` fills)
+        self.outs, at, spans = [], 0, []
+        for s, dtype in exe.outputs:
+            part = None
+            if s in self.views and dtype == np.float16:
+                spans.append(s)
+                part, at = slice(at, at + self.views[s].size), at + self.views[s].size
+            self.outs.append((s, self.views[s].reshape(-1) if s in self.views else None,
+                              exe.info[s].shape, dtype, part))
+        self.out_spans = _spans([self.place[s] for s in spans],
+                                [self.views[s].shape for s in spans])
         longest = max([int(code[:, 2:4].max()) for step, code, _ in self.entries
                        if step is None] + [BLOCK])
         self.scratch = [np.empty(longest, np.float32) for _ in range(3)]
@@ -267,8 +289,11 @@ class RunPlan:
             self.opcode, self.repeat = {}, {}
             shapes = [self._loops(k, op) for k, op in enumerate(exe.ops)]
             fused = {k for k, loops in enumerate(shapes) if loops is not None} | {None}
+            # a bool a kernel makes is stored (0 / 1) into its place like any result (a
+            # label's one-hot compare): only its readers must run fused
             drop = {s for s in self.placed & bounded
-                    if made.get(s) not in fused or not fused.issuperset(exe.readers.get(s, ()))}
+                    if (made.get(s) not in fused and exe.info[s].dtype != dtypes.bool_)
+                    or not fused.issuperset(exe.readers.get(s, ()))}
             if not drop:
                 return shapes
             self.placed -= drop
@@ -474,6 +499,23 @@ class RunPlan:
             self.dead.add(k)
         return alias
 
+    def _moves(self, shapes):
+        """Chains of data-movement steps composed into strided copies (runtime/moves.py):
+        their inner steps no longer run, the values the copies read live until them."""
+        exe = self.exe
+        made = {s: k for k, step in enumerate(exe.steps) for s in step.outs}
+        # a concat reading its values through views (conv2d's im2col) stays with `_absorb`:
+        # one pass over the views, nothing a move would save
+        inline = {j for k, (reads, chains) in layout.absorptions(exe, self.keep, made).items()
+                  if any(isinstance(c, tuple) for c in chains)
+                  for j in [k, *(j for c in layout.each(chains) for j in c)]}
+        found = moves.Moves(exe, shapes, self.placed, self.local, self.keep, self.dead | inline)
+        self.dead |= found.dead
+        for k, read in found.sources.items():
+            for s in read:
+                self._live_until(s, k)
+        return found
+
     def _live_until(self, s, k) -> None:
         """Value s lives at least until step k (freed after it, not before)."""
         last = next((j for j in range(len(self.frees) - 1, -1, -1) if s in self.frees[j]), None)
@@ -492,8 +534,11 @@ class RunPlan:
             starts = [s for p in reads for s in (p if isinstance(p, tuple) else (p,))
                       if s is not None]
             out = exe.steps[k].outs[0]
+            # a moved step (runtime/moves.py) no longer reads what its chain started from
             if out not in self.placed or out in self.local or k in self.dead or \
-                    self.dead.intersection(inner) or self.local.intersection(starts):
+                    self.dead.intersection(inner) or self.local.intersection(starts) or \
+                    self.moves.pieces.keys() & {k, *inner} or \
+                    self.moves.unwritten.intersection(starts):
                 continue
             found[k] = (reads, chains)
             self.dead.update(inner)
@@ -583,7 +628,7 @@ class RunPlan:
                 elif s in self.local:
                     place[s] = arena.take(BLOCK)
                     blocks.append(place[s])
-                elif s in self.placed and s not in place:
+                elif s in self.placed and s not in place and s not in self.moves.unwritten:
                     place[s] = arena.take(size(s))
             pending += [s for s in frees if s in place and s not in self.keep
                         and s not in self.local]
@@ -633,7 +678,7 @@ class RunPlan:
             if loops is None:
                 if k in self.dead:                # absorbed into a later step
                     continue
-                step = self._direct(k)
+                step = self._gather(k) if k in self.moved else self._direct(k)
                 entries.append((step, [s for s in self.frees[k] if s not in self.views],
                                 self._stores(step)))
                 continue
@@ -656,9 +701,17 @@ class RunPlan:
                 kind = _ENV if store is None or store is _INTO else _STORE
             else:
                 kind = _ROUND if store is not None and s in self.fp16 else _COPY
-            put = store[i] if kind == _STORE else None
+            # a copy into a place goes through the store too (a bool's 0 / 1, as held)
+            put = store[i] if kind in (_STORE, _COPY) and isinstance(store, list) else None
             out.append((s, kind, view, None if view is None else view.reshape(-1), put))
         return out
+
+    def _gather(self, k):
+        """Step k as its moves (runtime/moves.py): each result copied in strided pieces."""
+        calls = [functools.partial(self._compiled.move, self.arena, rows, out, n,
+                                   np.float32(0.0 if fill is None else fill), fill is not None)
+                 for out, n, fill, rows in self.moved[k]]
+        return self.exe.steps[k]._replace(simulate=lambda: [c() for c in calls], store=_MOVED)
 
     def _direct(self, k):
         """Step k as the run executes it: an exact op that can write its one result straight
@@ -686,32 +739,46 @@ class RunPlan:
 
     # -- running -----------------------------------------------------------------------------
     def _load(self, env, inputs) -> None:
-        """The program's inputs into their arena places: an fp16 input of the planned shape in
-        one compiled pass (cast, NaN check and coercion), others as the interpreter carries
+        """The program's inputs into their arena places: the fp16 inputs of the planned sizes
+        in one compiled pass over their bits side by side (cast, NaN check and coercion:
+        `from_float16_spans`; a call per input cost ~1 us), others as the interpreter carries
         them."""
-        exe, load16 = self.exe, self._fused.load16
+        exe = self.exe
+        for s, carrier, name, i in self.env_ins:
+            env[s] = exe.carried(inputs[i], carrier, name)
+        arrays = [inputs[i] for i in self.placed_ins]
+        if not arrays:
+            return
+        bits = np.concatenate(arrays, axis=None)
+        if bits.dtype != _F16 or [a.size for a in arrays] != self.in_sizes:
+            for (s, carrier, name, view, _), a in zip(self.ins, inputs):
+                if view is not None:
+                    np.copyto(view, exe.carried(a, carrier, name).reshape(view.shape),
+                              casting="unsafe")
+            return
         coerce = exe.numerics.specials == "engine"
-        for (s, carrier, name, view, flat), a in zip(self.ins, inputs):
-            if view is None:
-                env[s] = exe.carried(a, carrier, name)
-            elif a.dtype == _F16 and a.shape == view.shape:
-                nan = load16(a.reshape(-1).view(np.uint16), flat, coerce)
-                if nan and coerce:
-                    nan_hazard(name, nan)
-            else:
-                np.copyto(view, exe.carried(a, carrier, name), casting="unsafe")
+        nans = np.zeros(len(arrays), np.int64)
+        self._compiled.from_float16_spans(bits.view(np.uint16), self.in_spans, self.arena,
+                                          coerce, nans)
+        if coerce and nans.any():
+            for i, nan in zip(self.placed_ins, nans):
+                if nan:
+                    nan_hazard(exe.input_names[i], int(nan))
 
     def outputs(self, env) -> list:
-        """The program's outputs after a run: new arrays (the arena is rewritten next run), an
-        fp16 one read from its place by the compiled cast (numpy's takes ~10 ns an element)."""
-        out, to16 = [], self._compiled.to_float16
-        for s, flat, shape, dtype in self.outs:
-            if flat is None:
+        """The program's outputs after a run: new arrays (the arena is rewritten next run). The
+        fp16 ones read from their places by one compiled cast into one buffer (numpy's cast
+        takes ~10 ns an element, a call per output ~1 us); an output of at most `_OWN`
+        elements gets its own copy, so a kept loss does not keep the buffer alive."""
+        bits = np.empty(self.out_spans[:, 1].sum(), np.uint16)
+        self._compiled.to_float16_spans(self.arena, self.out_spans, bits)
+        half, out = bits.view(np.float16), []
+        for s, flat, shape, dtype, part in self.outs:
+            if part is not None:
+                value = half[part].reshape(shape)
+                out.append(value.copy() if value.size <= _OWN else value)
+            elif flat is None:
                 out.append(kernels.astype(env[s], dtype))
-            elif dtype == np.float16:
-                bits = np.empty(flat.size, np.uint16)
-                to16(flat, bits)
-                out.append(bits.view(np.float16).reshape(shape))
             else:
                 out.append(np.array(flat, dtype).reshape(shape))
         return out
@@ -742,6 +809,9 @@ class RunPlan:
         if store is _INTO:
             simulate(ctx, stores[0][2], *gather(env, reads), **attrs)
             return
+        if store is _MOVED:
+            simulate()
+            return
         if store is _BOUND:
             simulate()
             self.round16(stores[0][3], stores[0][3], self.exe.numerics.store_mode)
@@ -754,9 +824,15 @@ class RunPlan:
                     src = np.ascontiguousarray(np.broadcast_to(src, view.shape))
                 self.round16(src.reshape(-1), flat, self.exe.numerics.store_mode)
             elif kind == _COPY:
-                np.copyto(view, r, casting="unsafe")
+                np.copyto(view, r if put is None else put(r), casting="unsafe")
             else:
                 env[s] = r if kind == _ENV else put(r)
+
+
+def _spans(places, shapes) -> np.ndarray:
+    """[(arena offset, elements)] of values, as the span kernels read them."""
+    return np.array([(at, math.prod(shape)) for at, shape in zip(places, shapes)],
+                    np.int64).reshape(-1, 2)
 
 
 def _every_fp16() -> np.ndarray:

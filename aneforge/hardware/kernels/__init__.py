@@ -139,6 +139,9 @@ WARM = (
     ("compiled", "_lean_tasks", _TILE),
     ("fused", "run_lean", _RUN),
     ("fused", "load16", ("u2:1", "f4:1", "boolean")),
+    ("compiled", "to_float16_spans", ("f4:1", "i8:2", "u2:1")),
+    ("compiled", "from_float16_spans", ("u2:1", "i8:2", "f4:1", "boolean", "i8:1")),
+    ("compiled", "move", ("f4:1", "i8:2", "int64", "int64", "float32", "boolean")),
     ("compiled", "_default_tasks", _TILE),
     ("fused", "run_full", _RUN),
 )

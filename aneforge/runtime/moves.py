@@ -1,0 +1,242 @@
+"""The run plan's moves: chains of data-movement steps composed into one copy of strided
+pieces per value a computing step reads.
+
+conv2d's column gradient is the case that pays: for each of a 3x3 kernel's taps, a split part
+is reshaped, interleaved with zeros (a stride), sliced and padded, once per spatial axis —
+up to six numpy calls a tap, each writing a whole intermediate value, for what is one copy of
+the tap's gradient (and its zeros) into a padded grid. Here the chain's own kernels run once,
+at planning, on element numbers instead of values (float64 holds them exactly; each pad's
+constant is replaced by a negative sentinel): the result says, for each element, which
+element of which source value lands there. That map is cut into strided pieces (each
+source's elements form a box whose places are affine in the box's index: a copy of up to four
+loops), and the run does the pad's fill, then each piece (`kernels.compiled.move`). Values are
+moved, never computed: a moved value's bits are its source's, as the steps would place them.
+
+What is left as it was: chains of a single kernel step (nothing to compose: numpy's copy is
+as fast), a slice whose width crop may saturate (`slice_by_index`'s `_width_crop` computes)
+and what reads through it (conv2d's im2col: `layout.absorptions` reads those as views), a
+map that is not injective (tile) or not affine per source, and values living one block at a
+time in a blocked fused run.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ops.registry import LAYOUTS, layout_ops
+from .layout import VIEWS
+
+# every exact data-movement op (`OpDef.layout`): its result is its inputs' elements (and a pad's
+# constant), so a chain of them is one map from result element to source element
+MOVES = layout_ops(*LAYOUTS)
+LOOPS = 4                    # loops of a piece (`kernels.compiled.move`)
+WIDTH = 2 + 3 * LOOPS        # a piece's row: source, destination, then sizes and both strides
+
+
+class Moves:
+    """The composed chains of one executable. `pieces`: step -> [(result slot, fill or None,
+    pieces relative to the sources' and the result's places)]; `dead`: the chain steps that
+    no longer run; `unwritten`: the values only they made (no place); `sources`: step -> the
+    values its pieces read (they live until it)."""
+
+    def __init__(self, exe, shapes, placed, local, keep, dead):
+        self.exe, self.shapes = exe, shapes
+        refused: set = set()
+        while True:
+            chain = self._chain(placed, local, keep, dead, refused)
+            out = self._materialized(chain, keep)
+            self.origin, self.end = {}, 0
+            self.pieces, failed = self._compose(chain, out)
+            if not failed:
+                break
+            refused |= failed
+        self.dead = {k for k in chain if k not in out}
+        self.unwritten = {s for k in self.dead for s in exe.steps[k].outs}
+        self.sources = {k: {s for _, _, ps in parts for s, _ in ps}
+                        for k, parts in self.pieces.items()}
+
+    # -- which steps ------------------------------------------------------------------------
+    def _chain(self, placed, local, keep, dead, refused) -> set:
+        """The chain steps: data movement over placed whole values, each composed result
+        gaining at least two kernel steps, or a split's several (numpy copies each part into
+        its place by a call of its own)."""
+        chain = self._closed(self._chainable(placed, local, dead) - refused, keep)
+        while True:
+            out = self._materialized(chain, keep)
+            single = {k for k in out if self._kernel_steps(k, chain) < 2 and
+                      len(self.exe.steps[k].outs) == 1}
+            if not single:
+                return chain
+            chain = self._closed(chain - single, keep)
+
+    def _chainable(self, placed, local, dead) -> set:
+        """Data-movement steps over placed, whole values (no block-local one): run by their
+        kernels, or fused same-order copies (a reshape). None reading a cropping slice's
+        result, even through views (`_cropped`)."""
+        exe, found, cropped = self.exe, set(), self._cropped()
+        for k, step in enumerate(exe.steps):
+            ins = _slots(step.reads)
+            slots = set(ins) | set(step.outs)
+            if k in dead or step.ctx.op_type not in MOVES or step.store is not None or \
+                    not slots <= placed or slots & local or _computes(step) or \
+                    cropped.intersection(ins):
+                continue
+            if self.shapes[k] is None or step.ctx.op_type in VIEWS:
+                found.add(k)
+        return found
+
+    def _cropped(self) -> set:
+        """Values a cropping slice makes, and views of them."""
+        out = set()
+        for step in self.exe.steps:
+            if _computes(step) or (step.ctx.op_type in VIEWS and out.intersection(
+                    _slots(step.reads))):
+                out.update(step.outs)
+        return out
+
+    def _closed(self, chain, keep) -> set:
+        """`chain` without the fused copies whose result a step outside it reads (a fused
+        segment reads its place): from the last step back, so the copies before see it."""
+        exe = self.exe
+        for k in sorted(chain, reverse=True):
+            if self.shapes[k] is not None and any(
+                    s in keep or not chain.issuperset(exe.readers.get(s, ()))
+                    for s in exe.steps[k].outs):
+                chain.discard(k)
+        return chain
+
+    def _materialized(self, chain, keep) -> dict:
+        """Chain steps run by their kernels whose results a step outside the chain reads (or
+        the program keeps): step -> those results."""
+        exe, out = self.exe, {}
+        for k in chain:
+            mine = [s for s in exe.steps[k].outs
+                    if s in keep or not chain.issuperset(exe.readers.get(s, ()))]
+            if mine:
+                out[k] = mine
+        return out
+
+    def _kernel_steps(self, k, chain) -> int:
+        """How many steps run by their kernels step k's result composes (k included)."""
+        exe = self.exe
+        made = {s: j for j in chain for s in exe.steps[j].outs}
+        todo, seen = [k], set()
+        while todo:
+            j = todo.pop()
+            if j not in seen:
+                seen.add(j)
+                todo += [made[s] for s in _slots(exe.steps[j].reads) if s in made]
+        return sum(self.shapes[j] is None for j in seen)
+
+    # -- the maps -----------------------------------------------------------------------------
+    def _compose(self, chain, out):
+        """Each materialized value's pieces, from the chain's kernels run on element
+        numbers; and the steps whose maps do not cut into pieces."""
+        exe, ids, pieces, failed = self.exe, {}, {}, set()
+        self._fills = []                 # each pad's constant, numbered by its sentinel
+        for k in sorted(chain):
+            step = exe.steps[k]
+            args = [None if p is None else tuple(self._ids(s, ids) for s in p)
+                    if isinstance(p, tuple) else self._ids(p, ids) for p in step.reads]
+            attrs = dict(step.attrs)
+            if step.ctx.op_type == "pad":
+                self._fills.append(np.float32(attrs["constant_val"]))
+                attrs["constant_val"] = -float(len(self._fills))
+            res = step.simulate(step.ctx, *args, **attrs)
+            for s, r in zip(step.outs, (res,) if len(step.outs) == 1 else res):
+                ids[s] = np.ascontiguousarray(r, dtype=np.float64)
+            if k in out:
+                parts = [self._cut(s, ids[s].reshape(-1)) for s in out[k]]
+                if None in parts:
+                    failed.add(k)
+                else:
+                    pieces[k] = parts
+        return pieces, failed
+
+    def _ids(self, s, ids):
+        """Value s's element numbers: made by a chain step, or a source's own range."""
+        if s not in ids:
+            shape = self.exe.info[s].shape
+            self.origin[s], self.end = self.end, self.end + math.prod(shape)
+            ids[s] = np.arange(self.origin[s], self.end, dtype=np.float64).reshape(shape)
+        return ids[s]
+
+    def _cut(self, s, numbers):
+        """(s, its fill or None, [(source, piece relative to the places)]) for a map, or None
+        when it holds two different fills, repeats a source element or is not affine."""
+        sentinels = np.unique(numbers[numbers < 0])
+        fills = {self._fills[int(-1 - v)].tobytes() for v in sentinels}
+        if len(fills) > 1:
+            return None
+        fill = self._fills[int(-1 - sentinels[0])] if len(sentinels) else None
+        at = np.flatnonzero(numbers >= 0)
+        order = np.argsort(numbers[at], kind="stable")
+        sorted_ids, places = numbers[at][order].astype(np.int64), at[order]
+        if np.any(np.diff(sorted_ids) == 0):
+            return None
+        starts = sorted(self.origin.values())
+        owner = {self.origin[v]: v for v in self.origin}
+        group = np.searchsorted(starts, sorted_ids, side="right") - 1
+        pieces = []
+        for g in np.unique(group):
+            src = owner[starts[g]]
+            mine = group == g
+            piece = _piece(sorted_ids[mine] - starts[g], places[mine])
+            if piece is None:
+                return None
+            pieces.append((src, piece))
+        return s, fill, pieces
+
+    def rows(self, place) -> dict:
+        """step -> [(result's offset, its size, fill or None, pieces as int64 rows over the
+        arena)] once the places are known."""
+        out = {}
+        for k, parts in self.pieces.items():
+            out[k] = []
+            for s, fill, pieces in parts:
+                rows = np.array([[place[src] + p[0], place[s] + p[1], *p[2:]]
+                                 for src, p in pieces], np.int64).reshape(-1, WIDTH)
+                out[k].append((place[s], math.prod(self.exe.info[s].shape), fill, rows))
+        return out
+
+
+def _piece(src, dst):
+    """One piece copying elements src (ascending) to places dst: (source start, destination
+    start, sizes, source strides, destination strides), LOOPS each, when the pairs are nested
+    affine loops (the innermost run of equal steps, repeated with equal steps, ...); else
+    None."""
+    loops = []
+    while src.size > 1:
+        steps = np.flatnonzero((np.diff(src) != src[1] - src[0]) | (np.diff(dst) != dst[1] - dst[0]))
+        n = int(steps[0]) + 1 if steps.size else src.size
+        if src.size % n or len(loops) == LOOPS:
+            return None
+        a, b = src.reshape(-1, n), dst.reshape(-1, n)
+        ramp = np.arange(n)
+        if not (np.array_equal(a, a[:, :1] + ramp * (src[1] - src[0])) and
+                np.array_equal(b, b[:, :1] + ramp * (dst[1] - dst[0]))):
+            return None
+        loops.insert(0, (n, int(src[1] - src[0]), int(dst[1] - dst[0])))
+        src, dst = a[:, 0], b[:, 0]
+    loops = [(1, 0, 0)] * (LOOPS - len(loops)) + loops
+    return (int(src[0]), int(dst[0]), *[n for n, _, _ in loops], *[a for _, a, _ in loops],
+            *[b for _, _, b in loops])
+
+
+def _slots(reads) -> list:
+    return [s for p in reads if p is not None for s in (p if isinstance(p, tuple) else (p,))]
+
+
+def _computes(step) -> bool:
+    """A data-movement step that changes values or reads more than its map says: a slice
+    through the width crop's gain (|x| > 4094 saturates), a pad that reflects or replicates
+    (kept out: only constant pads are composed)."""
+    attrs, op = step.attrs, step.ctx.op_type
+    if op == "pad":
+        return attrs["mode"] != "constant"
+    if op != "slice_by_index":
+        return False
+    last = len(attrs["begin"]) - 1
+    return step.ctx.numerics.width_slice_gain is not None and bool(attrs["begin"][last]) and \
+        not attrs["begin_mask"][last] and not attrs["squeeze_mask"][last]
