@@ -526,46 +526,96 @@ def _splat(builder, v):
     return builder.shuffle_vector(vec, ir.Constant(_VEC, None), _lanes(0))
 
 
+def _masked(builder, name, ret, args):
+    """A call of llvm.masked.load / llvm.masked.store on 16 floats (lanes off the mask are not
+    touched: a row's last lanes read nothing past its end)."""
+    full = f"{name}.v16f32.p0"
+    fn = builder.module.globals.get(full)
+    if fn is None:
+        fn = ir.Function(builder.module, ir.FunctionType(ret, [a.type for a in args]), full)
+    return builder.call(fn, args)
+
+
+def _lanes_below(builder, count):
+    """The mask of lanes 0 .. count - 1 (count an integer, at most 16)."""
+    i32 = ir.IntType(32)
+    index = ir.Constant(_IVEC, [ir.Constant(i32, i) for i in range(16)])
+    vec = builder.insert_element(ir.Constant(_IVEC, None), builder.trunc(count, i32),
+                                 ir.Constant(i32, 0))
+    return builder.icmp_unsigned("<", index, builder.shuffle_vector(
+        vec, ir.Constant(_IVEC, None), _lanes(0)))
+
+
+def _plain_codegen(runs, masked):
+    """The code of o[j:j+16*runs] += the plain tile of (a_k * y_k[j:j+16*runs]), k = 0 .. 3,
+    as `runs` runs of 16 side by side; `masked`: one run, lanes below `count` only."""
+    def codegen(context, builder, sig, args):
+        if not WIDE:                 # never called then (`_plain_wide`); nothing to emit
+            return context.get_dummy_value()
+        rows = [context.make_array(t)(context, builder, v) for t, v in zip(sig.args[:5], args)]
+        j, scalars = args[5], args[6 + masked:]
+        at = [builder.add(j, ir.Constant(j.type, 16 * c)) for c in range(runs)]
+        ptrs = [[builder.bitcast(builder.gep(r.data, [i]), _VEC.as_pointer()) for i in at]
+                for r in rows]
+        i32 = ir.IntType(32)
+        if masked:
+            mask, four, zero = _lanes_below(builder, args[6]), ir.Constant(i32, 4), \
+                ir.Constant(_VEC, None)
+            load = lambda ptr: _masked(builder, "llvm.masked.load", _VEC,       # noqa: E731
+                                       [ptr, four, mask, zero])
+            store = lambda v, ptr: _masked(builder, "llvm.masked.store",        # noqa: E731
+                                           ir.VoidType(), [v, ptr, four, mask])
+        else:
+            load = lambda ptr: builder.load(ptr, align=4)                       # noqa: E731
+            store = lambda v, ptr: builder.store(v, ptr, align=4)               # noqa: E731
+        a = [_splat(builder, v) for v in scalars]
+        p = [[builder.fmul(a[k], load(ptr)) for ptr in ptrs[k + 1]] for k in range(4)]
+        t = _add12_16(builder, _add12_16(builder, _add12_16(builder, p[0], p[1]), p[2]), p[3])
+        for v, ptr in zip(t, ptrs[0]):                        # the carry's cut, then acc +=
+            store(builder.fadd(load(ptr), _cut12(builder, v)), ptr)
+        return context.get_dummy_value()
+    return codegen
+
+
+def _float_rows(*arrays):
+    return all(isinstance(t, types.Array) and t.dtype == types.float32 and t.ndim == 1
+               and t.layout == "C" for t in arrays)
+
+
 @intrinsic
 def _plain32(typingctx, o, y0, y1, y2, y3, j, a0, a1, a2, a3):
     """o[j:j+32] += the plain tile of (a_k * y_k[j:j+32]), k = 0 .. 3 (`_plain_tile`, its
     saturation-free accumulator `_unlimited`), as two runs of 16 side by side; float32 rows,
     C-contiguous."""
-    if not all(isinstance(t, types.Array) and t.dtype == types.float32 and t.ndim == 1
-               and t.layout == "C" for t in (o, y0, y1, y2, y3)):
+    if not _float_rows(o, y0, y1, y2, y3):
         return None
-
-    def codegen(context, builder, sig, args):
-        if not WIDE:                 # never called then (`_plain_wide`); nothing to emit
-            return context.get_dummy_value()
-        rows = [context.make_array(t)(context, builder, v) for t, v in zip(sig.args[:5], args)]
-        at = [builder.add(args[5], ir.Constant(args[5].type, 16 * c)) for c in range(2)]
-        ptrs = [[builder.bitcast(builder.gep(r.data, [j]), _VEC.as_pointer()) for j in at]
-                for r in rows]
-        a = [_splat(builder, v) for v in args[6:]]
-        p = [[builder.fmul(a[k], builder.load(ptr, align=4)) for ptr in ptrs[k + 1]]
-             for k in range(4)]
-        t = _add12_16(builder, _add12_16(builder, _add12_16(builder, p[0], p[1]), p[2]), p[3])
-        for v, ptr in zip(t, ptrs[0]):                        # the carry's cut, then acc +=
-            builder.store(builder.fadd(builder.load(ptr, align=4), _cut12(builder, v)), ptr,
-                          align=4)
-        return context.get_dummy_value()
-    return types.none(o, y0, y1, y2, y3, j, a0, a1, a2, a3), codegen
+    return types.none(o, y0, y1, y2, y3, j, a0, a1, a2, a3), _plain_codegen(2, False)
 
 
-@njit(cache=True)
+@intrinsic
+def _plain16(typingctx, o, y0, y1, y2, y3, j, count, a0, a1, a2, a3):
+    """`_plain32` on lanes j .. j + count - 1 only (count <= 16), one masked run of 16: the
+    lanes past count are neither read nor written."""
+    if not _float_rows(o, y0, y1, y2, y3):
+        return None
+    return types.none(o, y0, y1, y2, y3, j, count, a0, a1, a2, a3), _plain_codegen(1, True)
+
+
+# inlined by numba (LLVM would not inline it with its masked loop, and a call per tile and
+# row costs ~1.3x)
+@njit(cache=True, inline="always")
 def _plain_wide(o, y0, y1, y2, y3, a0, a1, a2, a3):
-    """o[j] += the plain tile of (a_k * y_k[j]) for every lane j, 32 at a time (two runs of 16
-    side by side), when o's length is a multiple of 32; returns how many lanes it did: all, or
-    0 (without AVX-512, or for other lengths: the caller's loop, which LLVM vectorizes, then
-    does them all; leaving it only the last n % 32 lanes runs those one at a time, and made
-    [64, 40] and [8, 9] outputs 2x slower than no wide lanes at all). Small enough for LLVM
-    to inline (a call per tile and row costs ~1.3x)."""
+    """o[j] += the plain tile of (a_k * y_k[j]) for every lane j: 32 at a time (two runs of 16
+    side by side), the last n % 32 by masked runs of 16 (`_plain16`); returns how many lanes
+    it did: all, or 0 without AVX-512 (the caller's loop, which LLVM vectorizes, then does
+    them all)."""
     n = o.size
-    if not WIDE or n % 32:
+    if not WIDE:
         return 0
-    for j in range(0, n, 32):
+    for j in range(0, n - 31, 32):
         _plain32(o, y0, y1, y2, y3, j, a0, a1, a2, a3)
+    for j in range(n - n % 32, n, 16):
+        _plain16(o, y0, y1, y2, y3, j, min(16, n - j), a0, a1, a2, a3)
     return n
 
 
@@ -694,7 +744,7 @@ def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide):
     is never -0). One-hot and relu'd operands skip most of their work. The last tile, when
     K % 4 != 0, is `_block_tail` (y's rows chosen by a condition here, or passed to a helper,
     stop the j loop from vectorizing well: 1.4x slower). Where `wide()` (the plain tile on
-    AVX-512), `_plain_wide` does a row whose length is a multiple of 32, the j loop others."""
+    AVX-512), `_plain_wide` does every row (its last n % 32 lanes masked), the j loop none."""
     n, k = ob.shape[1], xb.shape[1]
     for i in range(i0, i1):
         for j in range(n):
