@@ -628,3 +628,46 @@ def test_tile_matmul_of_the_workloads_narrow_outputs(shape):
     x[..., 0, :] = -x[..., 0, :]
     for limit in (32760.0, 40.0):
         tile(x, y, 0, 0, limit)
+
+
+# ---- thin outputs of long rows: the tiles side by side along K ---------------------------------
+@needs_wide
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(st.integers(0, 10 ** 6), st.integers(-48, 32), st.sampled_from([64, 128, 260, 321, 1027]),
+       st.booleans())
+def test_tiles_along_k_equal_reference_tile_sums(seed, base, k, cancel):
+    """`_row_tiles`: every tile of a row, 16 side by side (lanes 4t .. 4t + 3 gathered from
+    64 consecutive products), the last ones (K % 64, and K % 4 missing lanes) one by one, each
+    bit-equal to the reference's tile sum of the same four products over adversarial lanes."""
+    from aneforge.hardware.kernels import compiled
+    rng = np.random.default_rng(seed)
+    tiles = (k + 3) // 4
+    p = np.stack([_lanes(rng, tiles, base) for _ in range(4)])
+    p = _cancel(rng, p) if cancel else p
+    p[:, -1] = p[:, -1] * (np.arange(4) < 4 - (-k % 4))             # missing lanes: +0
+    row = p.T.reshape(-1)[:k].copy()                                  # lane l of tile t: 4t + l
+    ts = np.full(tiles + 1, 7.0, np.float32)
+    compiled._row_tiles(ts, row, np.ones(k, np.float32), k)
+    with np.errstate(all="ignore"):
+        same(ts[:tiles], reference.tile_sum(list(p), 0))
+    assert ts[tiles] == 7.0
+
+
+@pytest.mark.parametrize("family", ["fp16", "carries", "tiny", "big"])
+@pytest.mark.parametrize("shape", [((8, 300), (300, 1)), ((16, 1030), (1030, 3)),
+                                   ((33, 258), (258, 2)), ((5, 4099), (4099, 1)),
+                                   ((2, 9, 512), (2, 512, 1))])
+def test_thin_outputs_of_long_rows_equal_reference(family, shape):
+    """Reductions over long rows (x @ a column of ones: BatchNorm's statistics over batch and
+    pixels, [8, 8192] @ [8192, 1]) and other thin outputs: each output's tiles along K, then
+    their sums in order, as the reference; zero rows and tiles, specials (which send a block
+    to the checked path) and limits the partials reach."""
+    from test_tile_speed_paths import FAMILIES
+    rng = np.random.default_rng(len(family) * shape[0][-1])
+    x, y = FAMILIES[family](rng, shape[0]), FAMILIES[family](rng, shape[1])
+    x[..., 1, :] = 0.0
+    x[..., 2, :64] = 0.0
+    tile(x, np.abs(y), 0, 0, 32760.0)
+    tile(x, y, 0, 0, 1e4)
+    x[..., 3, 5] = np.inf
+    tile(x, y, 0, 0, 32760.0)
