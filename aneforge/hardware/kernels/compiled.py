@@ -37,7 +37,8 @@ _ZERO = np.float32(0.0)
 _HALF = np.float32(0.5)
 _ONE = np.float32(1.0)
 ROWS = 4          # rows of x sharing each loaded row of y
-TILE_ROWS = 8     # the same in the tile matmul (its tile work amortizes a row's setup)
+TILE_ROWS = 8     # the same in the tile matmul (its tile work amortizes a row's setup); up to 32
+                  # for outputs of at most 128 columns (a task's own costs amortized: 1.1x)
 SKIP_ROWS = 16     # from this many rows of x on, zeros of x skip work
 SHARES = 1        # shares per thread of a split matmul (more: finer take-back, more hand-offs)
 THIN = 16          # tile matmul outputs narrower than this vectorize across rows, not columns
@@ -907,8 +908,15 @@ def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat, wide):
 @njit(cache=True)
 def rows_per_task(m, n):
     """Rows of x per task: THIN_ROWS for outputs narrower than THIN columns (and at least as
-    tall: `_thin`), else TILE_ROWS (`_block`)."""
-    return THIN_ROWS if n < THIN and n <= m else TILE_ROWS
+    tall: `_thin`), else from TILE_ROWS up to 32 while a block's rows of the output stay
+    within 16 KB (`_block` adds each tile into all of them)."""
+    return THIN_ROWS if _is_thin(m, n) else min(32, max(TILE_ROWS, 4096 // n))
+
+
+@njit(cache=True)
+def _is_thin(m, n):
+    """Whether an output is thin: narrower than THIN columns and at least as tall."""
+    return n < THIN and n <= m
 
 
 @njit(cache=True)
@@ -934,7 +942,7 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
     rows, k = rows_per_task(m, n), x.shape[2]
     rb = (m + rows - 1) // rows
     x, y, out = _unowned(x), _unowned(y), _unowned(out)
-    thin = rows == THIN_ROWS
+    thin = _is_thin(m, n)
     xt = np.zeros(((k + 3) // 4 * 4, min(m, rows) if thin else 0), np.float32)
     check = tmode == 0 and (m >= PLAIN_ROWS and n >= PLAIN_COLUMNS or thin and k >= ALONG_K)
     ysmall, seen, ymax = _ZERO, -1, np.empty(k if check else 0, np.float32)
