@@ -671,3 +671,32 @@ def test_thin_outputs_of_long_rows_equal_reference(family, shape):
     tile(x, y, 0, 0, 1e4)
     x[..., 3, 5] = np.inf
     tile(x, y, 0, 0, 32760.0)
+
+
+# ---- the thread split: chunks taken from one counter --------------------------------------------
+@needs_numba
+@pytest.mark.parametrize("threads", ["2", "3"])
+@pytest.mark.parametrize("tasks", [1, 5, 12, 100])
+def test_split_runs_each_chunk_once_and_a_slow_thread_costs_its_chunk(monkeypatch, threads,
+                                                                      tasks):
+    """`run` cuts the tasks into chunks that the calling thread and the pool take from one
+    counter: every task runs exactly once, and a pool thread slowed down (a busy machine)
+    leaves the remaining chunks to the others instead of holding a fixed share."""
+    import threading
+    import time
+    from aneforge.hardware.kernels import compiled
+    monkeypatch.setattr(compiled, "PARALLEL_MACS", 0)
+    monkeypatch.setenv("ANEFORGE_THREADS", threads)
+    caller, done, lock = threading.get_ident(), [], threading.Lock()
+
+    def kernel(first, last):
+        if threading.get_ident() != caller:
+            time.sleep(0.05)                      # the pool's threads: descheduled
+        with lock:
+            done.append((first, last, threading.get_ident() == caller))
+    compiled.run(kernel, tasks, 1 << 30)
+    covered = sorted(t for first, last, _ in done for t in range(first, last))
+    assert covered == list(range(tasks))
+    chunks = min(tasks, compiled.SHARES * int(threads))
+    assert len(done) == chunks
+    assert sum(mine for *_, mine in done) >= chunks - (int(threads) - 1)

@@ -10,6 +10,7 @@ same integer formulas as the reference.
 from __future__ import annotations
 
 import functools
+import itertools
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -40,7 +41,8 @@ ROWS = 4          # rows of x sharing each loaded row of y
 TILE_ROWS = 8     # the same in the tile matmul (its tile work amortizes a row's setup); up to 32
                   # for outputs of at most 128 columns (a task's own costs amortized: 1.1x)
 SKIP_ROWS = 16     # from this many rows of x on, zeros of x skip work
-SHARES = 1        # shares per thread of a split matmul (more: finer take-back, more hand-offs)
+SHARES = 4        # chunks per thread of a split matmul (more: less waiting on a descheduled
+                  # thread's last chunk, more calls)
 THIN = 16          # tile matmul outputs narrower than this vectorize across rows, not columns
 THIN_ROWS = 32     # rows per task in that case
 PLAIN_ROWS, PLAIN_COLUMNS = 8, 8    # from this size of output on, tile matmuls try the plain tile
@@ -267,26 +269,29 @@ def matmul(x, y, bx, by, out, mode):
 
 def run(kernel, tasks, macs, *args):
     """kernel(*args, first, last) over tasks [0, tasks): on the calling thread when
-    the matmul is small (a hand-off costs more), else in SHARES shares per thread of
-    `threads()` (the kernels release the GIL): the calling thread runs the first share, then
-    takes back the shares the pool has not started, last first, so a pool thread that gets no
-    CPU in time (a busy machine) costs a hand-off, not a wait. Not numba's parallel=True, whose
-    OpenMP layer spins between calls and slowed the rest of a training step 3x."""
+    the matmul is small (a hand-off costs more), else as SHARES chunks per thread of
+    `threads()` (the kernels release the GIL) that the calling thread and the pool's threads
+    take in turn from one counter until none is left. A pool thread that gets no CPU in time
+    (a busy machine) costs a hand-off, and one that is descheduled mid-way at most its chunk
+    in progress, not a fixed half of the work. Not numba's parallel=True, whose OpenMP layer
+    spins between calls and slowed the rest of a training step 3x."""
     n = 1 if macs < PARALLEL_MACS else min(threads(), tasks)
     if n <= 1:
         kernel(*args, 0, tasks)
         return
-    shares = min(tasks, SHARES * n)
-    cuts = [tasks * i // shares for i in range(shares + 1)]
-    jobs = [(_pool().submit(kernel, *args, a, b), a, b) for a, b in zip(cuts[1:-1], cuts[2:])]
+    chunks = min(tasks, SHARES * n)
+    cuts = [tasks * i // chunks for i in range(chunks + 1)]
+    taken = itertools.count()              # next() is one step under the GIL: each chunk once
+
+    def work():
+        while (i := next(taken)) < chunks:
+            kernel(*args, cuts[i], cuts[i + 1])
+    jobs = [_pool().submit(work) for _ in range(n - 1)]
     try:
-        kernel(*args, 0, cuts[1])
-        for job, a, b in reversed(jobs):
-            if job.cancel():
-                kernel(*args, a, b)
-    finally:                     # the pool's shares write into the output: never leave early
-        for job, _, _ in jobs:
-            if not job.cancelled():
+        work()
+    finally:                     # the pool's chunks write into the output: never leave early
+        for job in jobs:
+            if not job.cancel():
                 job.result()
 
 
