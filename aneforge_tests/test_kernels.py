@@ -656,12 +656,13 @@ def test_tiles_along_k_equal_reference_tile_sums(seed, base, k, cancel):
 @pytest.mark.parametrize("family", ["fp16", "carries", "tiny", "big"])
 @pytest.mark.parametrize("shape", [((8, 300), (300, 1)), ((16, 1030), (1030, 3)),
                                    ((33, 258), (258, 2)), ((5, 4099), (4099, 1)),
-                                   ((2, 9, 512), (2, 512, 1))])
+                                   ((2, 9, 512), (2, 512, 1)), ((40, 64), (64, 1)),
+                                   ((33, 65), (65, 2))])
 def test_thin_outputs_of_long_rows_equal_reference(family, shape):
     """Reductions over long rows (x @ a column of ones: BatchNorm's statistics over batch and
-    pixels, [8, 8192] @ [8192, 1]) and other thin outputs: each output's tiles along K, then
-    their sums in order, as the reference; zero rows and tiles, specials (which send a block
-    to the checked path) and limits the partials reach."""
+    pixels, [8, 8192] @ [8192, 1]; LayerNorm's over 64 features) and other thin outputs: each
+    output's tiles along K, then their sums in order, as the reference; zero rows and tiles,
+    specials (which send a block to the checked path) and limits the partials reach."""
     from test_tile_speed_paths import FAMILIES
     rng = np.random.default_rng(len(family) * shape[0][-1])
     x, y = FAMILIES[family](rng, shape[0]), FAMILIES[family](rng, shape[1])
