@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from aneforge.hardware import kernels
 from aneforge.hardware.kernels import reference
+from test_tile_speed_paths import _cancel, _carries, _lanes
 
 MODES = {"nearest_even": 0, "flush": 1, "half_away": 2, "half_away+flush": 3}
 needs_numba = pytest.mark.skipif(not kernels.available(),
@@ -574,3 +575,129 @@ def test_port_works_in_place_on_views():
     view = acc[:, ::2]
     assert kernels.port(view, 32760.0, True) == 2 * 3
     assert np.isposinf(acc[:, 8]).all() and acc[0, 9] == -32760.0    # only the view changed
+
+
+# ---- the 16-lane plain tile on any row length (AVX-512 masked runs) ---------------------------
+def _wide_cpu() -> bool:
+    from aneforge.hardware.kernels import compiled
+    return compiled.WIDE
+
+
+needs_wide = pytest.mark.skipif(not kernels.available() or not _wide_cpu(),
+                                reason="numba does not target AVX-512F+DQ here: no 16-lane tile")
+
+
+@needs_wide
+@settings(max_examples=80, deadline=None, derandomize=True, database=None)
+@given(st.integers(0, 10 ** 6), st.integers(-48, 32),
+       st.sampled_from([1, 2, 5, 9, 15, 16, 17, 31, 33, 40, 47, 63, 65, 72]), st.booleans())
+def test_wide_tile_masked_lanes_equal_reference_tile_sum(seed, base, n, cancel):
+    """Rows whose length is not a multiple of 32: the last n % 32 lanes run as masked runs of
+    16, bit-equal to the reference's tile sum over adversarial products (ties at the cut,
+    carries, cancellation, equal magnitudes of opposite sign, +-0); the lanes past n are
+    neither read (y's rows go on with NaN and inf) nor written (o's buffer goes on with
+    sentinels)."""
+    from aneforge.hardware.kernels import compiled
+    rng = np.random.default_rng(seed)
+    p = np.stack([_lanes(rng, n, base) for _ in range(4)])
+    p = _cancel(rng, p) if cancel else p
+    rows = np.full((4, n + 16), np.nan, np.float32)
+    rows[:, n + 1::2] = np.inf
+    rows[:, :n] = p
+    acc = (rng.standard_normal(n) * 2.0 ** (base + 2)).astype(np.float32)
+    buf = np.full(n + 16, 7.0, np.float32)
+    buf[:n] = acc
+    ones = np.float32([1, 1, 1, 1])
+    assert compiled._plain_wide(buf[:n], *(rows[k, :n] for k in range(4)), *ones) == n
+    with np.errstate(all="ignore"):
+        same(buf[:n], acc + reference.tile_sum(list(p), 0))
+    assert (buf[n:] == 7.0).all()
+
+
+@pytest.mark.parametrize("shape", [((32, 8, 256), (32, 256, 9)), ((2, 16, 64), (2, 64, 72)),
+                                   ((40, 64), (64, 65)), ((19, 30), (30, 47)), ((9, 13), (13, 8)),
+                                   ((70, 21), (21, 3))])
+def test_tile_matmul_of_the_workloads_narrow_outputs(shape):
+    """The shapes the CNN and LM steps run whose width is not a multiple of 32 (conv weight
+    gradients [8, 256] @ [256, 9], [16, 64] @ [64, 72]; heads of 65 classes), through the
+    plain tile with masked lanes, over carry-prone and cancelling operands; and the same
+    through the checked tile (a limit the partials reach)."""
+    rng = np.random.default_rng(sum(shape[0]) * sum(shape[1]))
+    x, y = _carries(rng, shape[0]), _carries(rng, shape[1])
+    x[..., 1::3, :] = fp16(x[..., 1::3, :].shape, rng)
+    x[..., 0, :] = -x[..., 0, :]
+    for limit in (32760.0, 40.0):
+        tile(x, y, 0, 0, limit)
+
+
+# ---- thin outputs of long rows: the tiles side by side along K ---------------------------------
+@needs_wide
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(st.integers(0, 10 ** 6), st.integers(-48, 32), st.sampled_from([64, 128, 260, 321, 1027]),
+       st.booleans())
+def test_tiles_along_k_equal_reference_tile_sums(seed, base, k, cancel):
+    """`_row_tiles`: every tile of a row, 16 side by side (lanes 4t .. 4t + 3 gathered from
+    64 consecutive products), the last ones (K % 64, and K % 4 missing lanes) one by one, each
+    bit-equal to the reference's tile sum of the same four products over adversarial lanes."""
+    from aneforge.hardware.kernels import compiled
+    rng = np.random.default_rng(seed)
+    tiles = (k + 3) // 4
+    p = np.stack([_lanes(rng, tiles, base) for _ in range(4)])
+    p = _cancel(rng, p) if cancel else p
+    p[:, -1] = p[:, -1] * (np.arange(4) < 4 - (-k % 4))             # missing lanes: +0
+    row = p.T.reshape(-1)[:k].copy()                                  # lane l of tile t: 4t + l
+    ts = np.full(tiles + 1, 7.0, np.float32)
+    compiled._row_tiles(ts, row, np.ones(k, np.float32), k)
+    with np.errstate(all="ignore"):
+        same(ts[:tiles], reference.tile_sum(list(p), 0))
+    assert ts[tiles] == 7.0
+
+
+@pytest.mark.parametrize("family", ["fp16", "carries", "tiny", "big"])
+@pytest.mark.parametrize("shape", [((8, 300), (300, 1)), ((16, 1030), (1030, 3)),
+                                   ((33, 258), (258, 2)), ((5, 4099), (4099, 1)),
+                                   ((2, 9, 512), (2, 512, 1)), ((40, 64), (64, 1)),
+                                   ((33, 65), (65, 2))])
+def test_thin_outputs_of_long_rows_equal_reference(family, shape):
+    """Reductions over long rows (x @ a column of ones: BatchNorm's statistics over batch and
+    pixels, [8, 8192] @ [8192, 1]; LayerNorm's over 64 features) and other thin outputs: each
+    output's tiles along K, then their sums in order, as the reference; zero rows and tiles,
+    specials (which send a block to the checked path) and limits the partials reach."""
+    from test_tile_speed_paths import FAMILIES
+    rng = np.random.default_rng(len(family) * shape[0][-1])
+    x, y = FAMILIES[family](rng, shape[0]), FAMILIES[family](rng, shape[1])
+    x[..., 1, :] = 0.0
+    x[..., 2, :64] = 0.0
+    tile(x, np.abs(y), 0, 0, 32760.0)
+    tile(x, y, 0, 0, 1e4)
+    x[..., 3, 5] = np.inf
+    tile(x, y, 0, 0, 32760.0)
+
+
+# ---- the thread split: chunks taken from one counter --------------------------------------------
+@needs_numba
+@pytest.mark.parametrize("threads", ["2", "3"])
+@pytest.mark.parametrize("tasks", [1, 5, 12, 100])
+def test_split_runs_each_chunk_once_and_a_slow_thread_costs_its_chunk(monkeypatch, threads,
+                                                                      tasks):
+    """`run` cuts the tasks into chunks that the calling thread and the pool take from one
+    counter: every task runs exactly once, and a pool thread slowed down (a busy machine)
+    leaves the remaining chunks to the others instead of holding a fixed share."""
+    import threading
+    import time
+    from aneforge.hardware.kernels import compiled
+    monkeypatch.setattr(compiled, "PARALLEL_MACS", 0)
+    monkeypatch.setenv("ANEFORGE_THREADS", threads)
+    caller, done, lock = threading.get_ident(), [], threading.Lock()
+
+    def kernel(first, last):
+        if threading.get_ident() != caller:
+            time.sleep(0.05)                      # the pool's threads: descheduled
+        with lock:
+            done.append((first, last, threading.get_ident() == caller))
+    compiled.run(kernel, tasks, 1 << 30)
+    covered = sorted(t for first, last, _ in done for t in range(first, last))
+    assert covered == list(range(tasks))
+    chunks = min(tasks, compiled.SHARES * int(threads))
+    assert len(done) == chunks
+    assert sum(mine for *_, mine in done) >= chunks - (int(threads) - 1)

@@ -10,6 +10,7 @@ same integer formulas as the reference.
 from __future__ import annotations
 
 import functools
+import itertools
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -37,12 +38,15 @@ _ZERO = np.float32(0.0)
 _HALF = np.float32(0.5)
 _ONE = np.float32(1.0)
 ROWS = 4          # rows of x sharing each loaded row of y
-TILE_ROWS = 8     # the same in the tile matmul (its tile work amortizes a row's setup)
+TILE_ROWS = 8     # the same in the tile matmul (its tile work amortizes a row's setup); up to 32
+                  # for outputs of at most 128 columns (a task's own costs amortized: 1.1x)
 SKIP_ROWS = 16     # from this many rows of x on, zeros of x skip work
-SHARES = 1        # shares per thread of a split matmul (more: finer take-back, more hand-offs)
+SHARES = 4        # chunks per thread of a split matmul (more: less waiting on a descheduled
+                  # thread's last chunk, more calls)
 THIN = 16          # tile matmul outputs narrower than this vectorize across rows, not columns
 THIN_ROWS = 32     # rows per task in that case
 PLAIN_ROWS, PLAIN_COLUMNS = 8, 8    # from this size of output on, tile matmuls try the plain tile
+ALONG_K = 64     # thin outputs of plain blocks from this K on: tiles side by side along K
 
 
 @intrinsic
@@ -335,26 +339,29 @@ def matmul(x, y, bx, by, out, mode):
 
 def run(kernel, tasks, macs, *args):
     """kernel(*args, first, last) over tasks [0, tasks): on the calling thread when
-    the matmul is small (a hand-off costs more), else in SHARES shares per thread of
-    `threads()` (the kernels release the GIL): the calling thread runs the first share, then
-    takes back the shares the pool has not started, last first, so a pool thread that gets no
-    CPU in time (a busy machine) costs a hand-off, not a wait. Not numba's parallel=True, whose
-    OpenMP layer spins between calls and slowed the rest of a training step 3x."""
+    the matmul is small (a hand-off costs more), else as SHARES chunks per thread of
+    `threads()` (the kernels release the GIL) that the calling thread and the pool's threads
+    take in turn from one counter until none is left. A pool thread that gets no CPU in time
+    (a busy machine) costs a hand-off, and one that is descheduled mid-way at most its chunk
+    in progress, not a fixed half of the work. Not numba's parallel=True, whose OpenMP layer
+    spins between calls and slowed the rest of a training step 3x."""
     n = 1 if macs < PARALLEL_MACS else min(threads(), tasks)
     if n <= 1:
         kernel(*args, 0, tasks)
         return
-    shares = min(tasks, SHARES * n)
-    cuts = [tasks * i // shares for i in range(shares + 1)]
-    jobs = [(_pool().submit(kernel, *args, a, b), a, b) for a, b in zip(cuts[1:-1], cuts[2:])]
+    chunks = min(tasks, SHARES * n)
+    cuts = [tasks * i // chunks for i in range(chunks + 1)]
+    taken = itertools.count()              # next() is one step under the GIL: each chunk once
+
+    def work():
+        while (i := next(taken)) < chunks:
+            kernel(*args, cuts[i], cuts[i + 1])
+    jobs = [_pool().submit(work) for _ in range(n - 1)]
     try:
-        kernel(*args, 0, cuts[1])
-        for job, a, b in reversed(jobs):
-            if job.cancel():
-                kernel(*args, a, b)
-    finally:                     # the pool's shares write into the output: never leave early
-        for job, _, _ in jobs:
-            if not job.cancelled():
+        work()
+    finally:                     # the pool's chunks write into the output: never leave early
+        for job in jobs:
+            if not job.cancel():
                 job.result()
 
 
@@ -596,47 +603,181 @@ def _splat(builder, v):
     return builder.shuffle_vector(vec, ir.Constant(_VEC, None), _lanes(0))
 
 
+def _masked(builder, name, ret, args):
+    """A call of llvm.masked.load / llvm.masked.store on 16 floats (lanes off the mask are not
+    touched: a row's last lanes read nothing past its end)."""
+    full = f"{name}.v16f32.p0"
+    fn = builder.module.globals.get(full)
+    if fn is None:
+        fn = ir.Function(builder.module, ir.FunctionType(ret, [a.type for a in args]), full)
+    return builder.call(fn, args)
+
+
+def _lanes_below(builder, count):
+    """The mask of lanes 0 .. count - 1 (count an integer, at most 16)."""
+    i32 = ir.IntType(32)
+    index = ir.Constant(_IVEC, [ir.Constant(i32, i) for i in range(16)])
+    vec = builder.insert_element(ir.Constant(_IVEC, None), builder.trunc(count, i32),
+                                 ir.Constant(i32, 0))
+    return builder.icmp_unsigned("<", index, builder.shuffle_vector(
+        vec, ir.Constant(_IVEC, None), _lanes(0)))
+
+
+def _plain_codegen(runs, masked):
+    """The code of o[j:j+16*runs] += the plain tile of (a_k * y_k[j:j+16*runs]), k = 0 .. 3,
+    as `runs` runs of 16 side by side; `masked`: one run, lanes below `count` only."""
+    def codegen(context, builder, sig, args):
+        if not WIDE:                 # never called then (`_plain_wide`); nothing to emit
+            return context.get_dummy_value()
+        rows = [context.make_array(t)(context, builder, v) for t, v in zip(sig.args[:5], args)]
+        j, scalars = args[5], args[6 + masked:]
+        at = [builder.add(j, ir.Constant(j.type, 16 * c)) for c in range(runs)]
+        ptrs = [[builder.bitcast(builder.gep(r.data, [i]), _VEC.as_pointer()) for i in at]
+                for r in rows]
+        i32 = ir.IntType(32)
+        if masked:
+            mask, four, zero = _lanes_below(builder, args[6]), ir.Constant(i32, 4), \
+                ir.Constant(_VEC, None)
+            load = lambda ptr: _masked(builder, "llvm.masked.load", _VEC,       # noqa: E731
+                                       [ptr, four, mask, zero])
+            store = lambda v, ptr: _masked(builder, "llvm.masked.store",        # noqa: E731
+                                           ir.VoidType(), [v, ptr, four, mask])
+        else:
+            load = lambda ptr: builder.load(ptr, align=4)                       # noqa: E731
+            store = lambda v, ptr: builder.store(v, ptr, align=4)               # noqa: E731
+        a = [_splat(builder, v) for v in scalars]
+        p = [[builder.fmul(a[k], load(ptr)) for ptr in ptrs[k + 1]] for k in range(4)]
+        t = _add12_16(builder, _add12_16(builder, _add12_16(builder, p[0], p[1]), p[2]), p[3])
+        for v, ptr in zip(t, ptrs[0]):                        # the carry's cut, then acc +=
+            store(builder.fadd(load(ptr), _cut12(builder, v)), ptr)
+        return context.get_dummy_value()
+    return codegen
+
+
+def _float_rows(*arrays):
+    return all(isinstance(t, types.Array) and t.dtype == types.float32 and t.ndim == 1
+               and t.layout == "C" for t in arrays)
+
+
 @intrinsic
 def _plain32(typingctx, o, y0, y1, y2, y3, j, a0, a1, a2, a3):
     """o[j:j+32] += the plain tile of (a_k * y_k[j:j+32]), k = 0 .. 3 (`_plain_tile`, its
     saturation-free accumulator `_unlimited`), as two runs of 16 side by side; float32 rows,
     C-contiguous."""
-    if not all(isinstance(t, types.Array) and t.dtype == types.float32 and t.ndim == 1
-               and t.layout == "C" for t in (o, y0, y1, y2, y3)):
+    if not _float_rows(o, y0, y1, y2, y3):
+        return None
+    return types.none(o, y0, y1, y2, y3, j, a0, a1, a2, a3), _plain_codegen(2, False)
+
+
+@intrinsic
+def _plain16(typingctx, o, y0, y1, y2, y3, j, count, a0, a1, a2, a3):
+    """`_plain32` on lanes j .. j + count - 1 only (count <= 16), one masked run of 16: the
+    lanes past count are neither read nor written."""
+    if not _float_rows(o, y0, y1, y2, y3):
+        return None
+    return types.none(o, y0, y1, y2, y3, j, count, a0, a1, a2, a3), _plain_codegen(1, True)
+
+
+# inlined by numba (LLVM would not inline it with its masked loop, and a call per tile and
+# row costs ~1.3x)
+@njit(cache=True, inline="always")
+def _plain_wide(o, y0, y1, y2, y3, a0, a1, a2, a3):
+    """o[j] += the plain tile of (a_k * y_k[j]) for every lane j: 32 at a time (two runs of 16
+    side by side), the last n % 32 by masked runs of 16 (`_plain16`); returns how many lanes
+    it did: all, or 0 without AVX-512 (the caller's loop, which LLVM vectorizes, then does
+    them all)."""
+    n = o.size
+    if not WIDE:
+        return 0
+    for j in range(0, n - 31, 32):
+        _plain32(o, y0, y1, y2, y3, j, a0, a1, a2, a3)
+    for j in range(n - n % 32, n, 16):
+        _plain16(o, y0, y1, y2, y3, j, min(16, n - j), a0, a1, a2, a3)
+    return n
+
+
+def _gather(builder, vec, start):
+    """Lanes start, start + 4, ..., start + 60 of a 64-lane vector (a tile's lane `start`
+    for 16 consecutive tiles)."""
+    i32 = ir.IntType(32)
+    return builder.shuffle_vector(vec, vec, ir.Constant(
+        ir.VectorType(i32, 16), [ir.Constant(i32, 4 * t + start) for t in range(16)]))
+
+
+@intrinsic
+def _tiles16(typingctx, out, x, y, k0, t0):
+    """out[t0:t0+16] = the plain tiles of x[k0:k0+64] * y[k0:k0+64] (tile t: lanes 4t ..
+    4t + 3), with the carry's cut: 16 tiles of one output side by side (float32 rows,
+    C-contiguous; the caller keeps k0 + 64 within x and y)."""
+    if not _float_rows(out, x, y):
         return None
 
     def codegen(context, builder, sig, args):
-        if not WIDE:                 # never called then (`_plain_wide`); nothing to emit
+        if not WIDE:                 # never called then (`_thin_k`); nothing to emit
             return context.get_dummy_value()
-        rows = [context.make_array(t)(context, builder, v) for t, v in zip(sig.args[:5], args)]
-        at = [builder.add(args[5], ir.Constant(args[5].type, 16 * c)) for c in range(2)]
-        ptrs = [[builder.bitcast(builder.gep(r.data, [j]), _VEC.as_pointer()) for j in at]
-                for r in rows]
-        a = [_splat(builder, v) for v in args[6:]]
-        p = [[builder.fmul(a[k], builder.load(ptr, align=4)) for ptr in ptrs[k + 1]]
-             for k in range(4)]
-        t = _add12_16(builder, _add12_16(builder, _add12_16(builder, p[0], p[1]), p[2]), p[3])
-        for v, ptr in zip(t, ptrs[0]):                        # the carry's cut, then acc +=
-            builder.store(builder.fadd(builder.load(ptr, align=4), _cut12(builder, v)), ptr,
-                          align=4)
+        o, xr, yr = [context.make_array(t)(context, builder, v)
+                     for t, v in zip(sig.args[:3], args)]
+        k0, t0 = args[3], args[4]
+        i32 = ir.IntType(32)
+
+        def vec(r, c):
+            at = builder.add(k0, ir.Constant(k0.type, 16 * c))
+            return builder.load(builder.bitcast(builder.gep(r.data, [at]), _VEC.as_pointer()),
+                                align=4)
+        p = [builder.fmul(vec(xr, c), vec(yr, c)) for c in range(4)]
+        half = ir.Constant(ir.VectorType(i32, 32), [ir.Constant(i32, i) for i in range(32)])
+        whole = ir.Constant(ir.VectorType(i32, 64), [ir.Constant(i32, i) for i in range(64)])
+        lanes = builder.shuffle_vector(builder.shuffle_vector(p[0], p[1], half),
+                                       builder.shuffle_vector(p[2], p[3], half), whole)
+        q = [[_gather(builder, lanes, c)] for c in range(4)]
+        t = _add12_16(builder, _add12_16(builder, _add12_16(builder, q[0], q[1]), q[2]), q[3])
+        ptr = builder.bitcast(builder.gep(o.data, [t0]), _VEC.as_pointer())
+        builder.store(_cut12(builder, t[0]), ptr, align=4)
         return context.get_dummy_value()
-    return types.none(o, y0, y1, y2, y3, j, a0, a1, a2, a3), codegen
+    return types.none(out, x, y, k0, t0), codegen
+
+
+# inlined by numba: a call per row cost `_thin_k` 1.2x on rows of 64 (LayerNorm's sums)
+@njit(cache=True, inline="always")
+def _row_tiles(ts, xr, yc, k):
+    """ts[t] = the plain tile t of xr * yc (its carry cut), every tile of K: 16 side by side
+    by `_tiles16`, the last ones by `_plain_tile` (missing lanes past K: products +0)."""
+    full = k // 64 * 64
+    for k0 in range(0, full, 64):
+        _tiles16(ts, xr, yc, k0, k0 // 4)
+    for k0 in range(full, k, 4):
+        ts[k0 // 4] = _plain_tile(xr[k0] * yc[k0], _lane(xr, k0 + 1, k) * _lane(yc, k0 + 1, k),
+                                  _lane(xr, k0 + 2, k) * _lane(yc, k0 + 2, k),
+                                  _lane(xr, k0 + 3, k) * _lane(yc, k0 + 3, k), 0, 0)
 
 
 @njit(cache=True)
-def _plain_wide(o, y0, y1, y2, y3, a0, a1, a2, a3):
-    """o[j] += the plain tile of (a_k * y_k[j]) for every lane j, 32 at a time (two runs of 16
-    side by side), when o's length is a multiple of 32; returns how many lanes it did: all, or
-    0 (without AVX-512, or for other lengths: the caller's loop, which LLVM vectorizes, then
-    does them all; leaving it only the last n % 32 lanes runs those one at a time, and made
-    [64, 40] and [8, 9] outputs 2x slower than no wide lanes at all). Small enough for LLVM
-    to inline (a call per tile and row costs ~1.3x)."""
-    n = o.size
-    if not WIDE or n % 32:
-        return 0
-    for j in range(0, n, 32):
-        _plain32(o, y0, y1, y2, y3, j, a0, a1, a2, a3)
-    return n
+def _thin_k(xb, yb, ob, i0, i1, ts, yc):
+    """Rows i0 .. i1 of ob = xb @ yb for few columns, in a block `_plain_rows` cleared, where
+    numba targets AVX-512: each output's tiles 16 side by side (`_row_tiles`, lanes along K:
+    no transposed copy, whatever the rows), then their sums added in order, four rows'
+    running sums side by side (independent chains; each (i, j) still sums its tiles in order
+    from +0, saturation-free)."""
+    k, n = xb.shape[1], ob.shape[1]
+    nt = (k + 3) // 4
+    for j in range(n):
+        for kk in range(k):
+            yc[kk] = yb[kk, j]
+        for i in range(i0, i1):
+            _row_tiles(ts[i - i0], xb[i], yc, k)
+        i = i0
+        while i + 4 <= i1:
+            s0 = s1 = s2 = s3 = _ZERO
+            r0, r1, r2, r3 = ts[i - i0], ts[i - i0 + 1], ts[i - i0 + 2], ts[i - i0 + 3]
+            for t in range(nt):
+                s0, s1, s2, s3 = s0 + r0[t], s1 + r1[t], s2 + r2[t], s3 + r3[t]
+            ob[i, j], ob[i + 1, j], ob[i + 2, j], ob[i + 3, j] = s0, s1, s2, s3
+            i += 4
+        for i in range(i, i1):
+            s0, r0 = _ZERO, ts[i - i0]
+            for t in range(nt):
+                s0 += r0[t]
+            ob[i, j] = s0
 
 
 @njit(cache=True)
@@ -764,7 +905,7 @@ def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide):
     is never -0). One-hot and relu'd operands skip most of their work. The last tile, when
     K % 4 != 0, is `_block_tail` (y's rows chosen by a condition here, or passed to a helper,
     stop the j loop from vectorizing well: 1.4x slower). Where `wide()` (the plain tile on
-    AVX-512), `_plain_wide` does a row whose length is a multiple of 32, the j loop others."""
+    AVX-512), `_plain_wide` does every row (its last n % 32 lanes masked), the j loop none."""
     n, k = ob.shape[1], xb.shape[1]
     for i in range(i0, i1):
         for j in range(n):
@@ -843,8 +984,15 @@ def _thin(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, sat, wide):
 @njit(cache=True)
 def rows_per_task(m, n):
     """Rows of x per task: THIN_ROWS for outputs narrower than THIN columns (and at least as
-    tall: `_thin`), else TILE_ROWS (`_block`)."""
-    return THIN_ROWS if n < THIN and n <= m else TILE_ROWS
+    tall: `_thin`), else from TILE_ROWS up to 32 while a block's rows of the output stay
+    within 16 KB (`_block` adds each tile into all of them)."""
+    return THIN_ROWS if _is_thin(m, n) else min(32, max(TILE_ROWS, 4096 // n))
+
+
+@njit(cache=True)
+def _is_thin(m, n):
+    """Whether an output is thin: narrower than THIN columns and at least as tall."""
+    return n < THIN and n <= m
 
 
 @njit(cache=True)
@@ -863,14 +1011,21 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
     blocks `_plain_rows` clears run the tile `plain` with no saturation check (and, where
     `wide()`, its 16-lane form `_plain_wide`), for outputs of at least PLAIN_ROWS x
     PLAIN_COLUMNS: the check reads all of y once per thread and matrix, and each x once, and
-    saves ~40% of the work of an output (~15% without AVX-512)."""
+    saves ~40% of the work of an output (~15% without AVX-512). Thin outputs of rows of at
+    least ALONG_K run their plain blocks by `_thin_k` where `wide()` (the reductions of
+    BatchNorm's statistics, [8, 8192] @ [8192, 1]: 2x faster than `_thin`'s transposed copy;
+    LayerNorm's, [256, 64] @ [64, 1]: 1.2x)."""
     _, m, n = out.shape
     rows, k = rows_per_task(m, n), x.shape[2]
     rb = (m + rows - 1) // rows
     x, y, out = _unowned(x), _unowned(y), _unowned(out)
-    xt = np.zeros(((k + 3) // 4 * 4, min(m, rows) if rows == THIN_ROWS else 0), np.float32)
-    check, ysmall, seen = tmode == 0 and m >= PLAIN_ROWS and n >= PLAIN_COLUMNS, _ZERO, -1
-    ymax = np.empty(k if check else 0, np.float32)
+    thin = _is_thin(m, n)
+    xt = np.zeros(((k + 3) // 4 * 4, min(m, rows) if thin else 0), np.float32)
+    check = tmode == 0 and (m >= PLAIN_ROWS and n >= PLAIN_COLUMNS or thin and k >= ALONG_K)
+    ysmall, seen, ymax = _ZERO, -1, np.empty(k if check else 0, np.float32)
+    along_k = thin and k >= ALONG_K and check and wide()
+    ts = np.empty((min(m, rows) if along_k else 0, (k + 3) // 4), np.float32)
+    yc = np.empty(k if along_k else 0, np.float32)
     for t in range(first, last):
         b, i0 = t // rb, (t % rb) * rows
         i1 = min(i0 + rows, m)
@@ -878,7 +1033,11 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
         if check and by[b] != seen:
             ysmall, seen = _y_bounds(yb, ymax), by[b]
         if check and _plain_rows(xb, i0, i1, ymax, ysmall, limit):
-            _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, plain, _self._unlimited, wide)
+            if along_k:
+                _thin_k(xb, yb, ob, i0, i1, ts, yc)
+            else:
+                _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, plain, _self._unlimited,
+                      wide)
         else:
             _rows(xb, yb, ob, i0, i1, xt, mode, tmode, limit, tile, _self._saturate,
                   _self._no_wide)
