@@ -301,10 +301,10 @@ def test_the_wide_tile_follows_numbas_cpu_features(monkeypatch):
     """The 16-lane tile is compiled in exactly when numba targets AVX-512F and DQ (its own
     feature string: NUMBA_CPU_FEATURES wins over the host's)."""
     from numba.core import config
-    from aneforge.hardware.kernels import compiled
+    from aneforge.hardware.kernels import avx512
     monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+fma,+avx512f,+avx512dq,+avx512vl")
-    assert compiled._avx512()
+    assert avx512._avx512()
     monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+fma,+avx512f")
-    assert not compiled._avx512()
+    assert not avx512._avx512()
     monkeypatch.setattr(config, "CPU_FEATURES", "")
-    assert not compiled._avx512()
+    assert not avx512._avx512()
