@@ -132,6 +132,29 @@ def test_linear_rule():
     np.testing.assert_allclose(gx.numpy(), np.ones((3, 5)) @ w.astype(np.float32), rtol=2e-3)
 
 
+@pytest.mark.parametrize("transpose", [True, False])
+def test_a_matrix_shared_by_a_batch_gets_one_matmul_over_all_rows(transpose):
+    """x [B, T, K] @ W (a linear layer's weight, or a plain matrix): W's gradient is one matmul
+    over the B*T rows, as torch folds the batch into the rows; not B matmuls of T rows each
+    whose fp16 results are then summed (less exact, and B kernel calls)."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((8, 32, 16)).astype(np.float16)
+    w = rng.standard_normal((24, 16) if transpose else (16, 24)).astype(np.float16)
+    c = rng.standard_normal((8, 32, 24)).astype(np.float16)
+    tw = torch.tensor(w.astype(np.float64), requires_grad=True)
+    tx = torch.tensor(x.astype(np.float64))
+    ty = tx @ tw.T if transpose else tx @ tw
+    (want,) = torch.autograd.grad((ty * torch.tensor(c.astype(np.float64))).sum(), tw)
+    aw = af.tensor(w, requires_grad=True)
+    ay = af.nn.functional.linear(af.tensor(x), aw) if transpose else af.tensor(x) @ aw
+    (gw,) = af.grad((ay * af.tensor(c)).sum(), aw)
+    shapes = [tuple(op.inputs["x"].type.shape) for op in af.program(gw).operations
+              if op.type == "matmul"]
+    assert shapes == [(256, 24) if transpose else (256, 16)]
+    want = want.numpy()
+    np.testing.assert_allclose(gw.numpy(), want, rtol=2.0 ** -10, atol=2.0 ** -10 * np.abs(want).max())
+
+
 MIL_ONLY = {"softplus": torch.nn.functional.softplus, "softsign": torch.nn.functional.softsign}
 
 

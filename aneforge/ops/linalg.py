@@ -169,6 +169,13 @@ def _matmul_vjp(g, ins, attrs, out):
               op("matmul", {"x": g, "y": y}, transpose_y=not ty))
     if vx is not None and not (tx or ty) and x.shape[-2] == 1 and x.ndim == 2:
         gy = (g * vx).expand(y.shape)
+    elif y.ndim == 2 and x.ndim > 2 and not tx:
+        # a matrix y shared by x's batch (a linear layer on [batch, tokens, features]): one
+        # matmul over all rows, as torch folds the batch into the rows, not one per batch entry
+        # summed after (each entry's K would be a few rows, its fp16 result summed in fp16)
+        g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, x.shape[-1])
+        gy = (op("matmul", {"x": g2, "y": x2}, transpose_x=True) if ty else
+              op("matmul", {"x": x2, "y": g2}, transpose_x=True))
     else:
         gy = (op("matmul", {"x": g, "y": x}, transpose_x=True, transpose_y=tx) if ty else
               op("matmul", {"x": x, "y": g}, transpose_x=not tx))
