@@ -308,3 +308,25 @@ def test_the_wide_tile_follows_numbas_cpu_features(monkeypatch):
     assert not avx512._avx512()
     monkeypatch.setattr(config, "CPU_FEATURES", "")
     assert not avx512._avx512()
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("shape", [((64, 96), 80), ((2, 8, 96), 80), ((8, 40), 44)])
+def test_a_bound_matmul_by_a_transposed_weight_equals_reference(family, shape):
+    """x @ W.T bound for the run plan: where W holds more values than x and the result,
+    `tile_bound` computes (W @ x.T).T (the same products in the same tiles and order); the
+    bits are the reference's, specials and limits included."""
+    from aneforge.hardware.kernels import _swap_pays
+    rng = np.random.default_rng(7)
+    (xshape, n), k = shape, shape[0][-1]
+    x = FAMILIES[family](rng, xshape)
+    w = FAMILIES[family](rng, (n, k))
+    x.reshape(-1)[rng.integers(0, x.size, 6)] = rng.choice(SPECIALS, 6)
+    assert _swap_pays(x, w.T) == (x.size + x.size // k * n < w.size)
+    for limit in (32760.0, np.inf):
+        with np.errstate(all="ignore"):
+            want = reference.tile_matmul(x, w.T, 0, 0, limit)
+            with kernels.using("numba"):
+                out = np.empty(want.shape, np.float32)
+                kernels.tile_bound(x, w.T, out, 0, 0, limit)()
+        same(out, want)
