@@ -1,4 +1,6 @@
 """The benchmark sections run (at small sizes) and report what they promise."""
+import pytest
+
 import aneforge.bench as bench
 from aneforge.bench import settings
 from aneforge.bench.__main__ import main
@@ -25,3 +27,19 @@ def test_every_section_runs_quick(capsys, monkeypatch):
     rows = {name.strip(): value for name, value, _ in bench.SECTIONS["training"]()}
     assert rows["compiles over 12 steps"] == 1
     assert rows["ratio aneforge / torch, batch 64"] > 0
+
+
+def test_steady_state_is_judged_on_windows():
+    """A lone slow step (another process took the core) does not move the arrival; a slow
+    phase (the numpy kernels, a stall while kernels load) does, to the end of its last
+    window whose median is slow."""
+    from aneforge.bench.startup import WINDOW, settled
+    steady = 1e-3
+    lone = [steady] * 50
+    lone[30] = 50 * steady
+    assert settled(lone, steady, 3.0) == 0.0
+    phase = [0.1] * 5 + [5 * steady] * 20 + [steady] * 50
+    # the last window of mostly slow steps (at 3x: 6 of 10; at 1.2x the median of 5 slow and
+    # 5 steady ones, 3x, counts too) ends a few steps after the phase
+    assert settled(phase, steady, 3.0) == pytest.approx(0.6 + (WINDOW // 2 - 1) * steady)
+    assert settled(phase, steady, 1.2) == pytest.approx(0.6 + WINDOW // 2 * steady)

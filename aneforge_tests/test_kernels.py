@@ -408,9 +408,22 @@ def test_a_fresh_numba_cache_swaps_in_the_lean_forms_then_the_full(tmp_path):
             "kernels._Loader._publish = lambda self, m, full=True: (publish(self, m, full), "
             "seen.append((kernels.stage(), kernels._module('compiled').probe.py_func.__name__))); "
             "first = kernels.stage(); kernels.round16(1.0, 0); now = kernels.wait(); "
-            "print(first, seen, now)")
-    assert _python(code, ANEFORGE_KERNELS="auto", NUMBA_CACHE_DIR=str(tmp_path)) == \
-        "numpy [('lean', 'to_float16'), ('full', 'port')] numba"
+            "print(first, seen, now); print([e for e, _ in kernels._LOADER.log])")
+    out, log = _python(code, ANEFORGE_KERNELS="auto", NUMBA_CACHE_DIR=str(tmp_path)).splitlines()
+    assert out == "numpy [('lean', 'to_float16'), ('full', 'port')] numba"
+    # the loader's record, which bench/startup.py reports: compiled by the children, then in
+    assert log == str(["start", "lean compiled", "lean in", "full compiled", "full in"])
+
+
+def test_the_loader_takes_short_turns_while_it_loads():
+    """While the loader thread loads compiled kernels, Python's thread switch interval is
+    short (the caller's steps wait less for the GIL), and put back after, error or not."""
+    before = sys.getswitchinterval()
+    with kernels._short_turns():
+        assert sys.getswitchinterval() == pytest.approx(min(before, kernels._TURN))
+    with pytest.raises(KeyError), kernels._short_turns():
+        raise KeyError
+    assert sys.getswitchinterval() == before
 
 
 @needs_numba

@@ -32,6 +32,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -252,12 +253,14 @@ class _Loader:
     def __init__(self):
         self.started, self.done = False, threading.Event()
         self.stage = "numpy"            # "lean" or "full" once published
+        self.log: list = []             # (event, time.perf_counter()): bench/startup.py reads it
 
     def start(self) -> None:
         with _LOCK:
             if self.started:
                 return
             self.started = True
+            self.log.append(("start", time.perf_counter()))
             try:
                 from . import compiled
                 lean, full = _stages()
@@ -279,8 +282,10 @@ class _Loader:
         try:
             for warm, full in stages:
                 _compile_elsewhere(warm, nice=10 if full else 0)
-                for kernel, sig in _kernels(warm):  # from the cache now (compiles what is missing)
-                    kernel.compile(sig)
+                self.log.append((f"{'full' if full else 'lean'} compiled", time.perf_counter()))
+                with _short_turns():
+                    for kernel, sig in _kernels(warm):  # from the cache (compiles what is not)
+                        kernel.compile(sig)
                 with _LOCK:
                     self._publish(module, full)
         except BaseException:               # printed by the thread; what is in stays
@@ -295,10 +300,30 @@ class _Loader:
             for (where, name), choices in SWAPS.items():
                 setattr(_module(where), name, getattr(_module(where), choices[full]))
             self.stage = "full" if full else "lean"
+            self.log.append((f"{self.stage} in", time.perf_counter()))
         if not _compiled:
             _compiled.append(module)
         if full:
             self.done.set()
+
+
+# The GIL turn of the loader thread while it loads compiled kernels into this process (the
+# caller's steps go on meanwhile). numba's loading is mostly Python; at Python's default
+# switch interval (5 ms) each step of the caller that releases the GIL (a nogil matmul) waited
+# up to 5 ms to get it back: a 0.4 ms step took 4.8 ms for the ~0.1 s the full forms took to
+# load. With 0.1 ms turns those steps take ~1.5 ms: bench/startup.py's first run measures it.
+_TURN = 1e-4
+
+
+@contextlib.contextmanager
+def _short_turns():
+    """Python's thread switch interval at `_TURN` for a block, then put back."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(min(previous, _TURN))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(previous)
 
 
 def _module(name: str):
