@@ -43,3 +43,15 @@ def test_steady_state_is_judged_on_windows():
     # 5 steady ones, 3x, counts too) ends a few steps after the phase
     assert settled(phase, steady, 3.0) == pytest.approx(0.6 + (WINDOW // 2 - 1) * steady)
     assert settled(phase, steady, 1.2) == pytest.approx(0.6 + WINDOW // 2 * steady)
+
+
+def test_the_full_forms_load_stall_is_reported():
+    """The time steps lost between the children's end and the first step on the full forms,
+    against the lean steps before: here two stalls of 20 ms."""
+    from aneforge.bench.startup import load_stall
+    times = [0.1] * 3 + [1e-3] * 60 + [1e-3, 21e-3, 1e-3, 21e-3] + [5e-4] * 10
+    stages = ["numpy"] * 3 + ["lean"] * 64 + ["full"] * 10
+    began = [sum(times[:i]) for i in range(len(times))]
+    run = {"times": times, "stages": stages, "log": [["full compiled", began[63] - 1e-4]]}
+    assert load_stall(run, began) == pytest.approx(0.040)
+    assert load_stall(dict(run, log=[]), began) != load_stall(dict(run, log=[]), began)  # NaN

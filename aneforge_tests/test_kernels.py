@@ -415,17 +415,6 @@ def test_a_fresh_numba_cache_swaps_in_the_lean_forms_then_the_full(tmp_path):
     assert log == str(["start", "lean compiled", "lean in", "full compiled", "full in"])
 
 
-def test_the_loader_takes_short_turns_while_it_loads():
-    """While the loader thread loads compiled kernels, Python's thread switch interval is
-    short (the caller's steps wait less for the GIL), and put back after, error or not."""
-    before = sys.getswitchinterval()
-    with kernels._short_turns():
-        assert sys.getswitchinterval() == pytest.approx(min(before, kernels._TURN))
-    with pytest.raises(KeyError), kernels._short_turns():
-        raise KeyError
-    assert sys.getswitchinterval() == before
-
-
 @needs_numba
 def test_the_forms_switch_binds_and_restores():
     from aneforge.hardware.kernels import compiled, fused

@@ -18,7 +18,7 @@ compiled kernels in a background thread and runs the numpy reference until they 
 two are bit-identical, so a program gives the same bits whichever runs, and whenever the swap
 happens): on a fresh install numba compiles them once, in child processes on other cores,
 into its on-disk cache (lean forms of the two big kernels first, in ~3 s, then their full
-forms, ~30 s: `_Loader`), from which later runs load them in ~0.3 s. `wait()` blocks until
+forms, ~27 s: `_Loader`), from which later runs load them in ~0.3 s. `wait()` blocks until
 the full forms are in (tests that must run the compiled kernels call it); "numba" loads them
 at once.
 """
@@ -143,7 +143,7 @@ WARM = (
     ("compiled", "_default_tasks", _TILE),
     ("fused", "run_full", _RUN),
 )
-# Two kernels have a full form that takes numba ~30 s (the fused VM) and ~6 s (the tile
+# Two kernels have a full form that takes numba ~22 s (the fused VM) and ~5 s (the tile
 # matmul) to compile, and a lean one, the same bits a little slower, that takes ~2 s each. On
 # a fresh install the lean forms and the small kernels are compiled first (the first steps run
 # the numpy reference for those few seconds), then the full forms, and each is swapped in when
@@ -201,21 +201,25 @@ def _load_cached(kernels) -> bool:
     return True
 
 
-def _compile_elsewhere(warm, nice: int = 0) -> None:
-    """Compile `warm` into numba's on-disk cache in child processes, one per module, side by
-    side: on other cores, and not under this process's GIL (numba's compiler is mostly Python:
-    compiling in a thread here would halve the speed of the steps the caller runs meanwhile).
-    `nice`: the children's lower priority (the full forms: the caller's steps, on the lean
-    kernels by then, go first)."""
+def _compile_elsewhere(warm, together: bool = False) -> None:
+    """Compile `warm` into numba's on-disk cache in child processes, one per module side by
+    side (or one for all, `together`): on other cores, and not under this process's GIL
+    (numba's compiler is mostly Python: compiling in a thread here would halve the speed of
+    the steps the caller runs meanwhile).
+
+    The full forms compile `together`, in one child at the caller's priority: with the
+    caller's steps on one core and that child on the other, none waits for a core on an idle
+    2-core machine. They used to compile in two children niced to 10, so as not to slow the
+    caller's steps; but on a busy machine a niced process gets ~5% of a core (measured: 4.8%
+    each beside other work at load 7), and the full forms had not come in after 240 s."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     path = [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = dict(os.environ, ANEFORGE_KERNELS="numba", PYTHONPATH=os.pathsep.join(path))
     groups: dict = {}
     for module, name, _ in warm:
-        groups.setdefault(module, []).append(f"{module}.{name}")
+        groups.setdefault(None if together else module, []).append(f"{module}.{name}")
     children = [subprocess.Popen(
-        [sys.executable, "-c", f"import os; os.nice({nice}); "
-                               f"from aneforge.hardware import kernels; "
+        [sys.executable, "-c", f"from aneforge.hardware import kernels; "
                                f"kernels.compile_warm({names!r})"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for names in groups.values()]
@@ -237,7 +241,7 @@ class _Loader:
     quicker than running the reference meanwhile). What is not there (a fresh install, a new
     numba or a changed kernel) a background thread has compiled into the cache by child
     processes while the caller runs the numpy reference: the lean stage first (~3 s), loaded
-    and published, then the full forms (~30 s, the children niced below the caller), loaded
+    and published, then the full forms (~27 s, in one child beside the caller's steps), loaded
     and swapped in. `done` is set once the full forms are in (or known to be unavailable).
 
     Thread safety of the swaps: publishing is one append to `_compiled` under `_LOCK`, after
@@ -281,11 +285,10 @@ class _Loader:
     def _compile(self, module, stages) -> None:
         try:
             for warm, full in stages:
-                _compile_elsewhere(warm, nice=10 if full else 0)
+                _compile_elsewhere(warm, together=full)
                 self.log.append((f"{'full' if full else 'lean'} compiled", time.perf_counter()))
-                with _short_turns():
-                    for kernel, sig in _kernels(warm):  # from the cache (compiles what is not)
-                        kernel.compile(sig)
+                for kernel, sig in _kernels(warm):  # from the cache now (compiles what is missing)
+                    kernel.compile(sig)
                 with _LOCK:
                     self._publish(module, full)
         except BaseException:               # printed by the thread; what is in stays
@@ -305,25 +308,6 @@ class _Loader:
             _compiled.append(module)
         if full:
             self.done.set()
-
-
-# The GIL turn of the loader thread while it loads compiled kernels into this process (the
-# caller's steps go on meanwhile). numba's loading is mostly Python; at Python's default
-# switch interval (5 ms) each step of the caller that releases the GIL (a nogil matmul) waited
-# up to 5 ms to get it back: a 0.4 ms step took 4.8 ms for the ~0.1 s the full forms took to
-# load. With 0.1 ms turns those steps take ~1.5 ms: bench/startup.py's first run measures it.
-_TURN = 1e-4
-
-
-@contextlib.contextmanager
-def _short_turns():
-    """Python's thread switch interval at `_TURN` for a block, then put back."""
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(min(previous, _TURN))
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(previous)
 
 
 def _module(name: str):

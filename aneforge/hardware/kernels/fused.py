@@ -674,7 +674,7 @@ def load16(bits, out, coerce):
 
 
 # ---- the lean VM: `run_full`'s contract and bits in a fraction of its compile --------------
-# `run_full` gives the common opcodes and operand shapes loop nests of their own (~30 s of
+# `run_full` gives the common opcodes and operand shapes loop nests of their own (~22 s of
 # numba compile on a fresh install); `run_lean` runs every elementwise op through one loop
 # that switches per element, row by row, and leaves every reduction to its kernel (~3 s), so
 # a fresh process has compiled fused runs within seconds while `run_full` compiles in the
