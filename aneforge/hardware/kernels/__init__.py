@@ -17,8 +17,9 @@ Importing aneforge never imports numba. Under "auto" the first kernel call start
 compiled kernels in a background thread and runs the numpy reference until they are ready (the
 two are bit-identical, so a program gives the same bits whichever runs, and whenever the swap
 happens): on a fresh install numba compiles them once, in child processes on other cores,
-into its on-disk cache (lean forms of the two big kernels first, in ~3 s, then their full
-forms, ~27 s: `_Loader`), from which later runs load them in ~0.3 s. `wait()` blocks until
+into its on-disk cache (lean forms of the two big kernels first, in ~4 s, then their full
+forms, ~27 s: `_Loader`), from which later runs load them in ~0.3 s. A program's second run
+(a loop) waits for the lean forms rather than run on the reference meanwhile (`settle`). `wait()` blocks until
 the full forms are in (tests that must run the compiled kernels call it); "numba" loads them
 at once.
 """
@@ -100,6 +101,17 @@ def _fast():
     if _compiled[0] is None:
         from . import compiled              # noqa: F401  (raises numba's ImportError)
     return _compiled[0]
+
+
+def settle(timeout: float = 60.0) -> None:
+    """Wait (at most `timeout` seconds) while the first compiled kernels compile on a fresh
+    install, then return; at once otherwise. The simulator calls it before a program's second
+    run, where the run plan would be built (a loop: runtime/sim.py). The numpy reference
+    steps it would run meanwhile are ~250x slower than the compiled ones, so the ~45 steps of
+    a 4 s compile did what the compiled kernels do in ~30 ms, and they took a core the
+    compiling children need on a 2-core machine: waiting lets the compiled kernels in sooner.
+    A program run once (a one-off `.numpy()`) does not wait: it runs on the reference."""
+    _SETTLED.wait(timeout)
 
 
 def stage() -> str:
@@ -279,6 +291,8 @@ class _Loader:
                     return
                 self._publish(compiled, False)
                 stages = stages[1:]
+            if not _compiled:               # the lean stage compiles: `settle` waits for it
+                _SETTLED.clear()
             threading.Thread(target=self._compile, args=(compiled, stages), daemon=True,
                              name="aneforge-kernels-compile").start()
 
@@ -296,6 +310,7 @@ class _Loader:
                 if not _compiled:
                     _compiled.append(None)  # the reference stays
                 self.done.set()
+                _SETTLED.set()
             raise
 
     def _publish(self, module, full: bool = True) -> None:
@@ -306,6 +321,7 @@ class _Loader:
             self.log.append((f"{self.stage} in", time.perf_counter()))
         if not _compiled:
             _compiled.append(module)
+        _SETTLED.set()
         if full:
             self.done.set()
 
@@ -333,6 +349,8 @@ def forms(which: str):
 
 _LOCK = threading.Lock()
 _LOADER = _Loader()
+_SETTLED = threading.Event()        # clear while the first compiled kernels compile (`settle`)
+_SETTLED.set()
 
 
 def mode(rounding: str, subnormals: str, nan_to_zero: bool = False) -> int:
