@@ -19,9 +19,9 @@ two are bit-identical, so a program gives the same bits whichever runs, and when
 happens): on a fresh install numba compiles them once, in child processes on other cores,
 into its on-disk cache (lean forms of the two big kernels first, in ~4 s, then their full
 forms, ~27 s: `_Loader`), from which later runs load them in ~0.3 s. A program's second run
-(a loop) waits for the lean forms rather than run on the reference meanwhile (`settle`). `wait()` blocks until
-the full forms are in (tests that must run the compiled kernels call it); "numba" loads them
-at once.
+(a loop) waits for the lean forms rather than run on the reference meanwhile (`settle`).
+`wait()` blocks until the full forms are in (tests that must run the compiled kernels call
+it); "numba" loads them at once.
 """
 from __future__ import annotations
 
@@ -157,9 +157,10 @@ WARM = (
 )
 # Two kernels have a full form that takes numba ~22 s (the fused VM) and ~5 s (the tile
 # matmul) to compile, and a lean one, the same bits a little slower, that takes ~2 s each. On
-# a fresh install the lean forms and the small kernels are compiled first (the first steps run
-# the numpy reference for those few seconds), then the full forms, and each is swapped in when
-# loaded: the name the callers call (module, name) is bound to the lean form, then the full.
+# a fresh install the lean forms and the small kernels are compiled first (a program's first
+# run goes on the numpy reference, its second waits: `settle`), then the full forms, and each
+# is swapped in when loaded: the name the callers call (module, name) is bound to the lean
+# form, then the full.
 SWAPS = {("fused", "run"): ("run_lean", "run_full"),
          ("compiled", "default_tasks"): ("_lean_tasks", "_default_tasks")}
 FULL = {(module, full) for (module, _), (_, full) in SWAPS.items()}
@@ -252,9 +253,10 @@ class _Loader:
     kernel call imports them and loads WARM from numba's on-disk cache (~1 s, in the caller:
     quicker than running the reference meanwhile). What is not there (a fresh install, a new
     numba or a changed kernel) a background thread has compiled into the cache by child
-    processes while the caller runs the numpy reference: the lean stage first (~3 s), loaded
-    and published, then the full forms (~27 s, in one child beside the caller's steps), loaded
-    and swapped in. `done` is set once the full forms are in (or known to be unavailable).
+    processes while the caller runs the numpy reference (or waits: `settle`): the lean stage
+    first (~4 s), loaded and published, then the full forms (~27 s, in one child beside the
+    caller's steps), loaded and swapped in. `done` is set once the full forms are in (or
+    known to be unavailable).
 
     Thread safety of the swaps: publishing is one append to `_compiled` under `_LOCK`, after
     every kernel of the stage is loaded; readers (`_fast`) read `_compiled` without the lock
