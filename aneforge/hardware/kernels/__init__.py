@@ -18,7 +18,7 @@ compiled kernels in a background thread and runs the numpy reference until they 
 two are bit-identical, so a program gives the same bits whichever runs, and whenever the swap
 happens): on a fresh install numba compiles them once, in child processes on other cores,
 into its on-disk cache (lean forms of the two big kernels first, in ~4 s, then their full
-forms, ~27 s: `_Loader`), from which later runs load them in ~0.3 s. A program's second run
+forms, ~22 s: `_Loader`), from which later runs load them in ~0.3 s. A program's second run
 (a loop) waits for the lean forms rather than run on the reference meanwhile (`settle`).
 `wait()` blocks until the full forms are in (tests that must run the compiled kernels call
 it); "numba" loads them at once.
@@ -214,25 +214,25 @@ def _load_cached(kernels) -> bool:
     return True
 
 
-def _compile_elsewhere(warm, together: bool = False) -> None:
-    """Compile `warm` into numba's on-disk cache in child processes, one per module side by
-    side (or one for all, `together`): on other cores, and not under this process's GIL
-    (numba's compiler is mostly Python: compiling in a thread here would halve the speed of
-    the steps the caller runs meanwhile).
-
-    The full forms compile `together`, in one child at the caller's priority: with the
-    caller's steps on one core and that child on the other, none waits for a core on an idle
-    2-core machine. They used to compile in two children niced to 10, so as not to slow the
-    caller's steps; but on a busy machine a niced process gets ~5% of a core (measured: 4.8%
-    each beside other work at load 7), and the full forms had not come in after 240 s."""
+def _compile_elsewhere(warm, nice: int = 0) -> None:
+    """Compile `warm` into numba's on-disk cache in child processes, one per module, side by
+    side: on other cores, and not under this process's GIL (numba's compiler is mostly Python:
+    compiling in a thread here would halve the speed of the steps the caller runs meanwhile).
+    `nice`: the children's lower priority (the full forms: the caller's steps, on the lean
+    kernels by then, go first). On a busy machine niced children get little CPU (measured:
+    ~5% of a core each at load 7; the full forms had not come in after 240 s) but a child at
+    the caller's priority took two thirds of the caller's steps (measured at load 5: 2250
+    steps per 5 s against 6100): the caller's steps go first, and the children, which finish
+    their work after the caller exits, fill numba's cache for the next run."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     path = [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = dict(os.environ, ANEFORGE_KERNELS="numba", PYTHONPATH=os.pathsep.join(path))
     groups: dict = {}
     for module, name, _ in warm:
-        groups.setdefault(None if together else module, []).append(f"{module}.{name}")
+        groups.setdefault(module, []).append(f"{module}.{name}")
     children = [subprocess.Popen(
-        [sys.executable, "-c", f"from aneforge.hardware import kernels; "
+        [sys.executable, "-c", f"import os; os.nice({nice}); "
+                               f"from aneforge.hardware import kernels; "
                                f"kernels.compile_warm({names!r})"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for names in groups.values()]
@@ -254,8 +254,8 @@ class _Loader:
     quicker than running the reference meanwhile). What is not there (a fresh install, a new
     numba or a changed kernel) a background thread has compiled into the cache by child
     processes while the caller runs the numpy reference (or waits: `settle`): the lean stage
-    first (~4 s), loaded and published, then the full forms (~27 s, in one child beside the
-    caller's steps), loaded and swapped in. `done` is set once the full forms are in (or
+    first (~4 s), loaded and published, then the full forms (~22 s, the children niced below
+    the caller), loaded and swapped in. `done` is set once the full forms are in (or
     known to be unavailable).
 
     Thread safety of the swaps: publishing is one append to `_compiled` under `_LOCK`, after
@@ -301,7 +301,7 @@ class _Loader:
     def _compile(self, module, stages) -> None:
         try:
             for warm, full in stages:
-                _compile_elsewhere(warm, together=full)
+                _compile_elsewhere(warm, nice=10 if full else 0)
                 self.log.append((f"{'full' if full else 'lean'} compiled", time.perf_counter()))
                 for kernel, sig in _kernels(warm):  # from the cache now (compiles what is missing)
                     kernel.compile(sig)
