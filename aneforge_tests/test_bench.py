@@ -55,3 +55,16 @@ def test_the_full_forms_load_stall_is_reported():
     run = {"times": times, "stages": stages, "log": [["full compiled", began[63] - 1e-4]]}
     assert load_stall(run, began) == pytest.approx(0.040)
     assert load_stall(dict(run, log=[]), began) != load_stall(dict(run, log=[]), began)  # NaN
+
+
+def test_steady_state_comes_no_earlier_than_the_compiled_kernels():
+    """A wait for the first compiled kernels is one long step (the second): no window's
+    median sees it, yet the steps were not steady before the compiled kernels ran."""
+    from aneforge.bench.startup import arrivals
+    times = [0.1, 4.0] + [1e-3] * 100 + [5e-4] * 100
+    stages = ["numpy"] * 2 + ["lean"] * 100 + ["full"] * 100
+    got = arrivals({"times": times, "stages": stages, "log": []}, 100)
+    assert got["lean"] == got["ready"] == pytest.approx(4.1)
+    assert got["full"] == pytest.approx(4.2) and got["steady"] == 5e-4
+    # full speed: the last window of 10 holding 5 lean steps ends 5 steps into the full forms
+    assert got["fast"] == pytest.approx(4.2 + 5 * 5e-4)
