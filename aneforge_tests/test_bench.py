@@ -1,4 +1,6 @@
 """The benchmark sections run (at small sizes) and report what they promise."""
+import pytest
+
 import aneforge.bench as bench
 from aneforge.bench import settings
 from aneforge.bench.__main__ import main
@@ -26,3 +28,44 @@ def test_every_section_runs_quick(capsys, monkeypatch):
     rows = {name.strip(): value for name, value, _ in bench.SECTIONS["training"]()}
     assert rows["compiles over 12 steps"] == 1
     assert rows["ratio aneforge / torch, batch 64"] > 0
+
+
+def test_steady_state_is_judged_on_windows():
+    """A lone slow step (another process took the core) does not move the arrival; a slow
+    phase (the numpy kernels, a stall while kernels load) does, to the end of its last
+    window whose median is slow."""
+    from aneforge.bench.startup import WINDOW, settled
+    steady = 1e-3
+    lone = [steady] * 50
+    lone[30] = 50 * steady
+    assert settled(lone, steady, 3.0) == 0.0
+    phase = [0.1] * 5 + [5 * steady] * 20 + [steady] * 50
+    # the last window of mostly slow steps (at 3x: 6 of 10; at 1.2x the median of 5 slow and
+    # 5 steady ones, 3x, counts too) ends a few steps after the phase
+    assert settled(phase, steady, 3.0) == pytest.approx(0.6 + (WINDOW // 2 - 1) * steady)
+    assert settled(phase, steady, 1.2) == pytest.approx(0.6 + WINDOW // 2 * steady)
+
+
+def test_the_full_forms_load_stall_is_reported():
+    """The time steps lost between the children's end and the first step on the full forms,
+    against the lean steps before: here two stalls of 20 ms."""
+    from aneforge.bench.startup import load_stall
+    times = [0.1] * 3 + [1e-3] * 60 + [1e-3, 21e-3, 1e-3, 21e-3] + [5e-4] * 10
+    stages = ["numpy"] * 3 + ["lean"] * 64 + ["full"] * 10
+    began = [sum(times[:i]) for i in range(len(times))]
+    run = {"times": times, "stages": stages, "log": [["full compiled", began[63] - 1e-4]]}
+    assert load_stall(run, began) == pytest.approx(0.040)
+    assert load_stall(dict(run, log=[]), began) != load_stall(dict(run, log=[]), began)  # NaN
+
+
+def test_steady_state_comes_no_earlier_than_the_compiled_kernels():
+    """A wait for the first compiled kernels is one long step (the second): no window's
+    median sees it, yet the steps were not steady before the compiled kernels ran."""
+    from aneforge.bench.startup import arrivals
+    times = [0.1, 4.0] + [1e-3] * 100 + [5e-4] * 100
+    stages = ["numpy"] * 2 + ["lean"] * 100 + ["full"] * 100
+    got = arrivals({"times": times, "stages": stages, "log": []}, 100)
+    assert got["lean"] == got["ready"] == pytest.approx(4.1)
+    assert got["full"] == pytest.approx(4.2) and got["steady"] == 5e-4
+    # full speed: the last window of 10 holding 5 lean steps ends 5 steps into the full forms
+    assert got["fast"] == pytest.approx(4.2 + 5 * 5e-4)

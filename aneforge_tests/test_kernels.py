@@ -409,9 +409,27 @@ def test_a_fresh_numba_cache_swaps_in_the_lean_forms_then_the_full(tmp_path):
             "kernels._Loader._publish = lambda self, m, full=True: (publish(self, m, full), "
             "seen.append((kernels.stage(), kernels._module('compiled').probe.py_func.__name__))); "
             "first = kernels.stage(); kernels.round16(1.0, 0); now = kernels.wait(); "
-            "print(first, seen, now)")
-    assert _python(code, ANEFORGE_KERNELS="auto", NUMBA_CACHE_DIR=str(tmp_path)) == \
-        "numpy [('lean', 'to_float16'), ('full', 'port')] numba"
+            "print(first, seen, now); print([e for e, _ in kernels._LOADER.log])")
+    out, log = _python(code, ANEFORGE_KERNELS="auto", NUMBA_CACHE_DIR=str(tmp_path)).splitlines()
+    assert out == "numpy [('lean', 'to_float16'), ('full', 'port')] numba"
+    # the loader's record, which bench/startup.py reports: compiled by the children, then in
+    assert log == str(["start", "lean compiled", "lean in", "full compiled", "full in"])
+
+
+@needs_numba
+def test_a_programs_second_run_waits_for_the_first_compiled_kernels(tmp_path):
+    """On an empty numba cache a program's first run goes on the numpy reference at once; its
+    second (a loop: where the run plan is built) waits for the first compiled kernels
+    (`kernels.settle`) instead of running more reference steps, ~250x slower, on the core
+    the compiling children need. WARM cut to one kernel, quick to compile; no run plan (its
+    kernels take seconds to compile)."""
+    code = ("import aneforge as af; from aneforge.hardware import kernels; "
+            "kernels.WARM = kernels.WARM[:1]; "
+            "f = lambda: (af.tensor([1.0, 2.0]) + af.tensor([3.0, 4.0])).tolist(); "
+            "v = f(); first = kernels.active(); w = f(); "
+            "print(v, first, w, kernels.active(), kernels._SETTLED.is_set())")
+    assert _python(code, ANEFORGE_KERNELS="auto", NUMBA_CACHE_DIR=str(tmp_path),
+                   ANEFORGE_SIM_PLAN="never") == "[4.0, 6.0] numpy [4.0, 6.0] numba True"
 
 
 @needs_numba

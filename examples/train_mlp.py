@@ -6,9 +6,10 @@ in PyTorch fp32, and compare.
 
 Prints a side-by-side table (final loss, test accuracy, wall time, compiles), the steady-state
 step times (the first step captures and compiles the step; on a fresh install numba compiles
-the simulator's kernels once in the background, cached for later runs: the steps run on the
-numpy kernels for the few seconds their lean forms take, then on those, then on the full
-ones, the same bits throughout), and saves the two loss curves to OUT/train_mlp_loss.png.
+the simulator's kernels once in child processes, cached for later runs: the first step runs
+on the numpy kernels, the second waits the few seconds the lean compiled forms take, the
+steps run on those, then on the full ones once compiled, ~25 s later, the same bits
+throughout), and saves the two loss curves to OUT/train_mlp_loss.png.
 """
 from __future__ import annotations
 

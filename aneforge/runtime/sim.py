@@ -137,6 +137,8 @@ class SimExecutable:
         """The run plan (runtime/plan.py), built on the second run (or the first, under
         ANEFORGE_SIM_PLAN=always) when the compiled kernels are on; None otherwise."""
         from . import plan
+        if self.runs == 2:
+            kernels.settle()            # a loop, on a fresh install: compiled kernels soon
         choice = plan.mode()
         if choice == "never" or (choice == "auto" and self.runs < 2):
             return None

@@ -17,10 +17,11 @@ Importing aneforge never imports numba. Under "auto" the first kernel call start
 compiled kernels in a background thread and runs the numpy reference until they are ready (the
 two are bit-identical, so a program gives the same bits whichever runs, and whenever the swap
 happens): on a fresh install numba compiles them once, in child processes on other cores,
-into its on-disk cache (lean forms of the two big kernels first, in ~3 s, then their full
-forms, ~30 s: `_Loader`), from which later runs load them in ~0.3 s. `wait()` blocks until
-the full forms are in (tests that must run the compiled kernels call it); "numba" loads them
-at once.
+into its on-disk cache (lean forms of the two big kernels first, in ~4 s, then their full
+forms, ~22 s: `_Loader`), from which later runs load them in ~0.3 s. A program's second run
+(a loop) waits for the lean forms rather than run on the reference meanwhile (`settle`).
+`wait()` blocks until the full forms are in (tests that must run the compiled kernels call
+it); "numba" loads them at once.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -101,6 +103,17 @@ def _fast():
     return _compiled[0]
 
 
+def settle(timeout: float = 60.0) -> None:
+    """Wait (at most `timeout` seconds) while the first compiled kernels compile on a fresh
+    install, then return; at once otherwise. The simulator calls it before a program's second
+    run, where the run plan would be built (a loop: runtime/sim.py). The numpy reference
+    steps it would run meanwhile are ~250x slower than the compiled ones, so the ~45 steps of
+    a 4 s compile did what the compiled kernels do in ~30 ms, and they took a core the
+    compiling children need on a 2-core machine: waiting lets the compiled kernels in sooner.
+    A program run once (a one-off `.numpy()`) does not wait: it runs on the reference."""
+    _SETTLED.wait(timeout)
+
+
 def stage() -> str:
     """"numpy", "lean" or "full": which compiled kernels are in (`_Loader`; "lean": the
     small ones and the lean forms of the fused VM and the tile matmul, same bits)."""
@@ -145,11 +158,12 @@ WARM = (
     ("compiled", "_default_tasks", _TILE),
     ("fused", "run_full", _RUN),
 )
-# Two kernels have a full form that takes numba ~30 s (the fused VM) and ~6 s (the tile
+# Two kernels have a full form that takes numba ~22 s (the fused VM) and ~5 s (the tile
 # matmul) to compile, and a lean one, the same bits a little slower, that takes ~2 s each. On
-# a fresh install the lean forms and the small kernels are compiled first (the first steps run
-# the numpy reference for those few seconds), then the full forms, and each is swapped in when
-# loaded: the name the callers call (module, name) is bound to the lean form, then the full.
+# a fresh install the lean forms and the small kernels are compiled first (a program's first
+# run goes on the numpy reference, its second waits: `settle`), then the full forms, and each
+# is swapped in when loaded: the name the callers call (module, name) is bound to the lean
+# form, then the full.
 SWAPS = {("fused", "run"): ("run_lean", "run_full"),
          ("compiled", "default_tasks"): ("_lean_tasks", "_default_tasks")}
 FULL = {(module, full) for (module, _), (_, full) in SWAPS.items()}
@@ -208,7 +222,11 @@ def _compile_elsewhere(warm, nice: int = 0) -> None:
     side: on other cores, and not under this process's GIL (numba's compiler is mostly Python:
     compiling in a thread here would halve the speed of the steps the caller runs meanwhile).
     `nice`: the children's lower priority (the full forms: the caller's steps, on the lean
-    kernels by then, go first)."""
+    kernels by then, go first). On a busy machine niced children get little CPU (measured:
+    ~5% of a core each at load 7; the full forms had not come in after 240 s) but a child at
+    the caller's priority took two thirds of the caller's steps (measured at load 5: 2250
+    steps per 5 s against 6100): the caller's steps go first, and the children, which finish
+    their work after the caller exits, fill numba's cache for the next run."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     path = [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = dict(os.environ, ANEFORGE_KERNELS="numba", PYTHONPATH=os.pathsep.join(path))
@@ -238,9 +256,10 @@ class _Loader:
     kernel call imports them and loads WARM from numba's on-disk cache (~1 s, in the caller:
     quicker than running the reference meanwhile). What is not there (a fresh install, a new
     numba or a changed kernel) a background thread has compiled into the cache by child
-    processes while the caller runs the numpy reference: the lean stage first (~3 s), loaded
-    and published, then the full forms (~30 s, the children niced below the caller), loaded
-    and swapped in. `done` is set once the full forms are in (or known to be unavailable).
+    processes while the caller runs the numpy reference (or waits: `settle`): the lean stage
+    first (~4 s), loaded and published, then the full forms (~22 s, the children niced below
+    the caller), loaded and swapped in. `done` is set once the full forms are in (or
+    known to be unavailable).
 
     Thread safety of the swaps: publishing is one append to `_compiled` under `_LOCK`, after
     every kernel of the stage is loaded; readers (`_fast`) read `_compiled` without the lock
@@ -255,12 +274,14 @@ class _Loader:
     def __init__(self):
         self.started, self.done = False, threading.Event()
         self.stage = "numpy"            # "lean" or "full" once published
+        self.log: list = []             # (event, time.perf_counter()): bench/startup.py reads it
 
     def start(self) -> None:
         with _LOCK:
             if self.started:
                 return
             self.started = True
+            self.log.append(("start", time.perf_counter()))
             try:
                 from . import compiled
                 lean, full = _stages()
@@ -275,6 +296,8 @@ class _Loader:
                     return
                 self._publish(compiled, False)
                 stages = stages[1:]
+            if not _compiled:               # the lean stage compiles: `settle` waits for it
+                _SETTLED.clear()
             threading.Thread(target=self._compile, args=(compiled, stages), daemon=True,
                              name="aneforge-kernels-compile").start()
 
@@ -282,6 +305,7 @@ class _Loader:
         try:
             for warm, full in stages:
                 _compile_elsewhere(warm, nice=10 if full else 0)
+                self.log.append((f"{'full' if full else 'lean'} compiled", time.perf_counter()))
                 for kernel, sig in _kernels(warm):  # from the cache now (compiles what is missing)
                     kernel.compile(sig)
                 with _LOCK:
@@ -291,6 +315,7 @@ class _Loader:
                 if not _compiled:
                     _compiled.append(None)  # the reference stays
                 self.done.set()
+                _SETTLED.set()
             raise
 
     def _publish(self, module, full: bool = True) -> None:
@@ -298,8 +323,10 @@ class _Loader:
             for (where, name), choices in SWAPS.items():
                 setattr(_module(where), name, getattr(_module(where), choices[full]))
             self.stage = "full" if full else "lean"
+            self.log.append((f"{self.stage} in", time.perf_counter()))
         if not _compiled:
             _compiled.append(module)
+        _SETTLED.set()
         if full:
             self.done.set()
 
@@ -327,6 +354,8 @@ def forms(which: str):
 
 _LOCK = threading.Lock()
 _LOADER = _Loader()
+_SETTLED = threading.Event()        # clear while the first compiled kernels compile (`settle`)
+_SETTLED.set()
 
 
 def mode(rounding: str, subnormals: str, nan_to_zero: bool = False) -> int:

@@ -208,6 +208,24 @@ def _fill(row, v):
         row[c] = v
 
 
+# One compiled `_op` for all its callers. numba compiles a function once per argument types,
+# and a literal int (the 1 row of a blocked op, a column's offset 0) is a type of its own:
+# `_rows`, `_columns` and `_blocked` passing literals made three specializations of `_op`,
+# each ~10 s of a fresh install's compile (43 s for `run_full`). Every caller passes `_op`
+# its ints through `_int` and its operands through `_operand_at` (plain int64), so there is
+# one; aneforge_tests/test_fused.py counts them.
+@njit(cache=True)
+def _int(v):
+    """v as a plain int64 (not a literal: see above)."""
+    return np.int64(v)
+
+
+@njit(cache=True)
+def _operand_at(arena, start, row_stride, col_stride):
+    """`_op`'s operand (array, start, row stride, column stride), every int a plain int64."""
+    return arena, np.int64(start), np.int64(row_stride), np.int64(col_stride)
+
+
 @njit(cache=True, inline="always")
 def _operand(arena, start, stride, cols, scratch, filled):
     """A row of an operand: a view of the arena when contiguous, else gathered into
@@ -560,7 +578,7 @@ def _blocked(arena, code, sx, sy, sz, block, tables):
             x = _block_operand(arena, code[k, 5], code[k, 7], local & 2, c0)
             y = _block_operand(arena, code[k, 8], code[k, 10], local & 4, c0)
             z = _block_operand(arena, code[k, 12], code[k, 14], local & 8, c0)
-            _op(arena, o, 1, m, x, y, z, op, code[k, 1], tables, code[k, 8], sx, sy, sz)
+            _op(arena, o, _int(1), m, x, y, z, op, code[k, 1], tables, code[k, 8], sx, sy, sz)
 
 
 @njit(cache=True, inline="always")
@@ -568,8 +586,8 @@ def _block_operand(arena, start, stride, local, c0):
     """One block of an operand of a blocked run (`_op`'s form): contiguous, or one value
     broadcast."""
     if stride == 1:
-        return arena, start + (0 if local else c0), 0, 1
-    return arena, start, 0, 0
+        return _operand_at(arena, start + (0 if local else c0), 0, 1)
+    return _operand_at(arena, start, 0, 0)
 
 
 @njit(cache=True)
@@ -609,10 +627,10 @@ def run_full(arena, code, sx, sy, sz, block, tables, start):
 def _rows(arena, code, k, sx, sy, sz, tables):
     """Elementwise row k, row by row (a value broadcast over the whole op is filled into its
     scratch row once; a lookup's b is its table's offset, read as an operand by no opcode)."""
-    _op(arena, code[k, 4], code[k, 2], code[k, 3], (arena, code[k, 5], code[k, 6], code[k, 7]),
-        (arena, code[k, 8], code[k, 9], code[k, 10]),
-        (arena, code[k, 12], code[k, 13], code[k, 14]), code[k, 0], code[k, 1], tables,
-        code[k, 8], sx, sy, sz)
+    _op(arena, code[k, 4], code[k, 2], code[k, 3], _operand_at(arena, code[k, 5], code[k, 6],
+        code[k, 7]), _operand_at(arena, code[k, 8], code[k, 9], code[k, 10]),
+        _operand_at(arena, code[k, 12], code[k, 13], code[k, 14]), code[k, 0], code[k, 1],
+        tables, code[k, 8], sx, sy, sz)
 
 
 @njit(cache=True)
@@ -629,8 +647,8 @@ def _columns(arena, code, k, sx, sy, sz, tables):
             _gather(arena, code[k, 8] + c * code[k, 10], code[k, 9], y)
         if op == SELECT:
             _gather(arena, code[k, 12] + c * code[k, 14], code[k, 13], z)
-        _op(x, 0, 1, rows, (x, 0, 0, 1), (y, 0, 0, 1), (z, 0, 0, 1), op, store, tables,
-            code[k, 8], sx, sy, sz)
+        _op(x, _int(0), _int(1), rows, _operand_at(x, 0, 0, 1), _operand_at(y, 0, 0, 1),
+            _operand_at(z, 0, 0, 1), op, store, tables, code[k, 8], sx, sy, sz)
         for r in range(rows):
             arena[o + r * cols + c] = x[r]
 
@@ -656,7 +674,7 @@ def load16(bits, out, coerce):
 
 
 # ---- the lean VM: `run_full`'s contract and bits in a fraction of its compile --------------
-# `run_full` gives the common opcodes and operand shapes loop nests of their own (~30 s of
+# `run_full` gives the common opcodes and operand shapes loop nests of their own (~22 s of
 # numba compile on a fresh install); `run_lean` runs every elementwise op through one loop
 # that switches per element, row by row, and leaves every reduction to its kernel (~3 s), so
 # a fresh process has compiled fused runs within seconds while `run_full` compiles in the
