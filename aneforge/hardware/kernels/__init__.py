@@ -122,8 +122,7 @@ def stage() -> str:
 
 def wait(timeout: float | None = None) -> str:
     """Block until the compiled kernels are loaded, the full forms too (or known to be
-    unavailable), at most
-    `timeout` seconds; returns `active()`.
+    unavailable), at most `timeout` seconds; returns `active()`.
 
     >>> wait() in ("numba", "numpy")
     True
