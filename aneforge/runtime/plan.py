@@ -874,18 +874,42 @@ def _segments(shapes, names, repeat) -> list:
     """For each step: None (runs its own kernel), or (segment number, blocked). A segment is
     a maximal run of consecutive fusable steps; it is blocked when every op in it is an
     elementwise one over one flat range of the same length (operands contiguous or one value)
-    of at least 2 BLOCK, with no outer loop (`repeat`)."""
+    of at least 2 BLOCK, with no outer loop (`repeat`). A blocked run of at most `_SHORT`
+    steps next to an unblocked fusable step runs unblocked, in that step's segment: blocking
+    it would keep no value in cache (it has almost none to keep), and a segment more costs a
+    call (~2 us; a training step's bias add, GELU and AdamW's scalar math otherwise alternate
+    between the two kinds). Same ops, same order per element: the same bits."""
     def key(k):
         rows, cols, st, _ = shapes[k]
         flat = rows == 1 and all(cs in (0, 1) for _, cs in st) and names[k] not in _FOLDS \
             and k not in repeat
         return cols if flat and cols >= 2 * BLOCK else None
+    keys = [None if loops is None else key(k) for k, loops in enumerate(shapes)]
+    _demote_short(shapes, keys)
     out, number = [], 0
     for k, loops in enumerate(shapes):
         if loops is None:
             out.append(None)
             continue
-        if not (k and shapes[k - 1] is not None and key(k - 1) == key(k)):
+        if not (k and shapes[k - 1] is not None and keys[k - 1] == keys[k]):
             number += 1
-        out.append((number, key(k) is not None))
+        out.append((number, keys[k] is not None))
     return out
+
+
+_SHORT = 2          # blocked runs this short join an unblocked neighbour (`_segments`)
+
+
+def _demote_short(shapes, keys) -> None:
+    """Unblock (key None) each blocked run of at most `_SHORT` steps that has an unblocked
+    fusable step right before or after it."""
+    k, n = 0, len(keys)
+    while k < n:
+        end = k + 1
+        while keys[k] is not None and end < n and shapes[end] is not None and \
+                keys[end] == keys[k]:
+            end += 1
+        if keys[k] is not None and end - k <= _SHORT and any(
+                0 <= j < n and shapes[j] is not None and keys[j] is None for j in (k - 1, end)):
+            keys[k:end] = [None] * (end - k)
+        k = end

@@ -1,0 +1,118 @@
+"""A replayed training step (`af.compile`) of the benchmark's MLPs: what speeds its host work and
+its run plan up (merged fused segments, the replay's precomputed boundary) changes no bit of any
+loss or parameter."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import aneforge as af
+from aneforge.errors import ANEHazardWarning
+from aneforge.hardware import kernels
+from aneforge.core.realization import clear_cache
+from aneforge.runtime import plan as plan_mod
+from aneforge.runtime.sim import SimExecutable
+
+from test_fused import same_bits
+
+needs_numba = pytest.mark.skipif(not kernels.available(), reason="the run plan needs numba")
+
+
+def _deep_train(compiled: bool, steps: int = 4, batch: int = 64):
+    """The bench's 64-128-128-10 AdamW network: (losses, parameters) after `steps` steps of
+    new batches (a 128-wide layer at batch 64 has 2 BLOCK elements: AdamW's updates and the
+    GELUs run blocked)."""
+    af.manual_seed(0)
+    rng = np.random.default_rng(0)
+    nn = af.nn
+    model = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 128), nn.GELU(),
+                          nn.Linear(128, 10))
+    opt = af.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    step = af.compile(step) if compiled else step
+    losses = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ANEHazardWarning)
+        for _ in range(steps):
+            x = af.tensor(rng.random((batch, 64)).astype(np.float32))
+            y = af.tensor(rng.integers(0, 10, batch))
+            losses.append(step(x, y).item())
+    return losses, [p.numpy() for p in model.parameters()]
+
+
+@needs_numba
+@pytest.mark.parametrize("forms", ["full", "lean"])
+def test_replayed_deep_mlp_step_is_bit_identical_to_the_interpreter(monkeypatch, forms):
+    kernels.wait()
+    runs = []
+    with kernels.forms(forms):
+        for choice in ("never", "always"):
+            monkeypatch.setenv("ANEFORGE_SIM_PLAN", choice)
+            clear_cache()
+            runs.append(_deep_train(True))
+    (l1, p1), (l2, p2) = runs
+    assert l1 == l2
+    for a, b in zip(p1, p2):
+        same_bits(a, b)
+
+
+@needs_numba
+def test_replay_matches_the_eager_step_bit_for_bit(monkeypatch):
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "auto")
+    kernels.wait()
+    (l1, p1), (l2, p2) = _deep_train(False), _deep_train(True)
+    assert l1 == l2
+    for a, b in zip(p1, p2):
+        same_bits(a, b)
+
+
+def _loops(rows, cols):
+    return rows, cols, [(cols, 1)], [0]
+
+
+def test_short_blocked_runs_join_their_unblocked_neighbours():
+    big, small = 2 * plan_mod.BLOCK, 64
+    names = ["add"] * 9
+    shapes = [_loops(64, 128), _loops(1, big), _loops(4, 16),      # unblocked, 1 blocked, unbl.
+              None,                                                  # a kernel's step
+              _loops(1, big), _loops(1, big), _loops(1, big),       # a long blocked run stays
+              _loops(1, small), None]
+    seg = plan_mod._segments(shapes, names, {})
+    assert seg[0] == seg[1] == seg[2] and not seg[0][1]
+    assert seg[3] is None and seg[8] is None
+    assert seg[4] == seg[5] == seg[6] and seg[4][1]
+    assert seg[7] != seg[6] and not seg[7][1]
+    # a short blocked run with no unblocked fusable neighbour keeps its blocking
+    alone = plan_mod._segments([None, _loops(1, big), None], ["add"] * 3, {})
+    assert alone[1][1]
+
+
+@needs_numba
+def test_the_deep_step_runs_few_fused_segments(monkeypatch):
+    """No short blocked segment is left beside an unblocked one (each would be a call)."""
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
+    made = []
+    original = SimExecutable.__init__
+
+    def spy(self, program, numerics):
+        original(self, program, numerics)
+        made.append(self)
+    monkeypatch.setattr(SimExecutable, "__init__", spy)
+    clear_cache()
+    _deep_train(True, steps=3)
+    entries = max(made, key=lambda e: len(e.steps)).run_plan.entries
+    # consecutive entries both fused: a segment boundary the plan kept
+    pairs = [((len(c1), b1), (len(c2), b2)) for (s1, c1, b1), (s2, c2, b2)
+             in zip(entries, entries[1:]) if s1 is None and s2 is None]
+    for (n1, b1), (n2, b2) in pairs:
+        assert not (b1 and not b2 and n1 <= plan_mod._SHORT)
+        assert not (b2 and not b1 and n2 <= plan_mod._SHORT)
+    assert any(block for step, _, block in entries if step is None)   # AdamW's stay blocked
