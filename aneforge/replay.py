@@ -243,7 +243,9 @@ class _Run:
         self.in_boundary = [(t, boundary.transport_type(t).shape,
                              boundary.transport_type(t).dtype is not t.dtype)
                             for t in self.in_types]
-        self.out_boundary = self.out_types
+        # per output: its type, shape and numpy dtype; a result of that shape and dtype is
+        # its value as it is (decoding would only reshape it to its own shape)
+        self.out_boundary = [(t, t.shape, t.dtype.np) for t in self.out_types]
 
 
 class _HostRun:
@@ -361,12 +363,13 @@ _STEPS = {
 
 
 def _run(run: _Run, arrays: list) -> list:
-    inputs = [a if not convert and a.shape == shape else
-              boundary.encode(a, t, True) for a, (t, shape, convert) in zip(arrays, run.in_boundary)]
+    inputs = [boundary.encode(a, t, True) if convert else a if a.shape == shape else
+              a.reshape(shape) for a, (t, shape, convert) in zip(arrays, run.in_boundary)]
     exe = run.entry.executable
     results = autoscale.rescue(exe.run, inputs, run.rescues) if run.rescues else exe.run(inputs)
     CTX.cache.hits += 1
-    return [boundary.decode(r, t) for r, t in zip(results, run.out_boundary)]
+    return [r if r.shape == shape and r.dtype == np_dtype else boundary.decode(r, t)
+            for r, (t, shape, np_dtype) in zip(results, run.out_boundary)]
 
 
 def _no_grad_now(node) -> bool:

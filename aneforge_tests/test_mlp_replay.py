@@ -116,3 +116,21 @@ def test_the_deep_step_runs_few_fused_segments(monkeypatch):
         assert not (b1 and not b2 and n1 <= plan_mod._SHORT)
         assert not (b2 and not b1 and n2 <= plan_mod._SHORT)
     assert any(block for step, _, block in entries if step is None)   # AdamW's stay blocked
+
+
+def test_int32_parts_encode_as_the_documented_formula():
+    """`encode`'s parts written in place: hi = (v >> 16) + 32768 and lo = v & 0xFFFF of every
+    int32, the extremes included, stacked on axis 0; decoding gives v back."""
+    from aneforge import dtypes
+    from aneforge.core import boundary
+    from aneforge.ir.types import TensorType
+    rng = np.random.default_rng(1)
+    v = np.concatenate([[0, -1, 1, 2 ** 31 - 1, -2 ** 31, 65535, 65536, -65536, 32767, -32768],
+                        rng.integers(-2 ** 31, 2 ** 31, 54)]).astype(np.int32).reshape(8, 8)
+    t = TensorType((8, 8), dtypes.int32)
+    parts = boundary.encode(v, t, wide=True)
+    w = v.astype(np.int64).reshape(1, 8, 8)
+    expect = np.concatenate([(w >> 16) + 32768, w & 0xFFFF]).astype(np.uint16)
+    assert parts.dtype == np.uint16
+    np.testing.assert_array_equal(parts, expect)
+    np.testing.assert_array_equal(boundary.decode(parts, t), v)

@@ -61,10 +61,13 @@ def split(dtype) -> bool:
 def wide_leaves(leaves: list, always: bool = False) -> tuple:
     """The positions of the int32 leaves (node, index) that cross as two parts: those whose
     data leave int16's range, or, with `always` (a capture), every one."""
-    info = np.iinfo(np.int16)
+    info = _INT16
     return tuple(j for j, (node, i) in enumerate(leaves) if split(node.types[i].dtype) and (
         always or node.data[i].size and (node.data[i].min() < info.min or
                                          node.data[i].max() > info.max)))
+
+
+_INT16 = np.iinfo(np.int16)      # (np.iinfo costs a microsecond a call; realization asks each run)
 
 
 def _parts_shape(shape: tuple) -> tuple:
@@ -91,9 +94,12 @@ def transport_type(t: TensorType, wide: bool = True) -> TensorType:
 def encode(array: np.ndarray, t: TensorType, wide: bool) -> np.ndarray:
     """Host data of type `t` as the program input of `transport_type(t, wide)`."""
     if wide and split(t.dtype):
-        v = np.asarray(array).astype(np.int64).reshape(_parts_shape(t.shape))
-        hi, lo = (v >> 16) + BIAS, v & (BASE - 1)
-        return np.concatenate([hi, lo]).astype(np.uint16)
+        v = np.asarray(array).astype(np.int64, copy=False).reshape(_parts_shape(t.shape))
+        n = v.shape[0]                  # hi then lo, each in [0, 65536): the casts are exact
+        parts = np.empty((2 * n,) + v.shape[1:], np.uint16)
+        np.add(v >> 16, BIAS, out=parts[:n], casting="unsafe")
+        np.bitwise_and(v, BASE - 1, out=parts[n:], casting="unsafe")
+        return parts
     shape, to = boundary_shape(t.shape), dtypes.transport(t.dtype)
     if to is t.dtype:
         return array.reshape(shape)
