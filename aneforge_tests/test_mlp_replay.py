@@ -134,3 +134,33 @@ def test_int32_parts_encode_as_the_documented_formula():
     assert parts.dtype == np.uint16
     np.testing.assert_array_equal(parts, expect)
     np.testing.assert_array_equal(boundary.decode(parts, t), v)
+
+
+@needs_numba
+def test_an_int16_label_input_leaves_the_fp16_inputs_one_load(monkeypatch):
+    """An eager step takes its labels as int16 (placed: the plan bounds them): they are copied
+    on their own, the fp16 inputs still load in one call over their spans, not one by one."""
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
+    made = []
+    original = SimExecutable.__init__
+
+    def spy(self, program, numerics):
+        original(self, program, numerics)
+        made.append(self)
+    monkeypatch.setattr(SimExecutable, "__init__", spy)
+    clear_cache()
+    _deep_train(False, steps=2)
+    exe = max(made, key=lambda e: len(e.steps))
+    plan = exe.run_plan
+    labels = [i for i, (s, carrier) in enumerate(exe.inputs) if carrier == np.int16]
+    assert labels and [i for i, *_ in plan.other_ins] == labels
+    fp16 = [i for i, (s, _) in enumerate(exe.inputs)
+            if s in plan.views and exe.info[s].dtype == af.float16]
+    assert plan.placed_ins == fp16 and len(fp16) > 10
+    calls = []
+    monkeypatch.setattr(plan_mod.np, "copyto", lambda *a, **k: calls.append(a[0].shape))
+    env = list(plan.start)
+    plan._load(env, [np.zeros(plan.views[s].shape if s in plan.views else (1,), np.float16)
+                     if c is np.float32 else np.zeros(plan.views[s].shape, np.int16)
+                     for s, c in exe.inputs])
+    assert len(calls) == len(labels)                 # the labels alone are copied

@@ -247,8 +247,14 @@ class RunPlan:
         self.ins = [(s, carrier, name, self.views.get(s),
                      self.views[s].reshape(-1) if s in self.views else None)
                     for (s, carrier), name in zip(exe.inputs, exe.input_names)]
-        # the inputs with places, loaded in one call when they are fp16 of their places' shapes
-        self.placed_ins = [i for i, (s, *_) in enumerate(exe.inputs) if s in self.views]
+        # the fp16 inputs with places, loaded in one call when of their places' shapes; the
+        # other placed ones (int16 labels, bool masks: exact in float32) one by one
+        self.placed_ins = [i for i, (s, carrier) in enumerate(exe.inputs)
+                           if s in self.views and carrier is np.float32
+                           and exe.info[s].dtype == dtypes.float16]
+        fp16_ins = set(self.placed_ins)
+        self.other_ins = [(i, carrier, name, view) for i, (s, carrier, name, view, _)
+                          in enumerate(self.ins) if view is not None and i not in fp16_ins]
         self.in_shapes = [self.views[exe.inputs[i][0]].shape for i in self.placed_ins]
         self.in_spans = _spans([self.place[exe.inputs[i][0]] for i in self.placed_ins],
                                self.in_shapes)
@@ -746,15 +752,18 @@ class RunPlan:
         exe = self.exe
         for s, carrier, name, i in self.env_ins:
             env[s] = exe.carried(inputs[i], carrier, name)
+        for i, carrier, name, view in self.other_ins:
+            np.copyto(view, exe.carried(inputs[i], carrier, name).reshape(view.shape),
+                      casting="unsafe")
         arrays = [inputs[i] for i in self.placed_ins]
         if not arrays:
             return
         bits = np.concatenate(arrays, axis=None)
         if bits.dtype != _F16 or [a.size for a in arrays] != self.in_sizes:
-            for (s, carrier, name, view, _), a in zip(self.ins, inputs):
-                if view is not None:
-                    np.copyto(view, exe.carried(a, carrier, name).reshape(view.shape),
-                              casting="unsafe")
+            for i, a in zip(self.placed_ins, arrays):
+                s, carrier, name, view, _ = self.ins[i]
+                np.copyto(view, exe.carried(a, carrier, name).reshape(view.shape),
+                          casting="unsafe")
             return
         coerce = exe.numerics.specials == "engine"
         nans = np.zeros(len(arrays), np.int64)
