@@ -164,3 +164,35 @@ def test_an_int16_label_input_leaves_the_fp16_inputs_one_load(monkeypatch):
                      if c is np.float32 else np.zeros(plan.views[s].shape, np.int16)
                      for s, c in exe.inputs])
     assert len(calls) == len(labels)                 # the labels alone are copied
+
+
+@pytest.mark.parametrize("as_tensor", [False, True])
+def test_int_arguments_cross_as_int16_and_wider_values_capture_again(monkeypatch, as_tensor):
+    """A captured program takes an int argument whose values fit int16 as one int16 (its
+    labels fuse, as eager); a replay whose argument leaves int16 is captured again (in two
+    parts), never wrapped, and values that fit replay again."""
+    from aneforge import replay as replay_mod
+    captures = []
+    original = replay_mod.Compiled._capture
+
+    def spy(self, *a):
+        captures.append(1)
+        return original(self, *a)
+    monkeypatch.setattr(replay_mod.Compiled, "_capture", spy)
+
+    @af.compile(fullgraph=True)
+    def f(x, idx):
+        i = idx if as_tensor else af.tensor(idx)
+        return x + i.to(af.float32) * 0.5
+
+    x = af.zeros(6)
+    small = [np.array([1, -2, 300, 32767, -32768, 7]), np.array([5, 4, 3, 2, 1, 0])]
+    wide = np.array([40000, -40000, 70000, 2 ** 31 - 1, -2 ** 31, 9])
+    for idx in [small[0], small[1], wide, small[0], wide]:
+        arg = af.tensor(idx.astype(np.int32)) if as_tensor else idx.astype(np.int32)
+        with np.errstate(over="ignore"):
+            expect = (idx.astype(np.float32) * np.float32(0.5)).astype(np.float16)
+        same_bits(f(x, arg).numpy(), expect.astype(np.float32))
+    # captured with narrow values, replayed, captured again in parts for the wide ones; the
+    # parts program then takes any values (no capture after)
+    assert len(captures) == 2
