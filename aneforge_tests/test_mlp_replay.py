@@ -13,9 +13,8 @@ from aneforge.errors import ANEHazardWarning
 from aneforge.hardware import kernels
 from aneforge.core.realization import clear_cache
 from aneforge.runtime import plan as plan_mod
-from aneforge.runtime.sim import SimExecutable
 
-from test_fused import same_bits
+from test_fused import _executables, same_bits
 
 needs_numba = pytest.mark.skipif(not kernels.available(), reason="the run plan needs numba")
 
@@ -99,14 +98,7 @@ def test_short_blocked_runs_join_their_unblocked_neighbours():
 def test_the_deep_step_runs_few_fused_segments(monkeypatch):
     """No short blocked segment is left beside an unblocked one (each would be a call)."""
     monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
-    made = []
-    original = SimExecutable.__init__
-
-    def spy(self, program, numerics):
-        original(self, program, numerics)
-        made.append(self)
-    monkeypatch.setattr(SimExecutable, "__init__", spy)
-    clear_cache()
+    made = _executables(monkeypatch)
     _deep_train(True, steps=3)
     entries = max(made, key=lambda e: len(e.steps)).run_plan.entries
     # consecutive entries both fused: a segment boundary the plan kept
@@ -141,14 +133,7 @@ def test_an_int16_label_input_leaves_the_fp16_inputs_one_load(monkeypatch):
     """An eager step takes its labels as int16 (placed: the plan bounds them): they are copied
     on their own, the fp16 inputs still load in one call over their spans, not one by one."""
     monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
-    made = []
-    original = SimExecutable.__init__
-
-    def spy(self, program, numerics):
-        original(self, program, numerics)
-        made.append(self)
-    monkeypatch.setattr(SimExecutable, "__init__", spy)
-    clear_cache()
+    made = _executables(monkeypatch)
     _deep_train(False, steps=2)
     exe = max(made, key=lambda e: len(e.steps))
     plan = exe.run_plan
