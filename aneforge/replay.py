@@ -116,6 +116,13 @@ class Capture:
         """A leaf's .grad was assigned (zero_grad sets None) inside the call."""
         self.cleared[id(node)] = node
 
+    def checked(self, node, i: int) -> bool:
+        """Whether a replay can check that leaf (node, i)'s int values fit int16 before it
+        runs anything (an argument's), or they never change (a constant's): the leaf may then
+        cross the boundary as one int16 (core/boundary.py), as an eager step's labels do."""
+        src = self.source(node, i)
+        return src is not None and src[0] in ("targ", "arg", "fixed")
+
     def host_read(self, what: str) -> None:
         self.refusals.append(f"it reads a value on the host ({what}) — return the tensor "
                              f"instead and read it after the call")
@@ -129,7 +136,8 @@ class Capture:
         j = len(self.runs)
         for k, (node, i) in enumerate(cut.outputs):
             self.outputs[(id(node), i)] = (j, k)
-        run = _Run(entry, [(n, i) for n, i in cut.leaves], list(cut.outputs), list(rescues))
+        run = _Run(entry, [(n, i) for n, i in cut.leaves], list(cut.outputs), list(rescues),
+                   boundary.wide_leaves(cut.leaves, self))
         self.runs.append(run)
         self.actions.append(("run", run))
         self._settle_sets(j)
@@ -207,7 +215,20 @@ class Capture:
         for run in self.runs:
             run.settle()
         returns = [(self.source(*t.ref), t.tensor_type) for t in flat]
-        return Replay(self.actions, list(self.guards.values()), returns, rebuild)
+        return Replay(self.actions, list(self.guards.values()), returns, rebuild, self._checks())
+
+    def _checks(self) -> list:
+        """Readers of the arguments that the programs take as one int16 (`checked`): a
+        replay first checks that their new values fit, else captures again."""
+        out = []
+        for run in self.runs:
+            for j in getattr(run, "narrow", ()):
+                src = run.sources[j]
+                if src[0] == "targ":
+                    out.append(_READERS["targ"](*src[1:]))
+                elif src[0] == "arg":
+                    out.append(functools.partial(_raw_arg, src[1]))
+        return out
 
     def _grad_effects(self) -> None:
         """Gradients the call left on leaves: re-point them at the new values on replay."""
@@ -225,11 +246,11 @@ class Capture:
 
 class _Run:
     __slots__ = ("entry", "leaves", "outputs", "sources", "in_types", "out_types", "in_boundary",
-                 "out_boundary", "rescues")
+                 "out_boundary", "rescues", "wide", "narrow")
 
-    def __init__(self, entry, leaves, outputs, rescues=()):
+    def __init__(self, entry, leaves, outputs, rescues=(), wide=()):
         self.entry, self.leaves, self.outputs, self.sources = entry, leaves, outputs, []
-        self.rescues = list(rescues)
+        self.rescues, self.wide = list(rescues), set(wide)
 
     def settle(self) -> None:
         """Keep the types of the program's inputs and outputs, not the capture's nodes (and
@@ -237,13 +258,18 @@ class _Run:
         self.in_types = [n.types[i] for n, i in self.leaves]
         self.out_types = [n.types[i] for n, i in self.outputs]
         self.leaves = self.outputs = None
-        # per input: (type, boundary shape, converts?) so that a replay passes fp16 arrays of
-        # the right shape straight through (host cost per step: a few hundred microseconds);
-        # a capture's programs take every int32 input in two parts (core/boundary.py)
-        self.in_boundary = [(t, boundary.transport_type(t).shape,
-                             boundary.transport_type(t).dtype is not t.dtype)
-                            for t in self.in_types]
-        self.out_boundary = self.out_types
+        # per input: (type, boundary shape, converts?, in two parts?) so that a replay passes
+        # fp16 arrays of the right shape straight through (host cost per step: a few hundred
+        # microseconds); an int32 input not in parts crosses as one int16 (core/boundary.py)
+        forms = [(t, boundary.transport_type(t, j in self.wide)) for j, t in
+                 enumerate(self.in_types)]
+        self.in_boundary = [(t, tt.shape, tt.dtype is not t.dtype, j in self.wide)
+                            for j, (t, tt) in enumerate(forms)]
+        self.narrow = [j for j, t in enumerate(self.in_types)
+                       if boundary.split(t.dtype) and j not in self.wide]
+        # per output: its type, shape and numpy dtype; a result of that shape and dtype is
+        # its value as it is (decoding would only reshape it to its own shape)
+        self.out_boundary = [(t, t.shape, t.dtype.np) for t in self.out_types]
 
 
 class _HostRun:
@@ -259,22 +285,27 @@ class _HostRun:
 
 
 class Diverged(Exception):
-    """A replayed host segment made shapes other than the captured ones: capture again."""
+    """A replayed host segment made shapes other than the captured ones, or an int argument
+    a program takes as int16 left its range: capture again."""
 
 
 class Replay:
     """A captured call, ready to run again on new arguments. Every source is turned into a
     reader once (`_READERS`), so a replay only calls them: no dispatch per value."""
 
-    def __init__(self, actions, guards, returns, rebuild):
+    def __init__(self, actions, guards, returns, rebuild, checks=()):
         self.actions, self.guards, self.returns, self.rebuild = actions, guards, returns, rebuild
         self.steps = _steps(actions)
         self.readers = [(_reader(s), t) for s, t in returns]
+        self.checks = list(checks)       # readers of int arguments that must fit int16
 
     def valid(self) -> bool:
         return all(fn() == value for fn, value in self.guards)
 
     def __call__(self, args: list):
+        for read in self.checks:          # before any step: nothing is half done
+            if not boundary.fits_int16(read(args, None)):
+                raise Diverged
         outs: list = []
         for act, what, readers in self.steps:
             act(what, [read(args, outs) for read in readers], outs)
@@ -291,6 +322,10 @@ _READERS = {
     "provide": lambda fn, dtype: lambda args, outs: np.asarray(fn(), dtype=dtype.np).reshape(()),
     "remake": lambda fn: lambda args, outs: fn(),             # a fresh draw
 }
+
+
+def _raw_arg(k, args, outs):
+    return args[k]
 
 
 def _held(tensor: Tensor):
@@ -361,12 +396,13 @@ _STEPS = {
 
 
 def _run(run: _Run, arrays: list) -> list:
-    inputs = [a if not convert and a.shape == shape else
-              boundary.encode(a, t, True) for a, (t, shape, convert) in zip(arrays, run.in_boundary)]
+    inputs = [boundary.encode(a, t, wide) if convert else a if a.shape == shape else
+              a.reshape(shape) for a, (t, shape, convert, wide) in zip(arrays, run.in_boundary)]
     exe = run.entry.executable
     results = autoscale.rescue(exe.run, inputs, run.rescues) if run.rescues else exe.run(inputs)
     CTX.cache.hits += 1
-    return [boundary.decode(r, t) for r, t in zip(results, run.out_boundary)]
+    return [r if r.shape == shape and r.dtype == np_dtype else boundary.decode(r, t)
+            for r, (t, shape, np_dtype) in zip(results, run.out_boundary)]
 
 
 def _no_grad_now(node) -> bool:

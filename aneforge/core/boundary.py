@@ -9,8 +9,9 @@ rejected at MIL parse: the MIL primer's validation list, docs/capabilities.md). 
   recombined inside in int32 arithmetic, exact over the whole int32 range (token ids of a
   50257-word vocabulary, an int64 tensor's values). Which inputs take the parts form is part
   of the compile-cache key (`wide_leaves`): class labels keep the one-input int16 form whose
-  bounded values the run plan fuses. Inside an af.compile capture every int32 input takes the
-  parts form, since a replay feeds values the capture never saw.
+  bounded values the run plan fuses. Inside an af.compile capture an int32 input keeps that
+  form only if a replay can check its new values first (an argument's: a replay whose values
+  leave int16 captures again) or they never change (a constant's); others take the parts.
 - an int32 *output* always leaves as two parts (the engine would wrap an int16 silently, and
   the program is built before its values exist): an argmax over 50257 logits comes back exact.
 - a scalar crosses as shape (1,): Core ML's functions take and return rank >= 1.
@@ -58,13 +59,22 @@ def split(dtype) -> bool:
     return dtype == dtypes.int32
 
 
-def wide_leaves(leaves: list, always: bool = False) -> tuple:
+def wide_leaves(leaves: list, capture=None) -> tuple:
     """The positions of the int32 leaves (node, index) that cross as two parts: those whose
-    data leave int16's range, or, with `always` (a capture), every one."""
-    info = np.iinfo(np.int16)
+    data leave int16's range and, inside an af.compile capture, those whose values at a replay
+    it cannot check before running (`capture.checked(node, i)`: an argument's it can, a
+    constant's never change; a value computed or held elsewhere may leave int16)."""
     return tuple(j for j, (node, i) in enumerate(leaves) if split(node.types[i].dtype) and (
-        always or node.data[i].size and (node.data[i].min() < info.min or
-                                         node.data[i].max() > info.max)))
+        not fits_int16(node.data[i]) or capture is not None and not capture.checked(node, i)))
+
+
+def fits_int16(array) -> bool:
+    """Whether every value of `array` lies in int16's range (its int32 crosses as one int16)."""
+    a = np.asarray(array)
+    return not a.size or bool(a.min() >= _INT16.min and a.max() <= _INT16.max)
+
+
+_INT16 = np.iinfo(np.int16)      # (np.iinfo costs a microsecond a call; realization asks each run)
 
 
 def _parts_shape(shape: tuple) -> tuple:
@@ -91,9 +101,12 @@ def transport_type(t: TensorType, wide: bool = True) -> TensorType:
 def encode(array: np.ndarray, t: TensorType, wide: bool) -> np.ndarray:
     """Host data of type `t` as the program input of `transport_type(t, wide)`."""
     if wide and split(t.dtype):
-        v = np.asarray(array).astype(np.int64).reshape(_parts_shape(t.shape))
-        hi, lo = (v >> 16) + BIAS, v & (BASE - 1)
-        return np.concatenate([hi, lo]).astype(np.uint16)
+        v = np.asarray(array).astype(np.int64, copy=False).reshape(_parts_shape(t.shape))
+        n = v.shape[0]                  # hi then lo, each in [0, 65536): the casts are exact
+        parts = np.empty((2 * n,) + v.shape[1:], np.uint16)
+        np.add(v >> 16, BIAS, out=parts[:n], casting="unsafe")
+        np.bitwise_and(v, BASE - 1, out=parts[n:], casting="unsafe")
+        return parts
     shape, to = boundary_shape(t.shape), dtypes.transport(t.dtype)
     if to is t.dtype:
         return array.reshape(shape)

@@ -286,7 +286,7 @@ def run(refs: list[tuple]) -> None:
         or Cut(pending)
     if tkey and type(cut) is Cut:
         _remember_tape(tape, tkey, cut)
-    wide = boundary.wide_leaves(cut.leaves, always=CTX.thread.capture is not None)
+    wide = boundary.wide_leaves(cut.leaves, CTX.thread.capture)
     key = cut.key(numerics, backend.name) + (pipeline, get_target().name, CTX.budget, wide)
     entry = cache.entries.get(key)
     if entry is None:

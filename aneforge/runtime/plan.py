@@ -247,8 +247,14 @@ class RunPlan:
         self.ins = [(s, carrier, name, self.views.get(s),
                      self.views[s].reshape(-1) if s in self.views else None)
                     for (s, carrier), name in zip(exe.inputs, exe.input_names)]
-        # the inputs with places, loaded in one call when they are fp16 of their places' shapes
-        self.placed_ins = [i for i, (s, *_) in enumerate(exe.inputs) if s in self.views]
+        # the fp16 inputs with places, loaded in one call when of their places' shapes; the
+        # other placed ones (int16 labels, bool masks: exact in float32) one by one
+        self.placed_ins = [i for i, (s, carrier) in enumerate(exe.inputs)
+                           if s in self.views and carrier is np.float32
+                           and exe.info[s].dtype == dtypes.float16]
+        fp16_ins = set(self.placed_ins)
+        self.other_ins = [(i, carrier, name, view) for i, (s, carrier, name, view, _)
+                          in enumerate(self.ins) if view is not None and i not in fp16_ins]
         self.in_shapes = [self.views[exe.inputs[i][0]].shape for i in self.placed_ins]
         self.in_spans = _spans([self.place[exe.inputs[i][0]] for i in self.placed_ins],
                                self.in_shapes)
@@ -746,15 +752,18 @@ class RunPlan:
         exe = self.exe
         for s, carrier, name, i in self.env_ins:
             env[s] = exe.carried(inputs[i], carrier, name)
+        for i, carrier, name, view in self.other_ins:
+            np.copyto(view, exe.carried(inputs[i], carrier, name).reshape(view.shape),
+                      casting="unsafe")
         arrays = [inputs[i] for i in self.placed_ins]
         if not arrays:
             return
         bits = np.concatenate(arrays, axis=None)
         if bits.dtype != _F16 or [a.size for a in arrays] != self.in_sizes:
-            for (s, carrier, name, view, _), a in zip(self.ins, inputs):
-                if view is not None:
-                    np.copyto(view, exe.carried(a, carrier, name).reshape(view.shape),
-                              casting="unsafe")
+            for i, a in zip(self.placed_ins, arrays):
+                s, carrier, name, view, _ = self.ins[i]
+                np.copyto(view, exe.carried(a, carrier, name).reshape(view.shape),
+                          casting="unsafe")
             return
         coerce = exe.numerics.specials == "engine"
         nans = np.zeros(len(arrays), np.int64)
@@ -874,18 +883,42 @@ def _segments(shapes, names, repeat) -> list:
     """For each step: None (runs its own kernel), or (segment number, blocked). A segment is
     a maximal run of consecutive fusable steps; it is blocked when every op in it is an
     elementwise one over one flat range of the same length (operands contiguous or one value)
-    of at least 2 BLOCK, with no outer loop (`repeat`)."""
+    of at least 2 BLOCK, with no outer loop (`repeat`). A blocked run of at most `_SHORT`
+    steps next to an unblocked fusable step runs unblocked, in that step's segment: blocking
+    it would keep no value in cache (it has almost none to keep), and a segment more costs a
+    call (~2 us; a training step's bias add, GELU and AdamW's scalar math otherwise alternate
+    between the two kinds). Same ops, same order per element: the same bits."""
     def key(k):
         rows, cols, st, _ = shapes[k]
         flat = rows == 1 and all(cs in (0, 1) for _, cs in st) and names[k] not in _FOLDS \
             and k not in repeat
         return cols if flat and cols >= 2 * BLOCK else None
+    keys = [None if loops is None else key(k) for k, loops in enumerate(shapes)]
+    _demote_short(shapes, keys)
     out, number = [], 0
     for k, loops in enumerate(shapes):
         if loops is None:
             out.append(None)
             continue
-        if not (k and shapes[k - 1] is not None and key(k - 1) == key(k)):
+        if not (k and shapes[k - 1] is not None and keys[k - 1] == keys[k]):
             number += 1
-        out.append((number, key(k) is not None))
+        out.append((number, keys[k] is not None))
     return out
+
+
+_SHORT = 2          # blocked runs this short join an unblocked neighbour (`_segments`)
+
+
+def _demote_short(shapes, keys) -> None:
+    """Unblock (key None) each blocked run of at most `_SHORT` steps that has an unblocked
+    fusable step right before or after it."""
+    k, n = 0, len(keys)
+    while k < n:
+        end = k + 1
+        while keys[k] is not None and end < n and shapes[end] is not None and \
+                keys[end] == keys[k]:
+            end += 1
+        if keys[k] is not None and end - k <= _SHORT and any(
+                0 <= j < n and shapes[j] is not None and keys[j] is None for j in (k - 1, end)):
+            keys[k:end] = [None] * (end - k)
+        k = end
