@@ -3,6 +3,7 @@
 
 "Bit-equal" means equal float32 bits, except that a NaN only has to be a NaN (the engine never
 returns one, ANE_FACTS D3, and payloads depend on operand order in the hardware add)."""
+import os
 import subprocess
 import sys
 
@@ -301,7 +302,6 @@ def test_narrow_sum_compiled_equals_reference(mode):
 
 # ---- the switch -----------------------------------------------------------------------------
 def _python(code, **env):
-    import os
     full = dict(os.environ, **env)
     return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True,
                           text=True, check=True).stdout.strip()
@@ -428,8 +428,16 @@ def test_a_programs_second_run_waits_for_the_first_compiled_kernels(tmp_path):
             "f = lambda: (af.tensor([1.0, 2.0]) + af.tensor([3.0, 4.0])).tolist(); "
             "v = f(); first = kernels.active(); w = f(); "
             "print(v, first, w, kernels.active(), kernels._SETTLED.is_set())")
-    assert _python(code, ANEFORGE_KERNELS="auto", NUMBA_CACHE_DIR=str(tmp_path),
-                   ANEFORGE_SIM_PLAN="never") == "[4.0, 6.0] numpy [4.0, 6.0] numba True"
+    env = dict(os.environ, ANEFORGE_KERNELS="auto", NUMBA_CACHE_DIR=str(tmp_path),
+               ANEFORGE_SIM_PLAN="never")
+    fresh = subprocess.run([sys.executable, "-c", code + "; f()"], env=env, capture_output=True,
+                           text=True, check=True)
+    assert fresh.stdout.strip() == "[4.0, 6.0] numpy [4.0, 6.0] numba True"
+    # the wait is announced, once; with the kernels in the cache nothing waits or is said
+    assert fresh.stderr.count("aneforge: compiling the simulator's kernels") == 1, fresh.stderr
+    cached = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, check=True)
+    assert "compiling" not in cached.stderr, cached.stderr
 
 
 @needs_numba

@@ -110,7 +110,14 @@ def settle(timeout: float = 60.0) -> None:
     steps it would run meanwhile are ~250x slower than the compiled ones, so the ~45 steps of
     a 4 s compile did what the compiled kernels do in ~30 ms, and they took a core the
     compiling children need on a 2-core machine: waiting lets the compiled kernels in sooner.
-    A program run once (a one-off `.numpy()`) does not wait: it runs on the reference."""
+    A program run once (a one-off `.numpy()`) does not wait: it runs on the reference. The
+    first wait says so on stderr (once per process), so a pause of seconds is not a mystery."""
+    if _SETTLED.is_set():
+        return
+    if not _NOTICED:
+        _NOTICED.append(True)
+        print("aneforge: compiling the simulator's kernels with numba, once per install (cached "
+              "on disk); the next step waits a few seconds for them", file=sys.stderr, flush=True)
     _SETTLED.wait(timeout)
 
 
@@ -355,6 +362,7 @@ _LOCK = threading.Lock()
 _LOADER = _Loader()
 _SETTLED = threading.Event()        # clear while the first compiled kernels compile (`settle`)
 _SETTLED.set()
+_NOTICED: list = []                 # `settle` said it waits (once per process)
 
 
 def mode(rounding: str, subnormals: str, nan_to_zero: bool = False) -> int:
