@@ -381,7 +381,7 @@ class Stretch:
                 return None
             # a literal read inside: the same node serves the re-recordings (it has no
             # sources and is never computed on its own), once per tape (see `remake`)
-            kept = n if n.op == "const" and not wired and j not in given_out else None
+            kept = n if is_literal(n.op) and not wired and j not in given_out else None
             steps.append((n.op, memo, n.attrs, srcs, hit, kept, n.requires_grad))
         self = cls()
         self.steps, self.outputs, self.serial = steps, outs, next(_STRETCH_SERIAL)

@@ -65,7 +65,8 @@ def _pad_into(ctx, out, x, pad, mode, constant_val):
 
 define("pad", ("x",), _pad_infer, _pad_sim, exact=True, layout="assemble",
        attrs={"pad": Attr("ints"), "mode": Attr("str", "constant"),
-              "constant_val": Attr("scalar", 0.0)}, into=_pad_into)
+              "constant_val": Attr("scalar", 0.0)}, into=_pad_into,
+       alters=lambda ctx, attrs: attrs["mode"] != "constant", fill="constant_val")
 
 
 def _pad_vjp(g, ins, attrs, out):

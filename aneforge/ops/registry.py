@@ -62,6 +62,11 @@ class OpDef:
     exact: bool = False                     # its result needs no rounding (moves/selects values)
     literal: bool = False                   # its value is its `val` attribute (const)
     layout: str | None = None               # a data-movement op's kind (LAYOUTS), else None
+    # a data-movement op whose result, under these attributes, is more than its inputs'
+    # elements moved (a pad that reflects, a slice through M1's width crop): (ctx, attrs) ->
+    # bool; the run plan's moves (runtime/moves.py) leave such a step to its kernel
+    alters: Callable | None = None
+    fill: str | None = None                 # the attribute of the constant it writes (pad's)
     # how many inputs it combines element by element, broadcasting (numpy / MIL rules): 1 for
     # a unary elementwise op, 2 binary, 3 select; 0 for any other op
     elementwise: int = 0

@@ -218,10 +218,19 @@ def _width_crop(ctx, r, whole=None):
     return r
 
 
+def _slice_alters(ctx, attrs) -> bool:
+    """Whether the slice may go through the width crop's gain (`_width_crop`): a begin on the
+    last axis, not masked, on a target with the gain (any nonzero begin: the shape is not
+    asked, so this may say yes where the crop turns out not to run)."""
+    last = len(attrs["begin"]) - 1
+    return ctx.numerics.width_slice_gain is not None and bool(attrs["begin"][last]) and \
+        not attrs["begin_mask"][last] and not attrs["squeeze_mask"][last]
+
+
 define("slice_by_index", ("x",), _slice_infer, _slice_sim, attrs={
     "begin": Attr("ints"), "end": Attr("ints"), "stride": Attr("ints"),
     "begin_mask": Attr("bools"), "end_mask": Attr("bools"), "squeeze_mask": Attr("bools")},
-    exact=True, layout="part")
+    exact=True, layout="part", alters=_slice_alters)
 
 
 def _tile_infer(t, attrs):

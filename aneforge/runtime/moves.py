@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from ..ops.registry import LAYOUTS, layout_ops
+from ..ops.registry import LAYOUTS, REGISTRY, layout_ops
 from .layout import VIEWS
 
 # every exact data-movement op (`OpDef.layout`): its result is its inputs' elements (and a pad's
@@ -139,10 +139,10 @@ class Moves:
             step = exe.steps[k]
             args = [None if p is None else tuple(self._ids(s, ids) for s in p)
                     if isinstance(p, tuple) else self._ids(p, ids) for p in step.reads]
-            attrs = dict(step.attrs)
-            if step.ctx.op_type == "pad":
-                self._fills.append(np.float32(attrs["constant_val"]))
-                attrs["constant_val"] = -float(len(self._fills))
+            attrs, fill = dict(step.attrs), REGISTRY[step.ctx.op_type].fill
+            if fill is not None:         # numbered by a negative sentinel element
+                self._fills.append(np.float32(attrs[fill]))
+                attrs[fill] = -float(len(self._fills))
             res = step.simulate(step.ctx, *args, **attrs)
             for s, r in zip(step.outs, (res,) if len(step.outs) == 1 else res):
                 ids[s] = np.ascontiguousarray(r, dtype=np.float64)
@@ -229,14 +229,7 @@ def _slots(reads) -> list:
 
 
 def _computes(step) -> bool:
-    """A data-movement step that changes values or reads more than its map says: a slice
-    through the width crop's gain (|x| > 4094 saturates), a pad that reflects or replicates
-    (kept out: only constant pads are composed)."""
-    attrs, op = step.attrs, step.ctx.op_type
-    if op == "pad":
-        return attrs["mode"] != "constant"
-    if op != "slice_by_index":
-        return False
-    last = len(attrs["begin"]) - 1
-    return step.ctx.numerics.width_slice_gain is not None and bool(attrs["begin"][last]) and \
-        not attrs["begin_mask"][last] and not attrs["squeeze_mask"][last]
+    """A data-movement step whose result is more than its inputs' elements moved (the op's
+    `alters`: a pad that reflects or replicates, a slice through the width crop's gain)."""
+    alters = REGISTRY[step.ctx.op_type].alters
+    return alters is not None and alters(step.ctx, step.attrs)
