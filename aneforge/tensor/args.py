@@ -17,6 +17,24 @@ from ..errors import DTypeError, ShapeError
 minmax = namedtuple("minmax", ["values", "indices"])
 
 
+class Shaped:
+    """torch's shape facts of anything with a `shape` tuple (the Tensor, a high-rank view)."""
+    __slots__ = ()
+
+    def size(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[norm_dim(dim, self.ndim, "size")]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
 def norm_dim(dim, ndim: int, op: str = "") -> int:
     """`dim` as an axis in [0, ndim), checked as torch checks it (a 0-d tensor takes 0 or -1).
 

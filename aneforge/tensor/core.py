@@ -13,7 +13,6 @@ themselves come from the family modules beside it (see `aneforge.tensor`).
 """
 from __future__ import annotations
 
-import math
 import numbers
 import sys
 import weakref
@@ -35,7 +34,7 @@ from ..core.trace import (Node, host_read, kept_stretch, leaf, record, record_bi
                           written_leaf)
 from ..ops.registry import is_literal
 from . import grad_fn, highrank
-from .args import _sizes, norm_dim
+from .args import Shaped, _sizes
 from .casts import CastsMixin
 from .composites import CompositesMixin
 from .elementwise import ElementwiseMixin
@@ -51,7 +50,7 @@ _F16_LO = 2.0 ** -14          # fp16's smallest normal: numbers in [_F16_LO, 655
 
 
 class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, MovementMixin,
-             ScanMixin, IndexingMixin, InplaceMixin, CastsMixin, RandomMixin):
+             ScanMixin, IndexingMixin, InplaceMixin, CastsMixin, RandomMixin, Shaped):
     """A torch-named handle on one value of the lazy trace: `(node, output index)`. This class
     holds the handle, its static facts, gradients, realization and recording; the torch methods
     come from the families it is composed of (aneforge/tensor/*.py)."""
@@ -72,9 +71,6 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
     def shape(self) -> tuple[int, ...]:
         return self.tensor_type.shape
 
-    def size(self, dim: int | None = None):
-        return self.shape if dim is None else self.shape[norm_dim(dim, self.ndim, "size")]
-
     @property
     def dtype(self) -> DType:
         return self.tensor_type.dtype
@@ -84,16 +80,6 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
         """The one device aneforge has, `device(type='ane')` (equal to "cpu" and "mps" too:
         see aneforge.devices)."""
         return THE_DEVICE
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def dim(self) -> int:
-        return self.ndim
-
-    def numel(self) -> int:
-        return math.prod(self.shape)
 
     @property
     def requires_grad(self) -> bool:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import AneforgeError, ShapeError
 from ..hardware.limits import MAX_RANK
-from .args import _infer_size, _sizes, index_entries, norm_dim
+from .args import Shaped, _infer_size, _sizes, index_entries, norm_dim
 from .assign import host_index
 
 # Tensor methods that compute each element from its own: they run on the rank <= 5 storage.
@@ -72,7 +72,7 @@ def _runs(order: list) -> list:
     return runs
 
 
-class HighRank:
+class HighRank(Shaped):
     """A rank > 5 tensor between two reshapes (see the module's docstring).
 
     >>> import aneforge as af
@@ -92,20 +92,7 @@ class HighRank:
     def shape(self) -> tuple:
         return self._shape
 
-    def size(self, dim: int | None = None):
-        return self._shape if dim is None else self._shape[norm_dim(dim, self.ndim, "size")]
-
-    @property
-    def ndim(self) -> int:
-        return len(self._shape)
-
-    def dim(self) -> int:
-        return self.ndim
-
-    def numel(self) -> int:
-        return math.prod(self._shape)
-
-    nelement = numel
+    nelement = Shaped.numel
 
     def __len__(self) -> int:
         return self._shape[0]
