@@ -95,3 +95,59 @@ def test_a_range_indexes_as_a_list():
     y = af.tensor(x)
     y[range(2), 0] = -1.0
     assert y[:, 0].tolist() == [-1.0, -1.0, 6.0, 9.0]
+
+
+def _largest_value(tensors) -> int:
+    from aneforge.exported import program_of
+    ops = program_of(list(tensors)).main.block.operations
+    return max(int(np.prod(o.outputs[0].type.shape)) for o in ops)
+
+
+@pytest.mark.parametrize("rising", [True, False], ids=["rising (banded)", "shuffled"])
+def test_a_long_host_index_matches_torch_and_bands_when_it_rises(rising):
+    """index_select / x[mask] by a long host index: a rising one (every bool mask) is picked
+    in bands of consecutive entries, whose one-hots cover only their span of the axis; any
+    other order is one one-hot. Values and gradients are torch's either way."""
+    rng = np.random.default_rng(3)
+    xn = rng.uniform(0.5, 2.0, (4000, 3)).astype(np.float16).astype(np.float32)
+    wn = rng.uniform(0.5, 1.0, (1, 3)).astype(np.float16).astype(np.float32)
+    idx = np.flatnonzero(rng.random(4000) > 0.4).astype(np.int64)
+    idx = idx if rising else rng.permutation(idx)
+    outs = []
+    for lib in (torch, af):
+        x = lib.tensor(xn, requires_grad=True)
+        y = x.index_select(0, lib.tensor(idx))
+        (g,) = (af.autograd.grad if lib is af else torch.autograd.grad)(
+            (y * lib.tensor(wn)).sum(), [x])
+        if lib is af:
+            cells = _largest_value([y, g])
+            assert (cells < 60 * xn.size) if rising else (cells >= idx.size * 4000)
+        outs.append([t.detach().numpy() if lib is torch else t.numpy() for t in (y, g)])
+    (ty, tg), (ay, ag) = outs
+    np.testing.assert_array_equal(ay, ty.astype(np.float16).astype(np.float32))
+    np.testing.assert_allclose(ag, tg, rtol=2e-3)
+
+
+def test_a_long_mask_selects_in_bands():
+    x = af.tensor(np.arange(30000, dtype=np.float32) % 1000)
+    picked = x[x > 500.0]
+    assert _largest_value([picked]) < 60 * 30000
+    np.testing.assert_array_equal(picked.numpy(), (np.arange(30000) % 1000)[np.arange(30000) % 1000 > 500])
+
+
+def test_a_repeat_gradient_is_one_sum_not_an_add_per_repeat():
+    """expand's (tile's) gradient sums the repeats in one reduction by the wide route: 2000
+    repeats are not 1999 recorded fp16 adds, and the sum is torch's."""
+    from aneforge.exported import program_of
+    rng = np.random.default_rng(4)
+    xn, wn = rng.standard_normal((1, 5)).astype(np.float32), rng.standard_normal((2000, 5))
+    grads = []
+    for lib in (torch, af):
+        x = lib.tensor(xn, requires_grad=True)
+        (g,) = (af.autograd.grad if lib is af else torch.autograd.grad)(
+            (x.expand(2000, 5) * lib.tensor(wn.astype(np.float32))).sum(), [x])
+        if lib is af:
+            adds = sum(o.type == "add" for o in program_of([g]).main.block.operations)
+            assert adds < 10
+        grads.append(g.detach().numpy() if lib is torch else g.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=2e-3)

@@ -226,3 +226,22 @@ def test_backward_graphs_never_multiply_a_reduce_by_zero():
     loss = (y * x).relu().sum()
     (g,) = af.grad(loss, x)
     g.numpy()
+
+
+@pytest.mark.parametrize("layer", ["matmul", "linear"])
+def test_a_shared_matrix_gradient_past_the_axis_bound(layer):
+    """A matrix shared by a batch whose rows (batch x tokens) pass the ANE's 65536 per axis:
+    its gradient is one matmul per batch entry, summed, since the rows cannot fold into one
+    axis; values are torch's."""
+    rng = np.random.default_rng(5)
+    xn = rng.uniform(-1, 1, (2, 33000, 4)).astype(np.float16).astype(np.float32)
+    wn = rng.uniform(-1, 1, (3, 4)).astype(np.float16).astype(np.float32)
+    gn = rng.uniform(-1, 1, (2, 33000, 3)).astype(np.float16).astype(np.float32) / 256
+    grads = []
+    for lib in (torch, af):
+        x, w = lib.tensor(xn), lib.tensor(wn, requires_grad=True)
+        y = x @ w.T if layer == "matmul" else lib.nn.functional.linear(x, w)
+        (g,) = (af.autograd.grad if lib is af else torch.autograd.grad)(
+            (y * lib.tensor(gn)).sum(), [w])
+        grads.append(g.detach().numpy() if lib is torch else g.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=4e-3, atol=2e-3)

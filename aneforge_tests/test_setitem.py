@@ -76,3 +76,35 @@ def test_errors_are_torchs():
     w = af.ones(3, requires_grad=True)
     with pytest.raises(af.AneforgeError, match="leaf"):
         w[0] = 2.0
+
+
+def _largest_value(tensors) -> int:
+    """The most elements any op of the program computing `tensors` makes."""
+    from aneforge.exported import program_of
+    ops = program_of(list(tensors)).main.block.operations
+    return max(int(np.prod(o.outputs[0].type.shape)) for o in ops)
+
+
+@pytest.mark.parametrize("n", [12000, 45000])
+def test_a_long_mask_assignment_is_linear_not_quadratic(n):
+    """`x[mask] = values` over n elements with gradients: the placing index rises, so it is
+    picked in bands. One one-hot over every element and value was ~4 GB and 10 s at 45,000."""
+    rng = np.random.default_rng(n)
+    xn = rng.standard_normal(n).astype(np.float16).astype(np.float32)
+    mask = xn > 0.3
+    vals = rng.uniform(-2.0, -0.5, int(mask.sum())).astype(np.float16).astype(np.float32)
+    weight = rng.uniform(0.5, 1.0, n).astype(np.float16).astype(np.float32)
+    outs = []
+    for lib in (torch, af):
+        x, v = lib.tensor(xn, requires_grad=True), lib.tensor(vals, requires_grad=True)
+        y = x * 1.0
+        y[lib.tensor(mask)] = v * 2.0
+        loss = (y * lib.tensor(weight)).sum()           # gradients of normal magnitudes
+        gx, gv = (af.autograd.grad if lib is af else torch.autograd.grad)(loss, [x, v])
+        if lib is af:
+            assert _largest_value([y, gx, gv]) < 60 * n        # quadratic: ~0.4 n**2
+        outs.append([t.detach().numpy() if lib is torch else t.numpy() for t in (y, gx, gv)])
+    (ty, tgx, tgv), (ay, agx, agv) = outs
+    np.testing.assert_array_equal(ay, ty.astype(np.float16).astype(np.float32))
+    np.testing.assert_array_equal(agx, tgx)
+    np.testing.assert_array_equal(agv, tgv)

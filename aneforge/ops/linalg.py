@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..hardware import hazards, kernels
+from ..hardware import hazards, kernels, limits
 from ._common import FLOATS, broadcast, require_dtype, require_same_dtype, same_type
 from ._grad import attach, op
 from .registry import Attr, define, is_literal, shape_error
@@ -169,26 +169,38 @@ def _matmul_vjp(g, ins, attrs, out):
               op("matmul", {"x": g, "y": y}, transpose_y=not ty))
     if vx is not None and not (tx or ty) and x.shape[-2] == 1 and x.ndim == 2:
         gy = (g * vx).expand(y.shape)
-    elif y.ndim == 2 and x.ndim > 2 and not tx:
-        # a matrix y shared by x's batch (a linear layer on [batch, tokens, features]): one
-        # matmul over all rows, as torch folds the batch into the rows, not one per batch entry
-        # summed after (each entry's K would be a few rows, its fp16 result summed in fp16)
-        g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, x.shape[-1])
-        gy = (op("matmul", {"x": g2, "y": x2}, transpose_x=True) if ty else
-              op("matmul", {"x": x2, "y": g2}, transpose_x=True))
+    elif y.ndim == 2 and x.ndim > 2 and not tx:      # a matrix shared by x's batch
+        gy = _over_rows(g, x) if ty else _over_rows(x, g)
     else:
         gy = (op("matmul", {"x": g, "y": x}, transpose_x=True, transpose_y=tx) if ty else
               op("matmul", {"x": x, "y": g}, transpose_x=not tx))
     return {"x": gx, "y": gy}
 
 
+def _foldable(t) -> bool:
+    """Whether t's leading axes fold into one axis of rows on the ANE."""
+    return t.ndim == 2 or int(np.prod(t.shape[:-1])) <= limits.axis_bound()
+
+
+def _over_rows(a, b):
+    """a^T @ b over every row of the batch ([..., m] and [..., n] -> [m, n]): the gradient of a
+    matrix shared by a batch (a linear layer on [batch, tokens, features]). One matmul over all
+    rows, as torch folds the batch into the rows, not one per batch entry summed after (each
+    entry's K would be a few rows, its fp16 result summed in fp16); one per leading entry,
+    summed, only where the folded rows would pass the ANE's per-axis bound."""
+    if _foldable(a):
+        return op("matmul", {"x": a.reshape(-1, a.shape[-1]), "y": b.reshape(-1, b.shape[-1])},
+                  transpose_x=True)
+    each = op("matmul", {"x": a, "y": b}, transpose_x=True)
+    return each.sum(tuple(range(each.ndim - 2)))
+
+
 def _linear_vjp(g, ins, attrs, out):
     x, w = ins["x"], ins["weight"]
-    g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, x.shape[-1])
-    grads = {"x": g @ w,
-             "weight": op("matmul", {"x": g2, "y": x2}, transpose_x=True)}
+    grads = {"x": g @ w, "weight": _over_rows(g, x)}
     if "bias" in ins:
-        grads["bias"] = g2.sum(0)
+        grads["bias"] = (g.reshape(-1, g.shape[-1]).sum(0) if _foldable(g) else
+                         g.sum(tuple(range(g.ndim - 1))))
     return grads
 
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import dtypes
 from ..hardware import hazards
+from ..hardware.limits import MAX_RANK
 from ._common import (broadcast, norm_axes, norm_axis, require_dtype, require_same_dtype,
                       same_type)
 from ._grad import attach, op, where, zeros
@@ -282,11 +283,23 @@ def _tile_vjp(g, ins, attrs, out):
     x = ins["x"]
     for axis, r in enumerate(attrs["reps"]):
         if r > 1:
-            parts = op("split", {"x": g}, num_splits=r, axis=axis)
-            g = parts[0]
-            for p in parts[1:]:
-                g = g + p
+            g = _untiled(g, axis, r, x.shape[axis])
     return {"x": g.reshape(x.shape)}
+
+
+def _untiled(g, axis: int, r: int, n: int):
+    """The sum of g's r repeats of n entries along `axis`: one sum over the repeats (by the
+    route its length calls for, as broadcasting's gradient is summed), not r - 1 recorded adds
+    (an index_select of k entries is a one-hot tiled k times: k ops and k fp16 roundings)."""
+    if n == 1:
+        return g.sum(axis, keepdim=True)
+    if g.ndim < MAX_RANK:
+        return g.reshape(g.shape[:axis] + (r, n) + g.shape[axis + 1:]).sum(axis)
+    parts = op("split", {"x": g}, num_splits=r, axis=axis)     # no rank left to split into
+    g = parts[0]
+    for p in parts[1:]:
+        g = g + p
+    return g
 
 
 def _scatter_axis(g, axis: int, begin: int, stride: int, size: int):

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError, ShapeError
+from ..ops.registry import is_literal
 
 minmax = namedtuple("minmax", ["values", "indices"])
 
@@ -122,6 +123,14 @@ def host_values(t):
     index checks use them without running anything."""
     node, k = t.ref
     return None if node.data is None else np.asarray(node.data[k])
+
+
+def known_values(t):
+    """host_values, or the value of a literal (a constant recorded from host data), else None."""
+    node, k = t.ref
+    if node.data is not None:
+        return np.asarray(node.data[k])
+    return np.asarray(node.attrs["val"]) if is_literal(node.op) else None
 
 
 def index_entries(index) -> tuple:

@@ -128,10 +128,24 @@ def _placed(x, v, where_, positions):
             f"it without a gather; else write x = af.where(mask, values of x's shape, x), or "
             f"assign in parts of at most 65536 elements (part = x[a:b]; part[...] = v; "
             f"x[a:b] = part)")
-    source = np.zeros(x.numel(), np.int32)
-    source[positions.ravel()] = np.arange(positions.size, dtype=np.int32)
     flat = v.expand(*positions.shape).reshape(-1)
-    return flat.index_select(0, x._const(source, dtypes.int32)).reshape(x.shape)
+    return flat.index_select(0, x._const(_sources(positions.ravel(), x.numel()),
+                                         dtypes.int32)).reshape(x.shape)
+
+
+def _sources(positions: np.ndarray, n: int) -> np.ndarray:
+    """For each of x's n elements, the value's entry written there (numpy's order: a repeated
+    position keeps the last write). Where positions rise (a bool mask, sorted indices), an
+    unchanged element reads the entry before it, which `where` then discards: the index never
+    goes back, so index_select picks it in bands, not by one one-hot over every element."""
+    entries = np.arange(positions.size, dtype=np.int32)
+    if np.all(positions[1:] > positions[:-1]):
+        held = np.full(n, -1, np.int32)
+        held[positions] = entries
+        return np.maximum(np.maximum.accumulate(held), 0)
+    source = np.zeros(n, np.int32)
+    source[positions] = entries
+    return source
 
 
 def _gathered(where_: tuple) -> str:

@@ -10,7 +10,7 @@ import numpy as np
 from .. import dtypes
 from ..context import CTX
 from ..errors import AneforgeError, DTypeError, LimitError, ShapeError
-from .args import empty_of, host_values, index_entries, norm_dim
+from .args import empty_of, host_values, index_entries, known_values, norm_dim
 from .assign import host_index, index_put, setitem
 from . import highrank
 from .base import TensorBase
@@ -113,6 +113,47 @@ def _advanced(x, index: tuple):
     out = getitem(x.index_select(axis, flat), rest)
     pos = sum(1 for i in index[:k] if i is None or isinstance(i, slice))
     return out.reshape(out.shape[:pos] + shape + out.shape[pos + 1:])
+
+
+# A one-hot select costs (entries picked) x (axis length) cells; past this a host index that
+# never goes back (a bool mask's positions, a sorted index) is picked in bands (_in_bands).
+_BANDED_CELLS = 1 << 22
+_BANDS = 64              # at most this many bands (each is a slice, a one-hot and a sum) ...
+_BAND = 256              # ... of at least this many entries
+
+
+def _banded(known: np.ndarray, n: int) -> bool:
+    """Whether host indices `known` into an axis of length n are picked in bands: the one-hot
+    would be large and the indices never go back."""
+    flat = known.reshape(-1)
+    return flat.size * n > _BANDED_CELLS and bool(np.all(flat[1:] >= flat[:-1]))
+
+
+def _selected(x, d: int, index):
+    """x's entries at `index` (1-D) along axis d: a one-hot select and sum (gather)."""
+    k = index.reshape(-1).shape[0]
+    view = tuple(k if a == d else 1 for a in range(x.ndim))
+    shape = tuple(k if a == d else s for a, s in enumerate(x.shape))
+    return x.gather(d, index.reshape(view).expand(shape))
+
+
+def _in_bands(x, d: int, known: np.ndarray, index_of):
+    """x.index_select(d, known) for host indices that never go back, in bands of consecutive
+    entries: a band of m entries spanning [lo, hi) of the axis is a one-hot of m x (hi - lo)
+    over x[lo:hi], and the spans of a strictly rising index do not overlap, so the bands cost
+    at most (band size) x (axis length) cells, not (entries) x (axis length): a bool mask over
+    45,000 elements picks in ~30M cells, not ~2G. The same single nonzero term per output
+    is summed, so the values are those of the one-hot over the whole axis. `index_of` makes a
+    band's index tensor (host data, or a literal where the whole index was one)."""
+    per = max(_BAND, -(-known.size // _BANDS))
+    parts = []
+    for a in range(0, known.size, per):
+        band = known[a:a + per]
+        lo, hi = int(band[0]), int(band[-1]) + 1
+        parts.append(_selected(narrow(x, d, lo, hi), d, index_of((band - lo).astype(np.int32))))
+    if len(parts) == 1:
+        return parts[0]
+    return parts[0]._record("concat", {"values": tuple(parts)}, {"axis": d})
 
 
 def _host_pick(x, d: int, known):
@@ -356,7 +397,7 @@ class IndexingMixin(TensorBase):
             raise IndexError("index_select(): Index is supposed to be a vector")
         d = norm_dim(dim, self.ndim, "index_select")
         n = self.shape[d] if self.ndim else 1
-        known = host_values(index)
+        known = known_values(index)
         if known is not None and known.size and (known.min() < 0 or known.max() >= n):
             raise IndexError(f"index_select(): index {int(known[(known < 0) | (known >= n)][0])} "
                              f"is out of range for dimension {d} of size {n}")
@@ -368,10 +409,11 @@ class IndexingMixin(TensorBase):
         held = _host_pick(self, d, known)
         if held is not None:
             return held
-        k = index.reshape(-1).shape[0]
-        view = tuple(k if a == d else 1 for a in range(self.ndim))
-        shape = tuple(k if a == d else s for a, s in enumerate(self.shape))
-        return self.gather(d, index.reshape(view).expand(shape))
+        if known is not None and _banded(known, n):
+            leaf = host_values(index) is not None      # else a literal: its bands are too
+            return _in_bands(self, d, known.reshape(-1), self._as_tensor if leaf else
+                             lambda a: self._const(a, dtypes.int32))
+        return _selected(self, d, index)
 
     def _scattered(self, dim: int, index: "Tensor", src):
         d, x, idx, mask = self._onehot_along(dim, index)
