@@ -28,7 +28,7 @@ from .ops._grad import zeros
 from .tensor.base import TensorBase
 from .tensor.highrank import HighRank, wrap
 from .tensor.reduce import reduce
-from .core.trace import SEQ, Stretch, current_tape, record
+from .core.trace import SEQ, KeptStretches, Stretch, current_tape, record
 
 
 # ---- grad mode -----------------------------------------------------------------------
@@ -238,7 +238,7 @@ class _RepeatedWalk:
             where.append((p, s.ref[1]))
         self = cls()
         self.tape, self.key, self.order, self.seeds = tape, (tape.sid, tuple(where)), order, seeds
-        self.known = _WALKS.get(self.key)
+        self.known = _WALKS.by_key.get(self.key)
         return self
 
     def begin(self) -> tuple:
@@ -252,9 +252,10 @@ class _RepeatedWalk:
         stretch = Stretch.end(self.tape, mark,
                               [r for r, _ in leaves] + [g for _, g in leaves] + seen)
         if stretch is not None:
-            if len(_WALKS) >= _WALKS_MAX:
-                _WALKS.clear()
-            _WALKS[self.key] = (stretch, len(leaves))
+            walks = _WALKS.by_key
+            if len(walks) >= _WALKS_MAX:
+                walks.clear()
+            walks[self.key] = (stretch, len(leaves))
 
     def remake(self, grads: dict, at, watched: list | None) -> bool:
         """Add the leaves' gradients to `grads` (the roots'), and the watched cotangents to
@@ -278,7 +279,7 @@ class _RepeatedWalk:
 
 
 # backward walks kept for re-recording (_RepeatedWalk): key -> (trace.Stretch, leaves), bounded
-_WALKS: dict = {}
+_WALKS = KeptStretches()     # this thread's kept walks, by key
 _WALKS_MAX = 256
 
 

@@ -27,6 +27,9 @@ class ThreadState(threading.local):
         self.capture = None                 # replay.Capture while af.compile records a call
         self.held_hazards = None            # a list while a scaled pass may be rescued (autoscale)
         self.tape = None                    # core/trace.Tape: what was recorded since a realization
+        # weakrefs to this thread's written leaves (core/trace.py): another thread's realization
+        # must not land one while this thread's cut is reading it
+        self.writes: list = []
 
 
 @dataclass
@@ -69,7 +72,6 @@ class Context:
     participants: weakref.WeakSet = field(default_factory=weakref.WeakSet)
     thread: ThreadState = field(default_factory=ThreadState)
     realized_seq: int = -1        # trace.SEQ at the latest realization (older plans are stale)
-    writes: list = field(default_factory=list)   # weakrefs to written leaves (core/trace.py)
     # automatic gradient scaling (core/autoscale.py): the default scaler (None: made on first
     # use), per-model settings [(parameter handles, scaler or None for off)], and the live
     # modules (parameter names for its warnings)

@@ -21,6 +21,7 @@ from hypothesis import given, settings, strategies as st
 import aneforge as af
 from aneforge.bench.workloads import makemore, mlp_deep
 from aneforge.core import realization
+from aneforge.core.trace import KeptStretches
 
 MAKEMORE = {True: "4ed96713cb2187e25f1474722137cbea2077dd06991f8a43c8bbc44ab262a6e0",
             False: "409d56ab403a2ce520e24b22c9baa18e07e7326da5bdbe5904a02d4bb82a59a1"}
@@ -278,7 +279,7 @@ def _mlp_grads(fresh: bool, steps: int = 3):
     out, rules = [], []
     for _ in range(steps):
         if fresh:
-            autograd._WALKS.clear()
+            autograd._WALKS.by_key.clear()
         x, y = rng.standard_normal((5, 6)), rng.integers(0, 3, 5)
         w1.grad = w2.grad = None
         loss = af.nn.functional.cross_entropy(af.tensor(x).tanh() @ w1 @ w2, af.tensor(y))
@@ -344,7 +345,7 @@ def test_a_walk_whose_rule_reads_a_value_or_makes_a_leaf_is_not_kept(monkeypatch
             "makes": [[2.0, 2.0], [3.0, 3.0], [4.0, 4.0]]}       # a new leaf each walk
     for name, rule in rules.items():
         monkeypatch.setattr(REGISTRY["exp"], "vjp", rule)
-        monkeypatch.setattr(autograd, "_WALKS", {})      # kept walks assume the rules fixed
+        monkeypatch.setattr(autograd, "_WALKS", KeptStretches())   # walks assume fixed rules
         steps = _exp_steps()
         assert [g for g, _ in steps] == want[name]
         assert all(rules for _, rules in steps)
@@ -364,12 +365,12 @@ def _adamw_run(fresh: bool, monkeypatch, steps: int = 3):
         calls[0] += 1
         return real(self, *args)
     monkeypatch.setattr(af.optim.Adam, "update", counted)
-    monkeypatch.setattr(optimizer_module, "_UPDATES", {})      # none kept by earlier tests
+    monkeypatch.setattr(optimizer_module, "_UPDATES", KeptStretches())      # none kept by earlier tests
     m, opt, (x, y), loss_fn = _adamw_model(16)
     per_step = []
     for k in range(steps):
         if fresh:
-            optimizer_module._UPDATES.clear()
+            optimizer_module._UPDATES.by_key.clear()
         if k == steps - 1:
             opt.param_groups[0]["weight_decay"] = 0.5      # another kind of update
         calls[0] = 0
@@ -422,9 +423,9 @@ trace = __import__("sys").modules["aneforge.core.trace"]
 
 def _forget_kept():
     """No kept walk, update or gradient scaling: every step runs their Python."""
-    autograd._WALKS.clear()
-    optimizer_module._UPDATES.clear()
-    autoscale._SCALINGS.clear()
+    autograd._WALKS.by_key.clear()
+    optimizer_module._UPDATES.by_key.clear()
+    autoscale._SCALINGS.by_key.clear()
 
 
 def _changing_loop(lib, fresh: bool = False, steps: int = 9):
@@ -497,7 +498,7 @@ def test_gradient_scaling_is_recorded_once_and_gives_the_same_bits(monkeypatch):
         calls[0] += 1
         return real(*args)
     monkeypatch.setattr(autoscale, "_scaled", counted)
-    monkeypatch.setattr(autoscale, "_SCALINGS", {})
+    monkeypatch.setattr(autoscale, "_SCALINGS", KeptStretches())
     rng = np.random.default_rng(4)
     init = [rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((6, 8), (8,), (8, 3))]
 
@@ -507,7 +508,7 @@ def test_gradient_scaling_is_recorded_once_and_gives_the_same_bits(monkeypatch):
         data, per_step = np.random.default_rng(5), []
         for k in range(5):
             if fresh:
-                autoscale._SCALINGS.clear()
+                autoscale._SCALINGS.by_key.clear()
             calls[0] = 0
             b1.requires_grad_(k != 3)           # frozen on step 3: other gradients' types
             for p in params:
@@ -542,13 +543,13 @@ def test_a_kept_literal_is_never_computed_on_its_own(monkeypatch):
             step()
         return [op.type for op in runs[-1].traced.operations]
     ops = consts(False)
-    kept = [s[5] for st in autoscale._SCALINGS.values() for s in st.steps if s[5] is not None]
-    kept += [s[5] for st, _ in autograd._WALKS.values() for s in st.steps if s[5] is not None]
+    kept = [s[5] for st in autoscale._SCALINGS.by_key.values() for s in st.steps if s[5] is not None]
+    kept += [s[5] for st, _ in autograd._WALKS.by_key.values() for s in st.steps if s[5] is not None]
     assert kept and all(n.op == "const" and n.data is None for n in kept)
     with monkeypatch.context() as nothing_kept:
         nothing_kept.setattr(trace.Stretch, "end", classmethod(lambda *args: None))
         _forget_kept()
-        sys.modules["aneforge.tensor.core"]._KEPT.clear()
+        sys.modules["aneforge.tensor.core"]._KEPT.by_key.clear()
         assert ops == consts(True)
 
 
@@ -584,7 +585,7 @@ def test_a_kept_cross_entropy_is_torch_correct_checks_each_call_and_changes_no_b
         step, params = makemore("aneforge")
         for _ in range(4):
             if fresh:
-                tensor_core._KEPT.clear()
+                tensor_core._KEPT.by_key.clear()
                 _forget_kept()
             step()
         return _digest(params)

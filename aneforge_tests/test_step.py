@@ -290,3 +290,43 @@ def test_grad_mode_is_per_thread():
     leave.set()
     t.join()
     assert seen["main"] is True and af.is_grad_enabled()
+
+
+def test_a_threads_written_values_are_landed_by_its_own_realizations_only():
+    """`p.data += ...` leaves p written (its value pending) until this thread realizes: another
+    thread's realization must not compute and land it, since this thread's cut may be reading
+    p at that moment (that race broke the two-thread training above, once in a few dozen runs)."""
+    from aneforge.core.trace import is_written
+    p = af.ones(4)
+    g = af.ones(4) * 0.5
+    p.data += -0.1 * g
+    assert is_written(p._node)
+    done = []
+    worker = threading.Thread(target=lambda: done.append((af.ones(3) * 2.0).sum().item()))
+    worker.start()
+    worker.join()
+    assert done == [6.0] and is_written(p._node)
+    assert p.tolist() == [0.9501953125] * 4 and not is_written(p._node)
+
+
+def test_kept_recordings_are_per_thread():
+    """A kept recording (F.cross_entropy's, recorded once and then re-recorded) holds its
+    literals' nodes, which a realization turns into leaves: each thread keeps its own, so
+    one thread's realization never changes a node another thread's cut is reading."""
+    from aneforge.tensor import core
+    seen = {}
+
+    def work(name):
+        for _ in range(2):
+            x = af.tensor(np.arange(12, dtype=np.float32).reshape(4, 3), requires_grad=True)
+            F.cross_entropy(x * 2.0, af.tensor([0, 1, 2, 0])).backward()   # (kept after an op)
+            x.grad.numpy()
+        seen[name] = set(core._KEPT.by_key)
+    core._KEPT.by_key.clear()                     # none from earlier tests
+    worker = threading.Thread(target=work, args=("worker",))
+    worker.start()
+    worker.join()
+    assert any("cross_entropy" in str(k) for k in seen["worker"])
+    assert not set(core._KEPT.by_key) & seen["worker"]
+    work("main")
+    assert seen["main"] == seen["worker"]

@@ -38,7 +38,7 @@ import weakref
 import numpy as np
 
 from ..context import CTX
-from .trace import kept_stretch
+from .trace import KeptStretches, kept_stretch
 from ..errors import ANEHazardWarning
 from ..hardware import hazards
 
@@ -284,7 +284,7 @@ def scale(leaves: list, grads: dict, seed_scale, watched: list = ()):
     return at(*refs[-1])
 
 
-_SCALINGS: dict = {}      # `scale`'s recordings, kept by the types it reads (trace.kept_stretch)
+_SCALINGS = KeptStretches()   # `scale`'s recordings, by the types it reads (trace.kept_stretch)
 
 
 def _scaled(raws: list, seed_scale, watched: list) -> list:

@@ -237,7 +237,7 @@ def realize(refs: list[tuple]) -> None:
     if all(n.data is not None for n, _ in refs):
         return
     refs = list(refs)
-    if CTX.writes:                      # values set into handles (trace.written_leaf) come too
+    if CTX.thread.writes:          # values set into handles (trace.written_leaf) come too
         refs = [written(r) for r in refs] + writes()
     if CTX.thread.backward_records:
         grads, roots = _siblings(refs)
@@ -246,7 +246,7 @@ def realize(refs: list[tuple]) -> None:
             refs += participant.join_realization(refs)
         refs += autoscale.pending_refs(refs) + roots
     run(refs)
-    if CTX.writes:
+    if CTX.thread.writes:
         land_writes()
     autoscale.settle()
 
@@ -254,7 +254,7 @@ def realize(refs: list[tuple]) -> None:
 def realize_writes() -> None:
     """Compute every value set into a handle and not computed yet (trace.written_leaf): what
     af.compile does before it captures or replays, so its programs read parameters' arrays."""
-    if CTX.writes:
+    if CTX.thread.writes:
         realize(writes())
 
 

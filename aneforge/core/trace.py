@@ -7,6 +7,7 @@ trace never grows without bound across training steps: the next step starts from
 from __future__ import annotations
 
 import itertools
+import threading
 import weakref
 from typing import Any
 
@@ -70,15 +71,16 @@ def leaf(array, type: TensorType, requires_grad: bool = False) -> Node:
 # `p.data += -lr * p.grad` (Tensor.set_ of a pending value) makes p a new leaf at once, as
 # torch does, but its array comes later: a *written* leaf is a leaf (op None) without data
 # whose one argument is the pending value it will hold. Every realization computes the values
-# of all written leaves alive (`writes`), in the same program, and then gives each its array
-# (`land_writes`): N parameter updates and the `.item()` after them run as one program, not N + 1.
+# of all its thread's written leaves alive (`writes`), in the same program, and then gives each
+# its array (`land_writes`): N parameter updates and the `.item()` after them run as one
+# program, not N + 1. (Per thread: another thread landing a leaf mid-cut broke the cut.)
 # Until then the trace reads a written leaf as the value it holds (the cut wires readers to
 # the argument); autograd sees a leaf.
 def written_leaf(ref: tuple, type: TensorType, requires_grad: bool) -> Node:
     """A leaf that will hold pending value `ref` (a written leaf's, the value it will hold)."""
     ref = written(ref)
     node = Node(None, {}, {}, [type], None, requires_grad, None, [ref])
-    CTX.writes.append(weakref.ref(node))
+    CTX.thread.writes.append(weakref.ref(node))
     return node
 
 
@@ -95,19 +97,19 @@ def written(ref: tuple) -> tuple:
 def writes() -> list:
     """The pending values of every written leaf alive (what a realization computes too)."""
     out, alive = [], []
-    for w in CTX.writes:
+    for w in CTX.thread.writes:
         node = w()
         if node is not None and node.data is None:
             alive.append(w)
             out.append(node.args[0])
-    CTX.writes[:] = alive
+    CTX.thread.writes[:] = alive
     return out
 
 
 def land_writes() -> None:
     """Give each written leaf whose value is now computed its array (a plain leaf from now)."""
     kept = []
-    for w in CTX.writes:
+    for w in CTX.thread.writes:
         node = w()
         if node is None or node.data is not None:
             continue
@@ -116,7 +118,7 @@ def land_writes() -> None:
             kept.append(w)
             continue
         node.data, node.args = [src.data[i]], ()
-    CTX.writes[:] = kept
+    CTX.thread.writes[:] = kept
 
 
 def record(op: str, srcs: dict[str, Any], attrs: dict[str, Any], requires_grad: bool) -> Node:
@@ -458,11 +460,20 @@ class Stretch:
 _STRETCH_SERIAL = itertools.count()      # a stretch's number in tape links (never reused)
 
 
-def kept_stretch(kept: dict, key: tuple, inputs: list, build) -> list:
+class KeptStretches(threading.local):
+    """Where `kept_stretch` keeps its recordings: one dict per thread. A kept stretch holds
+    the nodes of its literals, which a realization turns into leaves; shared by two threads,
+    one thread's realization changed a node the other's cut was reading."""
+
+    def __init__(self):
+        self.by_key: dict = {}
+
+
+def kept_stretch(kept: KeptStretches, key: tuple, inputs: list, build) -> list:
     """The refs `build()` returns, recorded from the values `inputs` (refs) alone: the first
     time for `key` and the inputs' types by running `build`, kept in `kept` as a closed
     `Stretch`, later re-recorded from it (the same nodes, so the same program and bits; no
-    Python of `build` runs). `build` must be a function of the inputs' values and `key` alone
+    Python of `build` runs; `kept` is this thread's). `build` must be a function of the inputs' values and `key` alone
     (a host read or a leaf made inside makes the recording not kept); the grad mode, which
     inputs require grad and the target are part of the key. Outside af.compile's capture only
     (a replay runs what the function did); there `build()` runs."""
@@ -474,6 +485,7 @@ def kept_stretch(kept: dict, key: tuple, inputs: list, build) -> list:
     full = (key, thread.grad_enabled, CTX.target, tuple([n.types[i] for n, i in inputs]),
             tuple([n.requires_grad for n, _ in inputs]),     # and which inputs are one value
             tuple([first.setdefault((id(n), i), k) for k, (n, i) in enumerate(inputs)]))
+    kept = kept.by_key
     stretch = kept.get(full)
     if stretch is not None:
         return stretch.remake(tape, {}, inputs)

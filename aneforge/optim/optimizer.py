@@ -20,7 +20,7 @@ from typing import Iterable
 import numpy as np
 
 from ..core import realization, scalar_consts
-from ..core.trace import Stretch, current_tape
+from ..core.trace import KeptStretches, Stretch, current_tape
 from ..context import CTX
 from ..autograd import carried, enable_grad, no_grad
 from ..creation import tensor
@@ -30,8 +30,9 @@ from ..tensor import Tensor
 from ..tensor.elementwise import where
 
 MASTER_WEIGHTS = ("compensated", "fp16")
-# kept updates of one parameter (Optimizer._updated): key -> (trace.Stretch, new state's keys)
-_UPDATES: dict = {}
+# kept updates of one parameter (Optimizer._updated): key -> (trace.Stretch, new state's keys),
+# this thread's
+_UPDATES = KeptStretches()
 
 
 class Optimizer:
@@ -213,7 +214,7 @@ class Optimizer:
                tuple([first.setdefault((id(n), i), k) for k, (n, i) in enumerate(refs)]),
                tuple((k, v) for k, v in group.items() if k not in ("params", *self.dynamic)))
         try:
-            kept = _UPDATES.get(key) if tape is not None else None
+            kept = _UPDATES.by_key.get(key) if tape is not None else None
         except TypeError:             # a group setting that is not hashable: no reuse
             tape = kept = None
         if kept is not None:
@@ -237,9 +238,10 @@ class Optimizer:
     @staticmethod
     def _keep(key: tuple, stretch, names: list) -> None:
         if stretch is not None:
-            if len(_UPDATES) >= 256:
-                _UPDATES.clear()
-            _UPDATES[key] = (stretch, names)
+            updates = _UPDATES.by_key
+            if len(updates) >= 256:
+                updates.clear()
+            updates[key] = (stretch, names)
 
     def _hyper_inputs(self, group: dict, ahead: int) -> dict:
         """The per-step scalars as program inputs; af.compile recomputes them on each replay."""

@@ -30,8 +30,8 @@ from ..dtypes import DType
 from ..errors import AneforgeError, DTypeError, LimitError
 from ..ir.types import TensorType
 from ..hardware.limits import MAX_RANK, check_leaf_shape
-from ..core.trace import (Node, host_read, kept_stretch, leaf, record, record_binary, taped,
-                          written_leaf)
+from ..core.trace import (KeptStretches, Node, host_read, kept_stretch, leaf, record,
+                          record_binary, taped, written_leaf)
 from ..ops.registry import is_literal
 from . import grad_fn, highrank
 from .args import Shaped, _sizes
@@ -570,7 +570,7 @@ def _number_node(value, dtype: DType) -> Node:
     return node
 
 
-_KEPT: dict = {}        # Tensor._kept's recordings, by kind (trace.kept_stretch)
+_KEPT = KeptStretches()     # Tensor._kept's recordings, by kind (trace.kept_stretch)
 _CONSTS: dict = {}      # a pure cache: a Python number's checked const (attrs, types, key,
                         # prekey, memo number)
 
