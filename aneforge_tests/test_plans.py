@@ -204,7 +204,7 @@ def test_a_cut_avoids_float32_crossings_where_it_can():
 
 def test_a_float32_value_that_must_cross_is_said():
     fn = lambda v: (v.float() * 3 + 1) * 0.5 - 2          # noqa: E731  fp32 throughout
-    with af.plan_budget(ops=2):
+    with af.plan_budget(ops=2), pytest.warns(af.ANEHazardWarning, match="float32 value crosses"):
         y, entry = run_entry(fn, af.tensor(X))
     assert any("a float32 value crosses as float16" in s.cut for s in entry.executable.segments)
     np.testing.assert_allclose(y.numpy(), (X.astype(np.float32) * 3 + 1) * 0.5 - 2, rtol=1e-3)
@@ -297,3 +297,20 @@ def test_explain_lists_segments_where_they_run_sizes_and_cuts():
     assert report.segments[-1].cut == "the call returns"
     assert all(s.ops <= 8 for s in report if s.kind == "ane")
     assert "host x[mask]" in str(report)
+
+
+@pytest.mark.parametrize("ops", [20, 40])
+def test_int32_past_int16_crosses_a_cut_in_two_parts(ops):
+    """An int32 value a later segment reads crosses as two uint16 parts (the program
+    boundary's form), exact over int32's range; as one int16 it raised past +-32767."""
+    v = np.array([40000, 5, -70000, 2 ** 20, -2 ** 20])
+    x = af.tensor(v.astype(np.int32))
+    with af.plan_budget(ops=ops):
+        z = (((x + 1) * 2 - 3) * 3 + 7) // 2
+        assert z.tolist() == ((((v + 1) * 2 - 3) * 3 + 7) // 2).tolist()
+
+
+def test_a_float32_crossing_a_cut_is_a_warning():
+    x = af.tensor(np.array([40000, 5], np.int32))
+    with af.plan_budget(ops=2), pytest.warns(af.ANEHazardWarning, match="float32 value crosses"):
+        (((x + 1) * 2 - 3) // 2).tolist()

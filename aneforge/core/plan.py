@@ -7,8 +7,8 @@ values with planned memory).
 
 A program within one ANE program's budget (the common case) is one segment and runs as before,
 with no plan around it. A larger one is cut into segments in program order; a value that one
-segment makes and a later one reads crosses as a boundary value (fp16 / int16 / uint8, rank
->= 1: the Core ML function boundary), in a slot of the plan's value table, released after its
+segment makes and a later one reads crosses as a boundary value (fp16, int32 as two uint16
+parts, uint8, rank >= 1: the Core ML function boundary, `core/boundary`), in a slot of the plan's value table, released after its
 last reader. Host segments (numpy: nonzero, unique, a bool-mask index, ...) sit between
 realizations: the values they read are realized first, what they make is a leaf the next
 program reads (`tensor/core.host_segment`); af.compile replays them as steps of one run.
@@ -26,11 +26,12 @@ import numpy as np
 
 from .. import dtypes
 from ..context import CTX
-from ..errors import HostSegmentNotice
+from ..errors import ANEHazardWarning, HostSegmentNotice
 from ..hardware.hazards import warn_at_user
 from ..ir import Block, Function, Operation, Program, TensorType, Var
 from ..ir.dag import fresh_name
 from ..runtime.plan import Arena
+from . import boundary
 
 
 WEIGHT_BYTES = 2 * 1024 ** 3       # ANEForge docs/llm.md: ~2 GB of baked weights per program
@@ -86,6 +87,9 @@ def _weight_bytes(op: Operation) -> int:
     return int(np.prod(v.shape, dtype=np.int64)) * v.dtype.np.itemsize
 
 
+_FP32_CROSSES = "; a float32 value crosses as float16"
+
+
 def _bounds(ops: list, limit: Budget) -> list[tuple[int, int, str]]:
     """(start, end, reason) of each segment: greedy in program order, each as long as the budget
     allows, cut where no float32 value crosses (the boundary carries fp16) if such a place
@@ -101,7 +105,7 @@ def _bounds(ops: list, limit: Budget) -> list[tuple[int, int, str]]:
             end = _clean_cut(ops, start, k, last, limit)
             reason = f"the {over} budget ({getattr(limit, over)}) is reached"
             if end is None:
-                end, reason = k, reason + "; a float32 value crosses as float16"
+                end, reason = k, reason + _FP32_CROSSES
             out.append((start, end, reason))
             start = end
     out.append((start, len(ops), "the program ends"))
@@ -138,6 +142,11 @@ def partition(program: Program, limit: Budget) -> tuple[list[Segment], list[int]
     bounds = _bounds(ops, limit)
     if len(bounds) == 1:
         return None
+    if any(why.endswith(_FP32_CROSSES) for _, _, why in bounds):
+        warn_at_user(f"the program is cut into ANE segments where a float32 value crosses "
+                     f"between them, as float16 (the ANE's programs take and return no float32): "
+                     f"its low bits are lost. Raise af.plan_budget(ops=...) so that the cut "
+                     f"falls elsewhere.", ANEHazardWarning)
     f = program.main
     slot = {id(v): k for k, v in enumerate(f.inputs)}       # value table: inputs first
     made = {}                                                # id(var) -> segment making it
@@ -179,6 +188,7 @@ def _segment(ops, s, why, needed, made, consts, slot) -> Segment:
 
     def fresh(prefix, type):
         return Var(fresh_name(prefix, names, len(names)), type)
+    emit = boundary.Emitter(body, fresh)
 
     def value(v):
         if id(v) in env:
@@ -186,10 +196,10 @@ def _segment(ops, s, why, needed, made, consts, slot) -> Segment:
         if id(v) in consts:                       # a copy of the const in this segment
             env[id(v)] = _clone(consts[id(v)], env, body)
         else:                                     # a program input or an earlier segment's
-            x = fresh("x", _boundary_type(v.type))
+            x = fresh("x", boundary.transport_type(v.type))
             inputs.append(x)
             reads.append(slot[id(v)])
-            env[id(v)] = _convert(x, v.type, body, fresh)
+            env[id(v)] = boundary.enter(x, v.type, emit)
         return env[id(v)]
 
     for op in ops:
@@ -198,7 +208,7 @@ def _segment(ops, s, why, needed, made, consts, slot) -> Segment:
                 value(v)
             _clone(op, env, body)
     crossing = [v for v in needed if made[id(v)] == s]
-    outs = [_convert(env[id(v)], _boundary_type(v.type), body, fresh) for v in crossing]
+    outs = [boundary.leave(env[id(v)], emit) for v in crossing]     # int32: in two parts
     program = Program({"main": Function(Block(inputs, body, outs))})
     return Segment(program, reads, [slot[id(v)] for v in crossing],
                    sum(op.type != "const" for op in ops),
@@ -213,23 +223,6 @@ def _clone(op: Operation, env: dict, body: list) -> Var:
     for v, new in zip(op.outputs, outs):
         env[id(v)] = new
     return outs[0]
-
-
-def _boundary_type(t: TensorType) -> TensorType:
-    return TensorType(t.shape or (1,), dtypes.transport(t.dtype))
-
-
-def _convert(v: Var, t: TensorType, body: list, fresh) -> Var:
-    """`v` as type `t` (a boundary form and back): a cast and a reshape where they differ."""
-    if v.dtype != t.dtype:
-        out = fresh("cast", TensorType(v.shape, t.dtype))
-        body.append(Operation("cast", {"x": v}, {"dtype": t.dtype.name}, [out], out.name))
-        v = out
-    if v.shape != t.shape:
-        out = fresh("reshape", TensorType(t.shape, v.dtype))
-        body.append(Operation("reshape", {"x": v}, {"shape": t.shape}, [out], out.name))
-        v = out
-    return v
 
 
 # ---- the plan --------------------------------------------------------------------------------
