@@ -820,6 +820,65 @@ def test_a_zero_maximum_of_both_signs_runs_its_kernel(monkeypatch, width):
     assert {"max", "min"} <= set(_opcodes(made))
 
 
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_the_largest_magnitude_runs_as_one_absmax_row(monkeypatch, vm, model, dtype):
+    """abs followed by a max over its result, read by nothing else (automatic scaling's max |g|
+    of every gradient): one `absmax` row over abs's input, abs's result never made. Rows with
+    NaN (a store may turn abs's NaN into +0: the max is then the others'), with zeros of both
+    signs only, subnormals (flushed under "flush"), infinities, rows short and long, over the
+    whole value, the last axis and the leading one: the bits of abs, its store, then max."""
+    rng = np.random.default_rng(12)
+    data = [(rng.standard_normal(shape) * np.exp(rng.standard_normal(shape) * 3) * 30
+             ).astype(np.float16) for shape in [(64, 10), (3, 1000), (5, 4, 7), (700,)]]
+    data[0].reshape(-1)[:len(SPECIAL)] = SPECIAL
+    data[0][20], data[0][21, ::2] = np.float16(-0.0), 0.0       # a zero row, both signs
+    data[0][22] = SPECIAL[7]                                     # subnormals only
+    data[1][1, ::7] = SPECIAL[np.arange(143) % len(SPECIAL)]
+    made = _executables(monkeypatch)
+
+    def run():
+        out = []
+        with af.numerics(**MODELS[model]):
+            for d in data:
+                x = af.tensor(d, dtype=dtype) * 1.0
+                out += [(x.abs().amax() * 1.0).numpy(), (x.abs().amax(-1) * 1.0).numpy(),
+                        (x.abs().amax(0, keepdim=True) * 1.0).numpy(),
+                        # inf * 0: NaN inside, and a max read as it is (a store after it
+                        # would turn NaN into +0 under the engine's specials)
+                        (x * af.tensor(np.isfinite(d) * 1.0, dtype=dtype)).abs().amax(-1)
+                        .numpy()]
+        return out
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+    codes = _opcodes(made)
+    assert codes.count("absmax") == 4 * len(data) and "abs" not in codes
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_an_absmax_row_with_nan_stores_each_magnitude_first(vm, model):
+    """Rows holding NaN (which a program's stores keep out of abs's input under the
+    engine's specials, so only a row written here reaches it): each |x| is stored, and the
+    store's NaN-to-+0 comes before the max, as abs's step then reduce_max's would run."""
+    from aneforge.hardware.numerics import get_numerics
+    with af.numerics(**MODELS[model]):
+        numerics = get_numerics()
+    rows = np.array([[np.nan, 1.0, -3.0, 2.0], [-0.0, np.nan, 0.0, np.nan],
+                     [6e-8, -6e-8, np.nan, 1e-4]], np.float32)
+    for store in (-1, numerics.store_mode):
+        stored = np.abs(rows) if store < 0 else numerics.round16(np.abs(rows))
+        want = np.max(stored, axis=-1)
+        arena = np.concatenate([rows.reshape(-1), np.zeros(3, np.float32)])
+        fused = kernels_fused()
+        row = [0] * fused.WIDTH
+        row[:9] = [fused.OP["absmax"], -1, 3, 4, 12, 0, 4, 1, store]
+        scratch = [np.zeros(8, np.float32) for _ in range(3)]
+        assert fused.run(arena, np.array([row], np.int64), *scratch, 0, np.zeros(1, np.uint16),
+                         0) in (-1, 0)
+        if fused.run is fused.run_full:             # the lean VM leaves it to the kernels
+            same_bits(arena[12:], want)
+
+
 # ---- chains of one value's functions as one lookup -------------------------------------------
 CHAINS = {
     "gelu_grad": lambda x: af.grad((af.nn.functional.gelu(x * 1.0) * (x + 1.0)).sum(), [x])[0],

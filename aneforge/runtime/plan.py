@@ -96,7 +96,7 @@ _F16 = np.dtype(np.float16)
 _BOOL = (0, 1)
 _OWN = 256                  # outputs this small are copied out of the shared buffer
 _ENV, _STORE, _ROUND, _COPY = range(4)     # where a step's result goes (`RunPlan._stores`)
-_FOLDS = {name for pair in REDUCE.values() for name in pair}
+_FOLDS = {name for pair in REDUCE.values() for name in pair} | {"absmax"}   # `_peaks`
 
 
 class _Tables:
@@ -221,6 +221,7 @@ class RunPlan:
         self.frees = [list(f) for f in exe.frees]     # `_composites` may keep values longer
         self.dead = self._composites(shapes)
         self.local = self._locals()
+        self.peak = self._peaks(shapes)
         self.moves = self._moves(shapes)
         self.absorbed = self._absorb()
         self.alias = self._aliases()
@@ -240,7 +241,7 @@ class RunPlan:
         self.entries = self._group(shapes)
         # reductions the fused run may leave to their kernel (`fused.run`: an unsettled max or
         # min; any, under the lean VM `fused.run_lean`): step -> (step as run, its stores)
-        self.unsettled = {k: (self.exe.steps[k], self._stores(self.exe.steps[k]))
+        self.unsettled = {k: (self._folded(k), self._stores(self.exe.steps[k]))
                           for k, name in self.opcode.items()
                           if self._fused.OP[name] >= self._fused.REDUCE}
         self.lookup = TABLES.array         # holds every table this plan's steps read
@@ -489,6 +490,41 @@ class RunPlan:
         self._live_until(x, k)
         return True
 
+    def _peaks(self, shapes) -> dict:
+        """reduce_max over abs's result read by nothing else (automatic scaling's max |g| of
+        every gradient): one `absmax` row reading abs's input, abs's step no longer runs and
+        its result is never made (one pass over the gradient, not three). reduce_max step ->
+        the abs step it took in."""
+        exe, peak = self.exe, {}
+        made = {step.outs[0]: k for k, step in enumerate(exe.steps) if len(step.outs) == 1}
+        for j, name in list(self.opcode.items()):
+            x = shapes[j][3][0] if name == "max" else None
+            k = made.get(x)
+            if k is None or self.opcode.get(k) != "abs" or k in self.dead or \
+                    k in self.repeat or exe.readers.get(x) != [j] or x in self.keep:
+                continue
+            src = shapes[k][3][0]
+            if src in self.local or exe.info[src].shape != exe.info[x].shape:
+                continue
+            shapes[j] = shapes[j][:3] + ([src],)
+            self.opcode[j], peak[j] = "absmax", k
+            self.dead.add(k)
+            self._live_until(src, j)
+        return peak
+
+    def _folded(self, k):
+        """Step k as its kernel runs it when the fused run leaves it unsettled: an `absmax`
+        row as abs's kernel and store, then reduce_max's kernel."""
+        step = self.exe.steps[k]
+        if k not in self.peak:
+            return step
+        a = self.exe.steps[self.peak[k]]
+
+        def simulate(ctx, x, **attrs):
+            y = a.simulate(a.ctx, x, **a.attrs)
+            return step.simulate(ctx, y if a.store is None else a.store[0](y), **attrs)
+        return step._replace(simulate=simulate, reads=a.reads)
+
     def _aliases(self) -> dict:
         """Reshapes (same-order ops the fused runs would copy) whose result shares its
         input's place: the same elements in the same order, and neither is ever written again.
@@ -620,6 +656,7 @@ class RunPlan:
             if s in self.placed and s not in place:
                 place[s] = arena.take(size(s))
         pending, blocks, spare = [], [], []     # blocks: the segment's local places
+        taken = set(self.peak.values())
         sharing = {}                     # a place shared by aliases: how many still alive
         for s, root in self.alias.items():
             sharing[root] = sharing.get(root, 1) + 1
@@ -627,8 +664,9 @@ class RunPlan:
             for s in step.outs:
                 if s in self.alias:
                     place[s] = place[self.alias[s]]
-                elif s in self.local and k in self.dead:
-                    continue            # a chain step a lookup replaced: no row writes it
+                elif (s in self.local and k in self.dead) or k in taken:
+                    continue            # a chain step a lookup replaced, an abs an absmax
+                                        # took in: no row writes it
                 elif s in self.local and spare:
                     place[s] = spare.pop()
                 elif s in self.local:
@@ -655,16 +693,16 @@ class RunPlan:
     def _row(self, k, loops):
         """Step k's row of fused code (kernels/fused.py)."""
         exe, p, name = self.exe, self.place, self.opcode[k]
-        outs, store = exe.steps[k].outs, exe.steps[k].store
+        outs = exe.steps[k].outs
         rows, cols, st, ins = loops
         st, ins = st + st[:1] * (3 - len(st)), ins + ins[:1] * (3 - len(ins))
         flags = sum(1 << i for i, s in enumerate((outs[0], *ins)) if s in self.local)
         # exact ops (data movement, select) store their values as they are, as the executor
         # does; a lookup's table holds stored results
-        fp16 = exe.info[outs[0]].dtype == dtypes.float16
-        rnd = exe.numerics.store_mode if fp16 and store is not None and name != "lookup" else -1
-        b = (self.tables[k] if name == "lookup" else exe.numerics.mode
-             if exe.ops[k].type in REDUCE else p[ins[1]])
+        rnd = self._rounding(k) if name != "lookup" else -1
+        b = (self.tables[k] if name == "lookup" else self._rounding(self.peak[k])
+             if name == "absmax" else exe.numerics.mode if exe.ops[k].type in REDUCE
+             else p[ins[1]])
         row = [self._fused.OP[name], rnd, rows, cols, p[outs[0]], p[ins[0]], *st[0], b,
                *st[1], flags, p[ins[2]], *st[2], k]
         if k not in self.repeat:
@@ -674,6 +712,13 @@ class RunPlan:
         at = self._fused.ROW.index
         shift = {at("out"): out_step, at("a"): steps[0], at("b"): steps[1], at("c"): steps[2]}
         return [[v + i * shift.get(j, 0) for j, v in enumerate(row)] for i in range(count)]
+
+    def _rounding(self, k) -> int:
+        """The fp16 store mode step k's result is rounded with, or -1 (kept as computed: an
+        exact op, an fp32, int or bool result)."""
+        exe = self.exe
+        fp16 = exe.info[exe.steps[k].outs[0]].dtype == dtypes.float16
+        return exe.numerics.store_mode if fp16 and exe.steps[k].store is not None else -1
 
     def _group(self, shapes):
         """The entries a run executes: (step, the values it frees off the arena, `_stores`) for
