@@ -2,6 +2,7 @@
 elementwise ops fused into one compiled call must change no bit of any result."""
 from __future__ import annotations
 
+import functools
 import threading
 import tracemalloc
 import warnings
@@ -877,6 +878,79 @@ def test_an_absmax_row_with_nan_stores_each_magnitude_first(vm, model):
                          0) in (-1, 0)
         if fused.run is fused.run_full:             # the lean VM leaves it to the kernels
             same_bits(arena[12:], want)
+
+
+# ---- state fed back: outputs written over the inputs they replace ---------------------------
+def _train_compiled(steps=8, write=lambda i, model, opt: None):
+    """An AdamW step under af.compile; after each, the loss and every parameter read (the
+    values a user sees between steps), then `write(i, model, opt)`; at the end the state.
+    Programs are compiled anew (each executable learns what comes back in its first runs)."""
+    clear_cache()
+    af.manual_seed(0)
+    model = af.nn.Sequential(af.nn.Linear(64, 32), af.nn.GELU(), af.nn.Linear(32, 10))
+    opt = af.optim.AdamW(model.parameters(), lr=3e-3)
+
+    @af.compile(fullgraph=True)
+    def step(x, y):
+        opt.zero_grad()
+        loss = af.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    rng, out = np.random.default_rng(5), []
+    for i in range(steps):
+        x = af.tensor(rng.standard_normal((16, 64)).astype(np.float32))
+        out.append(step(x, af.tensor(rng.integers(0, 10, 16))).numpy())
+        out += [p.numpy().copy() for p in model.parameters()]
+        write(i, model, opt)
+    return out + [v.numpy().copy() for st in opt.state.values() for v in st.values()]
+
+
+def _user_writes(i, model, opt):
+    """Writes between steps a replay must see: a parameter, an optimizer state, the lr."""
+    with af.no_grad():
+        if i == 2:
+            model[0].weight.copy_(model[0].weight * 0.5)
+        if i == 3:
+            opt.state[model[2].bias]["exp_avg"].mul_(-2.0)
+    if i == 4:
+        opt.param_groups[0]["lr"] = 1e-2
+
+
+@pytest.mark.parametrize("write", [None, _user_writes])
+def test_state_fed_back_stays_in_place_bit_identical(monkeypatch, write):
+    """The parameters and AdamW's state a step returns come back as its next inputs: the run
+    plan writes each new value over the old one's place and does not load it again when
+    given the very array it returned. The bits are the interpreter's, step after step, with
+    the parameters read between steps and with a parameter, an optimizer state and the lr
+    written between them (new arrays: loaded)."""
+    skipped = []
+    original = plan_mod.RunPlan._load
+
+    def spy(self, env, inputs):
+        skipped.append(sum(self.held[n]() is inputs[n] for n in self.held))
+        return original(self, env, inputs)
+    monkeypatch.setattr(plan_mod.RunPlan, "_load", spy)
+    made = _executables(monkeypatch)
+    run = functools.partial(_train_compiled, write=write or (lambda *a: None))
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+    step = max((e for e in made if e.run_plan), key=lambda e: len(e.inputs))
+    assert len(step.run_plan.resident) >= 4          # weights' moments, biases...
+    assert max(skipped) == len(step.run_plan.resident)
+
+
+def test_an_array_a_step_left_in_place_is_read_only(monkeypatch):
+    """A write into the array of a value the plan keeps in place would go unseen by the next
+    run: numpy refuses it instead."""
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "auto")
+    held = []
+
+    def keep(i, model, opt):
+        held.append(opt.state[model[0].weight]["exp_avg"].numpy())
+    _train_compiled(steps=4, write=keep)
+    with pytest.raises(ValueError, match="read-only"):
+        held[-1][0, 0] = 1.0
 
 
 # ---- chains of one value's functions as one lookup -------------------------------------------

@@ -34,6 +34,7 @@ import math
 import operator
 import os
 import threading
+import weakref
 
 import numpy as np
 
@@ -206,7 +207,7 @@ class Arena:
 class RunPlan:
     """An executable's steps over an arena, with runs of fusable ops grouped into one call."""
 
-    def __init__(self, exe):
+    def __init__(self, exe, pairs=()):
         from ..hardware.kernels import compiled, fused
         self.exe, self._compiled, self._fused = exe, compiled, fused
         self.lock = threading.Lock()     # one run at a time uses the arena
@@ -225,6 +226,8 @@ class RunPlan:
         self.moves = self._moves(shapes)
         self.absorbed = self._absorb()
         self.alias = self._aliases()
+        self.pairs = list(pairs)
+        self.carry = self._carried(shapes)
         self.place, size = self._places()
         self.moved = self.moves.rows(self.place)
         self.views = {s: self.arena[o:o + size(s)].reshape(exe.info[s].shape)
@@ -260,6 +263,12 @@ class RunPlan:
         self.in_spans = _spans([self.place[exe.inputs[i][0]] for i in self.placed_ins],
                                self.in_shapes)
         self.in_sizes = [math.prod(shape) for shape in self.in_shapes]
+        # inputs whose place holds, after a run, the output they are fed back as (`_carried`):
+        # (input index, output index); `held`: input index -> a weak reference to the array
+        # the last run returned for it, which the next run need not load if given again
+        self.resident = [(n, m) for n, m in self.pairs
+                         if self.carry.get(exe.outputs[m][0]) == exe.inputs[n][0]]
+        self.held: dict = {}
         self.env_ins = [(s, carrier, name, i) for i, (s, carrier, name, view, _)
                         in enumerate(self.ins) if view is None]
         # the program's outputs: (slot, its arena place flat and its shape, or None; dtype;
@@ -525,6 +534,34 @@ class RunPlan:
             return step.simulate(ctx, y if a.store is None else a.store[0](y), **attrs)
         return step._replace(simulate=simulate, reads=a.reads)
 
+    def _carried(self, shapes) -> dict:
+        """Outputs written over the inputs they replace: `pairs` (input index, output index)
+        name an output the caller feeds back as that input on the next run (a parameter, an
+        optimizer's state: sim.SimExecutable finds them); such an output takes its input's
+        place when its fused elementwise row is the input's last reader or comes after it,
+        reading it, if at all, element by element where it writes (a blocked run reads each
+        block before writing it; an unblocked one reads the whole value first). The input's
+        place is then never given to another value. New value's slot -> old value's slot."""
+        exe, carry = self.exe, {}
+        made = {step.outs[0]: k for k, step in enumerate(exe.steps) if len(step.outs) == 1}
+        freed = {s: k for k, f in enumerate(self.frees) for s in f}
+        shared = set(self.alias) | set(self.alias.values())
+        for n, m in self.pairs:
+            i, o = exe.inputs[n][0], exe.outputs[m][0]
+            k = made.get(o)
+            if k is None or k in self.dead or shapes[k] is None or o in carry or \
+                    i in carry.values() or self._fused.OP[self.opcode[k]] >= self._fused.REDUCE:
+                continue
+            rows, cols, strides, ins = shapes[k]
+            aligned = all(cs == 1 and (rows == 1 or rs == cols)
+                          for p, (rs, cs) in zip(ins, strides) if p == i)
+            if aligned and exe.info[i] == exe.info[o] and exe.info[o].dtype == dtypes.float16 \
+                    and exe.inputs[n][1] is np.float32 and {i, o} <= self.placed and \
+                    not {i, o} & (shared | self.local | self.keep - {o} | self.moves.unwritten) \
+                    and k not in self.repeat and freed.get(i, -1) <= k:
+                carry[o] = i
+        return carry
+
     def _aliases(self) -> dict:
         """Reshapes (same-order ops the fused runs would copy) whose result shares its
         input's place: the same elements in the same order, and neither is ever written again.
@@ -656,7 +693,7 @@ class RunPlan:
             if s in self.placed and s not in place:
                 place[s] = arena.take(size(s))
         pending, blocks, spare = [], [], []     # blocks: the segment's local places
-        taken = set(self.peak.values())
+        taken, carried = set(self.peak.values()), set(self.carry.values())
         sharing = {}                     # a place shared by aliases: how many still alive
         for s, root in self.alias.items():
             sharing[root] = sharing.get(root, 1) + 1
@@ -664,6 +701,8 @@ class RunPlan:
             for s in step.outs:
                 if s in self.alias:
                     place[s] = place[self.alias[s]]
+                elif s in self.carry:
+                    place[s] = place[self.carry[s]]
                 elif (s in self.local and k in self.dead) or k in taken:
                     continue            # a chain step a lookup replaced, an abs an absmax
                                         # took in: no row writes it
@@ -675,7 +714,7 @@ class RunPlan:
                 elif s in self.placed and s not in place and s not in self.moves.unwritten:
                     place[s] = arena.take(size(s))
             pending += [s for s in frees if s in place and s not in self.keep
-                        and s not in self.local]
+                        and s not in self.local and s not in carried]
             spare += [place[s] for s in frees if s in self.local and s in place]
             blocked = seg[k] is not None and seg[k][1]
             if not blocked or k + 1 == len(seg) or seg[k + 1] != seg[k]:
@@ -800,22 +839,28 @@ class RunPlan:
         for i, carrier, name, view in self.other_ins:
             np.copyto(view, exe.carried(inputs[i], carrier, name).reshape(view.shape),
                       casting="unsafe")
-        arrays = [inputs[i] for i in self.placed_ins]
+        held, self.held = self.held, {}       # (a run that fails leaves nothing trusted)
+        order, spans, sizes = self.placed_ins, self.in_spans, self.in_sizes
+        if held:                              # what the last run left in place: not loaded
+            take = [k for k, i in enumerate(order)
+                    if i not in held or held[i]() is not inputs[i]]
+            order, spans = [order[k] for k in take], spans[take]
+            sizes = [sizes[k] for k in take]
+        arrays = [inputs[i] for i in order]
         if not arrays:
             return
         bits = np.concatenate(arrays, axis=None)
-        if bits.dtype != _F16 or [a.size for a in arrays] != self.in_sizes:
-            for i, a in zip(self.placed_ins, arrays):
+        if bits.dtype != _F16 or [a.size for a in arrays] != sizes:
+            for i, a in zip(order, arrays):
                 s, carrier, name, view, _ = self.ins[i]
                 np.copyto(view, exe.carried(a, carrier, name).reshape(view.shape),
                           casting="unsafe")
             return
         coerce = exe.numerics.specials == "engine"
         nans = np.zeros(len(arrays), np.int64)
-        self._compiled.from_float16_spans(bits.view(np.uint16), self.in_spans, self.arena,
-                                          coerce, nans)
+        self._compiled.from_float16_spans(bits.view(np.uint16), spans, self.arena, coerce, nans)
         if coerce and nans.any():
-            for i, nan in zip(self.placed_ins, nans):
+            for i, nan in zip(order, nans):
                 if nan:
                     nan_hazard(exe.input_names[i], int(nan))
 
@@ -835,7 +880,18 @@ class RunPlan:
                 out.append(kernels.astype(env[s], dtype))
             else:
                 out.append(np.array(flat, dtype).reshape(shape))
+        self._hold(out)
         return out
+
+    def _hold(self, out) -> None:
+        """The outputs fed back as inputs whose places hold them (`resident`): the next run
+        given these very arrays skips loading them (their values are in place, bit for bit:
+        fp16 values, NaN-free under the engine's specials, as loading would leave them). The
+        arrays become read-only, so no write into them in place can go unseen; a new value
+        (`p.data.copy_`, `load_state_dict`) is a new array, loaded."""
+        for n, m in self.resident:              # weakly: the caller decides what lives
+            out[m].flags.writeable = False
+            self.held[n] = weakref.ref(out[m])
 
     def run(self, inputs):
         env = list(self.start)
