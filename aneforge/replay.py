@@ -329,6 +329,8 @@ def _raw_arg(k, args, outs):
 
 
 def _held(tensor: Tensor):
+    if tensor._node.data is None:       # written since the last call (`mul_` under no_grad)
+        tensor.realize()
     return tensor._node.data[tensor._idx]
 
 

@@ -2,6 +2,7 @@
 elementwise ops fused into one compiled call must change no bit of any result."""
 from __future__ import annotations
 
+import functools
 import threading
 import tracemalloc
 import warnings
@@ -818,6 +819,138 @@ def test_a_zero_maximum_of_both_signs_runs_its_kernel(monkeypatch, width):
         same_bits(a, b)
     assert settled.count("reduce_max") == 1 and settled.count("reduce_min") == 1
     assert {"max", "min"} <= set(_opcodes(made))
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_the_largest_magnitude_runs_as_one_absmax_row(monkeypatch, vm, model, dtype):
+    """abs followed by a max over its result, read by nothing else (automatic scaling's max |g|
+    of every gradient): one `absmax` row over abs's input, abs's result never made. Rows with
+    NaN (a store may turn abs's NaN into +0: the max is then the others'), with zeros of both
+    signs only, subnormals (flushed under "flush"), infinities, rows short and long, over the
+    whole value, the last axis and the leading one: the bits of abs, its store, then max."""
+    rng = np.random.default_rng(12)
+    data = [(rng.standard_normal(shape) * np.exp(rng.standard_normal(shape) * 3) * 30
+             ).astype(np.float16) for shape in [(64, 10), (3, 1000), (5, 4, 7), (700,)]]
+    data[0].reshape(-1)[:len(SPECIAL)] = SPECIAL
+    data[0][20], data[0][21, ::2] = np.float16(-0.0), 0.0       # a zero row, both signs
+    data[0][22] = SPECIAL[7]                                     # subnormals only
+    data[1][1, ::7] = SPECIAL[np.arange(143) % len(SPECIAL)]
+    made = _executables(monkeypatch)
+
+    def run():
+        out = []
+        with af.numerics(**MODELS[model]):
+            for d in data:
+                x = af.tensor(d, dtype=dtype) * 1.0
+                out += [(x.abs().amax() * 1.0).numpy(), (x.abs().amax(-1) * 1.0).numpy(),
+                        (x.abs().amax(0, keepdim=True) * 1.0).numpy(),
+                        # inf * 0: NaN inside, and a max read as it is (a store after it
+                        # would turn NaN into +0 under the engine's specials)
+                        (x * af.tensor(np.isfinite(d) * 1.0, dtype=dtype)).abs().amax(-1)
+                        .numpy()]
+        return out
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+    codes = _opcodes(made)
+    assert codes.count("absmax") == 4 * len(data) and "abs" not in codes
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_an_absmax_row_with_nan_stores_each_magnitude_first(vm, model):
+    """Rows holding NaN (which a program's stores keep out of abs's input under the
+    engine's specials, so only a row written here reaches it): each |x| is stored, and the
+    store's NaN-to-+0 comes before the max, as abs's step then reduce_max's would run."""
+    from aneforge.hardware.numerics import get_numerics
+    with af.numerics(**MODELS[model]):
+        numerics = get_numerics()
+    rows = np.array([[np.nan, 1.0, -3.0, 2.0], [-0.0, np.nan, 0.0, np.nan],
+                     [6e-8, -6e-8, np.nan, 1e-4]], np.float32)
+    for store in (-1, numerics.store_mode):
+        stored = np.abs(rows) if store < 0 else numerics.round16(np.abs(rows))
+        want = np.max(stored, axis=-1)
+        arena = np.concatenate([rows.reshape(-1), np.zeros(3, np.float32)])
+        fused = kernels_fused()
+        row = [0] * fused.WIDTH
+        row[:9] = [fused.OP["absmax"], -1, 3, 4, 12, 0, 4, 1, store]
+        scratch = [np.zeros(8, np.float32) for _ in range(3)]
+        assert fused.run(arena, np.array([row], np.int64), *scratch, 0, np.zeros(1, np.uint16),
+                         0) in (-1, 0)
+        if fused.run is fused.run_full:             # the lean VM leaves it to the kernels
+            same_bits(arena[12:], want)
+
+
+# ---- state fed back: outputs written over the inputs they replace ---------------------------
+def _train_compiled(steps=8, write=lambda i, model, opt: None):
+    """An AdamW step under af.compile; after each, the loss and every parameter read (the
+    values a user sees between steps), then `write(i, model, opt)`; at the end the state.
+    Programs are compiled anew (each executable learns what comes back in its first runs)."""
+    clear_cache()
+    af.manual_seed(0)
+    model = af.nn.Sequential(af.nn.Linear(64, 32), af.nn.GELU(), af.nn.Linear(32, 10))
+    opt = af.optim.AdamW(model.parameters(), lr=3e-3)
+
+    @af.compile(fullgraph=True)
+    def step(x, y):
+        opt.zero_grad()
+        loss = af.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    rng, out = np.random.default_rng(5), []
+    for i in range(steps):
+        x = af.tensor(rng.standard_normal((16, 64)).astype(np.float32))
+        out.append(step(x, af.tensor(rng.integers(0, 10, 16))).numpy())
+        out += [p.numpy().copy() for p in model.parameters()]
+        write(i, model, opt)
+    return out + [v.numpy().copy() for st in opt.state.values() for v in st.values()]
+
+
+def _user_writes(i, model, opt):
+    """Writes between steps a replay must see: a parameter, an optimizer state, the lr."""
+    with af.no_grad():
+        if i == 2:
+            model[0].weight.copy_(model[0].weight * 0.5)
+        if i == 3:
+            opt.state[model[2].bias]["exp_avg"].mul_(-2.0)
+    if i == 4:
+        opt.param_groups[0]["lr"] = 1e-2
+
+
+@pytest.mark.parametrize("write", [None, _user_writes])
+def test_state_fed_back_stays_in_place_bit_identical(monkeypatch, write):
+    """The parameters and AdamW's state a step returns come back as its next inputs: the run
+    plan writes each new value over the old one's place and does not load it again when
+    given the very array it returned. The bits are the interpreter's, step after step, with
+    the parameters read between steps and with a parameter, an optimizer state and the lr
+    written between them (new arrays: loaded)."""
+    skipped = []
+    original = plan_mod.RunPlan._load
+
+    def spy(self, env, inputs):
+        skipped.append(sum(self.held[n]() is inputs[n] for n in self.held))
+        return original(self, env, inputs)
+    monkeypatch.setattr(plan_mod.RunPlan, "_load", spy)
+    made = _executables(monkeypatch)
+    run = functools.partial(_train_compiled, write=write or (lambda *a: None))
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+    step = max((e for e in made if e.run_plan), key=lambda e: len(e.inputs))
+    assert len(step.run_plan.resident) >= 4          # weights' moments, biases...
+    assert max(skipped) == len(step.run_plan.resident)
+
+
+def test_an_array_a_step_left_in_place_is_read_only(monkeypatch):
+    """A write into the array of a value the plan keeps in place would go unseen by the next
+    run: numpy refuses it instead."""
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "auto")
+    held = []
+
+    def keep(i, model, opt):
+        held.append(opt.state[model[0].weight]["exp_avg"].numpy())
+    _train_compiled(steps=4, write=keep)
+    with pytest.raises(ValueError, match="read-only"):
+        held[-1][0, 0] = 1.0
 
 
 # ---- chains of one value's functions as one lookup -------------------------------------------

@@ -106,9 +106,10 @@ def test_fold_ops_are_reductions_with_reduction_opcodes(name):
 
 def test_every_opcode_is_named_by_an_op_or_the_run_plan():
     """No opcode is dead: the OpDefs name most, the run plan the ones it picks per step (a
-    cast to bool runs as `nonzero`, a pointwise op as `lookup`)."""
+    cast to bool runs as `nonzero`, a pointwise op as `lookup`, reduce_max over abs's
+    result as `absmax`)."""
     named = {c for op in REGISTRY.values() for c in (op.fused or ()) + (op.fold or ())}
-    assert set(fused.OPCODES) - named == {"nonzero", "lookup"}
+    assert set(fused.OPCODES) - named == {"nonzero", "lookup", "absmax"}
 
 
 def test_a_category_the_registry_does_not_know_is_refused():

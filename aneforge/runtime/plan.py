@@ -34,6 +34,7 @@ import math
 import operator
 import os
 import threading
+import weakref
 
 import numpy as np
 
@@ -96,7 +97,7 @@ _F16 = np.dtype(np.float16)
 _BOOL = (0, 1)
 _OWN = 256                  # outputs this small are copied out of the shared buffer
 _ENV, _STORE, _ROUND, _COPY = range(4)     # where a step's result goes (`RunPlan._stores`)
-_FOLDS = {name for pair in REDUCE.values() for name in pair}
+_FOLDS = {name for pair in REDUCE.values() for name in pair} | {"absmax"}   # `_peaks`
 
 
 class _Tables:
@@ -206,7 +207,7 @@ class Arena:
 class RunPlan:
     """An executable's steps over an arena, with runs of fusable ops grouped into one call."""
 
-    def __init__(self, exe):
+    def __init__(self, exe, pairs=()):
         from ..hardware.kernels import compiled, fused
         self.exe, self._compiled, self._fused = exe, compiled, fused
         self.lock = threading.Lock()     # one run at a time uses the arena
@@ -221,9 +222,12 @@ class RunPlan:
         self.frees = [list(f) for f in exe.frees]     # `_composites` may keep values longer
         self.dead = self._composites(shapes)
         self.local = self._locals()
+        self.peak = self._peaks(shapes)
         self.moves = self._moves(shapes)
         self.absorbed = self._absorb()
         self.alias = self._aliases()
+        self.pairs = list(pairs)
+        self.carry = self._carried(shapes)
         self.place, size = self._places()
         self.moved = self.moves.rows(self.place)
         self.views = {s: self.arena[o:o + size(s)].reshape(exe.info[s].shape)
@@ -240,7 +244,7 @@ class RunPlan:
         self.entries = self._group(shapes)
         # reductions the fused run may leave to their kernel (`fused.run`: an unsettled max or
         # min; any, under the lean VM `fused.run_lean`): step -> (step as run, its stores)
-        self.unsettled = {k: (self.exe.steps[k], self._stores(self.exe.steps[k]))
+        self.unsettled = {k: (self._folded(k), self._stores(self.exe.steps[k]))
                           for k, name in self.opcode.items()
                           if self._fused.OP[name] >= self._fused.REDUCE}
         self.lookup = TABLES.array         # holds every table this plan's steps read
@@ -259,6 +263,12 @@ class RunPlan:
         self.in_spans = _spans([self.place[exe.inputs[i][0]] for i in self.placed_ins],
                                self.in_shapes)
         self.in_sizes = [math.prod(shape) for shape in self.in_shapes]
+        # inputs whose place holds, after a run, the output they are fed back as (`_carried`):
+        # (input index, output index); `held`: input index -> a weak reference to the array
+        # the last run returned for it, which the next run need not load if given again
+        self.resident = [(n, m) for n, m in self.pairs
+                         if self.carry.get(exe.outputs[m][0]) == exe.inputs[n][0]]
+        self.held: dict = {}
         self.env_ins = [(s, carrier, name, i) for i, (s, carrier, name, view, _)
                         in enumerate(self.ins) if view is None]
         # the program's outputs: (slot, its arena place flat and its shape, or None; dtype;
@@ -489,6 +499,69 @@ class RunPlan:
         self._live_until(x, k)
         return True
 
+    def _peaks(self, shapes) -> dict:
+        """reduce_max over abs's result read by nothing else (automatic scaling's max |g| of
+        every gradient): one `absmax` row reading abs's input, abs's step no longer runs and
+        its result is never made (one pass over the gradient, not three). reduce_max step ->
+        the abs step it took in."""
+        exe, peak = self.exe, {}
+        made = {step.outs[0]: k for k, step in enumerate(exe.steps) if len(step.outs) == 1}
+        for j, name in list(self.opcode.items()):
+            x = shapes[j][3][0] if name == "max" else None
+            k = made.get(x)
+            if k is None or self.opcode.get(k) != "abs" or k in self.dead or \
+                    k in self.repeat or exe.readers.get(x) != [j] or x in self.keep:
+                continue
+            src = shapes[k][3][0]
+            if src in self.local or exe.info[src].shape != exe.info[x].shape:
+                continue
+            shapes[j] = shapes[j][:3] + ([src],)
+            self.opcode[j], peak[j] = "absmax", k
+            self.dead.add(k)
+            self._live_until(src, j)
+        return peak
+
+    def _folded(self, k):
+        """Step k as its kernel runs it when the fused run leaves it unsettled: an `absmax`
+        row as abs's kernel and store, then reduce_max's kernel."""
+        step = self.exe.steps[k]
+        if k not in self.peak:
+            return step
+        a = self.exe.steps[self.peak[k]]
+
+        def simulate(ctx, x, **attrs):
+            y = a.simulate(a.ctx, x, **a.attrs)
+            return step.simulate(ctx, y if a.store is None else a.store[0](y), **attrs)
+        return step._replace(simulate=simulate, reads=a.reads)
+
+    def _carried(self, shapes) -> dict:
+        """Outputs written over the inputs they replace: `pairs` (input index, output index)
+        name an output the caller feeds back as that input on the next run (a parameter, an
+        optimizer's state: sim.SimExecutable finds them); such an output takes its input's
+        place when its fused elementwise row is the input's last reader or comes after it,
+        reading it, if at all, element by element where it writes (a blocked run reads each
+        block before writing it; an unblocked one reads the whole value first). The input's
+        place is then never given to another value. New value's slot -> old value's slot."""
+        exe, carry = self.exe, {}
+        made = {step.outs[0]: k for k, step in enumerate(exe.steps) if len(step.outs) == 1}
+        freed = {s: k for k, f in enumerate(self.frees) for s in f}
+        shared = set(self.alias) | set(self.alias.values())
+        for n, m in self.pairs:
+            i, o = exe.inputs[n][0], exe.outputs[m][0]
+            k = made.get(o)
+            if k is None or k in self.dead or shapes[k] is None or o in carry or \
+                    i in carry.values() or self._fused.OP[self.opcode[k]] >= self._fused.REDUCE:
+                continue
+            rows, cols, strides, ins = shapes[k]
+            aligned = all(cs == 1 and (rows == 1 or rs == cols)
+                          for p, (rs, cs) in zip(ins, strides) if p == i)
+            if aligned and exe.info[i] == exe.info[o] and exe.info[o].dtype == dtypes.float16 \
+                    and exe.inputs[n][1] is np.float32 and {i, o} <= self.placed and \
+                    not {i, o} & (shared | self.local | self.keep - {o} | self.moves.unwritten) \
+                    and k not in self.repeat and freed.get(i, -1) <= k:
+                carry[o] = i
+        return carry
+
     def _aliases(self) -> dict:
         """Reshapes (same-order ops the fused runs would copy) whose result shares its
         input's place: the same elements in the same order, and neither is ever written again.
@@ -620,6 +693,7 @@ class RunPlan:
             if s in self.placed and s not in place:
                 place[s] = arena.take(size(s))
         pending, blocks, spare = [], [], []     # blocks: the segment's local places
+        taken, carried = set(self.peak.values()), set(self.carry.values())
         sharing = {}                     # a place shared by aliases: how many still alive
         for s, root in self.alias.items():
             sharing[root] = sharing.get(root, 1) + 1
@@ -627,8 +701,11 @@ class RunPlan:
             for s in step.outs:
                 if s in self.alias:
                     place[s] = place[self.alias[s]]
-                elif s in self.local and k in self.dead:
-                    continue            # a chain step a lookup replaced: no row writes it
+                elif s in self.carry:
+                    place[s] = place[self.carry[s]]
+                elif (s in self.local and k in self.dead) or k in taken:
+                    continue            # a chain step a lookup replaced, an abs an absmax
+                                        # took in: no row writes it
                 elif s in self.local and spare:
                     place[s] = spare.pop()
                 elif s in self.local:
@@ -637,7 +714,7 @@ class RunPlan:
                 elif s in self.placed and s not in place and s not in self.moves.unwritten:
                     place[s] = arena.take(size(s))
             pending += [s for s in frees if s in place and s not in self.keep
-                        and s not in self.local]
+                        and s not in self.local and s not in carried]
             spare += [place[s] for s in frees if s in self.local and s in place]
             blocked = seg[k] is not None and seg[k][1]
             if not blocked or k + 1 == len(seg) or seg[k + 1] != seg[k]:
@@ -655,16 +732,16 @@ class RunPlan:
     def _row(self, k, loops):
         """Step k's row of fused code (kernels/fused.py)."""
         exe, p, name = self.exe, self.place, self.opcode[k]
-        outs, store = exe.steps[k].outs, exe.steps[k].store
+        outs = exe.steps[k].outs
         rows, cols, st, ins = loops
         st, ins = st + st[:1] * (3 - len(st)), ins + ins[:1] * (3 - len(ins))
         flags = sum(1 << i for i, s in enumerate((outs[0], *ins)) if s in self.local)
         # exact ops (data movement, select) store their values as they are, as the executor
         # does; a lookup's table holds stored results
-        fp16 = exe.info[outs[0]].dtype == dtypes.float16
-        rnd = exe.numerics.store_mode if fp16 and store is not None and name != "lookup" else -1
-        b = (self.tables[k] if name == "lookup" else exe.numerics.mode
-             if exe.ops[k].type in REDUCE else p[ins[1]])
+        rnd = self._rounding(k) if name != "lookup" else -1
+        b = (self.tables[k] if name == "lookup" else self._rounding(self.peak[k])
+             if name == "absmax" else exe.numerics.mode if exe.ops[k].type in REDUCE
+             else p[ins[1]])
         row = [self._fused.OP[name], rnd, rows, cols, p[outs[0]], p[ins[0]], *st[0], b,
                *st[1], flags, p[ins[2]], *st[2], k]
         if k not in self.repeat:
@@ -674,6 +751,13 @@ class RunPlan:
         at = self._fused.ROW.index
         shift = {at("out"): out_step, at("a"): steps[0], at("b"): steps[1], at("c"): steps[2]}
         return [[v + i * shift.get(j, 0) for j, v in enumerate(row)] for i in range(count)]
+
+    def _rounding(self, k) -> int:
+        """The fp16 store mode step k's result is rounded with, or -1 (kept as computed: an
+        exact op, an fp32, int or bool result)."""
+        exe = self.exe
+        fp16 = exe.info[exe.steps[k].outs[0]].dtype == dtypes.float16
+        return exe.numerics.store_mode if fp16 and exe.steps[k].store is not None else -1
 
     def _group(self, shapes):
         """The entries a run executes: (step, the values it frees off the arena, `_stores`) for
@@ -755,22 +839,28 @@ class RunPlan:
         for i, carrier, name, view in self.other_ins:
             np.copyto(view, exe.carried(inputs[i], carrier, name).reshape(view.shape),
                       casting="unsafe")
-        arrays = [inputs[i] for i in self.placed_ins]
+        held, self.held = self.held, {}       # (a run that fails leaves nothing trusted)
+        order, spans, sizes = self.placed_ins, self.in_spans, self.in_sizes
+        if held:                              # what the last run left in place: not loaded
+            take = [k for k, i in enumerate(order)
+                    if i not in held or held[i]() is not inputs[i]]
+            order, spans = [order[k] for k in take], spans[take]
+            sizes = [sizes[k] for k in take]
+        arrays = [inputs[i] for i in order]
         if not arrays:
             return
         bits = np.concatenate(arrays, axis=None)
-        if bits.dtype != _F16 or [a.size for a in arrays] != self.in_sizes:
-            for i, a in zip(self.placed_ins, arrays):
+        if bits.dtype != _F16 or [a.size for a in arrays] != sizes:
+            for i, a in zip(order, arrays):
                 s, carrier, name, view, _ = self.ins[i]
                 np.copyto(view, exe.carried(a, carrier, name).reshape(view.shape),
                           casting="unsafe")
             return
         coerce = exe.numerics.specials == "engine"
         nans = np.zeros(len(arrays), np.int64)
-        self._compiled.from_float16_spans(bits.view(np.uint16), self.in_spans, self.arena,
-                                          coerce, nans)
+        self._compiled.from_float16_spans(bits.view(np.uint16), spans, self.arena, coerce, nans)
         if coerce and nans.any():
-            for i, nan in zip(self.placed_ins, nans):
+            for i, nan in zip(order, nans):
                 if nan:
                     nan_hazard(exe.input_names[i], int(nan))
 
@@ -790,7 +880,18 @@ class RunPlan:
                 out.append(kernels.astype(env[s], dtype))
             else:
                 out.append(np.array(flat, dtype).reshape(shape))
+        self._hold(out)
         return out
+
+    def _hold(self, out) -> None:
+        """The outputs fed back as inputs whose places hold them (`resident`): the next run
+        given these very arrays skips loading them (their values are in place, bit for bit:
+        fp16 values, NaN-free under the engine's specials, as loading would leave them). The
+        arrays become read-only, so no write into them in place can go unseen; a new value
+        (`p.data.copy_`, `load_state_dict`) is a new array, loaded."""
+        for n, m in self.resident:              # weakly: the caller decides what lives
+            out[m].flags.writeable = False
+            self.held[n] = weakref.ref(out[m])
 
     def run(self, inputs):
         env = list(self.start)

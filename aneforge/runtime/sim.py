@@ -9,6 +9,8 @@ Program inputs and outputs are real fp16/int16/... arrays.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .. import dtypes
@@ -82,6 +84,7 @@ class SimExecutable:
         self._schedule_frees()
         self.blank = [None] * self.n_slots
         self.runs, self.run_plan = 0, None
+        self.returned: dict = {}        # id -> (output index, weak ref): the last run's outputs
 
     def _schedule_frees(self) -> None:
         """When each value is freed (`self.frees`, by step): right after the last step that
@@ -105,14 +108,14 @@ class SimExecutable:
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         self.runs += 1
-        run_plan = self._ready_run_plan()
+        run_plan = self._ready_run_plan(self._fed_back(inputs))
         if run_plan is not None and kernels._fast() is not None and \
                 run_plan.lock.acquire(blocking=False):
             try:                            # the arena: one run at a time; others interpret
                 with kernels.blas_calls():
                     env = run_plan.run(inputs)
                 self._check_narrowed(env)
-                return run_plan.outputs(env)
+                return self._returned(run_plan.outputs(env))
             finally:
                 run_plan.lock.release()
         env: list = [None] * self.n_slots
@@ -123,7 +126,24 @@ class SimExecutable:
             self._steps(env)            # raises nothing (special values are the numerics
                                         # model's, hazards warn)
         self._check_narrowed(env)
-        return [kernels.astype(env[s], dtype) for s, dtype in self.outputs]
+        return self._returned([kernels.astype(env[s], dtype) for s, dtype in self.outputs])
+
+    def _fed_back(self, inputs) -> list:
+        """(input index, output index) of each input that is an array the last run returned:
+        a training step's parameters and optimizer state, updated and given back. The run
+        plan writes each such output over its input's place, and a run given the very array
+        it returned need not load it (`plan.RunPlan._carried`)."""
+        last = self.returned
+        return [(n, last[id(a)][0]) for n, a in enumerate(inputs)
+                if id(a) in last and last[id(a)][1]() is a]
+
+    def _returned(self, outputs: list) -> list:
+        """The outputs, noted (weakly) while the run plan may still learn which come back."""
+        if self.runs <= _LEARN and not (self.run_plan is not None and self.run_plan.pairs):
+            self.returned = {id(a): (m, weakref.ref(a)) for m, a in enumerate(outputs)}
+        else:
+            self.returned = {}
+        return outputs
 
     def load_inputs(self, env, inputs) -> None:
         for (s, carrier), a, name in zip(self.inputs, inputs, self.input_names):
@@ -133,9 +153,11 @@ class SimExecutable:
         """Input `a` in its carried form (float32 for fp16), NaN coerced (engine specials)."""
         return _coerce_nan(self.numerics, kernels.astype(a, carrier), name)
 
-    def _ready_run_plan(self):
+    def _ready_run_plan(self, pairs=()):
         """The run plan (runtime/plan.py), built on the second run (or the first, under
-        ANEFORGE_SIM_PLAN=always) when the compiled kernels are on; None otherwise."""
+        ANEFORGE_SIM_PLAN=always) when the compiled kernels are on, and again once if a
+        later run finds outputs fed back (`pairs`) that it was built without; None
+        otherwise."""
         from . import plan
         if self.runs == 2:
             kernels.settle()            # a loop, on a fresh install: compiled kernels soon
@@ -143,9 +165,9 @@ class SimExecutable:
         if choice == "never" or (choice == "auto" and self.runs < 2):
             return None
         # the compiled kernels loaded (not just installed), and the standard store rounding
-        if self.run_plan is None and kernels._fast() is not None and \
-                type(self.numerics) is Numerics:
-            self.run_plan = plan.RunPlan(self)
+        if (self.run_plan is None or (pairs and not self.run_plan.pairs)) and \
+                kernels._fast() is not None and type(self.numerics) is Numerics:
+            self.run_plan = plan.RunPlan(self, pairs)
         return self.run_plan
 
     def _steps(self, env) -> None:
@@ -166,6 +188,9 @@ class SimExecutable:
                                  f"do not fit {dtype} at the program boundary (the ANE has no "
                                  f"int32 I/O). Compute in floating point, or keep results within "
                                  f"[{info.min}, {info.max}].")
+
+
+_LEARN = 4         # runs in which an executable looks for its outputs fed back (`_fed_back`)
 
 
 def _coerce_nan(numerics, a: np.ndarray, name: str) -> np.ndarray:
