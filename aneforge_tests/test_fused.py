@@ -917,7 +917,15 @@ def _user_writes(i, model, opt):
         opt.param_groups[0]["lr"] = 1e-2
 
 
-@pytest.mark.parametrize("write", [None, _user_writes])
+def _numpy_writes(i, model, opt):
+    """Writes into the arrays .numpy() hands out (torch's share the tensor's storage)."""
+    if i == 3:
+        opt.state[model[0].weight]["exp_avg"].numpy()[0, :4] = 0.5
+    if i == 5:
+        model[2].weight.numpy()[1] *= -1.0
+
+
+@pytest.mark.parametrize("write", [None, _user_writes, _numpy_writes])
 def test_state_fed_back_stays_in_place_bit_identical(monkeypatch, write):
     """The parameters and AdamW's state a step returns come back as its next inputs: the run
     plan writes each new value over the old one's place and does not load it again when
@@ -940,17 +948,20 @@ def test_state_fed_back_stays_in_place_bit_identical(monkeypatch, write):
     assert max(skipped) == len(step.run_plan.resident)
 
 
-def test_an_array_a_step_left_in_place_is_read_only(monkeypatch):
-    """A write into the array of a value the plan keeps in place would go unseen by the next
-    run: numpy refuses it instead."""
+def test_an_array_a_step_left_in_place_is_read_only_until_handed_to_the_user(monkeypatch):
+    """The plan keeps the arrays of values it holds in place read-only (a write into one
+    would go unseen); .numpy() hands the user a writeable one (as torch's shares storage),
+    which the next run loads again."""
     monkeypatch.setenv("ANEFORGE_SIM_PLAN", "auto")
     held = []
 
     def keep(i, model, opt):
-        held.append(opt.state[model[0].weight]["exp_avg"].numpy())
+        t = opt.state[model[0].weight]["exp_avg"]
+        held.append((t, t._node.data[t._idx].flags.writeable))
     _train_compiled(steps=4, write=keep)
-    with pytest.raises(ValueError, match="read-only"):
-        held[-1][0, 0] = 1.0
+    assert not held[-1][1]
+    held[-1][0].numpy()[0, 0] = 1.0
+    assert held[-1][0].numpy()[0, 0] == 1.0
 
 
 # ---- chains of one value's functions as one lookup -------------------------------------------

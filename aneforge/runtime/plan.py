@@ -842,8 +842,8 @@ class RunPlan:
         held, self.held = self.held, {}       # (a run that fails leaves nothing trusted)
         order, spans, sizes = self.placed_ins, self.in_spans, self.in_sizes
         if held:                              # what the last run left in place: not loaded
-            take = [k for k, i in enumerate(order)
-                    if i not in held or held[i]() is not inputs[i]]
+            take = [k for k, i in enumerate(order) if i not in held or
+                    held[i]() is not inputs[i] or inputs[i].flags.writeable]
             order, spans = [order[k] for k in take], spans[take]
             sizes = [sizes[k] for k in take]
         arrays = [inputs[i] for i in order]
@@ -887,8 +887,10 @@ class RunPlan:
         """The outputs fed back as inputs whose places hold them (`resident`): the next run
         given these very arrays skips loading them (their values are in place, bit for bit:
         fp16 values, NaN-free under the engine's specials, as loading would leave them). The
-        arrays become read-only, so no write into them in place can go unseen; a new value
-        (`p.data.copy_`, `load_state_dict`) is a new array, loaded."""
+        arrays become read-only, so no write into them in place can go unseen: one made
+        writeable again (`Tensor.numpy()` hands the user a writeable array, as torch's shares
+        its storage) is loaded again; a new value (`p.data.copy_`, `load_state_dict`) is a new
+        array, loaded."""
         for n, m in self.resident:              # weakly: the caller decides what lives
             out[m].flags.writeable = False
             self.held[n] = weakref.ref(out[m])

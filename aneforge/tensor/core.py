@@ -13,6 +13,8 @@ themselves come from the family modules beside it (see `aneforge.tensor`).
 """
 from __future__ import annotations
 
+import contextlib
+
 import numbers
 import sys
 import weakref
@@ -223,7 +225,11 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
         capture = CTX.thread.capture
         if capture is not None:
             capture.host_read(f"a {self.dtype.name}{list(self.shape)} tensor")
-        return self.value()
+        a = self.value()
+        if not a.flags.writeable:       # kept in a run plan's place: the user may write into
+            with contextlib.suppress(ValueError):      # it, as into torch's shared storage
+                a.flags.writeable = True               # (the plan then loads it again)
+        return a
 
     def value(self) -> np.ndarray:
         """numpy() for the package's own bookkeeping: not a read by user code (af.compile
