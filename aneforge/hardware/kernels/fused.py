@@ -56,7 +56,8 @@ _SQRT_ENGINE, _RELU = OP["sqrt_engine"], OP["relu"]
 _LESS, _LESS_EQUAL, _GREATER = OP["less"], OP["less_equal"], OP["greater"]
 _GREATER_EQUAL, _EQUAL, _NOT_EQUAL = OP["greater_equal"], OP["equal"], OP["not_equal"]
 _NONZERO, _LOGICAL_NOT, _COPY = OP["nonzero"], OP["logical_not"], OP["copy"]
-_SUM16, _MEAN16, _MEAN, _MAX, _MIN = OP["sum16"], OP["mean16"], OP["mean"], OP["max"], OP["min"]
+_SUM16, _MEAN16, _SUM, _MEAN = OP["sum16"], OP["mean16"], OP["sum"], OP["mean"]
+_MAX, _MIN = OP["max"], OP["min"]
 ROW = ("opcode", "store", "rows", "cols", "out", "a", "a_rs", "a_cs", "b", "b_rs", "b_cs",
        "local", "c", "c_rs", "c_cs", "step")
 WIDTH = len(ROW)    # int64 fields per op; `step`: the plan's step the row runs
@@ -721,9 +722,22 @@ def _lean_op(arena, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
         elif store == 4 and op == _DIV_ENGINE:
             for i in range(cols):
                 out[i] = r16_ieee(_div_engine(a[i], b[i]), 4)
-        elif op == LOOKUP:
+        elif store == 4 and op == _MAXIMUM:
             for i in range(cols):
-                out[i] = _from_half_bits(tables[at + _to_half_bits(a[i])])
+                out[i] = r16_ieee(_maximum(a[i], b[i]), 4)
+        elif store == 4 and op == _MINIMUM:
+            for i in range(cols):
+                out[i] = r16_ieee(_minimum(a[i], b[i]), 4)
+        elif store == 4 and op == _ABS:
+            for i in range(cols):
+                out[i] = r16_ieee(abs(a[i]), 4)
+        elif store == 4 and op == _SQRT_ENGINE:
+            for i in range(cols):
+                out[i] = r16_ieee(_sqrt_engine(a[i], b[i]), 4)
+        elif op == LOOKUP:          # indexed by the bits alone: no sign check
+            table = tables[at:at + TABLE]
+            for i in range(cols):
+                out[i] = _from_half_bits(table[_to_half_bits(a[i])])
         else:
             for i in range(cols):
                 out[i] = _value(op, a[i], b[i], c[i], tables, at)
@@ -734,31 +748,87 @@ def _lean_op(arena, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
                 _store(out, store)
 
 
+@njit(cache=True, error_model="numpy")
+def _lean_reduce(arena, code, k, sx) -> bool:
+    """`_reduce` by plain loops, one row at a time (strided rows gathered, no side-by-side
+    sums, no vectorized scans): the same folds in the same order, the same bits. False (the
+    op left to its kernel) at a row `_extremum` would leave unsettled, and for a numpy
+    pairwise sum of more than one block of 128 terms (`_pairwise`'s stack doubled the
+    compile)."""
+    op, store, rows, cols, o = code[k, 0], code[k, 1], code[k, 2], code[k, 3], code[k, 4]
+    a, ars, acs, mode = code[k, 5], code[k, 6], code[k, 7], code[k, 8]
+    if (op == _SUM or op == _MEAN) and cols > 128:
+        return False
+    for r in range(rows):
+        x = _operand(arena, a + r * ars, acs, cols, sx, False)
+        if op == _MAX or op == _MIN:
+            v, settled = _extremum(x, op)
+            if not settled:
+                return False
+        elif op == _SUM16 or op == _MEAN16:
+            v = x[0]
+            for c in range(1, cols):
+                v = r16(v + x[c], mode)
+        else:
+            v = _ZERO + _leaf(x, 0, cols)       # numpy's sum of one block, from its identity
+        if op == _MEAN16 or op == _MEAN:
+            v = v / np.float32(cols)
+        arena[o + r] = v if store < 0 else r16(v, store)
+    return True
+
+
 @njit(cache=True)
 def run_lean(arena, code, sx, sy, sz, block, tables, start):
-    """`run_full`, every elementwise op by `_lean_op` (none in column order: the same bits),
-    and every reduction returned as unsettled (the caller runs its kernel, then resumes). One
-    call site of `_lean_op` for both kinds of run: numba compiles it once."""
+    """`run_full` by fewer loops: every elementwise op by `_lean_op` (a tall, narrow one column
+    by column, as `_columns` runs it), every reduction by `_lean_reduce` (one it leaves
+    unsettled returned, as `run_full` does). One call site of `_lean_op` for every kind of
+    row: numba compiles it once."""
+    arena, sx, sy, sz = _unowned(arena), _unowned(sx), _unowned(sy), _unowned(sz)
+    tables = _unowned(tables)
     n = code[0, 3] if block > 0 else 1
     for c0 in range(0, n, max(block, 1)):
         m = min(block, n - c0)
         for k in range(start, code.shape[0]):
             op, local = code[k, 0], code[k, 11]
-            if op >= REDUCE:          # left to its kernel, as an unsettled one is
-                return k
-            if block > 0:             # one row of m elements, as `_blocked` runs it
-                o, rows, cols = code[k, 4] + (0 if local & 1 else c0), 1, m
-                x = _block_operand(arena, code[k, 5], code[k, 7], local & 2, c0)
-                y = _block_operand(arena, code[k, 8], code[k, 10], local & 4, c0)
-                z = _block_operand(arena, code[k, 12], code[k, 14], local & 8, c0)
-            else:
-                o, rows, cols = code[k, 4], code[k, 2], code[k, 3]
-                x = (arena, code[k, 5], code[k, 6], code[k, 7])
-                y = (arena, code[k, 8], code[k, 9], code[k, 10])
-                z = (arena, code[k, 12], code[k, 13], code[k, 14])
-            _lean_op(arena, o, rows, cols, x, y, z, op, code[k, 1], tables, code[k, 8],
-                     sx, sy, sz)
+            if op >= REDUCE:
+                if not _lean_reduce(arena, code, k, sx):
+                    return k
+                continue
+            by_columns = block == 0 and code[k, 3] < NARROW and code[k, 2] >= 4 * code[k, 3]
+            for c in range(code[k, 3] if by_columns else 1):
+                out = arena
+                if block > 0:             # one row of m elements, as `_blocked` runs it
+                    o, rows, cols = code[k, 4] + (0 if local & 1 else c0), 1, m
+                    x = _block_operand(arena, code[k, 5], code[k, 7], local & 2, c0)
+                    y = _block_operand(arena, code[k, 8], code[k, 10], local & 4, c0)
+                    z = _block_operand(arena, code[k, 12], code[k, 14], local & 8, c0)
+                elif by_columns:          # column c gathered, computed in sx, scattered
+                    out, o, rows, cols = sx, _int(0), _int(1), code[k, 2]
+                    _columns_in(arena, code, k, c, sx, sy, sz)
+                    x, y, z = _operand_at(sx, 0, 0, 1), _operand_at(sy, 0, 0, 1), \
+                        _operand_at(sz, 0, 0, 1)
+                else:
+                    o, rows, cols = code[k, 4], code[k, 2], code[k, 3]
+                    x = (arena, code[k, 5], code[k, 6], code[k, 7])
+                    y = (arena, code[k, 8], code[k, 9], code[k, 10])
+                    z = (arena, code[k, 12], code[k, 13], code[k, 14])
+                _lean_op(out, o, rows, cols, x, y, z, op, code[k, 1], tables, code[k, 8],
+                         sx, sy, sz)
+                if by_columns:
+                    for r in range(cols):
+                        arena[code[k, 4] + r * code[k, 3] + c] = sx[r]
     return -1
+
+
+@njit(cache=True, inline="always")
+def _columns_in(arena, code, k, c, sx, sy, sz):
+    """Column c of row k's operands into the scratch rows (`_columns`)."""
+    rows, op = code[k, 2], code[k, 0]
+    _gather(arena, code[k, 5] + c * code[k, 7], code[k, 6], sx[:rows])
+    if op != LOOKUP:
+        _gather(arena, code[k, 8] + c * code[k, 10], code[k, 9], sy[:rows])
+    if op == SELECT:
+        _gather(arena, code[k, 12] + c * code[k, 14], code[k, 13], sz[:rows])
 
 
 # The VM the run plan calls (`fused.run`): `run_full`, or `run_lean` while `run_full` compiles
