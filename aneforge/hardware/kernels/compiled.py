@@ -429,24 +429,24 @@ def _llvm_unary(name):
 _llvm_trunc, _llvm_floor, _llvm_rint = map(_llvm_unary, ("llvm.trunc", "llvm.floor", "llvm.rint"))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _cut(v, tmode):
     """The adder's cut: toward -inf (tmode bit 0) or toward zero."""
     return _llvm_floor(v) if tmode & 1 else _llvm_trunc(v)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _carry(v, tmode):
     """The cut after a carry: nearest-even (tmode bit 1), or the adder's cut."""
     return _llvm_rint(v) if tmode & 2 else _cut(v, tmode)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _exp(v):
     return _bits(v) & _EXP
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _scales(x, y):
     """(2**(11 - e), 2**(e - 11)) for e = floor(log2(max(|x|, |y|))), from the exponent bits,
     e at least -115 (as the reference: below it q = 2**(e - 11) is no longer a normal float32,
@@ -455,7 +455,7 @@ def _scales(x, y):
     return _float(np.uint32(_SCALE - m)), _float(np.uint32(m - _Q))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _add12(x, y, tmode):
     """x + y in the 12-bit truncating adder: both cut to 2**(e - 11), e the exponent of the
     larger; a carry past 2**(e + 1) renormalises (cut again at 2**(e - 10))."""
@@ -465,7 +465,7 @@ def _add12(x, y, tmode):
     return s * q
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _cut_sum(x, y, m):
     """cut(x) + cut(y) toward zero at q = 2**(e - 11), m the exponent field of 2**e (exact).
     A carry (|sum| >= 2**(e + 1)) leaves one bit too many: `_carry_cut` clears it. In a chain
@@ -476,20 +476,20 @@ def _cut_sum(x, y, m):
     return (_llvm_trunc(x * scale) + _llvm_trunc(y * scale)) * q
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _carry_cut(s):
     """The carry's cut toward zero of a `_cut_sum`: its low 12 significand bits cleared (a
     no-op without a carry: the sum is then already a multiple of q)."""
     return _float(_bits(s) & _LOW12)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _sum_floored(x, y):
     """`_cut_sum` for the default adder: e at least -115 (`_scales`)."""
     return _cut_sum(x, y, max(_exp(x), _exp(y), _MIN_EXP))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _sum_plain(x, y):
     """`_sum_floored` without the exponent's floor, one instruction less. Equal to it in a
     tile whose nonzero products are at least 2**-104 (`_plain_rows` checks): every nonzero
@@ -659,14 +659,14 @@ def _plain_rows(xb, i0, i1, ymax, ysmall, limit):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _lane(row, kk, k):
     """row[kk], or 0 past K: the missing lanes of the last tile (their products are +0, as
     the reference's zero padding gives)."""
     return row[kk] if kk < k else _ZERO
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _finite_lanes(yb, k0, k):
     """Whether rows k0 .. k0 + 3 of y (those below K) are all finite (v - v is NaN for inf
     and NaN; an OR over the row, so the loop vectorizes)."""

@@ -94,42 +94,42 @@ def _mul(x, y):
     return x * y
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _div(x, y):
     return x / y
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _div_engine(x, y):
     return x / (y + _ZERO)               # the engine divides by -0 as by +0
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _maximum(x, y):
     return x if (x > y or x != x) else y     # np.maximum: NaN wins, ties give y
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _minimum(x, y):
     return x if (x < y or x != x) else y
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _abs(x, y):
     return abs(x)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _sqrt(x, y):
     return np.sqrt(x)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _sqrt_engine(x, y):
     return np.sqrt(x) + _ZERO            # the engine's sqrt(-0) = +0
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _relu(x, y):
     return x if (x > _ZERO or x != x) else _ZERO     # np.maximum(x, 0)
 
@@ -139,42 +139,42 @@ def _copy(x, y):
     return x
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _less(x, y):
     return _truth(x < y)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _less_equal(x, y):
     return _truth(x <= y)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _greater(x, y):
     return _truth(x > y)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _greater_equal(x, y):
     return _truth(x >= y)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _equal(x, y):
     return _truth(x == y)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _not_equal(x, y):
     return _truth(x != y)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _nonzero(x, y):
     return _truth(x != _ZERO)            # astype(bool): NaN is true, -0 false
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _logical_not(x, y):
     return _truth(x == _ZERO)
 
@@ -700,10 +700,12 @@ def _value(op, x, y, z, tables, at):
 
 @njit(cache=True, error_model="numpy")
 def _lean_op(arena, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
-    """`_op` by few loops: each row's operands as `_row_of` reads them; add, sub, mul and the
-    engine's division under the default store (nearly every op of a step) and lookups get a
-    loop each, which LLVM vectorizes; every other element goes through `_value`, then the
-    row's store (comparisons, select and lookup: not stored, as in `_op`)."""
+    """`_op` by few loops: each row's operands as `_row_of` reads them; the opcodes of nearly
+    every op of a training step (add, sub, mul, the engine's division, maximum, minimum, abs,
+    the engine's sqrt under the default store; copy; lookup) get a loop each, which LLVM
+    vectorizes; every other element goes through `_value`, then the row's store
+    (comparisons, select and lookup: not stored, as in `_op`). A loop here costs ~0.1 s of
+    the lean VM's compile; an opcode without one is still exact, through `_apply`."""
     store = store if op < _LESS else -1
     for r in range(rows):
         a = _row_of(x, r, cols, sx)
@@ -734,6 +736,11 @@ def _lean_op(arena, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
         elif store == 4 and op == _SQRT_ENGINE:
             for i in range(cols):
                 out[i] = r16_ieee(_sqrt_engine(a[i], b[i]), 4)
+        elif op == _COPY:
+            for i in range(cols):
+                out[i] = a[i]
+            if store >= 0:
+                _store(out, store)
         elif op == LOOKUP:          # indexed by the bits alone: no sign check
             table = tables[at:at + TABLE]
             for i in range(cols):
@@ -750,14 +757,15 @@ def _lean_op(arena, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
 
 @njit(cache=True, error_model="numpy")
 def _lean_reduce(arena, code, k, sx) -> bool:
-    """`_reduce` by plain loops, one row at a time (strided rows gathered, no side-by-side
-    sums, no vectorized scans): the same folds in the same order, the same bits. False (the
-    op left to its kernel) at a row `_extremum` would leave unsettled, and for a numpy
-    pairwise sum of more than one block of 128 terms (`_pairwise`'s stack doubled the
-    compile)."""
+    """`_reduce` one row at a time (strided rows gathered, no side-by-side sums over leading
+    axes): the same folds in the same order, the same bits. False (the op left to its kernel,
+    as `run_full` leaves an unsettled one) at a row `_extremum` leaves unsettled, and for a
+    numpy pairwise sum of more than one block of 128 terms (`_pairwise`'s stack made the
+    lean VM's compile ~1.5 s longer)."""
     op, store, rows, cols, o = code[k, 0], code[k, 1], code[k, 2], code[k, 3], code[k, 4]
     a, ars, acs, mode = code[k, 5], code[k, 6], code[k, 7], code[k, 8]
-    if (op == _SUM or op == _MEAN) and cols > 128:
+    pairwise = op == _SUM or op == _MEAN
+    if pairwise and cols > 128 or op > _MIN:      # (a reduction opcode this fold lacks too)
         return False
     for r in range(rows):
         x = _operand(arena, a + r * ars, acs, cols, sx, False)
@@ -769,8 +777,8 @@ def _lean_reduce(arena, code, k, sx) -> bool:
             v = x[0]
             for c in range(1, cols):
                 v = r16(v + x[c], mode)
-        else:
-            v = _ZERO + _leaf(x, 0, cols)       # numpy's sum of one block, from its identity
+        else:       # numpy's pairwise sum of one block, from its identity
+            v = _ZERO + _leaf(x, 0, cols)
         if op == _MEAN16 or op == _MEAN:
             v = v / np.float32(cols)
         arena[o + r] = v if store < 0 else r16(v, store)
