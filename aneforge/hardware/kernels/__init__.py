@@ -17,8 +17,10 @@ Importing aneforge never imports numba. Under "auto" the first kernel call start
 compiled kernels in a background thread and runs the numpy reference until they are ready (the
 two are bit-identical, so a program gives the same bits whichever runs, and whenever the swap
 happens): on a fresh install numba compiles them once, in child processes on other cores,
-into its on-disk cache (lean forms of the two big kernels first, in ~4 s, then their full
-forms, ~22 s: `_Loader`), from which later runs load them in ~0.3 s. A program's second run
+into its on-disk cache (lean forms of the two big kernels first, in ~5 s, then their full
+forms, ~22 s: `_Loader`), from which later runs load them in ~0.3 s. The lean forms run the
+README's MLP step within ~1.1x of the full ones (the plain tile's 16-lane path is what they
+leave out: ~1.3x at batch 256). A program's second run
 (a loop) waits for the lean forms rather than run on the reference meanwhile (`settle`).
 `wait()` blocks until the full forms are in (tests that must run the compiled kernels call
 it); "numba" loads them at once.
@@ -164,8 +166,10 @@ WARM = (
     ("compiled", "_default_tasks", _TILE),
     ("fused", "run_full", _RUN),
 )
-# Two kernels have a full form that takes numba ~22 s (the fused VM) and ~5 s (the tile
-# matmul) to compile, and a lean one, the same bits a little slower, that takes ~2 s each. On
+# Two kernels have a full form that takes numba ~22 s (the fused VM) and ~6 s (the tile
+# matmul) of CPU to compile, and a lean one, the same bits a little slower, that takes ~4.5 s
+# (the VM: every opcode and reduction, few loop nests) and ~3 s (the tile matmul: no plain
+# tile, no 16-lane path; thin outputs by `_thin`). On
 # a fresh install the lean forms and the small kernels are compiled first (a program's first
 # run goes on the numpy reference, its second waits: `settle`), then the full forms, and each
 # is swapped in when loaded: the name the callers call (module, name) is bound to the lean

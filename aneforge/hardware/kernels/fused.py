@@ -78,7 +78,9 @@ def _truth(t):
 # One small compiled function per elementwise opcode. `_grid` takes
 # the function as an argument: numba compiles one specialisation of `_grid` per function, each
 # small, with the function inlined (a single `_apply(op, x, y)` chain inlined into one loop per
-# opcode made `_op` take ~40 s to compile).
+# opcode made `_op` take ~40 s to compile). The others are called by name only, and numba
+# inlines them (`inline="always"`): each compiled on its own cost ~0.05 s of every fresh
+# install's compile.
 @njit(cache=True, error_model="numpy")
 def _add(x, y):
     return x + y
@@ -675,11 +677,18 @@ def load16(bits, out, coerce):
 
 
 # ---- the lean VM: `run_full`'s contract and bits in a fraction of its compile --------------
-# `run_full` gives the common opcodes and operand shapes loop nests of their own (~22 s of
-# numba compile on a fresh install); `run_lean` runs every elementwise op through one loop
-# that switches per element, row by row, and leaves every reduction to its kernel (~3 s), so
-# a fresh process has compiled fused runs within seconds while `run_full` compiles in the
-# background. Each element is computed and stored as `run_full` does it: the same bits.
+# `run_full` gives the common opcodes and operand shapes loop nests of their own, each
+# specialised per operand layout (~22 s of numba compile on a fresh install); `run_lean` gives
+# the common opcodes one loop each over rows `_row_of` reads (gathering strided and broadcast
+# operands), sends the rest through one loop that switches per element, and folds the
+# reductions by `_lean_reduce` (~4.5 s): a fresh process has compiled fused runs within
+# seconds (within ~1.1x of `run_full` on an MLP step's segments; 1.3-2x on a CNN's or a GPT
+# step's, whose operands are more often strided or broadcast), while `run_full` compiles in
+# the background. Each element is computed and stored as `run_full` does it: the same bits.
+# A new opcode: its element in `_apply` (both VMs; its function `inline="always"` unless
+# `_grid` takes it as an argument) or, for a reduction, in `_fold` and `_lean_reduce` (which
+# leaves an opcode it does not know to its kernel); a loop of its own in `_lean_op` only if
+# training steps run it often.
 @njit(cache=True, error_model="numpy", inline="always")
 def _value(op, x, y, z, tables, at):
     """One element of any elementwise opcode."""
