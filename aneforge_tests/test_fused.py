@@ -791,11 +791,11 @@ def test_narrow_sums_over_a_batch_run_side_by_side(monkeypatch, vm, model):
 
 
 @pytest.mark.parametrize("width", [20, 300])
-def test_a_zero_maximum_of_both_signs_runs_its_kernel(monkeypatch, width):
+def test_a_zero_maximum_of_both_signs_runs_its_kernel(monkeypatch, vm, width):
     """A row whose largest value is 0 and holds +0 and -0: numpy's sign depends on its vector
     lanes, so the fused run stops there and the op's kernel computes it; the run resumes
-    after it. Every other row is fused (its scans vectorized over rows of 300). Bits equal the
-    interpreter's either way."""
+    after it. Every other row is fused (its scans vectorized over rows of 300), by either
+    VM. Bits equal the interpreter's either way."""
     rows = np.full((48, width), -1.0, np.float16)
     rows[::2, 3], rows[::2, 17] = 0.0, -0.0         # both zeros: unsettled
     rows[1::4, 5] = -0.0                            # -0 only: settled, -0

@@ -270,8 +270,9 @@ def test_generic_plain_tile_still_equals_reference():
     for fx, fy in (("fp16", "carries"), ("carries", "big"), ("fp16", "fp16")):
         x, y = FAMILIES[fx](rng, (8, 13)), FAMILIES[fy](rng, (13, 40))
         out = np.empty((8, 40), np.float32)
-        compiled._rows(x, y, out, 0, 8, np.zeros((16, 0), np.float32), 0, 0, np.float32(np.inf),
-                       compiled._plain_tile, compiled._unlimited, compiled._no_wide)
+        compiled._rows(x, y, out, 0, 8, *compiled._thin_scratch(8, 40, 13, 8), 0, 0,
+                       np.float32(np.inf), compiled._plain_tile, compiled._unlimited,
+                       compiled._no_wide)
         with np.errstate(all="ignore"):
             same(out, reference.tile_matmul(x, y, 0, 0, np.inf))
 

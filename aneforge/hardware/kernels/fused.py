@@ -57,8 +57,8 @@ _SQRT_ENGINE, _RELU = OP["sqrt_engine"], OP["relu"]
 _LESS, _LESS_EQUAL, _GREATER = OP["less"], OP["less_equal"], OP["greater"]
 _GREATER_EQUAL, _EQUAL, _NOT_EQUAL = OP["greater_equal"], OP["equal"], OP["not_equal"]
 _NONZERO, _LOGICAL_NOT, _COPY = OP["nonzero"], OP["logical_not"], OP["copy"]
-_SUM16, _MEAN16, _MEAN, _MAX, _MIN = OP["sum16"], OP["mean16"], OP["mean"], OP["max"], OP["min"]
-_ABSMAX = OP["absmax"]
+_SUM16, _MEAN16, _SUM, _MEAN = OP["sum16"], OP["mean16"], OP["sum"], OP["mean"]
+_MAX, _MIN, _ABSMAX = OP["max"], OP["min"], OP["absmax"]
 ROW = ("opcode", "store", "rows", "cols", "out", "a", "a_rs", "a_cs", "b", "b_rs", "b_cs",
        "local", "c", "c_rs", "c_cs", "step")
 WIDTH = len(ROW)    # int64 fields per op; `step`: the plan's step the row runs
@@ -79,7 +79,9 @@ def _truth(t):
 # One small compiled function per elementwise opcode. `_grid` takes
 # the function as an argument: numba compiles one specialisation of `_grid` per function, each
 # small, with the function inlined (a single `_apply(op, x, y)` chain inlined into one loop per
-# opcode made `_op` take ~40 s to compile).
+# opcode made `_op` take ~40 s to compile). The others are called by name only, and numba
+# inlines them (`inline="always"`): each compiled on its own cost ~0.05 s of every fresh
+# install's compile.
 @njit(cache=True, error_model="numpy")
 def _add(x, y):
     return x + y
@@ -95,42 +97,42 @@ def _mul(x, y):
     return x * y
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _div(x, y):
     return x / y
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _div_engine(x, y):
     return x / (y + _ZERO)               # the engine divides by -0 as by +0
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _maximum(x, y):
     return x if (x > y or x != x) else y     # np.maximum: NaN wins, ties give y
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _minimum(x, y):
     return x if (x < y or x != x) else y
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _abs(x, y):
     return abs(x)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _sqrt(x, y):
     return np.sqrt(x)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _sqrt_engine(x, y):
     return np.sqrt(x) + _ZERO            # the engine's sqrt(-0) = +0
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _relu(x, y):
     return x if (x > _ZERO or x != x) else _ZERO     # np.maximum(x, 0)
 
@@ -140,42 +142,42 @@ def _copy(x, y):
     return x
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _less(x, y):
     return _truth(x < y)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _less_equal(x, y):
     return _truth(x <= y)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _greater(x, y):
     return _truth(x > y)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _greater_equal(x, y):
     return _truth(x >= y)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _equal(x, y):
     return _truth(x == y)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _not_equal(x, y):
     return _truth(x != y)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _nonzero(x, y):
     return _truth(x != _ZERO)            # astype(bool): NaN is true, -0 false
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _logical_not(x, y):
     return _truth(x == _ZERO)
 
@@ -727,11 +729,18 @@ def load16(bits, out, coerce):
 
 
 # ---- the lean VM: `run_full`'s contract and bits in a fraction of its compile --------------
-# `run_full` gives the common opcodes and operand shapes loop nests of their own (~22 s of
-# numba compile on a fresh install); `run_lean` runs every elementwise op through one loop
-# that switches per element, row by row, and leaves every reduction to its kernel (~3 s), so
-# a fresh process has compiled fused runs within seconds while `run_full` compiles in the
-# background. Each element is computed and stored as `run_full` does it: the same bits.
+# `run_full` gives the common opcodes and operand shapes loop nests of their own, each
+# specialised per operand layout (~22 s of numba compile on a fresh install); `run_lean` gives
+# the common opcodes one loop each over rows `_row_of` reads (gathering strided and broadcast
+# operands), sends the rest through one loop that switches per element, and folds the
+# reductions by `_lean_reduce` (~4.5 s): a fresh process has compiled fused runs within
+# seconds (within ~1.1x of `run_full` on an MLP step's segments; 1.3-2x on a CNN's or a GPT
+# step's, whose operands are more often strided or broadcast), while `run_full` compiles in
+# the background. Each element is computed and stored as `run_full` does it: the same bits.
+# A new opcode: its element in `_apply` (both VMs; its function `inline="always"` unless
+# `_grid` takes it as an argument) or, for a reduction, in `_fold` and `_lean_reduce` (which
+# leaves an opcode it does not know to its kernel); a loop of its own in `_lean_op` only if
+# training steps run it often.
 @njit(cache=True, error_model="numpy", inline="always")
 def _value(op, x, y, z, tables, at):
     """One element of any elementwise opcode."""
@@ -752,10 +761,12 @@ def _value(op, x, y, z, tables, at):
 
 @njit(cache=True, error_model="numpy")
 def _lean_op(arena, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
-    """`_op` by few loops: each row's operands as `_row_of` reads them; add, sub, mul and the
-    engine's division under the default store (nearly every op of a step) and lookups get a
-    loop each, which LLVM vectorizes; every other element goes through `_value`, then the
-    row's store (comparisons, select and lookup: not stored, as in `_op`)."""
+    """`_op` by few loops: each row's operands as `_row_of` reads them; the opcodes of nearly
+    every op of a training step (add, sub, mul, the engine's division, maximum, minimum, abs,
+    the engine's sqrt under the default store; copy; lookup) get a loop each, which LLVM
+    vectorizes; every other element goes through `_value`, then the row's store
+    (comparisons, select and lookup: not stored, as in `_op`). A loop here costs ~0.1 s of
+    the lean VM's compile; an opcode without one is still exact, through `_apply`."""
     store = store if op < _LESS else -1
     for r in range(rows):
         a = _row_of(x, r, cols, sx)
@@ -774,9 +785,27 @@ def _lean_op(arena, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
         elif store == 4 and op == _DIV_ENGINE:
             for i in range(cols):
                 out[i] = r16_ieee(_div_engine(a[i], b[i]), 4)
-        elif op == LOOKUP:
+        elif store == 4 and op == _MAXIMUM:
             for i in range(cols):
-                out[i] = _from_half_bits(tables[at + _to_half_bits(a[i])])
+                out[i] = r16_ieee(_maximum(a[i], b[i]), 4)
+        elif store == 4 and op == _MINIMUM:
+            for i in range(cols):
+                out[i] = r16_ieee(_minimum(a[i], b[i]), 4)
+        elif store == 4 and op == _ABS:
+            for i in range(cols):
+                out[i] = r16_ieee(abs(a[i]), 4)
+        elif store == 4 and op == _SQRT_ENGINE:
+            for i in range(cols):
+                out[i] = r16_ieee(_sqrt_engine(a[i], b[i]), 4)
+        elif op == _COPY:
+            for i in range(cols):
+                out[i] = a[i]
+            if store >= 0:
+                _store(out, store)
+        elif op == LOOKUP:          # indexed by the bits alone: no sign check
+            table = tables[at:at + TABLE]
+            for i in range(cols):
+                out[i] = _from_half_bits(table[_to_half_bits(a[i])])
         else:
             for i in range(cols):
                 out[i] = _value(op, a[i], b[i], c[i], tables, at)
@@ -787,31 +816,88 @@ def _lean_op(arena, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
                 _store(out, store)
 
 
+@njit(cache=True, error_model="numpy")
+def _lean_reduce(arena, code, k, sx) -> bool:
+    """`_reduce` one row at a time (strided rows gathered, no side-by-side sums over leading
+    axes): the same folds in the same order, the same bits. False (the op left to its kernel,
+    as `run_full` leaves an unsettled one) at a row `_extremum` leaves unsettled, and for a
+    numpy pairwise sum of more than one block of 128 terms (`_pairwise`'s stack made the
+    lean VM's compile ~1.5 s longer)."""
+    op, store, rows, cols, o = code[k, 0], code[k, 1], code[k, 2], code[k, 3], code[k, 4]
+    a, ars, acs, mode = code[k, 5], code[k, 6], code[k, 7], code[k, 8]
+    pairwise = op == _SUM or op == _MEAN
+    if pairwise and cols > 128 or op > _MIN:      # (a reduction opcode this fold lacks too)
+        return False
+    for r in range(rows):
+        x = _operand(arena, a + r * ars, acs, cols, sx, False)
+        if op == _MAX or op == _MIN:
+            v, settled = _extremum(x, op)
+            if not settled:
+                return False
+        elif op == _SUM16 or op == _MEAN16:
+            v = x[0]
+            for c in range(1, cols):
+                v = r16(v + x[c], mode)
+        else:       # numpy's pairwise sum of one block, from its identity
+            v = _ZERO + _leaf(x, 0, cols)
+        if op == _MEAN16 or op == _MEAN:
+            v = v / np.float32(cols)
+        arena[o + r] = v if store < 0 else r16(v, store)
+    return True
+
+
 @njit(cache=True)
 def run_lean(arena, code, sx, sy, sz, block, tables, start):
-    """`run_full`, every elementwise op by `_lean_op` (none in column order: the same bits),
-    and every reduction returned as unsettled (the caller runs its kernel, then resumes). One
-    call site of `_lean_op` for both kinds of run: numba compiles it once."""
+    """`run_full` by fewer loops: every elementwise op by `_lean_op` (a tall, narrow one column
+    by column, as `_columns` runs it), every reduction by `_lean_reduce` (one it leaves
+    unsettled returned, as `run_full` does). One call site of `_lean_op` for every kind of
+    row: numba compiles it once."""
+    arena, sx, sy, sz = _unowned(arena), _unowned(sx), _unowned(sy), _unowned(sz)
+    tables = _unowned(tables)
     n = code[0, 3] if block > 0 else 1
     for c0 in range(0, n, max(block, 1)):
         m = min(block, n - c0)
         for k in range(start, code.shape[0]):
             op, local = code[k, 0], code[k, 11]
-            if op >= REDUCE:          # left to its kernel, as an unsettled one is
-                return k
-            if block > 0:             # one row of m elements, as `_blocked` runs it
-                o, rows, cols = code[k, 4] + (0 if local & 1 else c0), 1, m
-                x = _block_operand(arena, code[k, 5], code[k, 7], local & 2, c0)
-                y = _block_operand(arena, code[k, 8], code[k, 10], local & 4, c0)
-                z = _block_operand(arena, code[k, 12], code[k, 14], local & 8, c0)
-            else:
-                o, rows, cols = code[k, 4], code[k, 2], code[k, 3]
-                x = (arena, code[k, 5], code[k, 6], code[k, 7])
-                y = (arena, code[k, 8], code[k, 9], code[k, 10])
-                z = (arena, code[k, 12], code[k, 13], code[k, 14])
-            _lean_op(arena, o, rows, cols, x, y, z, op, code[k, 1], tables, code[k, 8],
-                     sx, sy, sz)
+            if op >= REDUCE:
+                if not _lean_reduce(arena, code, k, sx):
+                    return k
+                continue
+            by_columns = block == 0 and code[k, 3] < NARROW and code[k, 2] >= 4 * code[k, 3]
+            for c in range(code[k, 3] if by_columns else 1):
+                out = arena
+                if block > 0:             # one row of m elements, as `_blocked` runs it
+                    o, rows, cols = code[k, 4] + (0 if local & 1 else c0), 1, m
+                    x = _block_operand(arena, code[k, 5], code[k, 7], local & 2, c0)
+                    y = _block_operand(arena, code[k, 8], code[k, 10], local & 4, c0)
+                    z = _block_operand(arena, code[k, 12], code[k, 14], local & 8, c0)
+                elif by_columns:          # column c gathered, computed in sx, scattered
+                    out, o, rows, cols = sx, _int(0), _int(1), code[k, 2]
+                    _columns_in(arena, code, k, c, sx, sy, sz)
+                    x, y, z = _operand_at(sx, 0, 0, 1), _operand_at(sy, 0, 0, 1), \
+                        _operand_at(sz, 0, 0, 1)
+                else:
+                    o, rows, cols = code[k, 4], code[k, 2], code[k, 3]
+                    x = (arena, code[k, 5], code[k, 6], code[k, 7])
+                    y = (arena, code[k, 8], code[k, 9], code[k, 10])
+                    z = (arena, code[k, 12], code[k, 13], code[k, 14])
+                _lean_op(out, o, rows, cols, x, y, z, op, code[k, 1], tables, code[k, 8],
+                         sx, sy, sz)
+                if by_columns:
+                    for r in range(cols):
+                        arena[code[k, 4] + r * code[k, 3] + c] = sx[r]
     return -1
+
+
+@njit(cache=True, inline="always")
+def _columns_in(arena, code, k, c, sx, sy, sz):
+    """Column c of row k's operands into the scratch rows (`_columns`)."""
+    rows, op = code[k, 2], code[k, 0]
+    _gather(arena, code[k, 5] + c * code[k, 7], code[k, 6], sx[:rows])
+    if op != LOOKUP:
+        _gather(arena, code[k, 8] + c * code[k, 10], code[k, 9], sy[:rows])
+    if op == SELECT:
+        _gather(arena, code[k, 12] + c * code[k, 14], code[k, 13], sz[:rows])
 
 
 # The VM the run plan calls (`fused.run`): `run_full`, or `run_lean` while `run_full` compiles
