@@ -105,9 +105,10 @@ def _topo(roots) -> list:
     # sources in reverse argument order: it fixes the order cotangents are summed in, and fp16
     # sums depend on it; a custom Function's output leads to the Function's inputs
     def sources(n):
-        group = _CUSTOM.get(n) if _CUSTOM else None
-        refs = reversed(list(n.refs())) if group is None else group.input_refs()
+        group = _CUSTOM.get(n) if custom else None
+        refs = reversed(n.args) if group is None else group.input_refs()
         return [src for src, _ in refs if src.requires_grad]
+    custom = bool(_CUSTOM)
     return topological([r for r in roots if r.requires_grad], sources)
 
 
@@ -222,15 +223,16 @@ class _RepeatedWalk:
         tape = current_tape()
         if tape is None or CTX.thread.capture is not None:
             return None
-        where = []
-        for n in order:
-            p = tape.place(n) if n.op is not None else None
+        where, base, count, leafno = [], tape.base, tape.count, tape.leafno
+        for n in order:                 # (`tape.place`, unrolled: it runs on every backward)
+            p = n.tape
+            if p is not None and n.op is not None and 0 <= p - base < count:
+                where.append(p - base)
+                continue
+            p = leafno.get((n, 0)) if n.data is not None else None
             if p is None:
-                p = tape.leafno.get((n, 0)) if n.data is not None else None
-                if p is None:
-                    return None
-                p = -1 - p
-            where.append(p)
+                return None
+            where.append(-1 - p)
         for s in seeds:
             p = tape.place(s.ref[0])
             if p is None:
@@ -262,11 +264,13 @@ class _RepeatedWalk:
         node this walk does not place."""
         stretch, n = self.known
         tape, placed = self.tape, {}
+        base, count = tape.base, tape.count
         for node in [*self.order, *(s.ref[0] for s in self.seeds)]:
-            for src in [node, *(r[0] for r in node.args)]:
-                p = tape.place(src) if src.data is None and src.op is not None else None
-                if p is not None:
-                    placed[p] = src
+            for src in [node, *(r[0] for r in node.args)]:     # `tape.place`, unrolled
+                p = src.tape
+                if p is not None and 0 <= p - base < count and src.data is None and \
+                        src.op is not None:
+                    placed[p - base] = src
         refs = stretch.remake(tape, placed)
         if refs is None:
             return False

@@ -26,7 +26,7 @@ from ..hardware.numerics import get_numerics
 from ..hardware.targets import get_target
 from . import autoscale, boundary
 from .plan import compile_plan
-from .trace import current_tape, land_writes, prekey_leaves, writes, written
+from .trace import Deferred, current_tape, land_writes, prekey_leaves, writes, written
 from ..runtime import get_backend
 
 
@@ -186,6 +186,8 @@ def _pending_order(roots: list) -> list:
             order.append(pop())
         elif node not in seen:
             seen.add(node)
+            if type(node.srcs) is Deferred:    # a stretch re-recorded lazily: its nodes now
+                node.srcs.expand()
             push(node)
             push(_MARK)
             args = node.args
