@@ -226,7 +226,19 @@ def _wiring(nodes: list, outputs: list) -> tuple[list, tuple]:
         count += len(node.types)
     outs = tuple([number(ref) for ref in outputs])
     types = tuple([(n.types[i].shape, n.types[i].dtype.name) for n, i in leaves])
-    return list(leaves), (types, tuple(body), outs)
+    return list(leaves), Structure((types, tuple(body), outs))
+
+
+class Structure(tuple):
+    """A cut's structural key (leaf types, body, outputs), hashed once: the tape key hands a
+    training step the same one every step, and hashing its few hundred ops each time cost
+    more than the lookup. Equal to (and hashed as) the plain tuple."""
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("hash")
+        if h is None:
+            h = self.__dict__["hash"] = tuple.__hash__(self)
+        return h
 
 
 def realize(refs: list[tuple]) -> None:

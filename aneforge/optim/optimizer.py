@@ -52,6 +52,7 @@ class Optimizer:
         self._steps = 0
         self._staged: _StagedUpdate | None = None   # an update staged by an early read, not adopted
         self._stepping = False
+        self._hyper_leaves: dict = {}      # (group id, name) -> (value, host leaf): _hyper_inputs
         self.last_step_skipped = False
         CTX.participants.add(self)
 
@@ -242,12 +243,21 @@ class Optimizer:
             _UPDATES[key] = (stretch, names)
 
     def _hyper_inputs(self, group: dict, ahead: int) -> dict:
-        """The per-step scalars as program inputs; af.compile recomputes them on each replay."""
+        """The per-step scalars as program inputs; af.compile recomputes them on each replay.
+        One that has the value it had last step is last step's host leaf again (a leaf is an
+        immutable value: the program reads the same number; no new conversion each step)."""
         values = self.hyper(group, self._steps + ahead)
-        out = {k: tensor(float(v)) for k, v in values.items()}
-        for k, v in values.items():
-            _warn_if_lost(k, float(v), out[k])
         capture = CTX.thread.capture
+        kept = self._hyper_leaves
+        out = {}
+        for k, v in values.items():
+            v = float(v)
+            last = kept.get((id(group), k))
+            if capture is not None or last is None or last[0] != v or \
+                    math.copysign(1.0, last[0]) != math.copysign(1.0, v):      # (-0.0: 0.0)
+                last = kept[(id(group), k)] = (v, tensor(v))
+            out[k] = last[1]
+            _warn_if_lost(k, v, last[1])
         if capture is not None:
             for k, t in out.items():
                 capture.provide(t, lambda k=k: self.hyper(group, self._steps + ahead)[k])
