@@ -696,3 +696,25 @@ def test_a_stand_in_read_off_the_tape_key_makes_its_nodes_with_the_same_bits(mon
         topt.step()
         want.append(loss.item())
     np.testing.assert_allclose(lazy_values, want, rtol=2e-2)
+
+
+def test_a_hand_written_update_is_kept_lazily_with_the_same_bits():
+    """`p.data += -lr * p.grad` (compensated: tensor/inplace.py) is one kept recording per
+    kind: a repeated makemore step records only its stand-ins, and the parameters are bit
+    for bit those of recording every update anew."""
+    def loop(fresh: bool) -> tuple:
+        step, params = makemore("aneforge")
+        made = 0
+        for _ in range(4):
+            if fresh:                                    # the updates only, recorded anew
+                kept = sys.modules["aneforge.tensor.core"]._KEPT
+                for key in [k for k in kept if k[0][0] == "compensated"]:
+                    del kept[key]
+            made = _nodes_made(step)
+        return _digest(params), made
+    kept, kept_made = loop(False)
+    fresh, fresh_made = loop(True)
+    assert kept == fresh
+    # five parameters: each update's add, the Fast2Sum's add and two subtractions are two
+    # stand-ins (the parameter, the remainder)
+    assert kept_made + 2 * 5 <= fresh_made

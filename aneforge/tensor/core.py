@@ -298,12 +298,14 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
         node = self._node
         return node.data[self._idx] if empty.OVERSIZED and node in empty.OVERSIZED else None
 
-    def _kept(self, key: tuple, inputs: list, build) -> "Tensor":
+    def _kept(self, key: tuple, inputs: list, build, many: bool = False):
         if any(type(t) is not Tensor for t in inputs):        # a subclass may record otherwise
             return build()
-        (ref,) = kept_stretch(_KEPT, key, [(t._node, t._idx) for t in inputs],
-                              lambda: [build().ref])
-        return Tensor(*ref)
+        if not many:
+            return self._kept(key, inputs, lambda: (build(),), True)[0]
+        refs = kept_stretch(_KEPT, key, [(t._node, t._idx) for t in inputs],
+                            lambda: [t.ref for t in build()])
+        return tuple(Tensor(*ref) for ref in refs)
 
     def _at(self, node: Node, idx: int = 0) -> "Tensor":
         return Tensor(node, idx)
