@@ -182,13 +182,17 @@ class Optimizer:
         for _, p in live:
             if p not in self.state:
                 self.state[p] = self._fresh_state(p)
-        update = _StagedUpdate(self, step, _value(scale), check_finite, live)
+        update = _StagedUpdate(self, step, _value(scale), check_finite, live, ahead > 0)
         grads = [p.grad * scale if scale is not None else p.grad for _, p in live]
         ok = _all_finite(grads) if check_finite else None
         hypers = {id(group): self._hyper_inputs(group, ahead) for group in self.param_groups}
+        settings = {id(group): tuple((k, v) for k, v in group.items()
+                                     if k not in ("params", *self.dynamic))
+                    for group in self.param_groups}
         for (group, p), g in zip(live, grads):
             state = self.state[p]
-            new_p, new_state = self._updated(p, g, state, hypers[id(group)], group)
+            new_p, new_state = self._updated(p, g, state, hypers[id(group)], group,
+                                             settings[id(group)])
             for old, new in [(p, new_p)] + [(state[k], v) for k, v in new_state.items()]:
                 update.writes.append((old, new if ok is None else where(ok, new, old)))
         update.ok = ok
@@ -196,9 +200,10 @@ class Optimizer:
                         ([ok.ref] if ok is not None else []))
         return update
 
-    def _updated(self, p: Tensor, g: Tensor, state: dict, h: dict, group: dict):
+    def _updated(self, p: Tensor, g: Tensor, state: dict, h: dict, group: dict,
+                 settings: tuple):
         """(new p, new state) of one parameter, recorded lazily. What `update` and `_apply`
-        record depends only on the optimizer, the group's settings (all but the per-step
+        record depends only on the optimizer, the group's `settings` (all but the per-step
         ones, which come in `h`) and the types of what they read, so the first update of each
         kind is kept as a closed `trace.Stretch` and later ones re-record its nodes (the same
         program and bits) without running the update's Python arithmetic again."""
@@ -210,9 +215,9 @@ class Optimizer:
         refs = [t.ref for t in inputs] if tape is not None else []
         first: dict = {}                     # which inputs are one value (read as one)
         key = (type(self), self.master_weights, tuple(state), tuple(h),
-               tuple([t.tensor_type for t in inputs] if tape is not None else ()),
+               tuple([n.types[i] for n, i in refs]),
                tuple([first.setdefault((id(n), i), k) for k, (n, i) in enumerate(refs)]),
-               tuple((k, v) for k, v in group.items() if k not in ("params", *self.dynamic)))
+               settings)
         try:
             kept = _UPDATES.get(key) if tape is not None else None
         except TypeError:             # a group setting that is not hashable: no reuse
@@ -410,10 +415,13 @@ class _StagedUpdate:
     """One recorded (lazy) update: new values for parameters and state, and what it was recorded
     from, so a step planned early is adopted only if nothing it read has changed since."""
 
-    def __init__(self, opt: Optimizer, step: int, grad_scale, check_finite: bool, live: list):
+    def __init__(self, opt: Optimizer, step: int, grad_scale, check_finite: bool, live: list,
+                 early: bool = True):
         self.step, self.grad_scale, self.check_finite = step, grad_scale, check_finite
-        self.inputs = _inputs(opt, live)
-        self.hypers = _hypers(opt, step)
+        # what `matches` compares, for an update staged before step() (one recorded by
+        # step() itself is committed at once)
+        self.inputs = _inputs(opt, live) if early else None
+        self.hypers = _hypers(opt, step) if early else None
         self.writes: list[tuple[Tensor, Tensor]] = []
         self.ok: Tensor | None = None
         self.targets: list = []
