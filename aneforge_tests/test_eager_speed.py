@@ -133,19 +133,24 @@ def test_written_value_that_requires_grad_is_computed_now():
 
 
 # ---- the tape key (core/trace.Tape): cache hits neither walk nor key the trace ------------
-def _walks(fn) -> int:
+def _calls(cls, fn) -> int:
+    """How many `cls` objects `fn()` makes."""
     count = [0]
-    real = realization.Cut.__init__
+    real = cls.__init__
 
-    def counted(self, targets):
+    def counted(self, *args, **kwargs):
         count[0] += 1
-        real(self, targets)
-    realization.Cut.__init__ = counted
+        real(self, *args, **kwargs)
+    cls.__init__ = counted
     try:
         fn()
     finally:
-        realization.Cut.__init__ = real
+        cls.__init__ = real
     return count[0]
+
+
+def _walks(fn) -> int:
+    return _calls(realization.Cut, fn)
 
 
 def test_cache_hits_of_training_steps_do_not_walk_the_trace():
@@ -612,19 +617,7 @@ def test_a_kept_gather_is_torch_correct_for_every_dim_and_grad_mode():
 
 # ---- kept recordings re-recorded lazily: stand-ins for their outputs (trace.Deferred) ----
 def _nodes_made(fn) -> int:
-    """How many trace nodes `fn()` makes."""
-    count = [0]
-    real = trace.Node.__init__
-
-    def counted(self, *args, **kwargs):
-        count[0] += 1
-        real(self, *args, **kwargs)
-    trace.Node.__init__ = counted
-    try:
-        fn()
-    finally:
-        trace.Node.__init__ = real
-    return count[0]
+    return _calls(trace.Node, fn)
 
 
 def _eager(monkeypatch):
@@ -632,24 +625,30 @@ def _eager(monkeypatch):
     monkeypatch.setattr(trace.Stretch, "_deferred", lambda self, tape, placed, inputs: None)
 
 
-def _adamw_steps(steps: int, read=()):
-    """(parameters' digest, nodes made by the last step, values read) of the deep AdamW MLP:
-    at the steps in `read`, a gradient's sum is read between backward() and step() (a
-    realization whose cut the tape does not know: it walks the stand-ins' nodes)."""
+def _adamw_steps(steps: int, read=(), lib=af):
+    """(parameters' digest, nodes made by the last step, values read) of the deep AdamW MLP
+    (`lib`: aneforge, or torch from the same weights): at the steps in `read`, a gradient's
+    sum is read between backward() and step() (a realization whose cut the tape does not
+    know: it walks the stand-ins' nodes)."""
     m, opt, (x, y), loss_fn = _adamw_model(16)
+    if lib is not af:
+        weights = {k: lib.tensor(v.numpy().astype(np.float32)) for k, v in m.state_dict().items()}
+        m = mlp_deep(16)[0](lib.nn)
+        m.load_state_dict(weights)
+        opt = lib.optim.AdamW(m.parameters(), lr=1e-3)
     values, made = [], 0
 
     def step(k):
         opt.zero_grad()
-        loss = loss_fn(af.nn.functional, m(af.tensor(x)), af.tensor(y))
+        loss = loss_fn(lib.nn.functional, m(lib.tensor(x)), lib.tensor(y))
         loss.backward()
         if k in read:
             values.append(m[0].weight.grad.abs().sum().item())
         opt.step()
         values.append(loss.item())
     for k in range(steps):
-        made = _nodes_made(lambda: step(k))
-    return _digest(m.parameters()), made, values
+        made = _nodes_made(lambda: step(k)) if lib is af else step(k)
+    return (_digest(m.parameters()) if lib is af else None), made, values
 
 
 def test_a_lazily_rerecorded_step_makes_only_its_outputs_nodes_with_the_same_bits(monkeypatch):
@@ -667,7 +666,6 @@ def test_a_stand_in_read_off_the_tape_key_makes_its_nodes_with_the_same_bits(mon
     """Reading a gradient between backward() and step() realizes a cut the tape key does not
     know: the walk makes the lazily re-recorded nodes (`Deferred.expand`), and every value is
     the one recording node for node gives, and torch's."""
-    import torch
     expanded = [0]
     real = trace.Deferred.expand
 
@@ -681,20 +679,8 @@ def test_a_stand_in_read_off_the_tape_key_makes_its_nodes_with_the_same_bits(mon
     _eager(monkeypatch)
     eager, _, eager_values = _adamw_steps(6, read)
     assert lazy == eager and lazy_values == eager_values
-    m, opt, (x, y), loss_fn = _adamw_model(16)
-    tm = mlp_deep(16)[0](torch.nn)
-    tm.load_state_dict({k: torch.tensor(v.numpy().astype(np.float32))
-                        for k, v in m.state_dict().items()})
-    topt = torch.optim.AdamW(tm.parameters(), lr=1e-3)
-    want = []
-    for k in range(6):
-        topt.zero_grad()
-        loss = loss_fn(torch.nn.functional, tm(torch.tensor(x)), torch.tensor(y))
-        loss.backward()
-        if k in read:
-            want.append(tm[0].weight.grad.abs().sum().item())
-        topt.step()
-        want.append(loss.item())
+    import torch
+    want = _adamw_steps(6, read, torch)[2]
     np.testing.assert_allclose(lazy_values, want, rtol=2e-2)
 
 
