@@ -704,3 +704,54 @@ def test_a_hand_written_update_is_kept_lazily_with_the_same_bits():
     # five parameters: each update's add, the Fast2Sum's add and two subtractions are two
     # stand-ins (the parameter, the remainder)
     assert kept_made + 2 * 5 <= fresh_made
+
+
+def _raw_loop(lib, fresh: bool = False, steps: int = 8):
+    """A raw-tensor loop whose step changes: lr a Python float changing every step (a literal
+    of `p.data += -lr * p.grad`), a parameter left out of the update and then added back, a
+    parameter added to the model at step 4, a loss read mid-step (before backward). Returns
+    the parameters after each step and the values read."""
+    rng = np.random.default_rng(5)
+    init = [rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((6, 8), (8,), (8, 3), (3,))]
+    data = np.random.default_rng(6)
+    params = [lib.tensor(a, requires_grad=True) for a in init]
+    w1, b1, w2, b2 = params
+    F = lib.nn.functional
+    out, reads = [], []
+    for k in range(steps):
+        if fresh:
+            _forget_kept()
+            sys.modules["aneforge.tensor.core"]._KEPT.clear()
+        x = lib.tensor(data.standard_normal((5, 6)).astype(np.float32))
+        y = lib.tensor(data.integers(0, 3, 5))
+        logits = (x @ w1 + b1).tanh() @ w2
+        if k >= 4:                                    # a parameter added to the model
+            logits = logits + b2
+        loss = F.cross_entropy(logits, y)
+        if k % 3 == 2:
+            reads.append(loss.item())                 # a value read mid-step
+        for p in params:
+            p.grad = None
+        loss.backward()
+        lr = 0.1 * 0.9 ** k                           # a literal that changes every step
+        for p in params:
+            if p.grad is not None and not (p is b1 and k in (2, 3)):   # b1 left out, then back
+                p.data += -lr * p.grad
+        out.append([p.detach().numpy().astype(np.float32).copy() for p in params])
+    return out, reads
+
+
+def test_a_changing_raw_loop_is_torch_correct_and_lazy_recordings_change_no_bit():
+    """Through a changing literal, a parameter left out and added, and a mid-step read, the
+    kept (lazily re-recorded) updates, walks and scalings give the bits of recording
+    everything anew, and torch's values."""
+    import torch
+    kept, kept_reads = _raw_loop(af)
+    fresh, fresh_reads = _raw_loop(af, fresh=True)
+    want, want_reads = _raw_loop(torch)
+    assert kept_reads == fresh_reads
+    np.testing.assert_allclose(kept_reads, want_reads, rtol=1e-2)
+    for a, b, t in zip(kept, fresh, want):
+        for u, v, w in zip(a, b, t):
+            assert np.array_equal(u, v)
+            np.testing.assert_allclose(u, w, rtol=2e-2, atol=2e-2)
