@@ -439,8 +439,8 @@ class _StagedUpdate:
                 and _hypers(opt, step) == self.hypers)
 
     def commit(self) -> None:
-        for old, new in self.writes:
-            old.set_(new)
+        for old, new in self.writes:          # (the new values are this update's own)
+            old._hold_computed(new)
 
 
 def _inputs(opt: Optimizer, live: list) -> tuple:
