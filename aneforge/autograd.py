@@ -22,7 +22,6 @@ import numpy as np
 from .context import CTX
 from .core import autoscale
 from .errors import AneforgeError
-from .ir.dag import topological
 from .ops import REGISTRY
 from .ops._grad import zeros
 from .tensor.base import TensorBase
@@ -102,14 +101,25 @@ def sum_to(g: "Tensor", shape: tuple[int, ...]) -> "Tensor":
 
 # ---- the walk ------------------------------------------------------------------------
 def _topo(roots) -> list:
-    # sources in reverse argument order: it fixes the order cotangents are summed in, and fp16
-    # sums depend on it; a custom Function's output leads to the Function's inputs
-    def sources(n):
-        group = _CUSTOM.get(n) if custom else None
-        refs = reversed(n.args) if group is None else group.input_refs()
-        return [src for src, _ in refs if src.requires_grad]
+    """`ir.dag.topological` through the sources that require grad, unrolled (it runs on every
+    backward). Sources are visited in reverse argument order (pushed in argument order): it
+    fixes the order cotangents are summed in, and fp16 sums depend on it; a custom Function's
+    output leads to the Function's inputs (visited in their order)."""
     custom = bool(_CUSTOM)
-    return topological([r for r in roots if r.requires_grad], sources)
+    order, seen = [], set()
+    stack = [(r, False) for r in reversed([r for r in roots if r.requires_grad])]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            group = _CUSTOM.get(node) if custom else None
+            refs = node.args if group is None else reversed(group.input_refs())
+            stack.extend([(src, False) for src, _ in refs
+                          if src.requires_grad and id(src) not in seen])
+    return order
 
 
 def _host_zeros(refs, at):
@@ -454,7 +464,13 @@ _CUSTOM: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def _any_overwritten(order: list) -> bool:
     """Was any value the graph reads overwritten in place? (If not, nothing to check.)"""
-    return any(n.overwritten or any(s.overwritten for s, _ in n.refs()) for n in order)
+    for n in order:                     # (loops, not generators: it runs on every backward)
+        if n.overwritten:
+            return True
+        for src, _ in n.args:
+            if src.overwritten:
+                return True
+    return False
 
 
 def _check_versions(node, cotangents: dict, start: int) -> None:
