@@ -529,7 +529,8 @@ def _seed(t: "Tensor", gradient) -> "Tensor":
         if t.numel() != 1:
             raise AneforgeError(f"backward() on a tensor of shape {t.shape} needs a `gradient` "
                                 f"argument (grad can be implicitly created only for scalars)")
-        return t._const(np.ones(t.shape), t.dtype)
+        # a 0-d loss's seed as the number 1.0: the same literal, from the checked-once cache
+        return t._const(1.0 if t.shape == () else np.ones(t.shape), t.dtype)
     if not isinstance(gradient, TensorBase):
         gradient = t._as_tensor(gradient)
     if gradient.shape != t.shape:
