@@ -22,7 +22,6 @@ import numpy as np
 from .context import CTX
 from .core import autoscale
 from .errors import AneforgeError
-from .ir.dag import topological
 from .ops import REGISTRY
 from .ops._grad import zeros
 from .tensor.base import TensorBase
@@ -102,13 +101,25 @@ def sum_to(g: "Tensor", shape: tuple[int, ...]) -> "Tensor":
 
 # ---- the walk ------------------------------------------------------------------------
 def _topo(roots) -> list:
-    # sources in reverse argument order: it fixes the order cotangents are summed in, and fp16
-    # sums depend on it; a custom Function's output leads to the Function's inputs
-    def sources(n):
-        group = _CUSTOM.get(n) if _CUSTOM else None
-        refs = reversed(list(n.refs())) if group is None else group.input_refs()
-        return [src for src, _ in refs if src.requires_grad]
-    return topological([r for r in roots if r.requires_grad], sources)
+    """`ir.dag.topological` through the sources that require grad, unrolled (it runs on every
+    backward). Sources are visited in reverse argument order (pushed in argument order): it
+    fixes the order cotangents are summed in, and fp16 sums depend on it; a custom Function's
+    output leads to the Function's inputs (visited in their order)."""
+    custom = bool(_CUSTOM)
+    order, seen = [], set()
+    stack = [(r, False) for r in reversed([r for r in roots if r.requires_grad])]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            group = _CUSTOM.get(node) if custom else None
+            refs = node.args if group is None else reversed(group.input_refs())
+            stack.extend([(src, False) for src, _ in refs
+                          if src.requires_grad and id(src) not in seen])
+    return order
 
 
 def _host_zeros(refs, at):
@@ -222,15 +233,16 @@ class _RepeatedWalk:
         tape = current_tape()
         if tape is None or CTX.thread.capture is not None:
             return None
-        where = []
-        for n in order:
-            p = tape.place(n) if n.op is not None else None
+        where, base, count, leafno = [], tape.base, tape.count, tape.leafno
+        for n in order:                 # (`tape.place`, unrolled: it runs on every backward)
+            p = n.tape
+            if p is not None and n.op is not None and 0 <= p - base < count:
+                where.append(p - base)
+                continue
+            p = leafno.get((n, 0)) if n.data is not None else None
             if p is None:
-                p = tape.leafno.get((n, 0)) if n.data is not None else None
-                if p is None:
-                    return None
-                p = -1 - p
-            where.append(p)
+                return None
+            where.append(-1 - p)
         for s in seeds:
             p = tape.place(s.ref[0])
             if p is None:
@@ -263,11 +275,13 @@ class _RepeatedWalk:
         node this walk does not place."""
         stretch, n = self.known
         tape, placed = self.tape, {}
+        base, count = tape.base, tape.count
         for node in [*self.order, *(s.ref[0] for s in self.seeds)]:
-            for src in [node, *(r[0] for r in node.args)]:
-                p = tape.place(src) if src.data is None and src.op is not None else None
-                if p is not None:
-                    placed[p] = src
+            for src in [node, *(r[0] for r in node.args)]:     # `tape.place`, unrolled
+                p = src.tape
+                if p is not None and 0 <= p - base < count and src.data is None and \
+                        src.op is not None:
+                    placed[p - base] = src
         refs = stretch.remake(tape, placed)
         if refs is None:
             return False
@@ -451,7 +465,13 @@ _CUSTOM: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def _any_overwritten(order: list) -> bool:
     """Was any value the graph reads overwritten in place? (If not, nothing to check.)"""
-    return any(n.overwritten or any(s.overwritten for s, _ in n.refs()) for n in order)
+    for n in order:                     # (loops, not generators: it runs on every backward)
+        if n.overwritten:
+            return True
+        for src, _ in n.args:
+            if src.overwritten:
+                return True
+    return False
 
 
 def _check_versions(node, cotangents: dict, start: int) -> None:
@@ -510,7 +530,8 @@ def _seed(t: "Tensor", gradient) -> "Tensor":
         if t.numel() != 1:
             raise AneforgeError(f"backward() on a tensor of shape {t.shape} needs a `gradient` "
                                 f"argument (grad can be implicitly created only for scalars)")
-        return t._const(np.ones(t.shape), t.dtype)
+        # a 0-d loss's seed as the number 1.0: the same literal, from the checked-once cache
+        return t._const(1.0 if t.shape == () else np.ones(t.shape), t.dtype)
     if not isinstance(gradient, TensorBase):
         gradient = t._as_tensor(gradient)
     if gradient.shape != t.shape:

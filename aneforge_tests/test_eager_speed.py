@@ -137,19 +137,24 @@ def test_written_value_that_requires_grad_is_computed_now():
 
 
 # ---- the tape key (core/trace.Tape): cache hits neither walk nor key the trace ------------
-def _walks(fn) -> int:
+def _calls(cls, fn) -> int:
+    """How many `cls` objects `fn()` makes."""
     count = [0]
-    real = realization.Cut.__init__
+    real = cls.__init__
 
-    def counted(self, targets):
+    def counted(self, *args, **kwargs):
         count[0] += 1
-        real(self, targets)
-    realization.Cut.__init__ = counted
+        real(self, *args, **kwargs)
+    cls.__init__ = counted
     try:
         fn()
     finally:
-        realization.Cut.__init__ = real
+        cls.__init__ = real
     return count[0]
+
+
+def _walks(fn) -> int:
+    return _calls(realization.Cut, fn)
 
 
 def test_cache_hits_of_training_steps_do_not_walk_the_trace():
@@ -612,3 +617,145 @@ def test_a_kept_gather_is_torch_correct_for_every_dim_and_grad_mode():
                 (got * got).sum().backward()
                 (want * want).sum().backward()
                 np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-2, atol=1e-2)
+
+
+# ---- kept recordings re-recorded lazily: stand-ins for their outputs (trace.Deferred) ----
+def _nodes_made(fn) -> int:
+    return _calls(trace.Node, fn)
+
+
+def _eager(monkeypatch):
+    """Kept recordings re-recorded node for node, never lazily."""
+    monkeypatch.setattr(trace.Stretch, "_deferred", lambda self, tape, placed, inputs: None)
+
+
+def _adamw_steps(steps: int, read=(), lib=af):
+    """(parameters' digest, nodes made by the last step, values read) of the deep AdamW MLP
+    (`lib`: aneforge, or torch from the same weights): at the steps in `read`, a gradient's
+    sum is read between backward() and step() (a realization whose cut the tape does not
+    know: it walks the stand-ins' nodes)."""
+    m, opt, (x, y), loss_fn = _adamw_model(16)
+    if lib is not af:
+        weights = {k: lib.tensor(v.numpy().astype(np.float32)) for k, v in m.state_dict().items()}
+        m = mlp_deep(16)[0](lib.nn)
+        m.load_state_dict(weights)
+        opt = lib.optim.AdamW(m.parameters(), lr=1e-3)
+    values, made = [], 0
+
+    def step(k):
+        opt.zero_grad()
+        loss = loss_fn(lib.nn.functional, m(lib.tensor(x)), lib.tensor(y))
+        loss.backward()
+        if k in read:
+            values.append(m[0].weight.grad.abs().sum().item())
+        opt.step()
+        values.append(loss.item())
+    for k in range(steps):
+        made = _nodes_made(lambda: step(k)) if lib is af else step(k)
+    return (_digest(m.parameters()) if lib is af else None), made, values
+
+
+def test_a_lazily_rerecorded_step_makes_only_its_outputs_nodes_with_the_same_bits(monkeypatch):
+    """A repeated step's backward walk and updates are re-recorded as stand-ins for their
+    outputs (the gradients, the new parameters and state), not node for node: far fewer
+    nodes, the same bits."""
+    lazy, lazy_made, lazy_values = _adamw_steps(4)
+    _eager(monkeypatch)
+    eager, eager_made, eager_values = _adamw_steps(4)
+    assert lazy == eager and lazy_values == eager_values
+    assert lazy_made * 3 < eager_made
+
+
+def test_a_stand_in_read_off_the_tape_key_makes_its_nodes_with_the_same_bits(monkeypatch):
+    """Reading a gradient between backward() and step() realizes a cut the tape key does not
+    know: the walk makes the lazily re-recorded nodes (`Deferred.expand`), and every value is
+    the one recording node for node gives, and torch's."""
+    expanded = [0]
+    real = trace.Deferred.expand
+
+    def counted(self):
+        expanded[0] += 1
+        real(self)
+    monkeypatch.setattr(trace.Deferred, "expand", counted)
+    read = (2, 3, 5)
+    lazy, _, lazy_values = _adamw_steps(6, read)
+    assert expanded[0] > 0
+    _eager(monkeypatch)
+    eager, _, eager_values = _adamw_steps(6, read)
+    assert lazy == eager and lazy_values == eager_values
+    import torch
+    want = _adamw_steps(6, read, torch)[2]
+    np.testing.assert_allclose(lazy_values, want, rtol=2e-2)
+
+
+def test_a_hand_written_update_is_kept_lazily_with_the_same_bits():
+    """`p.data += -lr * p.grad` (compensated: tensor/inplace.py) is one kept recording per
+    kind: a repeated makemore step records only its stand-ins, and the parameters are bit
+    for bit those of recording every update anew."""
+    def loop(fresh: bool) -> tuple:
+        step, params = makemore("aneforge")
+        made = 0
+        for _ in range(4):
+            if fresh:                                    # the updates only, recorded anew
+                kept = sys.modules["aneforge.tensor.core"]._KEPT
+                for key in [k for k in kept if k[0][0] == "compensated"]:
+                    del kept[key]
+            made = _nodes_made(step)
+        return _digest(params), made
+    kept, kept_made = loop(False)
+    fresh, fresh_made = loop(True)
+    assert kept == fresh
+    # five parameters: each update's add, the Fast2Sum's add and two subtractions are two
+    # stand-ins (the parameter, the remainder)
+    assert kept_made + 2 * 5 <= fresh_made
+
+
+def _raw_loop(lib, fresh: bool = False, steps: int = 8):
+    """A raw-tensor loop whose step changes: lr a Python float changing every step (a literal
+    of `p.data += -lr * p.grad`), a parameter left out of the update and then added back, a
+    parameter added to the model at step 4, a loss read mid-step (before backward). Returns
+    the parameters after each step and the values read."""
+    rng = np.random.default_rng(5)
+    init = [rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((6, 8), (8,), (8, 3), (3,))]
+    data = np.random.default_rng(6)
+    params = [lib.tensor(a, requires_grad=True) for a in init]
+    w1, b1, w2, b2 = params
+    F = lib.nn.functional
+    out, reads = [], []
+    for k in range(steps):
+        if fresh:
+            _forget_kept()
+            sys.modules["aneforge.tensor.core"]._KEPT.clear()
+        x = lib.tensor(data.standard_normal((5, 6)).astype(np.float32))
+        y = lib.tensor(data.integers(0, 3, 5))
+        logits = (x @ w1 + b1).tanh() @ w2
+        if k >= 4:                                    # a parameter added to the model
+            logits = logits + b2
+        loss = F.cross_entropy(logits, y)
+        if k % 3 == 2:
+            reads.append(loss.item())                 # a value read mid-step
+        for p in params:
+            p.grad = None
+        loss.backward()
+        lr = 0.1 * 0.9 ** k                           # a literal that changes every step
+        for p in params:
+            if p.grad is not None and not (p is b1 and k in (2, 3)):   # b1 left out, then back
+                p.data += -lr * p.grad
+        out.append([p.detach().numpy().astype(np.float32).copy() for p in params])
+    return out, reads
+
+
+def test_a_changing_raw_loop_is_torch_correct_and_lazy_recordings_change_no_bit():
+    """Through a changing literal, a parameter left out and added, and a mid-step read, the
+    kept (lazily re-recorded) updates, walks and scalings give the bits of recording
+    everything anew, and torch's values."""
+    import torch
+    kept, kept_reads = _raw_loop(af)
+    fresh, fresh_reads = _raw_loop(af, fresh=True)
+    want, want_reads = _raw_loop(torch)
+    assert kept_reads == fresh_reads
+    np.testing.assert_allclose(kept_reads, want_reads, rtol=1e-2)
+    for a, b, t in zip(kept, fresh, want):
+        for u, v, w in zip(a, b, t):
+            assert np.array_equal(u, v)
+            np.testing.assert_allclose(u, w, rtol=2e-2, atol=2e-2)

@@ -33,6 +33,7 @@ small for fp16 even scaled. Explicit `af.amp.GradScaler` losses are not scaled a
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 
 import numpy as np
@@ -239,11 +240,12 @@ class AutoScaler:
 class Scaled:
     """One scaled backward pass: its per-leaf peaks (a lazy tensor), weak references to the
     leaves it reached (for names in warnings), its scale input and its gradients."""
-    __slots__ = ("scaler", "peaks", "handles", "scale", "views")
+    __slots__ = ("scaler", "peaks", "handles", "scale", "views", "thread")
 
     def __init__(self, scaler: AutoScaler, peaks, handles: tuple, scale, views: list):
         self.scaler, self.peaks, self.handles = scaler, peaks, handles
         self.scale, self.views = scale, views
+        self.thread = threading.get_ident()     # the thread whose trace it is on
 
     def refs(self) -> list:
         return [self.peaks.ref]
@@ -340,8 +342,11 @@ def pending_refs(refs: list) -> list:
     """What a realization of `refs` computes too while scaled passes are pending: their peaks
     (the scale's next value, and a rescue, need them) and their gradients (they come with the
     pass). When `refs` are only gradients of some passes (a `.grad` read), just those passes;
-    otherwise (a value that may be computed from any of them) all of them."""
-    passes = [p for scaler in _scalers() for p in scaler.pending if p.peaks.ref[0].data is None]
+    otherwise (a value that may be computed from any of them) all of them. Only this thread's:
+    another thread's trace is its own (it may be realizing those values right now)."""
+    me = threading.get_ident()
+    passes = [p for scaler in _scalers() for p in scaler.pending
+              if p.peaks.ref[0].data is None and p.thread == me]
     if not passes:
         return []
     wanted = {(id(n), i) for n, i in refs if n.data is None}

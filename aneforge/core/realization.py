@@ -26,7 +26,7 @@ from ..hardware.numerics import get_numerics
 from ..hardware.targets import get_target
 from . import autoscale, boundary
 from .plan import compile_plan
-from .trace import current_tape, land_writes, prekey_leaves, writes, written
+from .trace import Deferred, current_tape, land_writes, prekey_leaves, writes, written
 from ..runtime import get_backend
 
 
@@ -186,6 +186,8 @@ def _pending_order(roots: list) -> list:
             order.append(pop())
         elif node not in seen:
             seen.add(node)
+            if type(node.srcs) is Deferred:    # a stretch re-recorded lazily: its nodes now
+                node.srcs.expand()
             push(node)
             push(_MARK)
             args = node.args
@@ -224,7 +226,19 @@ def _wiring(nodes: list, outputs: list) -> tuple[list, tuple]:
         count += len(node.types)
     outs = tuple([number(ref) for ref in outputs])
     types = tuple([(n.types[i].shape, n.types[i].dtype.name) for n, i in leaves])
-    return list(leaves), (types, tuple(body), outs)
+    return list(leaves), Structure((types, tuple(body), outs))
+
+
+class Structure(tuple):
+    """A cut's structural key (leaf types, body, outputs), hashed once: the tape key hands a
+    training step the same one every step, and hashing its few hundred ops each time cost
+    more than the lookup. Equal to (and hashed as) the plain tuple."""
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("hash")
+        if h is None:
+            h = self.__dict__["hash"] = tuple.__hash__(self)
+        return h
 
 
 def realize(refs: list[tuple]) -> None:

@@ -183,8 +183,10 @@ def range_losses(array: np.ndarray, half: np.ndarray | None = None) -> tuple[int
     if half is None:
         with np.errstate(over="ignore"):
             half = array.astype(np.float16)
-    over = 0 if np.isfinite(half).all() else int(np.count_nonzero(np.isinf(half) & np.isfinite(array)))
-    under = int(np.count_nonzero(array)) - int(np.count_nonzero(half))
+    bits = half.view(np.uint16)        # (numpy's float16 isfinite / count_nonzero are slow)
+    over = 0 if (bits & 0x7FFF).max() < 0x7C00 else int(np.count_nonzero(np.isinf(half) &
+                                                                         np.isfinite(array)))
+    under = int(np.count_nonzero(array)) - int(np.count_nonzero(bits << 1))   # -0.0 is 0
     return over, max(under, 0)
 
 

@@ -329,7 +329,7 @@ class Stretch:
     """The recipe of the nodes recorded on `tape` since `begin(tape)` (see above). Each node
     is re-made requiring grad as it was recorded: a stretch is re-recorded only where what
     decides that (the grad mode, which inputs require grad) is as it was."""
-    __slots__ = ("steps", "outputs", "places", "serial", "used")
+    __slots__ = ("steps", "outputs", "places", "serial", "used", "lazy", "leafnos")
 
     @staticmethod
     def begin(tape: Tape, inputs: list | None = None) -> tuple:
@@ -391,6 +391,11 @@ class Stretch:
                 for w in (v if type(v) is list else [v])]
         self.places = {w[1] for w in read if w[0] == 1} | {w[1] for w in outs if w[0] == 1}
         self.used = sorted({w[1] for w in read if w[0] == 3})     # the inputs it reads
+        self.leafnos = sorted({w[1] for w in read if w[0] == 2} | {w[1] for w in outs if w[0] == 2})
+        # made lazily (`Deferred`): nothing in it requires grad (autograd never enters it),
+        # and each output is one whole node's value (so one stand-in node can be it)
+        self.lazy = not any(step[6] for step in steps) and all(
+            w[2] == 0 and len(steps[w[1]][4][1]) == 1 for w in outs if w[0] == 0)
         self._link(tape, sid, count, leaves, inputs)
         return self
 
@@ -410,14 +415,19 @@ class Stretch:
         `placed` lacks one of them)."""
         if not self.places <= placed.keys():
             return None
+        current = not (tape is None or tape is not CTX.thread.tape or tape.sid is None or
+                       tape.start < CTX.realized_seq or tape.log is not None)
+        if current and self.lazy:
+            made = self._deferred(tape, placed, inputs)
+            if made is not None:
+                return made
         made, leaves = [], list(tape.leafno) if tape is not None else []
 
         def ref(w):
             kind, j, i = w
             return ((made[j], i) if kind == 0 else (placed[j], i) if kind == 1 else
                     leaves[j] if kind == 2 else inputs[j])
-        if tape is None or tape is not CTX.thread.tape or tape.sid is None or \
-                tape.start < CTX.realized_seq or tape.log is not None:
+        if not current:
             for op, memo, attrs, wiring, _, _, grad in self.steps:   # node by node (`_node`)
                 srcs = {k: ref(w) if type(w) is tuple else [ref(u) for u in w]
                         for k, w in wiring.items()}
@@ -455,6 +465,74 @@ class Stretch:
             tape.sid = _tape_id((tape.sid, ("stretch", self.serial), link))
             tape.count = place - tape.base
         return [ref(w) for w in self.outputs]
+
+
+    def _deferred(self, tape: Tape, placed: dict, inputs: list) -> list | None:
+        """`remake` on a current tape without making the recipe's nodes: only a stand-in node
+        for each output (its op, attributes and type; its sources a `Deferred`), on the tape
+        at the place the output's node would take. A walk that needs the nodes (a cut that is
+        not known by its tape key) makes them then (`Deferred.expand`), the same nodes
+        `remake` makes; a training step's realization, known by its tape key, never does.
+        None (nothing recorded) past the tape's length."""
+        count = tape.count
+        link = _wires(tape, [inputs[k] for k in self.used], count)
+        start = tape.base + count
+        if link is None or count + len(self.steps) > _TAPE_MAX:
+            return None
+        leaves = list(tape.leafno) if self.leafnos else ()
+        group = Deferred(self, {p: placed[p] for p in self.places},
+                         {j: leaves[j] for j in self.leafnos}, inputs, start)
+        made, outs = {}, []
+        for kind, j, i in self.outputs:
+            if kind != 0:
+                outs.append(group.ref((kind, j, i), ()))
+                continue
+            node = made.get(j)
+            if node is None:
+                op, _, _, _, hit, _, _ = self.steps[j]
+                node = made[j] = Node(op, group, hit[0], hit[1], None, False, hit[2], ())
+                node.mid, node.tape = hit[5], start + j
+            outs.append((node, 0))
+        group.outs = {j: weakref.ref(n) for j, n in made.items()}
+        tape.sid = _tape_id((tape.sid, ("stretch", self.serial), link))
+        tape.count = count + len(self.steps)
+        return outs
+
+
+class Deferred:
+    """The sources of the nodes of a stretch re-recorded lazily (`Stretch._deferred`): what
+    the recipe reads (tape nodes by place, leaves by number, a closed stretch's inputs), the
+    tape place it began at and the stand-in nodes of its outputs. A stand-in's `srcs` is this
+    object until `expand` (the cut's walk calls it)."""
+    __slots__ = ("stretch", "placed", "leaves", "inputs", "start", "outs")
+
+    def __init__(self, stretch, placed: dict, leaves: dict, inputs: list, start: int):
+        self.stretch, self.placed, self.leaves, self.inputs = stretch, placed, leaves, inputs
+        self.start, self.outs = start, {}
+
+    def ref(self, w: tuple, made) -> tuple:
+        kind, j, i = w
+        return ((made[j], i) if kind == 0 else (self.placed[j], i) if kind == 1 else
+                self.leaves[j] if kind == 2 else self.inputs[j])
+
+    def expand(self) -> None:
+        """Make the recipe's nodes (the stand-ins still pending become theirs, with their
+        sources), as a recording makes them (a literal is a node of its own each time)."""
+        if self.outs is None:                  # (made already)
+            return
+        made, ref = [], self.ref
+        for j, (op, _, _, wiring, hit, _, grad) in enumerate(self.stretch.steps):
+            srcs = {k: ref(w, made) if type(w) is tuple else [ref(u, made) for u in w]
+                    for k, w in wiring.items()}
+            alive = self.outs.get(j)
+            node = alive() if alive is not None else None
+            if node is not None and node.srcs is self:
+                node.srcs, node.args = srcs, _flat_args(srcs)
+            elif node is None:             # (a computed stand-in stays the value it holds)
+                node = Node(op, srcs, hit[0], hit[1], None, grad, hit[2], _flat_args(srcs))
+                node.mid, node.tape = hit[5], self.start + j
+            made.append(node)
+        self.placed = self.leaves = self.inputs = self.outs = None
 
 
 _STRETCH_SERIAL = itertools.count()      # a stretch's number in tape links (never reused)

@@ -53,6 +53,7 @@ class Optimizer:
         self._steps = 0
         self._staged: _StagedUpdate | None = None   # an update staged by an early read, not adopted
         self._stepping = False
+        self._hyper_leaves: dict = {}      # (group id, name) -> (value, host leaf): _hyper_inputs
         self.last_step_skipped = False
         CTX.participants.add(self)
 
@@ -182,13 +183,17 @@ class Optimizer:
         for _, p in live:
             if p not in self.state:
                 self.state[p] = self._fresh_state(p)
-        update = _StagedUpdate(self, step, _value(scale), check_finite, live)
+        update = _StagedUpdate(self, step, _value(scale), check_finite, live, ahead > 0)
         grads = [p.grad * scale if scale is not None else p.grad for _, p in live]
         ok = _all_finite(grads) if check_finite else None
         hypers = {id(group): self._hyper_inputs(group, ahead) for group in self.param_groups}
+        settings = {id(group): tuple((k, v) for k, v in group.items()
+                                     if k not in ("params", *self.dynamic))
+                    for group in self.param_groups}
         for (group, p), g in zip(live, grads):
             state = self.state[p]
-            new_p, new_state = self._updated(p, g, state, hypers[id(group)], group)
+            new_p, new_state = self._updated(p, g, state, hypers[id(group)], group,
+                                             settings[id(group)])
             for old, new in [(p, new_p)] + [(state[k], v) for k, v in new_state.items()]:
                 update.writes.append((old, new if ok is None else where(ok, new, old)))
         update.ok = ok
@@ -196,9 +201,10 @@ class Optimizer:
                         ([ok.ref] if ok is not None else []))
         return update
 
-    def _updated(self, p: Tensor, g: Tensor, state: dict, h: dict, group: dict):
+    def _updated(self, p: Tensor, g: Tensor, state: dict, h: dict, group: dict,
+                 settings: tuple):
         """(new p, new state) of one parameter, recorded lazily. What `update` and `_apply`
-        record depends only on the optimizer, the group's settings (all but the per-step
+        record depends only on the optimizer, the group's `settings` (all but the per-step
         ones, which come in `h`) and the types of what they read, so the first update of each
         kind is kept as a closed `trace.Stretch` and later ones re-record its nodes (the same
         program and bits) without running the update's Python arithmetic again."""
@@ -210,9 +216,9 @@ class Optimizer:
         refs = [t.ref for t in inputs] if tape is not None else []
         first: dict = {}                     # which inputs are one value (read as one)
         key = (type(self), self.master_weights, tuple(state), tuple(h),
-               tuple([t.tensor_type for t in inputs] if tape is not None else ()),
+               tuple([n.types[i] for n, i in refs]),
                tuple([first.setdefault((id(n), i), k) for k, (n, i) in enumerate(refs)]),
-               tuple((k, v) for k, v in group.items() if k not in ("params", *self.dynamic)))
+               settings)
         try:
             kept = _UPDATES.by_key.get(key) if tape is not None else None
         except TypeError:             # a group setting that is not hashable: no reuse
@@ -244,12 +250,21 @@ class Optimizer:
             updates[key] = (stretch, names)
 
     def _hyper_inputs(self, group: dict, ahead: int) -> dict:
-        """The per-step scalars as program inputs; af.compile recomputes them on each replay."""
+        """The per-step scalars as program inputs; af.compile recomputes them on each replay.
+        One that has the value it had last step is last step's host leaf again (a leaf is an
+        immutable value: the program reads the same number; no new conversion each step)."""
         values = self.hyper(group, self._steps + ahead)
-        out = {k: tensor(float(v)) for k, v in values.items()}
-        for k, v in values.items():
-            _warn_if_lost(k, float(v), out[k])
         capture = CTX.thread.capture
+        kept = self._hyper_leaves
+        out = {}
+        for k, v in values.items():
+            v = float(v)
+            last = kept.get((id(group), k))
+            if capture is not None or last is None or last[0] != v or \
+                    math.copysign(1.0, last[0]) != math.copysign(1.0, v):      # (-0.0: 0.0)
+                last = kept[(id(group), k)] = (v, tensor(v))
+            out[k] = last[1]
+            _warn_if_lost(k, v, last[1])
         if capture is not None:
             for k, t in out.items():
                 capture.provide(t, lambda k=k: self.hyper(group, self._steps + ahead)[k])
@@ -402,10 +417,13 @@ class _StagedUpdate:
     """One recorded (lazy) update: new values for parameters and state, and what it was recorded
     from, so a step planned early is adopted only if nothing it read has changed since."""
 
-    def __init__(self, opt: Optimizer, step: int, grad_scale, check_finite: bool, live: list):
+    def __init__(self, opt: Optimizer, step: int, grad_scale, check_finite: bool, live: list,
+                 early: bool = True):
         self.step, self.grad_scale, self.check_finite = step, grad_scale, check_finite
-        self.inputs = _inputs(opt, live)
-        self.hypers = _hypers(opt, step)
+        # what `matches` compares, for an update staged before step() (one recorded by
+        # step() itself is committed at once)
+        self.inputs = _inputs(opt, live) if early else None
+        self.hypers = _hypers(opt, step) if early else None
         self.writes: list[tuple[Tensor, Tensor]] = []
         self.ok: Tensor | None = None
         self.targets: list = []
@@ -423,8 +441,8 @@ class _StagedUpdate:
                 and _hypers(opt, step) == self.hypers)
 
     def commit(self) -> None:
-        for old, new in self.writes:
-            old.set_(new)
+        for old, new in self.writes:          # (the new values are this update's own)
+            old._hold_computed(new)
 
 
 def _inputs(opt: Optimizer, live: list) -> tuple:

@@ -46,10 +46,11 @@ class TensorBase:
         aneforge.core.empty), else None."""
         raise NotImplementedError
 
-    def _kept(self, key: tuple, inputs: list, build):
-        """`build()`'s tensor, a pure function of the tensors `inputs` and of `key`: recorded
-        by running it once per kind (key, inputs' types, grad mode), re-recorded after that
-        without running its Python (aneforge.core.trace.kept_stretch)."""
+    def _kept(self, key: tuple, inputs: list, build, many: bool = False):
+        """`build()`'s tensor (`many`: its tuple of tensors), a pure function of the tensors
+        `inputs` and of `key`: recorded by running it once per kind (key, inputs' types, grad
+        mode), re-recorded after that without running its Python
+        (aneforge.core.trace.kept_stretch)."""
         raise NotImplementedError
 
     def _at(self, node, idx: int = 0):

@@ -182,6 +182,17 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
         replay sets parameters and optimizer state this way each step)."""
         return self._hold(leaf(array, type, self._node.requires_grad))
 
+    def _hold_computed(self, source: "Tensor") -> "Tensor":
+        """`set_(source)` for a computed value no other handle holds (an optimizer's new
+        parameter or state): this handle holds `source`'s leaf itself, not a new leaf with
+        its array (the same value, requires_grad and `.grad` as `set_` gives)."""
+        node = source._node
+        if node.data is None or node.op is not None or source._idx or len(node.data) != 1 \
+                or node.owner is not None or CTX.thread.capture is not None:
+            return self.set_(source)
+        node.requires_grad, node.origin = self._node.requires_grad, None     # as `leaf` makes it
+        return self._hold(node)
+
     def _hold(self, node: Node) -> "Tensor":
         """This handle now holds leaf `node` (the same requires_grad, `.grad` kept)."""
         old = self._node
@@ -304,12 +315,14 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
         node = self._node
         return node.data[self._idx] if empty.OVERSIZED and node in empty.OVERSIZED else None
 
-    def _kept(self, key: tuple, inputs: list, build) -> "Tensor":
+    def _kept(self, key: tuple, inputs: list, build, many: bool = False):
         if any(type(t) is not Tensor for t in inputs):        # a subclass may record otherwise
             return build()
-        (ref,) = kept_stretch(_KEPT, key, [(t._node, t._idx) for t in inputs],
-                              lambda: [build().ref])
-        return Tensor(*ref)
+        if not many:
+            return self._kept(key, inputs, lambda: (build(),), True)[0]
+        refs = kept_stretch(_KEPT, key, [(t._node, t._idx) for t in inputs],
+                            lambda: [t.ref for t in build()])
+        return tuple(Tensor(*ref) for ref in refs)
 
     def _at(self, node: Node, idx: int = 0) -> "Tensor":
         return Tensor(node, idx)

@@ -86,9 +86,14 @@ class InplaceMixin(TensorBase):
         if holder is None or node() is not owner._node:    # first update, or set otherwise
             # read even when zero: af.compile captures this step's program for every replay
             holder = self._as_tensor(np.zeros(self.shape, self.dtype.np))
-        s = self._as_tensor(getattr(holder, op)(step)).to(self.dtype)
-        new = (self + s).expand(self.shape)                   # Fast2Sum: |self| >= |s|
-        remainder = (s - (new - self)).expand(self.shape)
+
+        def compensated():
+            s = self._as_tensor(getattr(holder, op)(step)).to(self.dtype)
+            new = (self + s).expand(self.shape)                   # Fast2Sum: |self| >= |s|
+            return new, (s - (new - self)).expand(self.shape)
+        # one kept recording per kind (a training loop's `p.data += -lr * p.grad` each step)
+        new, remainder = self._kept(("compensated", op), [self._at(*self.ref), holder, step],
+                                    compensated, many=True)
         self._inplace(lambda: new)
         holder.set_(remainder)
         key = id(owner)
