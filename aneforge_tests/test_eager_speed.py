@@ -370,7 +370,7 @@ def _adamw_run(fresh: bool, monkeypatch, steps: int = 3):
         calls[0] += 1
         return real(self, *args)
     monkeypatch.setattr(af.optim.Adam, "update", counted)
-    monkeypatch.setattr(optimizer_module, "_UPDATES", KeptStretches())      # none kept by earlier tests
+    monkeypatch.setattr(optimizer_module, "_UPDATES", KeptStretches())   # none kept before
     m, opt, (x, y), loss_fn = _adamw_model(16)
     per_step = []
     for k in range(steps):
@@ -548,8 +548,10 @@ def test_a_kept_literal_is_never_computed_on_its_own(monkeypatch):
             step()
         return [op.type for op in runs[-1].traced.operations]
     ops = consts(False)
-    kept = [s[5] for st in autoscale._SCALINGS.by_key.values() for s in st.steps if s[5] is not None]
-    kept += [s[5] for st, _ in autograd._WALKS.by_key.values() for s in st.steps if s[5] is not None]
+    kept = [s[5] for st in autoscale._SCALINGS.by_key.values() for s in st.steps
+            if s[5] is not None]
+    kept += [s[5] for st, _ in autograd._WALKS.by_key.values() for s in st.steps
+             if s[5] is not None]
     assert kept and all(n.op == "const" and n.data is None for n in kept)
     with monkeypatch.context() as nothing_kept:
         nothing_kept.setattr(trace.Stretch, "end", classmethod(lambda *args: None))
@@ -697,7 +699,7 @@ def test_a_hand_written_update_is_kept_lazily_with_the_same_bits():
         made = 0
         for _ in range(4):
             if fresh:                                    # the updates only, recorded anew
-                kept = sys.modules["aneforge.tensor.core"]._KEPT
+                kept = sys.modules["aneforge.tensor.core"]._KEPT.by_key
                 for key in [k for k in kept if k[0][0] == "compensated"]:
                     del kept[key]
             made = _nodes_made(step)
@@ -725,7 +727,7 @@ def _raw_loop(lib, fresh: bool = False, steps: int = 8):
     for k in range(steps):
         if fresh:
             _forget_kept()
-            sys.modules["aneforge.tensor.core"]._KEPT.clear()
+            sys.modules["aneforge.tensor.core"]._KEPT.by_key.clear()
         x = lib.tensor(data.standard_normal((5, 6)).astype(np.float32))
         y = lib.tensor(data.integers(0, 3, 5))
         logits = (x @ w1 + b1).tanh() @ w2

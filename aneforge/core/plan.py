@@ -8,10 +8,11 @@ values with planned memory).
 A program within one ANE program's budget (the common case) is one segment and runs as before,
 with no plan around it. A larger one is cut into segments in program order; a value that one
 segment makes and a later one reads crosses as a boundary value (fp16, int32 as two uint16
-parts, uint8, rank >= 1: the Core ML function boundary, `core/boundary`), in a slot of the plan's value table, released after its
-last reader. Host segments (numpy: nonzero, unique, a bool-mask index, ...) sit between
-realizations: the values they read are realized first, what they make is a leaf the next
-program reads (`tensor/core.host_segment`); af.compile replays them as steps of one run.
+parts, uint8, rank >= 1: the Core ML function boundary, `core/boundary`), in a slot of the
+plan's value table, released after its last reader. Host segments (numpy: nonzero, unique,
+a bool-mask index, ...) sit between realizations: the values they read are realized first,
+what they make is a leaf the next program reads (`tensor/core.host_segment`); af.compile
+replays them as steps of one run.
 
 The budget of one ANE program (`Budget`): weight bytes ~2 GB (ANEForge docs/llm.md: "one ANE
 program holds ~2 GB of baked weights; larger LLMs are split into chunks"); no public source

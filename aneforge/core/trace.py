@@ -551,10 +551,11 @@ def kept_stretch(kept: KeptStretches, key: tuple, inputs: list, build) -> list:
     """The refs `build()` returns, recorded from the values `inputs` (refs) alone: the first
     time for `key` and the inputs' types by running `build`, kept in `kept` as a closed
     `Stretch`, later re-recorded from it (the same nodes, so the same program and bits; no
-    Python of `build` runs; `kept` is this thread's). `build` must be a function of the inputs' values and `key` alone
-    (a host read or a leaf made inside makes the recording not kept); the grad mode, which
-    inputs require grad and the target are part of the key. Outside af.compile's capture only
-    (a replay runs what the function did); there `build()` runs."""
+    Python of `build` runs; `kept` is this thread's). `build` must be a function of the
+    inputs' values and `key` alone (a host read or a leaf made inside makes the recording not
+    kept); the grad mode, which inputs require grad and the target are part of the key.
+    Outside af.compile's capture only (a replay runs what the function did); there `build()`
+    runs."""
     thread = CTX.thread
     tape = None if thread.capture is not None else current_tape()
     if tape is None or tape.log is not None:

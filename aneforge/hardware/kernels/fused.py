@@ -19,10 +19,10 @@ A reduction (opcodes from REDUCE on) writes R contiguous values at `out`, value 
 C terms a + r * a_rs + c * a_cs in order: `sum16` / `mean16` with a running fp16 accumulator
 rounded under mode `b` after each added term (the narrow reduce_sum), `sum` / `mean` as numpy
 sums a contiguous float32 row (its pairwise sum, `_pairwise`; a_cs = 1 only), `max` / `min`
-as numpy's (NaN wins), `absmax` as abs and its store (mode `b`, or -1: none) followed by max (the
-plan's form of max |x|, `RunPlan._peaks`). A zero maximum of a row holding both +0 and -0 takes its sign from
-numpy's vector lanes, which this loop does not model: `run` stops before such a row's op and
-the plan runs that op's kernel.
+as numpy's (NaN wins), `absmax` as abs and its store (mode `b`, or -1: none) followed by max
+(the plan's form of max |x|, `RunPlan._peaks`). A zero maximum of a row holding both +0 and
+-0 takes its sign from numpy's vector lanes, which this loop does not model: `run` stops
+before such a row's op and the plan runs that op's kernel.
 
 `store` is the fp16 rounding mode of the result (`kernels.mode`), or -1 to keep the float32
 value (an fp32, int or bool result, or an exact op). Every op computes in IEEE float32 and
@@ -516,9 +516,9 @@ def _largest_abs(x):
 @njit(cache=True, inline="always")
 def _absmax(x, store):
     """np.max of abs(x) stored under `store` (-1: not stored), one pass and nothing written:
-    without NaN (the bits' maximum shows one), the largest |x| stored once (a store rounds monotonically, and every |x| is
-    >= +0, so no zero's sign is in question); with NaN, each |x| stored, then np.max's fold
-    (a store may turn NaN into +0)."""
+    without NaN (the bits' maximum shows one), the largest |x| stored once (a store rounds
+    monotonically, and every |x| is >= +0, so no zero's sign is in question); with NaN, each
+    |x| stored, then np.max's fold (a store may turn NaN into +0)."""
     top = _largest_abs(x)
     if top <= _INF_BITS:
         acc = _float(top)
