@@ -310,23 +310,23 @@ def test_a_threads_written_values_are_landed_by_its_own_realizations_only():
 
 
 def test_kept_recordings_are_per_thread():
-    """A kept recording (F.cross_entropy's, recorded once and then re-recorded) holds its
-    literals' nodes, which a realization turns into leaves: each thread keeps its own, so
-    one thread's realization never changes a node another thread's cut is reading."""
+    """A kept recording (F.cross_entropy's, an optimizer update, a backward walk, autoscale's
+    scaling: recorded once, then re-recorded) holds its literals' nodes, which a realization
+    turns into leaves: each thread keeps its own, so one thread's realization never changes a
+    node another thread's cut is reading."""
+    from aneforge import autograd
+    from aneforge.core import autoscale
+    from aneforge.core.trace import KeptStretches
+    from aneforge.optim import optimizer
     from aneforge.tensor import core
-    seen = {}
-
-    def work(name):
-        for _ in range(2):
-            x = af.tensor(np.arange(12, dtype=np.float32).reshape(4, 3), requires_grad=True)
-            F.cross_entropy(x * 2.0, af.tensor([0, 1, 2, 0])).backward()   # (kept after an op)
-            x.grad.numpy()
-        seen[name] = set(core._KEPT.by_key)
-    core._KEPT.by_key.clear()                     # none from earlier tests
-    worker = threading.Thread(target=work, args=("worker",))
+    stores = [core._KEPT, autoscale._SCALINGS, autograd._WALKS, optimizer._UPDATES]
+    assert all(isinstance(k, KeptStretches) for k in stores)
+    for k in stores:
+        k.by_key["made here"] = None
+    seen = []
+    worker = threading.Thread(target=lambda: seen.extend("made here" in k.by_key for k in stores))
     worker.start()
     worker.join()
-    assert any("cross_entropy" in str(k) for k in seen["worker"])
-    assert not set(core._KEPT.by_key) & seen["worker"]
-    work("main")
-    assert seen["main"] == seen["worker"]
+    assert seen == [False] * 4 and all("made here" in k.by_key for k in stores)
+    for k in stores:
+        del k.by_key["made here"]

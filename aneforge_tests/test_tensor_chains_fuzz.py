@@ -186,6 +186,11 @@ def test_corpus_replays(entry):
             check(entry["case"], known=False)
 
 
+# cases the corpus pins as known differences (which examples the fuzz draws depends on how
+# earlier ones ran, e.g. alone or with ANEFORGE_KERNELS=numpy: a pinned one may come up)
+KNOWN_CASES = {json.dumps(e["case"]) for e in corpus() if "known" in e}
+
+
 def case_of(draw) -> dict:
     dtype = draw(st.sampled_from(["float16", "float16", "int32"]))
     names = sorted(n for n, op in OPS.items() if dtype == "float16" or op[2])
@@ -199,6 +204,8 @@ def case_of(draw) -> dict:
 @given(data=st.data())
 def test_random_op_chains_agree_with_torch(data):
     case = case_of(data.draw)
+    if json.dumps(case) in KNOWN_CASES:      # pinned with its message: test_corpus_replays
+        return
     try:
         check(case)
     except Exception as e:       # any failure: print the corpus line for it
