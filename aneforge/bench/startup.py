@@ -5,9 +5,8 @@ kernels: aneforge/hardware/kernels/__init__.py), and parsing a large MIL text.
 Two arrivals are reported from a first run. Steady state: the steps run within 3x the final
 steady step (on the full forms), the lean compiled forms' speed counting as steady and the
 numpy reference's (~250x) not. Full speed: within 1.2x; the lean forms run this MLP step
-within ~1.05x of the full ones, but ~1.2x while the full forms compile on the other core (a
-2-core machine: 0.41 ms against 0.338 ms, measured on 2026-11-25), so on such a machine it
-comes with the full forms (as for a program whose lean steps are slower, a CNN's).
+within ~1.05x of the full ones, so it comes with them (a program whose lean steps are slower
+than that, a CNN's, waits for the full forms).
 Both are judged on windows of consecutive steps (`WINDOW`, `settled`), and never before the
 first step on compiled kernels (the wait for them is one long step), rather than on the last
 single slow step: on this shared 2-core machine other processes make a lone step 10x slow at

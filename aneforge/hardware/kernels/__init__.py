@@ -20,7 +20,7 @@ happens): on a fresh install numba compiles them once, in child processes on oth
 into its on-disk cache (lean forms of the two big kernels first, ~14 s of CPU in three
 children, then their full forms, ~22 s: `_Loader`), from which later runs load them in
 ~0.3 s. The lean forms run the bench's MLP steps (the README's too) within ~1.05x of the full
-ones (~1.2x while the full forms compile on the other core of a 2-core machine); the CNN, char-LM and GPT steps' fused runs, with more strided and broadcast operands,
+ones; the CNN, char-LM and GPT steps' fused runs, with more strided and broadcast operands,
 1.3-2x. A program's second run
 (a loop) waits for the lean forms rather than run on the reference meanwhile (`settle`).
 `wait()` blocks until the full forms are in (tests that must run the compiled kernels call
