@@ -826,7 +826,7 @@ def _lean_reduce(arena, code, k, sx) -> bool:
     op, store, rows, cols, o = code[k, 0], code[k, 1], code[k, 2], code[k, 3], code[k, 4]
     a, ars, acs, mode = code[k, 5], code[k, 6], code[k, 7], code[k, 8]
     pairwise = op == _SUM or op == _MEAN
-    if pairwise and cols > 128 or op > _MIN:      # (a reduction opcode this fold lacks too)
+    if pairwise and cols > 128 or op > _ABSMAX:   # (a reduction opcode this fold lacks too)
         return False
     for r in range(rows):
         x = _operand(arena, a + r * ars, acs, cols, sx, False)
@@ -834,6 +834,8 @@ def _lean_reduce(arena, code, k, sx) -> bool:
             v, settled = _extremum(x, op)
             if not settled:
                 return False
+        elif op == _ABSMAX:         # automatic scaling's peaks: every training step has them
+            v = _absmax(x, mode)
         elif op == _SUM16 or op == _MEAN16:
             v = x[0]
             for c in range(1, cols):
