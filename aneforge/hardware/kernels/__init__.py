@@ -340,6 +340,8 @@ class _Loader:
                 self.log.append((f"{'full' if full else 'lean'} compiled", time.perf_counter()))
                 for kernel, sig in _kernels(warm):  # from the cache now (compiles what is missing)
                     kernel.compile(sig)
+                    if full:                # the caller's steps run between two loads, each
+                        time.sleep(_LOAD_GAP)   # holding the GIL for 5-25 ms, not after a row
                 with _LOCK:
                     self._publish(module, full)
         except BaseException:               # printed by the thread; what is in stays
@@ -361,6 +363,12 @@ class _Loader:
         _SETTLED.set()
         if full:
             self.done.set()
+
+
+# Seconds between two loads of the full forms into a running process (`_Loader._compile`): a
+# training loop's steps take ~0.3 ms, so ~60 of them run in the gap and no run of consecutive
+# steps waits on the loads (they cost the same ~50 ms in all, spread over ~0.3 s).
+_LOAD_GAP = 0.02
 
 
 def _module(name: str):
