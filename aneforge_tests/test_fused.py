@@ -14,7 +14,7 @@ import aneforge as af
 from aneforge.hardware import kernels
 from aneforge.core.realization import clear_cache
 from aneforge.hardware.numerics import FAMILY
-from aneforge.runtime import layout, plan as plan_mod
+from aneforge.runtime import fusing, layout, plan as plan_mod
 from aneforge.runtime.sim import SimExecutable
 
 needs_numba = pytest.mark.skipif(not kernels.available(), reason="the run plan needs numba")
@@ -149,7 +149,7 @@ def test_a_long_flat_chain_runs_blocked_and_identical(monkeypatch, vm):
     clear_cache()
     run()
     blocks = [block for e in made for step, _, block in e.run_plan.entries if step is None]
-    assert plan_mod.BLOCK in blocks
+    assert fusing.BLOCK in blocks
 
 
 def _train(steps, seed=0, width=32):
@@ -201,7 +201,7 @@ def _step_executable(monkeypatch):
     made = _executables(monkeypatch)
     clear_cache()
     # a [width, 16] weight of more than 2 BLOCK elements: its AdamW update runs blocked
-    _train(3, width=2 * plan_mod.BLOCK // 16 + 16)
+    _train(3, width=2 * fusing.BLOCK // 16 + 16)
     return max(made, key=lambda e: len(e.steps))
 
 
@@ -251,7 +251,7 @@ def test_places_of_live_values_never_overlap(monkeypatch):
     # the last one's death
     groups = {}
     for s, o in plan.place.items():
-        size = plan_mod.BLOCK if s in plan.local else int(np.prod(exe.info[s].shape))
+        size = fusing.BLOCK if s in plan.local else int(np.prod(exe.info[s].shape))
         end = n if s in keep else dead.get(s, n)
         root = plan.alias.get(s, s)
         _, _, _, b, d = groups.get(root, (root, o, size, born[s], end))
@@ -461,7 +461,7 @@ def test_pointwise_lookup_every_fp16_value(monkeypatch, vm, model, name):
         same_bits(a, b)
     lookups = [row for e in made if e.run_plan for step, code, _ in e.run_plan.entries
                if step is None for row in code if row[0] == kernels_fused().LOOKUP]
-    assert lookups or name in plan_mod.FUSED
+    assert lookups or name in fusing.FUSED
 
 
 def kernels_fused():
@@ -677,7 +677,7 @@ def test_the_label_chain_of_a_training_step_fuses(monkeypatch):
 
 def test_bounds_of_int_values():
     """The ranges the plan derives for int results, and which it accepts as exact."""
-    b = plan_mod._BOUNDS
+    b = fusing.BOUNDS
     assert b["add"]((-3, 5), (10, 20)) == (7, 25)
     assert b["sub"]((-3, 5), (10, 20)) == (-23, -5)
     assert b["mul"]((-3, 5), (-2, 4)) == (-12, 20)
@@ -685,10 +685,10 @@ def test_bounds_of_int_values():
     assert b["maximum"]((-3, 5), (0, 2)) == (0, 5) and b["minimum"]((-3, 5), (0, 2)) == (-3, 2)
     assert b["select"]((0, 1), (-3, 5), (4, 9)) == (-3, 9)
     from aneforge import dtypes
-    assert plan_mod._exact(dtypes.int32, (-2 ** 24, 2 ** 24))
-    assert not plan_mod._exact(dtypes.int32, (0, 2 ** 24 + 1))        # float32 rounds it
-    assert not plan_mod._exact(dtypes.int16, (0, 40000))               # int16 wraps it
-    assert plan_mod._exact(dtypes.bool_, (0, 1))
+    assert fusing.exact(dtypes.int32, (-2 ** 24, 2 ** 24))
+    assert not fusing.exact(dtypes.int32, (0, 2 ** 24 + 1))        # float32 rounds it
+    assert not fusing.exact(dtypes.int16, (0, 40000))               # int16 wraps it
+    assert fusing.exact(dtypes.bool_, (0, 1))
 
 
 # ---- reductions over the last axes -----------------------------------------------------------

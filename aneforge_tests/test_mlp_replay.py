@@ -12,7 +12,7 @@ import aneforge as af
 from aneforge.errors import ANEHazardWarning
 from aneforge.hardware import kernels
 from aneforge.core.realization import clear_cache
-from aneforge.runtime import plan as plan_mod
+from aneforge.runtime import fusing, plan as plan_mod
 
 from test_fused import _executables, same_bits
 
@@ -78,19 +78,19 @@ def _loops(rows, cols):
 
 
 def test_short_blocked_runs_join_their_unblocked_neighbours():
-    big, small = 2 * plan_mod.BLOCK, 64
+    big, small = 2 * fusing.BLOCK, 64
     names = ["add"] * 9
     shapes = [_loops(64, 128), _loops(1, big), _loops(4, 16),      # unblocked, 1 blocked, unbl.
               None,                                                  # a kernel's step
               _loops(1, big), _loops(1, big), _loops(1, big),       # a long blocked run stays
               _loops(1, small), None]
-    seg = plan_mod._segments(shapes, names, {})
+    seg = fusing.segments(shapes, names, {})
     assert seg[0] == seg[1] == seg[2] and not seg[0][1]
     assert seg[3] is None and seg[8] is None
     assert seg[4] == seg[5] == seg[6] and seg[4][1]
     assert seg[7] != seg[6] and not seg[7][1]
     # a short blocked run with no unblocked fusable neighbour keeps its blocking
-    alone = plan_mod._segments([None, _loops(1, big), None], ["add"] * 3, {})
+    alone = fusing.segments([None, _loops(1, big), None], ["add"] * 3, {})
     assert alone[1][1]
 
 
@@ -105,8 +105,8 @@ def test_the_deep_step_runs_few_fused_segments(monkeypatch):
     pairs = [((len(c1), b1), (len(c2), b2)) for (s1, c1, b1), (s2, c2, b2)
              in zip(entries, entries[1:]) if s1 is None and s2 is None]
     for (n1, b1), (n2, b2) in pairs:
-        assert not (b1 and not b2 and n1 <= plan_mod._SHORT)
-        assert not (b2 and not b1 and n2 <= plan_mod._SHORT)
+        assert not (b1 and not b2 and n1 <= fusing.SHORT)
+        assert not (b2 and not b1 and n2 <= fusing.SHORT)
     assert any(block for step, _, block in entries if step is None)   # AdamW's stay blocked
 
 

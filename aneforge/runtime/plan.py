@@ -14,7 +14,7 @@ found once, the result rounded where it lies).
 
 Int and bool values live in the arena too where float32 holds them exactly and every op that
 makes or reads them runs fused: a bool as 1.0 / 0.0, an int when the plan bounds it within
-+-2**24 and its dtype's range (`_BOUNDS`: int16 labels, their casts and compares, small
++-2**24 and its dtype's range (`BOUNDS`: int16 labels, their casts and compares, small
 constants; an int32 of unknown range stays with its kernels). So a loss's label handling
 (cast, compare, select) fuses with the float ops around it.
 
@@ -31,7 +31,6 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-import operator
 import os
 import threading
 import weakref
@@ -41,53 +40,15 @@ import numpy as np
 from .. import dtypes
 from ..hardware import kernels
 from ..ops import REGISTRY
-from ..ops.registry import WHOLE, layout_ops
+from ..ops.registry import layout_ops
 from . import layout, moves
+from .fusing import BLOCK, BOUNDS, CHAINED, FUSED, REDUCE, exact, reduction, segments
 from .steps import gather, nan_hazard
 
-# MIL op -> (opcode under IEEE specials, opcode under the engine's specials): the ops whose
-# numpy kernel is one IEEE float32 operation per element, or a copy (`OpDef.fused`)
-FUSED = {name: op.fused for name, op in REGISTRY.items() if op.fused}
-# reductions over trailing axes -> (opcode with an fp32 accumulator, with the narrow fp16 one)
-REDUCE = {name: op.fold for name, op in REGISTRY.items() if op.fold}
-
-
-def _hull(*bounds):
-    return min(b[0] for b in bounds), max(b[1] for b in bounds)
-
-
-def _corners(f, x, y):
-    return _hull(*[(v, v) for v in (f(x[0], y[0]), f(x[0], y[1]), f(x[1], y[0]), f(x[1], y[1]))])
-
-
-# MIL op -> the range of its int result from its inputs' ranges (lo, hi): what the plan can
-# prove about an int value (bool results are 0 / 1 whatever their op)
-_BOUNDS = {
-    "add": lambda x, y: (x[0] + y[0], x[1] + y[1]),
-    "sub": lambda x, y: (x[0] - y[1], x[1] - y[0]),
-    "mul": lambda x, y: _corners(operator.mul, x, y),
-    "maximum": lambda x, y: _corners(max, x, y),
-    "minimum": lambda x, y: _corners(min, x, y),
-    "abs": lambda x: (max(0, x[0], -x[1]), max(-x[0], x[1])),
-    "select": lambda cond, a, b: _hull(a, b),
-    "cast": lambda x: x,            # an int to an int: `_exact` checks the range fits its dtype
-    # data movement: the input's values, moved or repeated
-    **{name: lambda x: x for name in layout_ops(*WHOLE)},
-}
-_EXACT = 1 << 24            # float32 holds every integer up to this
-# elementwise ops a chain of one value's functions may hold (`RunPlan._composites`), besides
-# the pointwise ones run as lookups: the fused ones that compute (an exact one only copies or
-# selects: a table saves nothing). Comparisons and logical_not are here too, but their bool
-# results never join an fp16 chain.
-_CHAINED = {name for name, op in REGISTRY.items() if op.fused and op.elementwise and not op.exact}
 # ops whose result holds its input's elements in the same order: one flat loop over them
 _SAME_ORDER = layout_ops("same_order")
 _FLOAT = (dtypes.float16, dtypes.float32)
 _ALIGN = 16                 # elements (64 bytes): each value starts on a cache line
-# elements per block of a blocked run: 16 KB a value, so a run's live blocks stay in the level-2
-# cache, and long enough that each op's ~40 ns of setup per block is small (1024-element blocks
-# spent a third of an AdamW update's time there)
-BLOCK = 4096
 MODES = ("auto", "always", "never")
 _TABLE = 1 << 16            # entries of a lookup table: one per fp16 bit pattern
 _INTO = object()            # a step's store: its kernel writes into the result's place
@@ -97,7 +58,7 @@ _F16 = np.dtype(np.float16)
 _BOOL = (0, 1)
 _OWN = 256                  # outputs this small are copied out of the shared buffer
 _ENV, _STORE, _ROUND, _COPY = range(4)     # where a step's result goes (`RunPlan._stores`)
-_FOLDS = {name for pair in REDUCE.values() for name in pair} | {"absmax"}   # `_peaks`
+
 
 
 class _Tables:
@@ -217,7 +178,7 @@ class RunPlan:
         shapes = self._placement()
         # outputs and constants keep their places (a constant is written once, here)
         self.keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
-        self.segment = _segments(shapes, [self.opcode.get(k) for k in range(len(shapes))],
+        self.segment = segments(shapes, [self.opcode.get(k) for k in range(len(shapes))],
                                  self.repeat)
         self.frees = [list(f) for f in exe.frees]     # `_composites` may keep values longer
         self.dead = self._composites(shapes)
@@ -316,7 +277,7 @@ class RunPlan:
 
     def _bounds(self) -> dict:
         """slot -> (lo, hi) for the int and bool values float32 holds exactly: bools, int
-        inputs of at most 16 bits, int constants, and what `_BOUNDS` derives from them, each
+        inputs of at most 16 bits, int constants, and what `BOUNDS` derives from them, each
         within +-2**24 and its dtype's range."""
         exe, bound = self.exe, {}
         for s, _ in exe.inputs:
@@ -328,7 +289,7 @@ class RunPlan:
                 bound[s] = (int(value.min()), int(value.max()))
         for k, op in enumerate(exe.ops):
             ins, outs = [p for p in exe.steps[k].reads if p is not None], exe.steps[k].outs
-            rule = _BOUNDS.get(op.type)
+            rule = BOUNDS.get(op.type)
             if len(outs) == 1 and rule is not None and not any(isinstance(p, tuple) for p in ins):
                 got = [bound.get(p, _BOOL if exe.info[p].dtype == dtypes.bool_ else None)
                        for p in ins]
@@ -336,7 +297,7 @@ class RunPlan:
         for s, slot in enumerate(exe.info):
             if slot.dtype == dtypes.bool_:
                 bound[s] = _BOOL
-        return {s: b for s, b in bound.items() if b is not None and _exact(exe.info[s].dtype, b)}
+        return {s: b for s, b in bound.items() if b is not None and exact(exe.info[s].dtype, b)}
 
     def _loops(self, k, op):
         """(rows, cols, [(rs, cs) per operand], operand slots) when step k can run fused (its
@@ -355,7 +316,7 @@ class RunPlan:
         if op.type in REDUCE:
             # a sequential fold may run over leading axes too (numpy's pairwise sum only
             # along a contiguous row)
-            loops = _reduction(exe.info[ins[0]].shape, step.attrs["axes"],
+            loops = reduction(exe.info[ins[0]].shape, step.attrs["axes"],
                                name not in ("sum", "mean"))
         else:
             out_shape = exe.info[outs[0]].shape
@@ -464,7 +425,7 @@ class RunPlan:
         exe, constants = self.exe, self.constant
         out = exe.steps[k].outs[0]
         if shapes[k] is None or k in self.repeat or exe.info[out].dtype != dtypes.float16 or not (
-                op.type in _CHAINED or self.opcode[k] == "lookup"):
+                op.type in CHAINED or self.opcode[k] == "lookup"):
             return None
         ins = [p for p in exe.steps[k].reads if p is not None]
         if any(p in constants and constants[p].size != 1 for p in ins):
@@ -950,78 +911,3 @@ def _spans(places, shapes) -> np.ndarray:
 def _every_fp16() -> np.ndarray:
     """Every fp16 bit pattern's value, in bit order, as float32 (a lookup table's inputs)."""
     return np.arange(_TABLE, dtype=np.uint16).view(np.float16).astype(np.float32)
-
-
-def _exact(dtype, bound) -> bool:
-    """Whether float32 holds every value of an int or bool `dtype` within `bound` exactly,
-    and the dtype holds them (no wrap-around)."""
-    if dtype == dtypes.bool_:
-        return True
-    if dtype.np.kind not in "iu":
-        return False
-    info = np.iinfo(dtype.np)
-    return max(info.min, -_EXACT) <= bound[0] and bound[1] <= min(info.max, _EXACT)
-
-
-def _reduction(shape, axes, leading: bool):
-    """A reduction of a contiguous value over `axes` as (R, C, [(rs, cs)]): R results, result
-    r over the C elements r * rs + c * cs. The reduced axes (of size > 1) must all come after
-    the kept ones (rs = C, cs = 1) or, if `leading`, all before them (rs = 1, cs = R); else
-    None."""
-    axes = range(len(shape)) if axes is None else {a % len(shape) for a in axes}
-    kept = [i for i, n in enumerate(shape) if n != 1 and i not in axes]
-    folded = [i for i, n in enumerate(shape) if n != 1 and i in axes]
-    if 0 in shape:
-        return None
-    cols = math.prod(shape[i] for i in folded)
-    rows = math.prod(shape) // cols
-    if not kept or not folded or max(kept) < min(folded):
-        return rows, cols, [(cols, 1)]
-    if leading and max(folded) < min(kept):
-        return rows, cols, [(1, rows)]
-    return None
-
-
-def _segments(shapes, names, repeat) -> list:
-    """For each step: None (runs its own kernel), or (segment number, blocked). A segment is
-    a maximal run of consecutive fusable steps; it is blocked when every op in it is an
-    elementwise one over one flat range of the same length (operands contiguous or one value)
-    of at least 2 BLOCK, with no outer loop (`repeat`). A blocked run of at most `_SHORT`
-    steps next to an unblocked fusable step runs unblocked, in that step's segment: blocking
-    it would keep no value in cache (it has almost none to keep), and a segment more costs a
-    call (~2 us; a training step's bias add, GELU and AdamW's scalar math otherwise alternate
-    between the two kinds). Same ops, same order per element: the same bits."""
-    def key(k):
-        rows, cols, st, _ = shapes[k]
-        flat = rows == 1 and all(cs in (0, 1) for _, cs in st) and names[k] not in _FOLDS \
-            and k not in repeat
-        return cols if flat and cols >= 2 * BLOCK else None
-    keys = [None if loops is None else key(k) for k, loops in enumerate(shapes)]
-    _demote_short(shapes, keys)
-    out, number = [], 0
-    for k, loops in enumerate(shapes):
-        if loops is None:
-            out.append(None)
-            continue
-        if not (k and shapes[k - 1] is not None and keys[k - 1] == keys[k]):
-            number += 1
-        out.append((number, keys[k] is not None))
-    return out
-
-
-_SHORT = 2          # blocked runs this short join an unblocked neighbour (`_segments`)
-
-
-def _demote_short(shapes, keys) -> None:
-    """Unblock (key None) each blocked run of at most `_SHORT` steps that has an unblocked
-    fusable step right before or after it."""
-    k, n = 0, len(keys)
-    while k < n:
-        end = k + 1
-        while keys[k] is not None and end < n and shapes[end] is not None and \
-                keys[end] == keys[k]:
-            end += 1
-        if keys[k] is not None and end - k <= _SHORT and any(
-                0 <= j < n and shapes[j] is not None and keys[j] is None for j in (k - 1, end)):
-            keys[k:end] = [None] * (end - k)
-        k = end
