@@ -28,6 +28,7 @@ from .tensor.base import TensorBase
 from .tensor.highrank import HighRank, wrap
 from .tensor.reduce import reduce
 from .core.trace import SEQ, KeptStretches, Stretch, current_tape, record
+from .ir.dag import topological
 
 
 # ---- grad mode -----------------------------------------------------------------------
@@ -101,25 +102,17 @@ def sum_to(g: "Tensor", shape: tuple[int, ...]) -> "Tensor":
 
 # ---- the walk ------------------------------------------------------------------------
 def _topo(roots) -> list:
-    """`ir.dag.topological` through the sources that require grad, unrolled (it runs on every
-    backward). Sources are visited in reverse argument order (pushed in argument order): it
-    fixes the order cotangents are summed in, and fp16 sums depend on it; a custom Function's
-    output leads to the Function's inputs (visited in their order)."""
-    custom = bool(_CUSTOM)
-    order, seen = [], set()
-    stack = [(r, False) for r in reversed([r for r in roots if r.requires_grad])]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-        elif id(node) not in seen:
-            seen.add(id(node))
-            stack.append((node, True))
-            group = _CUSTOM.get(node) if custom else None
-            refs = node.args if group is None else reversed(group.input_refs())
-            stack.extend([(src, False) for src, _ in refs
-                          if src.requires_grad and id(src) not in seen])
-    return order
+    """The nodes requiring grad reachable from `roots`, each after its sources
+    (`ir.dag.topological`). Sources in reverse argument order: it fixes the order cotangents
+    are summed in, and fp16 sums depend on it; a custom Function's output leads to the
+    Function's inputs."""
+    custom = _CUSTOM if _CUSTOM else None
+
+    def sources(n):
+        group = custom.get(n) if custom is not None else None
+        refs = reversed(n.args) if group is None else group.input_refs()
+        return [src for src, _ in refs if src.requires_grad]
+    return topological([r for r in roots if r.requires_grad], sources)
 
 
 def _host_zeros(refs, at):
