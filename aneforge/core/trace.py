@@ -466,7 +466,6 @@ class Stretch:
             tape.count = place - tape.base
         return [ref(w) for w in self.outputs]
 
-
     def _deferred(self, tape: Tape, placed: dict, inputs: list) -> list | None:
         """`remake` on a current tape without making the recipe's nodes: only a stand-in node
         for each output (its op, attributes and type; its sources a `Deferred`), on the tape

@@ -134,6 +134,8 @@ class SimExecutable:
         plan writes each such output over its input's place, and a run given the very array
         it returned need not load it (`plan.RunPlan._carried`)."""
         last = self.returned
+        if not last:                    # (past the runs that learn: every run asks)
+            return []
         return [(n, last[id(a)][0]) for n, a in enumerate(inputs)
                 if id(a) in last and last[id(a)][1]() is a]
 
