@@ -255,6 +255,50 @@ def test_host_pick_is_not_taken_for_floats_or_inside_a_capture():
         assert pick(table, af.tensor([4, 0])).tolist() == [12, 0]
 
 
+@pytest.mark.parametrize("where, shape", [(0, (4, 3)), (0, (5,)), (1, (2, 2)), (2, (6,))])
+def test_a_float_table_at_host_indices_matches_torch_with_one_index_leaf(where, shape):
+    """`C[idx]` / `C[:, idx]` with host indices (negatives too) on a table that requires grad:
+    torch's values and gradient, and the index made once as a host leaf in the shape the
+    gather reads (no reshape or tile recorded for it); a bad index still raises torch's error."""
+    import torch
+    rng = np.random.default_rng(where)
+    data = rng.standard_normal((7, 5, 6)).astype(np.float16).astype(np.float32)
+    idx = rng.integers(-data.shape[where], data.shape[where], shape)
+    C = af.tensor(data, requires_grad=True)
+    tc = torch.tensor(data, requires_grad=True)
+    pick = (slice(None),) * where + (af.tensor(idx),)
+    got = C[pick]
+    spread = list(data.shape)
+    spread[where] = idx.size
+    index_leaves = [n.types[i].shape for n, i in realization.Cut([got.ref]).leaves
+                    if not n.types[i].dtype.is_float]
+    assert index_leaves == [tuple(spread)]
+    want = tc[(slice(None),) * where + (torch.from_numpy(idx),)]
+    assert got.shape == tuple(want.shape)
+    np.testing.assert_array_equal(got.numpy(), want.detach().numpy())
+    weights = rng.standard_normal(want.shape).astype(np.float32)
+    (got * af.tensor(weights)).sum().backward()
+    (want * torch.from_numpy(weights)).sum().backward()
+    np.testing.assert_allclose(C.grad.numpy(), tc.grad.numpy(), rtol=2e-3, atol=2e-3)
+    with pytest.raises(IndexError, match="out of bounds"):
+        C[(slice(None),) * where + (af.tensor([data.shape[where]]),)]
+
+
+def test_a_kept_gather_recorded_first_after_a_realization_is_rerecorded(monkeypatch):
+    """The first op a step records after the last realization (`C[X[ix]]` records nothing
+    before its gather) re-records a kept gather, as later ones do: its Python runs once."""
+    from aneforge.tensor import Tensor
+    built = []
+    real = Tensor._gather
+    monkeypatch.setattr(Tensor, "_gather", lambda *a: built.append(1) or real(*a))
+    C = af.tensor(np.arange(12.0).reshape(4, 3), requires_grad=True)
+    for ix in ([1, 3], [0, 2], [3, 3]):
+        (af.tensor(1.0) + 1).item()                # a realization: the tape starts anew
+        got = C[af.tensor(ix)]
+        assert got.tolist() == [[3.0 * i, 3.0 * i + 1, 3.0 * i + 2] for i in ix]
+    assert len(built) == 1
+
+
 # ---- a repeated backward walk is re-recorded, not re-derived (autograd._RepeatedWalk) -----
 autograd = __import__("sys").modules["aneforge.autograd"]
 

@@ -248,6 +248,17 @@ def current_tape() -> Tape | None:
     return tape
 
 
+def open_tape() -> Tape | None:
+    """This thread's tape, a new one if a realization came since it began (as the next
+    recorded node would make it: a kept stretch recorded first in a step keys as later ones
+    do); None if it is broken."""
+    thread = CTX.thread
+    tape = thread.tape
+    if tape is None or tape.start < CTX.realized_seq:
+        tape = thread.tape = Tape()
+    return None if tape.sid is None else tape
+
+
 def taped(node: Node) -> None:
     """Put recorded `node` on this thread's tape (a new tape after a realization)."""
     thread = CTX.thread
@@ -556,7 +567,7 @@ def kept_stretch(kept: KeptStretches, key: tuple, inputs: list, build) -> list:
     Outside af.compile's capture only (a replay runs what the function did); there `build()`
     runs."""
     thread = CTX.thread
-    tape = None if thread.capture is not None else current_tape()
+    tape = None if thread.capture is not None else open_tape()
     if tape is None or tape.log is not None:
         return build()
     first: dict = {}
