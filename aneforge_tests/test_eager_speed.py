@@ -367,6 +367,82 @@ def test_a_walk_over_other_requires_grad_leaves_runs_the_rules():
     np.testing.assert_allclose(w.grad.numpy(), want.grad.numpy(), rtol=2e-3, atol=2e-3)
 
 
+def _searches(fn) -> int:
+    """Graph searches (autograd._topo calls) `fn` runs."""
+    count = [0]
+    real = autograd._topo
+
+    def counted(roots):
+        count[0] += 1
+        return real(roots)
+    autograd._topo = counted
+    try:
+        fn()
+    finally:
+        autograd._topo = real
+    return count[0]
+
+
+def test_a_known_order_follows_what_requires_grad_now():
+    """A repeated backward follows its kept order without searching the graph; a leaf
+    frozen since, or a part recorded under no_grad (the same ops, so the same tape but for
+    which nodes require grad), is searched anew and gets torch's gradients; thawed again, the
+    first order serves."""
+    import torch
+    rng = np.random.default_rng(4)
+    init = [rng.standard_normal(s).astype(np.float32) * 0.5 for s in [(4, 3), (3, 2)]]
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    w1, w2 = (af.tensor(a, requires_grad=True) for a in init)
+    t1, t2 = (torch.tensor(a, requires_grad=True) for a in init)
+
+    def step(lib, a, b, quiet=False):
+        a.grad = b.grad = None
+        with lib.no_grad() if quiet else lib.enable_grad():
+            h = lib.tensor(x) @ a
+        (h.tanh() @ b).sum().backward()
+        return [None if p.grad is None else p.grad.numpy().copy() for p in (a, b)]
+    step(af, w1, w2)
+    assert _searches(lambda: step(af, w1, w2)) == 0
+    for quiet, frozen, searched in [(True, False, 1), (False, True, 1), (False, False, 0)]:
+        w1.requires_grad_(not frozen)
+        t1.requires_grad_(not frozen)
+        assert _searches(lambda: step(af, w1, w2, quiet)) == searched
+        got, want = step(af, w1, w2, quiet), step(torch, t1, t2, quiet)
+        for g, t in zip(got, want):
+            assert (g is None) == (t is None)
+            if g is not None:
+                np.testing.assert_allclose(g, t, rtol=3e-3, atol=3e-3)
+
+
+def test_a_known_order_still_refuses_a_second_backward():
+    """Each step's second backward through its graph raises as torch's does, also once the
+    first one's order is known."""
+    w = af.tensor([0.5, -1.0], requires_grad=True)
+    for _ in range(3):
+        loss = (w * w).sum()
+        loss.backward()
+        with pytest.raises(af.AneforgeError, match="second time"):
+            loss.backward()
+        w.grad.numpy()
+
+
+def test_a_written_leaf_read_is_not_its_pending_value():
+    """A forward reading a parameter updated by `p.data += ...` (a written leaf) gives the
+    leaf its gradient; the same ops reading the pending value itself give it none (the tape
+    tells the two reads apart, so the walk kept for one is not the other's)."""
+    from aneforge.tensor import Tensor
+    x = af.tensor([1.0, 2.0], requires_grad=True)
+    grads = []
+    for direct in (True, True, False, False, True):
+        w = af.tensor([0.5, -1.0], requires_grad=True)
+        x.grad = None
+        w.data += 1.0
+        read = Tensor(*w._node.args[0]) if direct else w
+        (read * x).sum().backward()
+        grads.append((w.grad is not None, x.grad.tolist()))
+    assert grads == [(False, [1.5, 0.0])] * 2 + [(True, [1.5, 0.0])] * 2 + [(False, [1.5, 0.0])]
+
+
 def _exp_steps():
     """Three steps of x.exp().sum().backward() with x += 1 between them: (x.grad, rules run)
     of each."""
@@ -473,6 +549,8 @@ trace = __import__("sys").modules["aneforge.core.trace"]
 def _forget_kept():
     """No kept walk, update or gradient scaling: every step runs their Python."""
     autograd._WALKS.by_key.clear()
+    autograd._ORDERS.by_key.clear()
+    autograd._FOUND.by_key.clear()
     optimizer_module._UPDATES.by_key.clear()
     autoscale._SCALINGS.by_key.clear()
 
