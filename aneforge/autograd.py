@@ -327,8 +327,10 @@ class _KnownOrder:
         root, seed = tape.place(roots[0].ref[0]), tape.place(seeds[0].ref[0])
         if root is None or seed is None:
             return None
-        return (tape.sid, root, roots[0].ref[1], seed,
-                tuple([n.requires_grad for n, _ in tape.leafno]))
+        grads = [n.requires_grad for n, _ in tape.leafno]
+        if True in grads and any(n.op is not None for n, _ in tape.leafno if n.requires_grad):
+            return None     # a computed value read as a leaf: its graph goes on off the tape
+        return tape.sid, root, roots[0].ref[1], seed, tuple(grads)
 
     @staticmethod
     def order(key: tuple, root) -> tuple:

@@ -426,6 +426,21 @@ def test_a_known_order_still_refuses_a_second_backward():
         w.grad.numpy()
 
 
+def test_a_value_computed_mid_step_is_walked_through_to_its_leaf():
+    """A value computed (read) before the rest of the step is recorded reads as a leaf on the
+    new tape, as a parameter would: its backward still goes on through it to the parameter,
+    also after steps that read the parameter itself with the same ops."""
+    x = af.tensor([1.0, 2.0], requires_grad=True)
+    for via in (False, False, True, True):
+        w = af.tensor([0.5, -1.0], requires_grad=True)
+        x.grad = None
+        got = w * 3.0 if via else w
+        got.numpy()
+        (got * x).sum().backward()
+        assert w.grad.tolist() == ([3.0, 6.0] if via else [1.0, 2.0])
+        assert x.grad.tolist() == got.tolist()
+
+
 def test_a_written_leaf_read_is_not_its_pending_value():
     """A forward reading a parameter updated by `p.data += ...` (a written leaf) gives the
     leaf its gradient; the same ops reading the pending value itself give it none (the tape
