@@ -312,7 +312,7 @@ class _RepeatedWalk:
 class _KnownOrder:
     """The walk's order (`_topo`) of a backward whose graph is all on this thread's tape,
     known from the tape's id (which holds every node's requires_grad: `trace.Tape`), the
-    places of the root and the seed and which of the tape's leaves require grad now: kept as
+    places of the root and its starting cotangent and which of the tape's leaves require grad now: kept as
     each node's path from the root (the consumer's position in the order and the argument it
     reads), so a training loop's later steps follow the paths instead of searching the graph
     (8 us against 31 us for makemore's 39 nodes). Each node found is checked against the
