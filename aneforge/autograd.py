@@ -27,7 +27,9 @@ from .ops._grad import zeros
 from .tensor.base import TensorBase
 from .tensor.highrank import HighRank, wrap
 from .tensor.reduce import reduce
-from .core.trace import SEQ, KeptStretches, Stretch, current_tape, record
+from .core.trace import SEQ, KeptStretches, Stretch, current_tape, leaf, record
+from .dtypes import float16
+from .ir.types import TensorType
 from .ir.dag import topological
 
 
@@ -715,8 +717,15 @@ def _identity(node) -> weakref.ref:
 
 def _scale_input(root, scaler) -> "Tensor":
     """The loss scale as a host scalar: a program input (its value is set once the pass's
-    parameters are known: `AutoScaler.select`)."""
-    return root._as_tensor(scaler.scale)
+    parameters are known: `AutoScaler.select`). Made as `af.tensor` makes it (a float16
+    leaf), without its checks of user data, outside af.compile's capture (which is told of
+    each leaf made)."""
+    if CTX.thread.capture is not None:
+        return root._as_tensor(scaler.scale)
+    return root._at(leaf(np.asarray(scaler.scale, np.float16), _SCALE_TYPE))
+
+
+_SCALE_TYPE = TensorType((), float16)
 
 
 def _current(node):
