@@ -318,14 +318,14 @@ class _KnownOrder:
     grad now: kept as each node's path from the root (the consumer's position in the order
     and the argument it reads), so a training loop's later steps follow the paths instead of
     searching the graph (8 us against 31 us for makemore's 39 nodes). Each node found is
-    checked against the place (or leaf number) it had. Not with custom Functions alive
-    (their outputs' sources are the Function's inputs), nor when a computed value that
-    requires grad is read as a leaf (its graph goes on off the tape)."""
+    checked against the place (or leaf number) it had. Not through a custom Function's
+    output (its sources are the Function's inputs, not its arguments), nor when a computed
+    value that requires grad is read as a leaf (its graph goes on off the tape)."""
 
     @staticmethod
     def key(roots: Sequence, seeds: Sequence) -> tuple | None:
         tape = current_tape()
-        if tape is None or len(roots) != 1 or _CUSTOM or CTX.thread.capture is not None:
+        if tape is None or len(roots) != 1 or CTX.thread.capture is not None:
             return None
         root, seed = tape.place(roots[0].ref[0]), tape.place(seeds[0].ref[0])
         if root is None or seed is None:
@@ -353,12 +353,16 @@ class _KnownOrder:
             w = where[k]
             if (node.tape != base + w) if w >= 0 else leaves[-1 - w][0] is not node:
                 return None, None
+        if _CUSTOM and any(n in _CUSTOM for n in nodes):
+            return None, None
         return nodes, where
 
     @staticmethod
     def keep(key: tuple, order: list) -> None:
         """Keep `order`'s paths (and each node's place or leaf number) under `key`."""
         tape = CTX.thread.tape
+        if _CUSTOM and any(n in _CUSTOM for n in order):
+            return
         position = {id(n): k for k, n in enumerate(order)}
         paths: list = [None] * len(order)
         for at, node in enumerate(order):

@@ -402,7 +402,8 @@ def test_a_known_order_follows_what_requires_grad_now():
             h = lib.tensor(x) @ a
         (h.tanh() @ b).sum().backward()
         return [None if p.grad is None else p.grad.numpy().copy() for p in (a, b)]
-    step(af, w1, w2)
+    step(af, w1, w2)             # (twice: the first one's tape may hold an earlier test's
+    step(af, w1, w2)             # pending values, which a realization then computes)
     assert _searches(lambda: step(af, w1, w2)) == 0
     for quiet, frozen, searched in [(True, False, 1), (False, True, 1), (False, False, 0)]:
         w1.requires_grad_(not frozen)
@@ -555,6 +556,27 @@ def test_a_walk_through_a_custom_function_runs_its_backward_each_time():
         Counted.apply(x).sum().backward()
         grads.append(x.grad.tolist())
     assert grads == [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]
+
+
+def test_a_custom_function_reached_by_its_inputs_is_searched_each_time():
+    """A Function's output leads to its inputs, not to what its forward recorded: a walk
+    through one is searched each step (never followed from a kept order), and every input
+    gets the gradient its backward gives."""
+    class Scaled(af.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2.0, g.sum().reshape(1) * 3.0
+
+    x = af.tensor([1.0, 2.0], requires_grad=True)
+    w = af.tensor([0.5], requires_grad=True)
+    for _ in range(3):
+        x.grad = w.grad = None
+        assert _searches(lambda: Scaled.apply(x, w).sum().backward()) == 1
+        assert (x.grad.tolist(), w.grad.tolist()) == ([2.0, 2.0], [6.0])
 
 
 # ---- kept recordings re-recorded on the tape as one link each (trace.Stretch.remake) ------
