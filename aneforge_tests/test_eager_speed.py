@@ -255,6 +255,51 @@ def test_host_pick_is_not_taken_for_floats_or_inside_a_capture():
         assert pick(table, af.tensor([4, 0])).tolist() == [12, 0]
 
 
+@pytest.mark.parametrize("where, shape", [(0, (4, 3)), (0, (5,)), (1, (2, 2)), (2, (6,))])
+def test_a_float_table_at_host_indices_matches_torch_with_one_index_leaf(where, shape):
+    """`C[idx]` / `C[:, idx]` with host indices (negatives too) on a table that requires grad:
+    torch's values and gradient, and the index made once as a host leaf in the shape the
+    gather reads (no reshape or tile recorded for it); a bad index still raises torch's error."""
+    import torch
+    rng = np.random.default_rng(where)
+    data = rng.standard_normal((7, 5, 6)).astype(np.float16).astype(np.float32)
+    idx = rng.integers(-data.shape[where], data.shape[where], shape)
+    C = af.tensor(data, requires_grad=True)
+    tc = torch.tensor(data, requires_grad=True)
+    pick = (slice(None),) * where + (af.tensor(idx),)
+    got = C[pick]
+    spread = list(data.shape)
+    spread[where] = idx.size
+    index_leaves = [n.types[i].shape for n, i in realization.Cut([got.ref]).leaves
+                    if not n.types[i].dtype.is_float]
+    assert index_leaves == [tuple(spread)]
+    want = tc[(slice(None),) * where + (torch.from_numpy(idx),)]
+    assert got.shape == tuple(want.shape)
+    np.testing.assert_array_equal(got.numpy(), want.detach().numpy())
+    weights = rng.standard_normal(want.shape).astype(np.float32)
+    (got * af.tensor(weights)).sum().backward()
+    (want * torch.from_numpy(weights)).sum().backward()
+    np.testing.assert_allclose(C.grad.numpy(), tc.grad.numpy(), rtol=2e-3, atol=2e-3)
+    with pytest.raises(IndexError, match="out of bounds"):
+        C[(slice(None),) * where + (af.tensor([data.shape[where]]),)]
+
+
+def test_a_kept_gather_recorded_first_after_a_realization_is_rerecorded(monkeypatch):
+    """The first op a step records after the last realization (`C[X[ix]]` records nothing
+    before its gather) re-records a kept gather, as later ones do: its Python runs once."""
+    from aneforge.tensor import Tensor
+    built = []
+    real = Tensor._gather
+    monkeypatch.setattr(Tensor, "_gather", lambda *a: built.append(1) or real(*a))
+    sys.modules["aneforge.tensor.core"]._KEPT.by_key.clear()     # (kept by earlier tests)
+    C = af.tensor(np.arange(12.0).reshape(4, 3), requires_grad=True)
+    for ix in ([1, 3], [0, 2], [3, 3]):
+        (af.tensor(1.0) + 1).item()                # a realization: the tape starts anew
+        got = C[af.tensor(ix)]
+        assert got.tolist() == [[3.0 * i, 3.0 * i + 1, 3.0 * i + 2] for i in ix]
+    assert len(built) == 1
+
+
 # ---- a repeated backward walk is re-recorded, not re-derived (autograd._RepeatedWalk) -----
 autograd = __import__("sys").modules["aneforge.autograd"]
 
@@ -321,6 +366,98 @@ def test_a_walk_over_other_requires_grad_leaves_runs_the_rules():
     want = torch.tensor([[0.5, -1.0], [2.0, 1.0]], requires_grad=True)
     (want @ torch.tensor([1.5, -0.5])).tanh().sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), want.grad.numpy(), rtol=2e-3, atol=2e-3)
+
+
+def _searches(fn) -> int:
+    """Graph searches (autograd._topo calls) `fn` runs."""
+    count = [0]
+    real = autograd._topo
+
+    def counted(roots):
+        count[0] += 1
+        return real(roots)
+    autograd._topo = counted
+    try:
+        fn()
+    finally:
+        autograd._topo = real
+    return count[0]
+
+
+def test_a_known_order_follows_what_requires_grad_now():
+    """A repeated backward follows its kept order without searching the graph; a leaf
+    frozen since, or a part recorded under no_grad (the same ops, so the same tape but for
+    which nodes require grad), is searched anew and gets torch's gradients; thawed again, the
+    first order serves."""
+    import torch
+    rng = np.random.default_rng(4)
+    init = [rng.standard_normal(s).astype(np.float32) * 0.5 for s in [(4, 3), (3, 2)]]
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    w1, w2 = (af.tensor(a, requires_grad=True) for a in init)
+    t1, t2 = (torch.tensor(a, requires_grad=True) for a in init)
+
+    def step(lib, a, b, quiet=False):
+        a.grad = b.grad = None
+        with lib.no_grad() if quiet else lib.enable_grad():
+            h = lib.tensor(x) @ a
+        (h.tanh() @ b).sum().backward()
+        return [None if p.grad is None else p.grad.numpy().copy() for p in (a, b)]
+    step(af, w1, w2)             # (twice: the first one's tape may hold an earlier test's
+    step(af, w1, w2)             # pending values, which a realization then computes)
+    assert _searches(lambda: step(af, w1, w2)) == 0
+    for quiet, frozen, searched in [(True, False, 1), (False, True, 1), (False, False, 0)]:
+        w1.requires_grad_(not frozen)
+        t1.requires_grad_(not frozen)
+        assert _searches(lambda: step(af, w1, w2, quiet)) == searched
+        got, want = step(af, w1, w2, quiet), step(torch, t1, t2, quiet)
+        for g, t in zip(got, want):
+            assert (g is None) == (t is None)
+            if g is not None:
+                np.testing.assert_allclose(g, t, rtol=3e-3, atol=3e-3)
+
+
+def test_a_known_order_still_refuses_a_second_backward():
+    """Each step's second backward through its graph raises as torch's does, also once the
+    first one's order is known."""
+    w = af.tensor([0.5, -1.0], requires_grad=True)
+    for _ in range(3):
+        loss = (w * w).sum()
+        loss.backward()
+        with pytest.raises(af.AneforgeError, match="second time"):
+            loss.backward()
+        w.grad.numpy()
+
+
+def test_a_value_computed_mid_step_is_walked_through_to_its_leaf():
+    """A value computed (read) before the rest of the step is recorded reads as a leaf on the
+    new tape, as a parameter would: its backward still goes on through it to the parameter,
+    also after steps that read the parameter itself with the same ops."""
+    x = af.tensor([1.0, 2.0], requires_grad=True)
+    for via in (False, False, True, True):
+        w = af.tensor([0.5, -1.0], requires_grad=True)
+        x.grad = None
+        got = w * 3.0 if via else w
+        got.numpy()
+        (got * x).sum().backward()
+        assert w.grad.tolist() == ([3.0, 6.0] if via else [1.0, 2.0])
+        assert x.grad.tolist() == got.tolist()
+
+
+def test_a_written_leaf_read_is_not_its_pending_value():
+    """A forward reading a parameter updated by `p.data += ...` (a written leaf) gives the
+    leaf its gradient; the same ops reading the pending value itself give it none (the tape
+    tells the two reads apart, so the walk kept for one is not the other's)."""
+    from aneforge.tensor import Tensor
+    x = af.tensor([1.0, 2.0], requires_grad=True)
+    grads = []
+    for direct in (True, True, False, False, True):
+        w = af.tensor([0.5, -1.0], requires_grad=True)
+        x.grad = None
+        w.data += 1.0
+        read = Tensor(*w._node.args[0]) if direct else w
+        (read * x).sum().backward()
+        grads.append((w.grad is not None, x.grad.tolist()))
+    assert grads == [(False, [1.5, 0.0])] * 2 + [(True, [1.5, 0.0])] * 2 + [(False, [1.5, 0.0])]
 
 
 def _exp_steps():
@@ -421,6 +558,27 @@ def test_a_walk_through_a_custom_function_runs_its_backward_each_time():
     assert grads == [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]
 
 
+def test_a_custom_function_reached_by_its_inputs_is_searched_each_time():
+    """A Function's output leads to its inputs, not to what its forward recorded: a walk
+    through one is searched each step (never followed from a kept order), and every input
+    gets the gradient its backward gives."""
+    class Scaled(af.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2.0, g.sum().reshape(1) * 3.0
+
+    x = af.tensor([1.0, 2.0], requires_grad=True)
+    w = af.tensor([0.5], requires_grad=True)
+    for _ in range(3):
+        x.grad = w.grad = None
+        assert _searches(lambda: Scaled.apply(x, w).sum().backward()) == 1
+        assert (x.grad.tolist(), w.grad.tolist()) == ([2.0, 2.0], [6.0])
+
+
 # ---- kept recordings re-recorded on the tape as one link each (trace.Stretch.remake) ------
 autoscale = __import__("sys").modules["aneforge.core.autoscale"]
 trace = __import__("sys").modules["aneforge.core.trace"]
@@ -429,6 +587,8 @@ trace = __import__("sys").modules["aneforge.core.trace"]
 def _forget_kept():
     """No kept walk, update or gradient scaling: every step runs their Python."""
     autograd._WALKS.by_key.clear()
+    autograd._ORDERS.by_key.clear()
+    autograd._FOUND.by_key.clear()
     optimizer_module._UPDATES.by_key.clear()
     autoscale._SCALINGS.by_key.clear()
 

@@ -217,7 +217,9 @@ _MEMO_OF: dict = {}      # the memo's number -> the memo (a `Stretch` re-records
 # to compute, the id fixes the program and which of the tape's leaves it reads (realization
 # keeps that per tape key: a cache hit then neither walks nor keys the trace). A pending
 # source recorded before the tape (or on another thread's) breaks the tape until the next
-# realization; so does its length passing _TAPE_MAX.
+# realization; so does its length passing _TAPE_MAX. Each link holds the node's
+# requires_grad and marks a written leaf's read: one id is one graph for autograd too (which
+# nodes it walks: `autograd._KnownOrder`), given which leaves require grad.
 class Tape:
     __slots__ = ("sid", "base", "count", "leafno", "start", "log")
 
@@ -248,6 +250,17 @@ def current_tape() -> Tape | None:
     return tape
 
 
+def open_tape() -> Tape | None:
+    """This thread's tape, a new one if a realization came since it began (as the next
+    recorded node would make it: a kept stretch recorded first in a step keys as later ones
+    do); None if it is broken."""
+    thread = CTX.thread
+    tape = thread.tape
+    if tape is None or tape.start < CTX.realized_seq:
+        tape = thread.tape = Tape()
+    return None if tape.sid is None else tape
+
+
 def taped(node: Node) -> None:
     """Put recorded `node` on this thread's tape (a new tape after a realization)."""
     thread = CTX.thread
@@ -262,7 +275,7 @@ def taped(node: Node) -> None:
     if wires is None:
         tape.sid = None
         return
-    tape.sid = _tape_id((sid, node.mid, wires))
+    tape.sid = _tape_id((sid, node.mid, wires, node.requires_grad))
     node.tape = base + count
     tape.count = count + 1
     if tape.log is not None:
@@ -283,13 +296,14 @@ def _wires(tape: Tape, refs, count: int) -> tuple | None:
                 j = leafno[ref] = len(leafno)
             wires.append(-1 - j)
             continue
-        if src.op is None:                          # a written leaf: the value it will hold
+        written = src.op is None          # a written leaf: the value it will hold (marked:
+        if written:                       # autograd's walk stops at the leaf, not its value)
             ref = src.args[0]
             src = ref[0]
         p = src.tape
         if p is None or not base <= p < base + count:
             return None
-        wires.append(p - base if ref[1] == 0 else (p - base, ref[1]))
+        wires.append(p - base if ref[1] == 0 and not written else (p - base, ref[1], written))
     return tuple(wires)
 
 
@@ -556,7 +570,7 @@ def kept_stretch(kept: KeptStretches, key: tuple, inputs: list, build) -> list:
     Outside af.compile's capture only (a replay runs what the function did); there `build()`
     runs."""
     thread = CTX.thread
-    tape = None if thread.capture is not None else current_tape()
+    tape = None if thread.capture is not None else open_tape()
     if tape is None or tape.log is not None:
         return build()
     first: dict = {}

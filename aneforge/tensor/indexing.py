@@ -67,18 +67,50 @@ def _as_index(x, i, n: int, axis: int):
     known on the host (lists, arrays, af.tensor data), as torch checks them."""
     values = host_values(i) if isinstance(i, TensorBase) else np.asarray(i)
     if values is not None:
-        if values.dtype == bool:
-            raise AneforgeError("a bool index must be the only advanced index")   # handled earlier
-        if values.dtype.kind not in "iu":
-            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-        bad = values[(values < -n) | (values >= n)]
-        if bad.size:
-            raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {axis} "
-                             f"with size {n}")
-        return x._as_tensor(np.where(values < 0, values + n, values).astype(np.int32))
+        return x._as_tensor(_host_index(values, n, axis))
     if i.dtype.is_float or i.dtype.name == "bool":
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     return where(i < 0, i + n, i)           # wrap negatives; no host read of computed indices
+
+
+def _host_index(values: np.ndarray, n: int, axis: int) -> np.ndarray:
+    """Host index values into an axis of length n, checked as torch checks them and with
+    negatives wrapped (int32)."""
+    if values.dtype == bool:
+        raise AneforgeError("a bool index must be the only advanced index")   # handled earlier
+    if values.dtype.kind not in "iu":
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    if not values.size or 0 <= values.min() and values.max() < n:
+        return values.astype(np.int32)               # (the common case: two reductions)
+    bad = values[(values < -n) | (values >= n)]
+    if bad.size:
+        raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {axis} "
+                         f"with size {n}")
+    return np.where(values < 0, values + n, values).astype(np.int32)
+
+
+def _picked(x, entry, axis: int):
+    """x[idx] on `axis` (every other axis whole) for an index known on the host, outside
+    af.compile's capture: what `_advanced` records, with the index made once in its final
+    shape (one host leaf, not three leaves, a reshape and a tile: an eager loop's `X[ix]`
+    and `C[X[ix]]` every step). None where `_advanced`'s general route applies (a mask, a
+    computed or empty index, indices picked in bands)."""
+    values = host_values(entry) if isinstance(entry, TensorBase) else np.asarray(entry)
+    if values is None or _is_mask(entry) or not values.size:
+        return None
+    known = _host_index(values, x.shape[axis], axis)
+    held = _host_pick(x, axis, known)          # np.take: x.shape[:axis] + idx + the rest
+    if held is not None:
+        return held
+    flat = known.reshape(-1)
+    if _banded(flat, x.shape[axis]):
+        return None
+    view = tuple(flat.size if a == axis else 1 for a in range(x.ndim))
+    spread = tuple(flat.size if a == axis else s for a, s in enumerate(x.shape))
+    spread_index = np.empty(spread, np.int32)
+    spread_index[...] = flat.reshape(view)             # (np.broadcast_to costs ~5 us more)
+    out = x.gather(axis, x._as_tensor(spread_index))
+    return out.reshape(x.shape[:axis] + known.shape + x.shape[axis + 1:])
 
 
 def _advanced(x, index: tuple):
@@ -92,6 +124,10 @@ def _advanced(x, index: tuple):
     entry = index[k]
     rest = index[:k] + (slice(None),) + index[k + 1:]
     axis = sum(1 for i in index[:k] if i is not None and i is not Ellipsis)
+    if CTX.thread.capture is None and all(i == _WHOLE for i in rest):
+        out = _picked(x, entry, k)
+        if out is not None:
+            return out
     if _is_mask(entry):
         mask = entry if isinstance(entry, TensorBase) else np.asarray(entry)
         span = x.shape[axis:axis + mask.ndim]
@@ -114,6 +150,8 @@ def _advanced(x, index: tuple):
     pos = sum(1 for i in index[:k] if i is None or isinstance(i, slice))
     return out.reshape(out.shape[:pos] + shape + out.shape[pos + 1:])
 
+
+_WHOLE = slice(None)
 
 # A one-hot select costs (entries picked) x (axis length) cells; past this a host index that
 # never goes back (a bool mask's positions, a sorted index) is picked in bands (_in_bands).
@@ -165,7 +203,7 @@ def _host_pick(x, d: int, known):
     held = None if x.dtype.is_float or known is None else host_values(x)
     if held is None or CTX.thread.capture is not None:
         return None
-    return x._as_tensor(np.take(held, known.reshape(-1), axis=d).astype(held.dtype)).to(x.dtype)
+    return x._as_tensor(np.take(held, known, axis=d).astype(held.dtype)).to(x.dtype)
 
 
 def _several(x, index: tuple, advanced: list):
