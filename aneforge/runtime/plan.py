@@ -58,6 +58,13 @@ _F16 = np.dtype(np.float16)
 _BOOL = (0, 1)
 _OWN = 256                  # outputs this small are copied out of the shared buffer
 _ENV, _STORE, _ROUND, _COPY = range(4)     # where a step's result goes (`RunPlan._stores`)
+# what an element of a fused op costs against a multiply, where the VMs give the opcode a
+# vectorized loop (others: a lookup's or more), and a lookup's own: its table is 128 KB, read
+# at random by each element's bits (~6x a multiply over AdamW's 524k values), so a chain of a
+# few of these runs as computed, not as a lookup (`_compose`)
+_COST = {"add": 1, "sub": 1, "mul": 1, "copy": 1, "div_engine": 2, "maximum": 2, "minimum": 2,
+         "abs": 1, "sqrt_engine": 2}
+_LOOKUP_COST = 6
 
 
 
@@ -450,6 +457,8 @@ class RunPlan:
         exe = self.exe
         if any(self.segment[j] != self.segment[k] for j in chain):
             return False
+        if sum(_COST.get(self.opcode[j], _LOOKUP_COST) for j in chain) <= _LOOKUP_COST:
+            return False                # computing the chain is cheaper than looking it up
         key = ("chain", self._chain_key(x, chain), exe.numerics)
         at = TABLES.find(key, lambda: self._chain_table(x, chain))
         if at is None:
