@@ -881,13 +881,13 @@ def test_an_absmax_row_with_nan_stores_each_magnitude_first(vm, model):
 
 
 # ---- state fed back: outputs written over the inputs they replace ---------------------------
-def _train_compiled(steps=8, write=lambda i, model, opt: None):
+def _train_compiled(steps=8, write=lambda i, model, opt: None, width=32):
     """An AdamW step under af.compile; after each, the loss and every parameter read (the
     values a user sees between steps), then `write(i, model, opt)`; at the end the state.
     Programs are compiled anew (each executable learns what comes back in its first runs)."""
     clear_cache()
     af.manual_seed(0)
-    model = af.nn.Sequential(af.nn.Linear(64, 32), af.nn.GELU(), af.nn.Linear(32, 10))
+    model = af.nn.Sequential(af.nn.Linear(64, width), af.nn.GELU(), af.nn.Linear(width, 10))
     opt = af.optim.AdamW(model.parameters(), lr=3e-3)
 
     @af.compile(fullgraph=True)
@@ -946,6 +946,22 @@ def test_state_fed_back_stays_in_place_bit_identical(monkeypatch, write):
     step = max((e for e in made if e.run_plan), key=lambda e: len(e.inputs))
     assert len(step.run_plan.resident) >= 4          # weights' moments, biases...
     assert max(skipped) == len(step.run_plan.resident)
+
+
+@pytest.mark.parametrize("width", [32, 128])
+def test_compensated_parameters_stay_in_place(monkeypatch, width):
+    """AdamW's compensated update reads the old parameter after making the new one (p' = p +
+    u, then the remainder from p' - p): the new value is made in a place of its own (a
+    block's, where its segment runs block by block: a 64 x 128 weight) and copied over the
+    old at its segment's end, so every parameter stays in place too, not loaded each step;
+    the bits are the interpreter's."""
+    made = _executables(monkeypatch)
+    for a, b in zip(*both(monkeypatch, functools.partial(_train_compiled, width=width))):
+        same_bits(a, b)
+    plan = max((e for e in made if e.run_plan), key=lambda e: len(e.inputs)).run_plan
+    assert len(plan.late) == 4 and len(plan.resident) == len(plan.pairs)
+    blocked = {plan.segment[k][1] for k in plan.late.values()}
+    assert blocked == ({True, False} if width == 128 else {False})
 
 
 def test_an_array_a_step_left_in_place_is_read_only_until_handed_to_the_user(monkeypatch):

@@ -402,6 +402,26 @@ def port(acc, overflow, flush):
     return big
 
 
+@njit(cache=True)
+def port_round(acc, bias, overflow, flush, mode):
+    """A bound matmul's result finished in one pass over float32 acc [rows, cols], in place:
+    bias [cols] added (empty: none; as `_linear_sim` adds it into the accumulator), the output
+    port (`port`), then the executor's fp16 store under `mode` (r16). Three passes and three
+    calls from Python before (~1.5 us a call, ~0.5 ns an element). Returns port's count."""
+    big = 0
+    rows, cols = acc.shape
+    biased = bias.size > 0
+    for r in range(rows):
+        row = acc[r]
+        for j in range(cols):
+            v = row[j] + bias[j] if biased else row[j]
+            if abs(v) >= overflow:
+                big += 1
+                v = np.float32(np.copysign(_INF, v))
+            row[j] = r16(_ZERO if flush and abs(v) < _TINY else v, mode)
+    return big
+
+
 # ---- the tile-of-4 accumulator (reference.tile_matmul is the definition) ---------------------
 # add12 works on integers scaled by 2**(11 - e): a power-of-two scale is exact, so every step
 # below is an exact float32 operation and the numba and numpy versions agree bit for bit.
