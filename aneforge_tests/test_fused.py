@@ -6,6 +6,7 @@ import functools
 import threading
 import tracemalloc
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -309,6 +310,7 @@ def test_steady_state_memory_is_flat(monkeypatch):
     arena = exe.run_plan.arena
     monkeypatch.setattr(SimExecutable, "run", original_run)
     inputs = runs[id(exe)]
+    exe.run(inputs)     # this loop's steady state: the outputs' buffer pool (`RunPlan._buffer`)
     tracemalloc.start()
     first, _ = tracemalloc.get_traced_memory()
     for _ in range(300):
@@ -946,6 +948,33 @@ def test_state_fed_back_stays_in_place_bit_identical(monkeypatch, write):
     step = max((e for e in made if e.run_plan), key=lambda e: len(e.inputs))
     assert len(step.run_plan.resident) >= 4          # weights' moments, biases...
     assert max(skipped) == len(step.run_plan.resident)
+
+
+def test_output_buffers_alternate_and_a_kept_output_is_never_written(monkeypatch):
+    """A step's fp16 outputs are views of one buffer; the next steps reuse a buffer only once
+    no output viewing it is alive (a training step's come back as inputs and are dropped a
+    step later: two buffers alternate). An output the user keeps (`.numpy()`, which hands out
+    the array itself) pins its buffer: it keeps its bits while later steps run."""
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "auto")
+    used, original = [], plan_mod.RunPlan._buffer
+
+    def spy(self):
+        bits = original(self)
+        used.append(weakref.ref(bits))     # (a reference would keep it from being reused)
+        return bits
+    monkeypatch.setattr(plan_mod.RunPlan, "_buffer", spy)
+    kept = []
+
+    def keep(i, model, opt):
+        if i in (3, 4):
+            a = model[0].weight.numpy()
+            kept.append((a, a.copy()))
+    _train_compiled(steps=12, write=keep, width=128)
+    for a, bits in kept:
+        same_bits(a, bits)
+    last = [w() for w in used[-6:]]
+    assert all(b is not None for b in last) and len({id(b) for b in last}) == 2
+    assert last[0] is last[2] is last[4] and last[1] is last[3] is last[5]
 
 
 @pytest.mark.parametrize("width", [32, 128])

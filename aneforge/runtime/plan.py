@@ -32,6 +32,7 @@ import bisect
 import functools
 import math
 import os
+import sys
 import threading
 import weakref
 
@@ -251,6 +252,7 @@ class RunPlan:
                               exe.info[s].shape, dtype, part))
         self.out_spans = _spans([self.place[s] for s in spans],
                                 [self.views[s].shape for s in spans])
+        self.buffers: list = []          # `outputs`' buffers, reused once no output is alive
         longest = max([int(code[:, 2:4].max()) for step, code, _ in self.entries
                        if step is None] + [BLOCK])
         self.scratch = [np.empty(longest, np.float32) for _ in range(3)]
@@ -878,7 +880,7 @@ class RunPlan:
         fp16 ones read from their places by one compiled cast into one buffer (numpy's cast
         takes ~10 ns an element, a call per output ~1 us); an output of at most `_OWN`
         elements gets its own copy, so a kept loss does not keep the buffer alive."""
-        bits = np.empty(self.out_spans[:, 1].sum(), np.uint16)
+        bits = self._buffer()
         self._compiled.to_float16_spans(self.arena, self.out_spans, bits)
         half, out = bits.view(np.float16), []
         for s, flat, shape, dtype, part in self.outs:
@@ -891,6 +893,18 @@ class RunPlan:
                 out.append(np.array(flat, dtype).reshape(shape))
         self._hold(out)
         return out
+
+    def _buffer(self) -> np.ndarray:
+        """A buffer for the fp16 outputs: one that no array handed out still views (its only
+        references: the pool's, this loop's and the count's), else a new one. A training
+        step's outputs are fed back and dropped a step later, so two buffers alternate: no
+        new megabytes to fault in each step (~60 ns a page)."""
+        for bits in self.buffers:
+            if sys.getrefcount(bits) == 3:
+                return bits
+        bits = np.empty(self.out_spans[:, 1].sum(), np.uint16)
+        self.buffers = [bits] + self.buffers[:1]       # a buffer still viewed is let go
+        return bits
 
     def _hold(self, out) -> None:
         """The outputs fed back as inputs whose places hold them (`resident`): the next run
