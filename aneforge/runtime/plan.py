@@ -542,11 +542,14 @@ class RunPlan:
         after it (a compensated update: p' = p + u, then (p' - p) - u), can be made in a place
         of its own (one block's, in a blocked segment) and copied over i at the segment's end
         (`_late_copies`): every later reader of i and every reader of o runs in that segment
-        (a blocked one runs each block through all its ops before the next block)."""
-        seg, readers = self.segment, self.exe.readers
+        (a blocked one runs each block through all its ops before the next block), o's as
+        elementwise rows (a reduction the run leaves to its kernel would read o's own place,
+        not yet written)."""
+        seg, readers, fold = self.segment, self.exe.readers, self._fused.REDUCE
         return seg[k] is not None and \
             all(seg[r] == seg[k] for r in readers.get(i, ()) if r > k) and \
-            all(seg[r] == seg[k] for r in readers.get(o, ()))
+            all(seg[r] == seg[k] and self._fused.OP[self.opcode[r]] < fold
+                for r in readers.get(o, ()))
 
     def _aliases(self) -> dict:
         """Reshapes (same-order ops the fused runs would copy) whose result shares its
