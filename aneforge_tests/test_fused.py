@@ -6,6 +6,7 @@ import functools
 import threading
 import tracemalloc
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -309,6 +310,7 @@ def test_steady_state_memory_is_flat(monkeypatch):
     arena = exe.run_plan.arena
     monkeypatch.setattr(SimExecutable, "run", original_run)
     inputs = runs[id(exe)]
+    exe.run(inputs)     # this loop's steady state: the outputs' buffer pool (`RunPlan._buffer`)
     tracemalloc.start()
     first, _ = tracemalloc.get_traced_memory()
     for _ in range(300):
@@ -881,13 +883,13 @@ def test_an_absmax_row_with_nan_stores_each_magnitude_first(vm, model):
 
 
 # ---- state fed back: outputs written over the inputs they replace ---------------------------
-def _train_compiled(steps=8, write=lambda i, model, opt: None):
+def _train_compiled(steps=8, write=lambda i, model, opt: None, width=32):
     """An AdamW step under af.compile; after each, the loss and every parameter read (the
     values a user sees between steps), then `write(i, model, opt)`; at the end the state.
     Programs are compiled anew (each executable learns what comes back in its first runs)."""
     clear_cache()
     af.manual_seed(0)
-    model = af.nn.Sequential(af.nn.Linear(64, 32), af.nn.GELU(), af.nn.Linear(32, 10))
+    model = af.nn.Sequential(af.nn.Linear(64, width), af.nn.GELU(), af.nn.Linear(width, 10))
     opt = af.optim.AdamW(model.parameters(), lr=3e-3)
 
     @af.compile(fullgraph=True)
@@ -948,6 +950,49 @@ def test_state_fed_back_stays_in_place_bit_identical(monkeypatch, write):
     assert max(skipped) == len(step.run_plan.resident)
 
 
+def test_output_buffers_alternate_and_a_kept_output_is_never_written(monkeypatch):
+    """A step's fp16 outputs are views of one buffer; the next steps reuse a buffer only once
+    no output viewing it is alive (a training step's come back as inputs and are dropped a
+    step later: two buffers alternate). An output the user keeps (`.numpy()`, which hands out
+    the array itself) pins its buffer: it keeps its bits while later steps run."""
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "auto")
+    used, original = [], plan_mod.RunPlan._buffer
+
+    def spy(self):
+        bits = original(self)
+        used.append(weakref.ref(bits))     # (a reference would keep it from being reused)
+        return bits
+    monkeypatch.setattr(plan_mod.RunPlan, "_buffer", spy)
+    kept = []
+
+    def keep(i, model, opt):
+        if i in (3, 4):
+            a = model[0].weight.numpy()
+            kept.append((a, a.copy()))
+    _train_compiled(steps=12, write=keep, width=128)
+    for a, bits in kept:
+        same_bits(a, bits)
+    last = [w() for w in used[-6:]]
+    assert all(b is not None for b in last) and len({id(b) for b in last}) == 2
+    assert last[0] is last[2] is last[4] and last[1] is last[3] is last[5]
+
+
+@pytest.mark.parametrize("width", [32, 128])
+def test_compensated_parameters_stay_in_place(monkeypatch, width):
+    """AdamW's compensated update reads the old parameter after making the new one (p' = p +
+    u, then the remainder from p' - p): the new value is made in a place of its own (a
+    block's, where its segment runs block by block: a 64 x 128 weight) and copied over the
+    old at its segment's end, so every parameter stays in place too, not loaded each step;
+    the bits are the interpreter's."""
+    made = _executables(monkeypatch)
+    for a, b in zip(*both(monkeypatch, functools.partial(_train_compiled, width=width))):
+        same_bits(a, b)
+    plan = max((e for e in made if e.run_plan), key=lambda e: len(e.inputs)).run_plan
+    assert len(plan.late) == 4 and len(plan.resident) == len(plan.pairs)
+    blocked = {plan.segment[k][1] for k in plan.late.values()}
+    assert blocked == ({True, False} if width == 128 else {False})
+
+
 def test_an_array_a_step_left_in_place_is_read_only_until_handed_to_the_user(monkeypatch):
     """The plan keeps the arrays of values it holds in place read-only (a write into one
     would go unseen); .numpy() hands the user a writeable one (as torch's shares storage),
@@ -968,7 +1013,7 @@ def test_an_array_a_step_left_in_place_is_read_only_until_handed_to_the_user(mon
 CHAINS = {
     "gelu_grad": lambda x: af.grad((af.nn.functional.gelu(x * 1.0) * (x + 1.0)).sum(), [x])[0],
     "affine_exp": lambda x: ((x * 0.5 + 1.0).exp() - x) / (x.abs() + 2.0) * x,
-    "adam_like": lambda x: (x * x * 0.001).sqrt() + 1e-3,
+    "adam_like": lambda x: x / ((x * x * 0.001).sqrt() + 1e-3),
     # an intermediate read outside the chain too: it keeps its own row
     "escaping": lambda x: af.cat([((x * 3.0).exp() + 1.0).sqrt(), (x * 3.0).exp() * x], 0),
 }
@@ -992,6 +1037,24 @@ def test_chains_of_one_value_run_as_one_lookup(monkeypatch, vm, model, name):
     assert chains, "no chain ran as a lookup"
     dead = sum(len(e.run_plan.dead) for e in made if e.run_plan)
     assert dead >= 1
+
+
+@pytest.mark.parametrize("model", ["default", "half_away", "flush"])
+def test_a_chain_cheaper_than_its_lookup_is_computed(monkeypatch, vm, model):
+    """A chain of a few multiplies and adds (AdamW's g * g * (1 - beta2)) computes faster than
+    its table is read at random (128 KB, ~6x a multiply over a large value): it keeps its
+    rows, no table is built, and the bits are the interpreter's."""
+    plan_mod.TABLES.clear()
+    made = _executables(monkeypatch)
+
+    def run():
+        with af.numerics(**LOOKUP_MODELS[model]):
+            x = af.tensor(EVERY_FP16)
+            return ((x * x * 0.001).sqrt() + 1e-3).numpy()
+    same_bits(*both(monkeypatch, run))
+    assert not [key for key in plan_mod.TABLES.offset if key[0] == "chain"]
+    assert any(e.run_plan for e in made)
+    assert not any(e.run_plan.dead for e in made if e.run_plan)
 
 
 def test_a_chains_value_lives_until_its_lookup(monkeypatch):

@@ -603,6 +603,30 @@ def test_port_works_in_place_on_views():
     assert np.isposinf(acc[:, 8]).all() and acc[0, 9] == -32760.0    # only the view changed
 
 
+@needs_numba
+@pytest.mark.parametrize("mode", MODES.values(), ids=MODES.keys())
+@pytest.mark.parametrize("overflow", [32760.0, None])
+@pytest.mark.parametrize("flush", [True, False])
+@pytest.mark.parametrize("biased", [True, False])
+def test_port_bound_is_bias_port_then_store(mode, overflow, flush, biased):
+    """The bound matmul's one-pass finish (bias, port, fp16 store) gives the bits of the three
+    steps it replaces as the numpy reference runs them, and port's count."""
+    rng = np.random.default_rng(mode)
+    acc = np.concatenate([np.tile(PORT_VALUES, (len(SPECIALS), 1)),
+                          rng.choice(SPECIALS, (len(SPECIALS), len(PORT_VALUES)))])
+    bias = rng.choice(np.concatenate([SPECIALS, PORT_VALUES]), acc.shape[1]) if biased else None
+    with kernels.using("numpy"), np.errstate(all="ignore"):
+        want = acc + bias if biased else acc.copy()
+        count = kernels.port(want, overflow, flush)
+        want = kernels.round16(want, mode)
+    with kernels.using("numba"):
+        got = acc.copy()
+        finish = kernels.port_bound(got, bias, overflow, flush, mode)
+        assert finish() == count
+    same(got, want)
+    assert count > 0 or overflow is None
+
+
 # ---- the 16-lane plain tile on any row length (AVX-512 masked runs) ---------------------------
 def _wide_cpu() -> bool:
     from aneforge.hardware.kernels import compiled

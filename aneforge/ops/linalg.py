@@ -66,12 +66,15 @@ def port(ctx, acc: np.ndarray) -> np.ndarray:
     results below 2**-14 become +0 where the target flushes them (M1). The executor then
     rounds to fp16."""
     nm = ctx.numerics
-    big = kernels.port(acc, nm.matmul_overflow, nm.matmul_subnormals == "flush")
+    _saturated(ctx, kernels.port(acc, nm.matmul_overflow, nm.matmul_subnormals == "flush"))
+    return acc
+
+
+def _saturated(ctx, big: int) -> None:
     if big:
         hazards.report(ctx, f"{big} output value(s) rounded to |y| >= 2**15 (32752 is the largest "
                        f"that passes) and read back as +-inf: the matmul output port saturates",
                        saturated=True)
-    return acc
 
 
 def _matmul_sim(ctx, x, y, transpose_x, transpose_y):
@@ -83,22 +86,23 @@ def _matmul_sim(ctx, x, y, transpose_x, transpose_y):
 
 
 def _bound(ctx, out, x, y, bias=None):
-    """x @ y (+ bias) then the output port, into `out`, as a function of no arguments (the run
-    plan's matmul over its places: `OpDef.bind`); None where the kernel is not the compiled
-    tile datapath on fp16 matrices."""
+    """x @ y (+ bias), the output port and the fp16 store, into `out`, as a function of no
+    arguments (the run plan's matmul over its places: `OpDef.bind`); None where the kernel is
+    not the compiled tile datapath on fp16 matrices."""
     nm = ctx.numerics
     if ctx.in_dtypes[0] != dtypes.float16 or nm.accumulator != "tile4" or min(x.ndim, y.ndim) < 2:
         return None
     limit = np.inf if nm.matmul_overflow is None else nm.matmul_overflow
     tile = kernels.tile_bound(x, y, out, nm.mode, nm.tile_mode, limit)
-    if tile is None:
+    # the bias as `_linear_sim` adds it (into the accumulator), the port, then the store
+    finish = kernels.port_bound(out, bias, nm.matmul_overflow, nm.matmul_subnormals == "flush",
+                                nm.store_mode)
+    if tile is None or finish is None:
         return None
 
     def run():
         tile()
-        if bias is not None:
-            np.add(out, bias, out=out)      # as `_linear_sim`: into the accumulator
-        port(ctx, out)
+        _saturated(ctx, finish())
     return run
 
 

@@ -10,7 +10,7 @@ their places, reading their inputs through the slices and reshapes that make the
 (runtime/layout.py), and chains of data movement are one strided copy (runtime/moves.py:
 conv2d's column gradient); a reshape shares its input's place instead of copying it (`_aliases`);
 matmul and linear run bound to their places (`OpDef.bind`: the kernel and its operands' layout
-found once, the result rounded where it lies).
+found once, the bias, the output port and the fp16 store one compiled pass where the result lies).
 
 Int and bool values live in the arena too where float32 holds them exactly and every op that
 makes or reads them runs fused: a bool as 1.0 / 0.0, an int when the plan bounds it within
@@ -32,6 +32,7 @@ import bisect
 import functools
 import math
 import os
+import sys
 import threading
 import weakref
 
@@ -52,12 +53,19 @@ _ALIGN = 16                 # elements (64 bytes): each value starts on a cache 
 MODES = ("auto", "always", "never")
 _TABLE = 1 << 16            # entries of a lookup table: one per fp16 bit pattern
 _INTO = object()            # a step's store: its kernel writes into the result's place
-_BOUND = object()           # a step's store: its bound kernel writes there, then it is rounded
+_BOUND = object()           # a step's store: its bound kernel writes and stores it there
 _MOVED = object()           # a step's store: its moves copy its results into their places
 _F16 = np.dtype(np.float16)
 _BOOL = (0, 1)
 _OWN = 256                  # outputs this small are copied out of the shared buffer
 _ENV, _STORE, _ROUND, _COPY = range(4)     # where a step's result goes (`RunPlan._stores`)
+# what an element of a fused op costs against a multiply, where the VMs give the opcode a
+# vectorized loop (others: a lookup's or more), and a lookup's own: its table is 128 KB, read
+# at random by each element's bits (~6x a multiply over AdamW's 524k values), so a chain of a
+# few of these runs as computed, not as a lookup (`_compose`)
+_COST = {"add": 1, "sub": 1, "mul": 1, "copy": 1, "div_engine": 2, "maximum": 2, "minimum": 2,
+         "abs": 1, "sqrt_engine": 2}
+_LOOKUP_COST = 6
 
 
 
@@ -244,6 +252,7 @@ class RunPlan:
                               exe.info[s].shape, dtype, part))
         self.out_spans = _spans([self.place[s] for s in spans],
                                 [self.views[s].shape for s in spans])
+        self.buffers: list = []          # `outputs`' buffers, reused once no output is alive
         longest = max([int(code[:, 2:4].max()) for step, code, _ in self.entries
                        if step is None] + [BLOCK])
         self.scratch = [np.empty(longest, np.float32) for _ in range(3)]
@@ -450,6 +459,8 @@ class RunPlan:
         exe = self.exe
         if any(self.segment[j] != self.segment[k] for j in chain):
             return False
+        if sum(_COST.get(self.opcode[j], _LOOKUP_COST) for j in chain) <= _LOOKUP_COST:
+            return False                # computing the chain is cheaper than looking it up
         key = ("chain", self._chain_key(x, chain), exe.numerics)
         at = TABLES.find(key, lambda: self._chain_table(x, chain))
         if at is None:
@@ -504,6 +515,7 @@ class RunPlan:
         block before writing it; an unblocked one reads the whole value first). The input's
         place is then never given to another value. New value's slot -> old value's slot."""
         exe, carry = self.exe, {}
+        self.late = {}                  # new value -> its step, made in a block place first
         made = {step.outs[0]: k for k, step in enumerate(exe.steps) if len(step.outs) == 1}
         freed = {s: k for k, f in enumerate(self.frees) for s in f}
         shared = set(self.alias) | set(self.alias.values())
@@ -519,9 +531,25 @@ class RunPlan:
             if aligned and exe.info[i] == exe.info[o] and exe.info[o].dtype == dtypes.float16 \
                     and exe.inputs[n][1] is np.float32 and {i, o} <= self.placed and \
                     not {i, o} & (shared | self.local | self.keep - {o} | self.moves.unwritten) \
-                    and k not in self.repeat and freed.get(i, -1) <= k:
+                    and k not in self.repeat and (freed.get(i, -1) <= k or self._late(i, o, k)):
                 carry[o] = i
+                if freed.get(i, -1) > k:
+                    self.late[o] = k
         return carry
+
+    def _late(self, i, o, k) -> bool:
+        """Whether new value o, made by step k of a fused segment that reads the old value i
+        after it (a compensated update: p' = p + u, then (p' - p) - u), can be made in a place
+        of its own (one block's, in a blocked segment) and copied over i at the segment's end
+        (`_late_copies`): every later reader of i and every reader of o runs in that segment
+        (a blocked one runs each block through all its ops before the next block), o's as
+        elementwise rows (a reduction the run leaves to its kernel would read o's own place,
+        not yet written)."""
+        seg, readers, fold = self.segment, self.exe.readers, self._fused.REDUCE
+        return seg[k] is not None and \
+            all(seg[r] == seg[k] for r in readers.get(i, ()) if r > k) and \
+            all(seg[r] == seg[k] and self._fused.OP[self.opcode[r]] < fold
+                for r in readers.get(o, ()))
 
     def _aliases(self) -> dict:
         """Reshapes (same-order ops the fused runs would copy) whose result shares its
@@ -650,6 +678,9 @@ class RunPlan:
 
         def size(s):
             return math.prod(exe.info[s].shape)
+        # a value made late (`_late`): its place (a block's in a blocked segment) for good
+        self.late_at = {o: arena.take(BLOCK if seg[k][1] else size(o))
+                        for o, k in self.late.items()}
         for s, _ in exe.constants + exe.inputs:
             if s in self.placed and s not in place:
                 place[s] = arena.take(size(s))
@@ -692,11 +723,13 @@ class RunPlan:
 
     def _row(self, k, loops):
         """Step k's row of fused code (kernels/fused.py)."""
-        exe, p, name = self.exe, self.place, self.opcode[k]
+        exe, p, name = self.exe, self.row_place, self.opcode[k]
         outs = exe.steps[k].outs
         rows, cols, st, ins = loops
         st, ins = st + st[:1] * (3 - len(st)), ins + ins[:1] * (3 - len(ins))
-        flags = sum(1 << i for i, s in enumerate((outs[0], *ins)) if s in self.local)
+        blocked = self.segment[k][1]
+        flags = sum(1 << i for i, s in enumerate((outs[0], *ins))
+                    if s in self.local or (blocked and s in self.late))
         # exact ops (data movement, select) store their values as they are, as the executor
         # does; a lookup's table holds stored results
         rnd = self._rounding(k) if name != "lookup" else -1
@@ -725,6 +758,7 @@ class RunPlan:
         an op run by its kernel, and (None, code, block) for each segment of fused ops (blocked
         or not)."""
         entries, code = [], []
+        self.row_place = {**self.place, **self.late_at}    # rows make a late value in its block
         for k, loops in enumerate(shapes):
             if loops is None:
                 if k in self.dead:                # absorbed into a later step
@@ -736,10 +770,28 @@ class RunPlan:
             if k not in self.dead:
                 code += self._row(k, loops)
             if code and (k + 1 == len(shapes) or self.segment[k + 1] != self.segment[k]):
+                code += self._late_copies(self.segment[k])
                 block = BLOCK if self.segment[k][1] else 0
                 entries.append((None, np.array(code, np.int64), block))
                 code = []
         return entries
+
+    def _late_copies(self, segment) -> list:
+        """The rows ending a segment that made values late (`_late`): each copied from its
+        place of its own (a block's, in a blocked segment) into its input's, after every op of
+        the segment has read the input (in a blocked one: the input's block)."""
+        at, rows = self._fused.ROW.index, []
+        for o, k in self.late.items():
+            if self.segment[k] == segment:
+                row = [0] * self._fused.WIDTH
+                for field, v in (("opcode", self._fused.OP["copy"]), ("store", -1), ("rows", 1),
+                                 ("cols", math.prod(self.exe.info[o].shape)),
+                                 ("out", self.place[o]), ("a_cs", 1), ("b_cs", 1), ("c_cs", 1),
+                                 ("local", 14 if segment[1] else 0), ("step", k)):
+                    row[at(field)] = v
+                row[at("a")] = row[at("b")] = row[at("c")] = self.late_at[o]
+                rows.append(row)
+        return rows
 
     def _stores(self, step) -> list:
         """How a step's results reach their places: (slot, kind, view, flat view, store fn)
@@ -768,7 +820,8 @@ class RunPlan:
         """Step k as the run executes it: an exact op that can write its one result straight
         into the result's arena place (`OpDef.into`) does; an fp16 op with a bound form over
         places (`OpDef.bind`: matmul) whose operands all have places runs that, its result
-        then rounded in its place; others return it."""
+        stored in its place (the store folded into the bound kernel's last pass); others
+        return it."""
         step = self.exe.steps[k]
         opdef = REGISTRY[step.ctx.op_type]
         if k in self.absorbed:                    # its inputs read through views
@@ -830,7 +883,7 @@ class RunPlan:
         fp16 ones read from their places by one compiled cast into one buffer (numpy's cast
         takes ~10 ns an element, a call per output ~1 us); an output of at most `_OWN`
         elements gets its own copy, so a kept loss does not keep the buffer alive."""
-        bits = np.empty(self.out_spans[:, 1].sum(), np.uint16)
+        bits = self._buffer()
         self._compiled.to_float16_spans(self.arena, self.out_spans, bits)
         half, out = bits.view(np.float16), []
         for s, flat, shape, dtype, part in self.outs:
@@ -843,6 +896,18 @@ class RunPlan:
                 out.append(np.array(flat, dtype).reshape(shape))
         self._hold(out)
         return out
+
+    def _buffer(self) -> np.ndarray:
+        """A buffer for the fp16 outputs: one that no array handed out still views (its only
+        references: the pool's, this loop's and the count's), else a new one. A training
+        step's outputs are fed back and dropped a step later, so two buffers alternate: no
+        new megabytes to fault in each step (~60 ns a page)."""
+        for bits in self.buffers:
+            if sys.getrefcount(bits) == 3:
+                return bits
+        bits = np.empty(self.out_spans[:, 1].sum(), np.uint16)
+        self.buffers = [bits] + self.buffers[:1]       # a buffer still viewed is let go
+        return bits
 
     def _hold(self, out) -> None:
         """The outputs fed back as inputs whose places hold them (`resident`): the next run
@@ -885,9 +950,8 @@ class RunPlan:
         if store is _MOVED:
             simulate()
             return
-        if store is _BOUND:
+        if store is _BOUND:               # its result finished in place, stored too
             simulate()
-            self.round16(stores[0][3], stores[0][3], self.exe.numerics.store_mode)
             return
         res = simulate(ctx, *gather(env, reads), **attrs)
         for (s, kind, view, flat, put), r in zip(stores, (res,) if len(outs) == 1 else res):

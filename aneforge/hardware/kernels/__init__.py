@@ -158,6 +158,7 @@ WARM = (
     ("compiled", "_round16_ieee", ("f4:1", "f4:1", "int64")),
     ("compiled", "_narrow_sum", ("f4:2", "f4:1", "int64")),
     ("compiled", "port", ("f4:1", "float32", "boolean")),
+    ("compiled", "port_round", ("f4:2", "f4:1", "float32", "boolean", "int64")),
     ("compiled", "_lean_tasks", _TILE),
     ("fused", "run_lean", _RUN),
     ("fused", "load16", ("u2:1", "f4:1", "boolean")),
@@ -584,6 +585,21 @@ def _swapped(x, y, out, mode: int, tmode: int, limit: float):
         inner()
         np.copyto(out2, out_t.T)
     return run
+
+
+def port_bound(out: np.ndarray, bias, overflow: float | None, flush: bool, mode: int):
+    """`out` (C-contiguous float32, the run plan's place of a matmul's result) finished in
+    place as a function of no arguments: `bias` (None, or a vector of out's last axis) added,
+    the output port (`port`), the fp16 store under `mode` (round16), in one compiled pass;
+    returns port's count. None when the compiled kernels are not loaded."""
+    fast = _fast()
+    if fast is None:
+        return None
+    cols = out.shape[-1] if out.ndim else 1
+    acc = out.reshape(-1, cols)
+    add = np.zeros(0, np.float32) if bias is None else bias
+    limit, flush = np.float32(np.nan if overflow is None else overflow), bool(flush)
+    return functools.partial(fast.port_round, acc, add, limit, flush, mode)
 
 
 def port(acc: np.ndarray, overflow: float | None, flush: bool) -> int:

@@ -68,6 +68,11 @@ _SUMS = 1024        # running sums `_narrow_leading` keeps side by side (4 KB)
 _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
 _INF = np.float32(np.inf)
+# the opcodes `_lean_op` gives a loop of their own under the default store, which `_op` sends
+# there instead of through `_each`'s per-element switch (~3x slower: AdamW's division, sqrt
+# and clamps); calling the lean VM's loop adds no specialisation to compile
+_LEAN_LOOP = np.zeros(len(OPCODES), np.bool_)
+_LEAN_LOOP[[OP[name] for name in ("div_engine", "maximum", "minimum", "abs", "sqrt_engine")]] = True
 _self = sys.modules[__name__]   # functions passed by attribute: numba caches those calls
 
 
@@ -259,6 +264,8 @@ def _op(out, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
         _grid(out, o, rows, cols, x, y, sx, sy, _self._sub, store)
     elif op == _MUL:
         _grid(out, o, rows, cols, x, y, sx, sy, _self._mul, store)
+    elif store == 4 and _LEAN_LOOP[op]:     # the lean VM's loop of its own (it vectorizes)
+        _lean_op(out, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz)
     elif op != SELECT and op != LOOKUP and op != _COPY:
         _each(out, o, rows, cols, x, y, sx, sy, op, store if op < _LESS else -1)
     elif op == SELECT:
