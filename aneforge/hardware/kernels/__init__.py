@@ -17,8 +17,8 @@ Importing aneforge never imports numba. Under "auto" the first kernel call start
 compiled kernels in a background thread and runs the numpy reference until they are ready (the
 two are bit-identical, so a program gives the same bits whichever runs, and whenever the swap
 happens): on a fresh install numba compiles them once, in child processes on other cores,
-into its on-disk cache (lean forms of the two big kernels first, ~14 s of CPU in three
-children, then their full forms, ~22 s: `_Loader`), from which later runs load them in
+into its on-disk cache (lean forms of the two big kernels first, ~9 s of CPU in three
+processes, then their full forms, ~22 s: `_Loader`), from which later runs load them in
 ~0.3 s. The lean forms run the bench's MLP steps (the README's too) within ~1.05x of the full
 ones; the CNN, char-LM and GPT steps' fused runs, with more strided and broadcast operands,
 1.3-2x. A program's second run
@@ -257,11 +257,11 @@ def _spawn(groups: list[list[str]], nice: int) -> subprocess.Popen:
 
 
 def _child(module: str, name: str) -> str:
-    """Which child compiles a WARM kernel: one per module, and the tile matmul's forms one of
-    their own. On the lean stage the compiled module's kernels took ~6 s of CPU, ~4.4 s of
-    it the tile matmul's, against the fused VM's ~4.7 s: three children share two cores
-    evenly (~1 s sooner than two of unequal length), and on the full stage the tile matmul
-    and the fused VM still compile side by side."""
+    """Which process compiles a WARM kernel: one per module, and the tile matmul's forms one of
+    their own. On the lean stage (CPU measured once numba's tables are built, `_prepare`) the
+    small kernels took ~1.4 s, the tile matmul ~3.4 s, the fused VM ~3.8 s: three processes
+    share two cores evenly (~1 s sooner than two of unequal length), and on the full stage
+    the tile matmul and the fused VM still compile side by side."""
     return name if (module, name) in _TILE_FORMS else module
 
 
@@ -357,7 +357,9 @@ class _Loader:
     kernel call imports them and loads WARM from numba's on-disk cache (~1 s, in the caller:
     quicker than running the reference meanwhile). What is not there (a fresh install, a new
     numba or a changed kernel) a background thread has compiled into the cache by child
-    processes while the caller runs the numpy reference (or waits: `settle`): the lean stage
+    processes while the caller runs the numpy reference (or waits: `settle`); on a cache that
+    surely lacks them (`_uncached`) the children start at once, and the thread imports numba
+    while they compile, not the caller before (~0.4 s). The lean stage
     first (~4 s), loaded and published, then the full forms (~22 s, the children niced below
     the caller), loaded and swapped in. `done` is set once the full forms are in (or
     known to be unavailable).
