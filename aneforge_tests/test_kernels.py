@@ -398,6 +398,32 @@ def test_a_fresh_numba_cache_compiles_in_the_background(tmp_path):
 
 
 @needs_numba
+def test_the_compiling_child_compiles_its_groups_side_by_side(tmp_path, monkeypatch):
+    """`_spawn`'s child compiles each group of kernels in a process of its own (forked after
+    numba's tables are built, on Linux) into numba's cache; `_uncached` finds their index files
+    there without importing numba, and still misses a kernel not compiled."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    pair = [w for w in kernels.WARM if w[1] in ("to_float16", "has_nan")]
+    assert kernels._uncached(pair[:1]) and kernels._uncached(pair)     # an empty cache
+    child = kernels._spawn([[f"{m}.{n}"] for m, n, _ in pair], 0)
+    assert child.wait() == 0
+    assert not kernels._uncached(pair)
+    assert kernels._uncached(pair + [w for w in kernels.WARM if w[1] == "port"])
+    named = {f.name.split("-")[0] for f in tmp_path.rglob("*.nbi")}
+    assert {"compiled.to_float16", "compiled.has_nan"} <= named
+    assert "compiled.port" not in named
+
+
+def test_a_cache_numba_keeps_elsewhere_is_asked_for(tmp_path, monkeypatch):
+    """Without NUMBA_CACHE_DIR numba caches in the package's __pycache__ when it may write
+    there, else in a place of its own: `_uncached` cannot look there and says False (the
+    loader then asks numba)."""
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    assert not kernels._uncached(kernels.WARM)
+
+
+@needs_numba
 def test_a_fresh_numba_cache_swaps_in_the_lean_forms_then_the_full(tmp_path):
     """The load's two stages on an empty numba cache, with a probe swap (lean form
     to_float16, full form port: quick to compile): the lean stage is published with the

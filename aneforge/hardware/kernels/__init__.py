@@ -17,8 +17,8 @@ Importing aneforge never imports numba. Under "auto" the first kernel call start
 compiled kernels in a background thread and runs the numpy reference until they are ready (the
 two are bit-identical, so a program gives the same bits whichever runs, and whenever the swap
 happens): on a fresh install numba compiles them once, in child processes on other cores,
-into its on-disk cache (lean forms of the two big kernels first, ~14 s of CPU in three
-children, then their full forms, ~22 s: `_Loader`), from which later runs load them in
+into its on-disk cache (lean forms of the two big kernels first, ~9 s of CPU in three
+processes, then their full forms, ~22 s: `_Loader`), from which later runs load them in
 ~0.3 s. The lean forms run the bench's MLP steps (the README's too) within ~1.05x of the full
 ones; the CNN, char-LM and GPT steps' fused runs, with more strided and broadcast operands,
 1.3-2x. A program's second run
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import importlib.util
 import math
 import os
@@ -229,35 +230,39 @@ def _load_cached(kernels) -> bool:
     return True
 
 
-def _compile_elsewhere(warm, nice: int = 0) -> None:
-    """Compile `warm` into numba's on-disk cache in child processes (`_child`) side by
-    side: on other cores, and not under this process's GIL (numba's compiler is mostly Python:
-    compiling in a thread here would halve the speed of the steps the caller runs meanwhile).
+def _compile_elsewhere(warm, nice: int = 0) -> subprocess.Popen:
+    """Start compiling `warm` into numba's on-disk cache in a child process (`compile_groups`:
+    its groups side by side, `_child`) and return it: on other cores, and not under this
+    process's GIL (numba's compiler is mostly Python: compiling in a thread here would halve
+    the speed of the steps the caller runs meanwhile).
     `nice`: the children's lower priority (the full forms: the caller's steps, on the lean
     kernels by then, go first). On a busy machine niced children get little CPU (measured:
     ~5% of a core each at load 7; the full forms had not come in after 240 s) but a child at
     the caller's priority took two thirds of the caller's steps (measured at load 5: 2250
     steps per 5 s against 6100): the caller's steps go first, and the children, which finish
     their work after the caller exits, fill numba's cache for the next run."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-    path = [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env = dict(os.environ, ANEFORGE_KERNELS="numba", PYTHONPATH=os.pathsep.join(path))
     groups: dict = {}
     for module, name, _ in warm:
         groups.setdefault(_child(module, name), []).append(f"{module}.{name}")
-    children = [subprocess.Popen([sys.executable, "-c", _CHILD.format(
-        nice=nice, package=os.path.join(root, "aneforge"), names=names)], env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for names in groups.values()]
-    for child in children:
-        child.wait()
+    return _spawn(list(groups.values()), nice)
+
+
+def _spawn(groups: list[list[str]], nice: int) -> subprocess.Popen:
+    """A child process running `compile_groups(groups)` at niceness `nice` (`_CHILD`)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    path = [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = dict(os.environ, ANEFORGE_KERNELS="numba", PYTHONPATH=os.pathsep.join(path))
+    return subprocess.Popen([sys.executable, "-c", _CHILD.format(
+        nice=nice, package=os.path.join(root, "aneforge"), groups=groups)], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def _child(module: str, name: str) -> str:
-    """Which child compiles a WARM kernel: one per module, and the tile matmul's forms one of
-    their own. On the lean stage the compiled module's kernels took ~6 s of CPU, ~4.4 s of
-    it the tile matmul's, against the fused VM's ~4.7 s: three children share two cores
-    evenly (~1 s sooner than two of unequal length), and on the full stage the tile matmul
-    and the fused VM still compile side by side."""
+    """Which process compiles a WARM kernel: one per module, and the tile matmul's forms one of
+    their own. On the lean stage (CPU measured once numba's tables are built, `_prepare`) the
+    small kernels took ~1.4 s, the tile matmul ~3.4 s, the fused VM ~3.8 s: three processes
+    share two cores evenly (~1 s sooner than two of unequal length), and on the full stage
+    the tile matmul and the fused VM still compile side by side."""
     return name if (module, name) in _TILE_FORMS else module
 
 
@@ -273,15 +278,79 @@ package = types.ModuleType("aneforge")
 package.__path__ = [{package!r}]
 sys.modules["aneforge"] = package
 from aneforge.hardware import kernels
-kernels.compile_warm({names!r})"""
+kernels.compile_groups({groups!r})"""
 
 
 def compile_warm(names: list[str] | None = None) -> None:
     """Compile (or load) the WARM kernels named ("compiled.port", ...; None: all) in this
-    process (`_compile_elsewhere`'s children run this)."""
+    process."""
     warm = [w for w in WARM if names is None or f"{w[0]}.{w[1]}" in names]
     for kernel, sig in _kernels(warm):
         kernel.compile(sig)
+
+
+def compile_groups(groups: list[list[str]]) -> None:
+    """`compile_warm` of each group of names side by side (`_compile_elsewhere`'s child runs
+    this): numba is imported and its compiler's tables built once (~0.45 s of CPU, the same
+    in every process), then the process forks a copy of itself per group after the first,
+    which it compiles itself. Where fork is not the way to start a process (not Linux), a
+    fresh process per group instead."""
+    if sys.platform.startswith("linux"):
+        _prepare()
+        copies = [_forked(names) for names in groups[1:]]
+    else:
+        copies = [_spawn([names], 0) for names in groups[1:]]
+    compile_warm(groups[0])
+    for copy in copies:
+        os.waitpid(copy, 0) if isinstance(copy, int) else copy.wait()
+
+
+def _forked(names: list[str]) -> int:
+    """A forked copy of this process that compiles `names` and exits; its pid."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            compile_warm(names)
+            code = 0
+        finally:
+            os._exit(code)
+    return pid
+
+
+def _prepare() -> None:
+    """Import the kernels' modules and numba, and build numba's typing and target tables (the
+    first compile does, ~0.3 s: here a function of nothing, not cached)."""
+    from numba import njit
+    _kernels(WARM)
+    njit(_nothing).compile(())
+
+
+def _nothing():
+    return None
+
+
+def _uncached(warm) -> bool:
+    """Whether numba's on-disk cache surely lacks a kernel of `warm`, known without importing
+    numba (~0.4 s of CPU before the compiling children could start): no index file of its
+    name (numba's "<module>.<name>-<line>.py<version>.nbi") where numba keeps this
+    directory's cache: under NUMBA_CACHE_DIR (numba's UserProvidedCacheLocator) or in the
+    package's __pycache__ (its InTreeCacheLocator). False when not sure (a cache numba
+    keeps elsewhere, an index that may be stale): the caller asks numba."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        sub = f"{os.path.basename(here)}_{hashlib.sha1(here.encode()).hexdigest()}"
+        place = os.path.join(os.environ["NUMBA_CACHE_DIR"], sub)
+    elif os.access(here, os.W_OK):
+        place = os.path.join(here, "__pycache__")
+    else:
+        return False
+    try:
+        names = os.listdir(place)
+    except OSError:
+        return True
+    return any(not any(n.startswith(f"{module}.{name}-") and n.endswith(".nbi") for n in names)
+               for module, name, _ in warm)
 
 
 class _Loader:
@@ -289,7 +358,9 @@ class _Loader:
     kernel call imports them and loads WARM from numba's on-disk cache (~1 s, in the caller:
     quicker than running the reference meanwhile). What is not there (a fresh install, a new
     numba or a changed kernel) a background thread has compiled into the cache by child
-    processes while the caller runs the numpy reference (or waits: `settle`): the lean stage
+    processes while the caller runs the numpy reference (or waits: `settle`); on a cache that
+    surely lacks them (`_uncached`) the children start at once, and the thread imports numba
+    while they compile, not the caller before (~0.4 s). The lean stage
     first (~4 s), loaded and published, then the full forms (~22 s, the children niced below
     the caller), loaded and swapped in. `done` is set once the full forms are in (or
     known to be unavailable).
@@ -315,14 +386,18 @@ class _Loader:
                 return
             self.started = True
             self.log.append(("start", time.perf_counter()))
+            lean, full = _stages()
+            stages = [(lean, False), (full, True)]
+            if _uncached(lean):             # a fresh install: the children start at once
+                _SETTLED.clear()
+                self._background(None, stages)
+                return
             try:
                 from . import compiled
-                lean, full = _stages()
                 lean_kernels, full_kernels = _kernels(lean), _kernels(full)
             except ImportError:             # numba broken: the numpy reference stays
                 self._publish(None)
                 return
-            stages = [(lean, False), (full, True)]
             if _load_cached(lean_kernels):
                 if _load_cached(full_kernels):
                     self._publish(compiled, True)
@@ -331,13 +406,29 @@ class _Loader:
                 stages = stages[1:]
             if not _compiled:               # the lean stage compiles: `settle` waits for it
                 _SETTLED.clear()
-            threading.Thread(target=self._compile, args=(compiled, stages), daemon=True,
-                             name="aneforge-kernels-compile").start()
+            self._background(compiled, stages)
+
+    def _background(self, module, stages) -> None:
+        threading.Thread(target=self._compile, args=(module, stages), daemon=True,
+                         name="aneforge-kernels-compile").start()
 
     def _compile(self, module, stages) -> None:
+        """Compile `stages` in child processes, then load and publish each; `module`: the
+        compiled module, or None when not imported yet (`_uncached`: imported here while the
+        first children compile, and numba's tables built, so the load is quick)."""
         try:
             for warm, full in stages:
-                _compile_elsewhere(warm, nice=10 if full else 0)
+                children = _compile_elsewhere(warm, nice=10 if full else 0)
+                if module is None:
+                    try:
+                        from . import compiled as module
+                        _prepare()
+                    except ImportError:     # numba broken: the numpy reference stays
+                        children.wait()
+                        with _LOCK:
+                            self._publish(None)
+                        return
+                children.wait()
                 self.log.append((f"{'full' if full else 'lean'} compiled", time.perf_counter()))
                 for kernel, sig in _kernels(warm):  # from the cache now (compiles what is missing)
                     kernel.compile(sig)
