@@ -387,6 +387,7 @@ class _KnownOrder:
 
 _ORDERS = KeptStretches()     # this thread's known orders, by key (`_KnownOrder`)
 
+
 def _found(found: tuple, nodes: list, base: int) -> dict | None:
     """The tape nodes a kept walk reads, by place, where an earlier walk with its key found
     them (`_RepeatedWalk._placed`); None if one is not there (pending, at its place)."""

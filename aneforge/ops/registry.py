@@ -82,10 +82,11 @@ class OpDef:
     # instead of returning it: the run plan gives an exact op's result its arena place this
     # way, saving a copy (concat, pad)
     into: Callable | None = None
-    # (ctx, out, *inputs, **attrs) -> a function of no arguments computing the result, and
-    # its store (fp16 results only), into `out` from the arrays given, whose values change between its calls but
-    # not their places (the run plan's arena): the work of finding the kernel and laying out
-    # its operands done once (matmul, linear); it may return None (no such form here)
+    # (ctx, out, *inputs, **attrs) -> a function of no arguments computing the result and its
+    # store (fp16 results only) into `out` from the arrays given, whose values change between
+    # its calls but not their places (the run plan's arena): the work of finding the kernel
+    # and laying out its operands done once (matmul, linear); it may return None (no such form
+    # here)
     bind: Callable | None = None
     vjp: Callable | None = None
 

@@ -125,7 +125,7 @@ def _advanced(x, index: tuple):
     rest = index[:k] + (slice(None),) + index[k + 1:]
     axis = sum(1 for i in index[:k] if i is not None and i is not Ellipsis)
     if CTX.thread.capture is None and all(i == _WHOLE for i in rest):
-        out = _picked(x, entry, k)
+        out = _picked(x, entry, axis)
         if out is not None:
             return out
     if _is_mask(entry):
