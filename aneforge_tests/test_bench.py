@@ -1,4 +1,5 @@
 """The benchmark sections run (at small sizes) and report what they promise."""
+import numpy as np
 import pytest
 
 import aneforge.bench as bench
@@ -69,3 +70,31 @@ def test_steady_state_comes_no_earlier_than_the_compiled_kernels():
     assert got["full"] == pytest.approx(4.2) and got["steady"] == 5e-4
     # full speed: the last window of 10 holding 5 lean steps ends 5 steps into the full forms
     assert got["fast"] == pytest.approx(4.2 + 5 * 5e-4)
+
+
+@pytest.mark.parametrize("lib", ["aneforge", "torch"])
+def test_step_functions_cycle_through_distinct_batches(lib):
+    """A timed step trains on BATCHES batches in turn, never on one batch repeated: a
+    memorized batch's gradients shrink to fp16 zeros, whose tiles the simulator's matmul
+    skips, and the step would time faster than real training."""
+    from aneforge.bench import workloads
+    made, seen = [], []
+
+    def make_batch():
+        made.append(np.full((2, 3), len(made) + 1.0, np.float32))
+        return made[-1], np.zeros(2, np.int64)
+
+    def loss_fn(F, out, y):
+        return out.sum()
+
+    def make_model(nn):
+        class Spy(nn.Linear):
+            def forward(self, x):
+                seen.append(float(x[0, 0].item()))
+                return super().forward(x)
+        return Spy(3, 2)
+    step = workloads.train_step(make_model, make_batch, loss_fn, lib)
+    for _ in range(workloads.BATCHES + 2):
+        step()
+    assert len(made) == workloads.BATCHES > 1
+    assert seen == [i % workloads.BATCHES + 1.0 for i in range(workloads.BATCHES + 2)]

@@ -91,9 +91,9 @@ def overheads() -> list[tuple[str, float, None, str]]:
 
 
 def _memorized(fn):
-    """fn with aneforge's hazard warnings off: each step repeats one batch, which the models
-    memorize, so their gradients shrink until automatic scaling warns that they underflow
-    fp16. That is about the training, not the timing; the table would drown in it."""
+    """fn with aneforge's hazard warnings off: the models train on a few random batches
+    (`workloads.BATCHES`), and a warning that a gradient underflows fp16 would be about that
+    training, not the timing; the table would drown in it."""
     @functools.wraps(fn)
     def quiet(*args, **kwargs):
         with warnings.catch_warnings():
