@@ -68,6 +68,32 @@ def test_makemore_loop_is_one_program_a_step_with_the_same_bits(scaled, auto_sca
     assert _digest(params) == MAKEMORE[scaled]
 
 
+def test_a_makemore_steps_plan_runs_only_matmuls_by_their_kernels(monkeypatch):
+    """The gathers' int16 indices (cast, transposed, compared with the vocabulary) and every
+    transpose of the makemore step run in the fused VM: its kernel steps are the matmuls and
+    automatic scaling's one concat (47 entries a run before transposes fused, 33 after)."""
+    from aneforge.hardware import kernels
+    if not kernels.available():
+        pytest.skip("the run plan needs numba")
+    from aneforge.runtime.sim import SimExecutable
+    made = []
+    original = SimExecutable.__init__
+
+    def spy(self, program, numerics):
+        original(self, program, numerics)
+        made.append(self)
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
+    monkeypatch.setattr(SimExecutable, "__init__", spy)
+    realization.clear_cache()
+    step, _ = makemore("aneforge")
+    for _ in range(3):
+        step()
+    plan = max(made, key=lambda e: len(e.steps)).run_plan
+    kernel = [s.ctx.op_type for s, _, _ in plan.entries if s is not None]
+    assert set(kernel) <= {"matmul", "linear", "concat"}, kernel
+    assert len(plan.entries) <= 33
+
+
 def _adamw_model(batch: int):
     """(model, optimizer, batch, loss_fn): the deep MLP with weights from numpy, AdamW."""
     model, data, loss_fn = mlp_deep(batch)
