@@ -550,14 +550,40 @@ def _adamw_run(fresh: bool, monkeypatch, steps: int = 3):
 
 
 def test_a_repeated_update_is_rerecorded_with_the_same_bits(monkeypatch):
-    """After the first step no update arithmetic runs (each kind of parameter re-records its
-    kept update) until a group setting changes; the parameters are bit for bit those of
-    steps that run it every time."""
+    """After the first step no update arithmetic runs (the step's six parameters re-record
+    their kept update) until a group setting changes; the parameters are bit for bit those
+    of steps that run it every time."""
     kept, calls = _adamw_run(False, monkeypatch, steps=4)
     fresh, fresh_calls = _adamw_run(True, monkeypatch, steps=4)
-    # six parameters of five kinds (the two 128-wide biases are one): five updates run first
-    assert calls == [5, 0, 0, 5] and fresh_calls == [5, 5, 5, 5]
+    assert calls == [6, 0, 0, 6] and fresh_calls == [6, 6, 6, 6]
     assert kept == fresh
+
+
+def test_a_steps_updates_are_one_rerecording_not_one_a_parameter(monkeypatch):
+    """A repeated AdamW step re-records all six parameters' updates as one kept recording
+    (one key, one tape link, one group of stand-ins), with the bits of recording each anew."""
+    real, remakes = trace.Stretch.remake, [0]
+
+    def counted(self, *args):
+        remakes[0] += 1
+        return real(self, *args)
+
+    def loop(fresh: bool):
+        monkeypatch.setattr(optimizer_module, "_UPDATES", KeptStretches())
+        m, opt, (x, y), loss_fn = _adamw_model(16)
+        for _ in range(3):
+            if fresh:
+                optimizer_module._UPDATES.by_key.clear()
+            opt.zero_grad()
+            loss_fn(af.nn.functional, m(af.tensor(x)), af.tensor(y)).backward()
+            monkeypatch.setattr(trace.Stretch, "remake", counted)
+            remakes[0] = 0
+            opt.step()
+            monkeypatch.setattr(trace.Stretch, "remake", real)
+        return _digest(m.parameters()), remakes[0]
+    kept, once = loop(False)
+    assert once == 1
+    assert loop(True) == (kept, 0)
 
 
 def test_a_walk_through_a_custom_function_runs_its_backward_each_time():
