@@ -811,6 +811,55 @@ def test_a_kept_cross_entropy_is_torch_correct_checks_each_call_and_changes_no_b
     assert loop(False) == loop(True)
 
 
+CONVS = [{"padding": 1}, {"stride": 2, "padding": (1, 0)}, {"padding": [0, 1], "dilation": 2},
+         {"stride": (2, 1)}, {"groups": 2, "bias": False}]
+
+
+def _conv_calls(monkeypatch, kwargs: dict, fresh: bool, lib=af):
+    """Three calls of conv2d with `kwargs` (each realized, so each may re-record): the outputs,
+    the input's and the weight's gradients of each, and how many ran conv2d's Python."""
+    F = __import__("aneforge.nn.functional", fromlist=["conv2d"])
+    ran, real = [0], F._conv2d
+
+    def counted(*args):
+        ran[0] += 1
+        return real(*args)
+    monkeypatch.setattr(F, "_conv2d", counted)
+    rng = np.random.default_rng(3)
+    conv = {k: v for k, v in kwargs.items() if k != "bias"}
+    x = rng.standard_normal((2, 4, 7, 6)).astype(np.float32)
+    w = rng.standard_normal((6, 4 // conv.get("groups", 1), 3, 3)).astype(np.float32) * 0.3
+    b = None if kwargs.get("bias") is False else rng.standard_normal(6).astype(np.float32)
+    out = []
+    for _ in range(3):
+        if fresh:
+            sys.modules["aneforge.tensor.core"]._KEPT.by_key.clear()
+        a, wt = lib.tensor(x, requires_grad=True), lib.nn.Parameter(lib.tensor(w))
+        bt = None if b is None else lib.nn.Parameter(lib.tensor(b))
+        y = lib.nn.functional.conv2d(a * 1.0, wt, bt, **conv)
+        (y * y).sum().backward()
+        out.append([t.detach().numpy() for t in (y, a.grad, wt.grad)])
+    return out, ran[0]
+
+
+@pytest.mark.parametrize("kwargs", CONVS)
+def test_a_kept_conv2d_is_torch_correct_and_changes_no_bit(monkeypatch, kwargs):
+    """F.conv2d is re-recorded after its first call of a kind (its slices' Python runs once):
+    torch's values and gradients for each setting, the bits of recording it every call."""
+    import torch
+    kept, ran = _conv_calls(monkeypatch, kwargs, False)
+    fresh, ran_fresh = _conv_calls(monkeypatch, kwargs, True)
+    assert ran == 1 and ran_fresh == 3
+    for k, f in zip(kept, fresh):
+        for a, b in zip(k, f):
+            assert a.tobytes() == b.tobytes()
+    want, _ = _conv_calls(monkeypatch, kwargs, False, torch)
+    for k, t in zip(kept, want):
+        for a, b in zip(k, t):
+            np.testing.assert_allclose(a.astype(np.float32), b, rtol=2e-2,
+                                       atol=2e-2 * np.abs(b).max())
+
+
 def test_a_kept_gather_is_torch_correct_for_every_dim_and_grad_mode():
     """gather (an embedding's `C[X[ix]]`) is re-recorded after its first call of a kind:
     values and gradients are torch's on every call, for each dim, with and without grad."""
