@@ -1022,3 +1022,18 @@ def test_a_changing_raw_loop_is_torch_correct_and_lazy_recordings_change_no_bit(
         for u, v, w in zip(a, b, t):
             assert np.array_equal(u, v)
             np.testing.assert_allclose(u, w, rtol=2e-2, atol=2e-2)
+
+
+def test_a_per_step_scalar_is_the_leaf_tensor_makes():
+    """An optimizer's changing hyperparameters (Adam's bias corrections) are made as leaves
+    directly: each the type and bits `af.tensor` gives, rounded once from the double (a value
+    just past an fp16 tie, which float32 would round onto the tie first, included)."""
+    from aneforge.optim.optimizer import _scalar
+    values = [0.0, -0.0, 1e-3, 0.1, 1 / 3, 0.999, 65504.0, 65520.0, 1e6, 2.0 ** -25, 3e-8,
+              -1.0000001, 1 + 2.0 ** -11 + 2.0 ** -40]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for v in values:
+            got, want = _scalar(v), af.tensor(v)
+            assert got.tensor_type == want.tensor_type
+            assert got.numpy().tobytes() == want.numpy().tobytes(), v
