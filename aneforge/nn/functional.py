@@ -427,8 +427,12 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     # slices, pad, stack and matmul cost more Python to record than a small CNN's step has)
     key = ("conv2d", *[tuple(v) if isinstance(v, list) else v for v in (stride, padding, dilation)],
            groups, bias is None)
-    return input._kept(key, [_plain(t) for t in (input, weight, bias) if t is not None],
-                       lambda: _conv2d(input, weight, bias, stride, padding, dilation, groups))
+    build = lambda: _conv2d(input, weight, bias, stride, padding, dilation, groups)  # noqa: E731
+    try:
+        hash(key)
+    except TypeError:                     # a setting that is no key (a nested list): not kept
+        return build()
+    return input._kept(key, [_plain(t) for t in (input, weight, bias) if t is not None], build)
 
 
 def _plain(t: Tensor) -> Tensor:
