@@ -221,17 +221,14 @@ class Optimizer:
         ones re-record its nodes (the same program and bits) without running the update's
         Python arithmetic again: one re-recording a step, not one a parameter (each cost a
         key, a tape link and a group of stand-ins)."""
-        inputs = [t for p, g, state, h, _, _ in params for t in (p, g, *state.values(), *h.values())]
+        inputs = [t for p, g, state, h, _, _ in params
+                  for t in (p, g, *state.values(), *h.values())]
         # (kept nodes are re-made not requiring grad: only under no_grad, as step() runs)
         thread = CTX.thread
         tape = current_tape() if thread.capture is None and not thread.grad_enabled and all(
             isinstance(t, Tensor) for t in inputs) else None
         refs = [t.ref for t in inputs] if tape is not None else []
-        first: dict = {}                     # which inputs are one value (read as one)
-        key = (type(self), self.master_weights,
-               tuple([(tuple(state), tuple(h), settings) for _, _, state, h, _, settings in params]),
-               tuple([n.types[i] for n, i in refs]),
-               tuple([first.setdefault((id(n), i), k) for k, (n, i) in enumerate(refs)]))
+        key = self._update_key(params, refs)
         try:
             kept = _UPDATES.by_key.get(key) if tape is not None else None
         except TypeError:             # a group setting that is not hashable: no reuse
@@ -251,6 +248,16 @@ class Optimizer:
             if mark is not None:
                 Stretch.stop(tape)
         return out
+
+    def _update_key(self, params: list, refs: list) -> tuple:
+        """What a step's kept update is kept under: the optimizer, each parameter's state and
+        hyperparameter names and group settings, the inputs' types and which are one value."""
+        first: dict = {}
+        return (type(self), self.master_weights,
+                tuple([(tuple(state), tuple(h), settings)
+                       for _, _, state, h, _, settings in params]),
+                tuple([n.types[i] for n, i in refs]),
+                tuple([first.setdefault((id(n), i), k) for k, (n, i) in enumerate(refs)]))
 
     def _recorded(self, p: Tensor, g: Tensor, state: dict, h: dict, group: dict) -> tuple:
         """(new p, new state) of one parameter, recorded."""

@@ -229,6 +229,16 @@ def _piece(src, dst):
             *[b for _, _, b in loops])
 
 
+def affine(numbers: np.ndarray) -> list | None:
+    """Strides (one per axis) with which `numbers[i, j, ...]` is `i * s0 + j * s1 + ...`, or
+    None if no strides give it."""
+    strides = [int(numbers[(0,) * a + (1,)].flat[0]) if n > 1 else 0
+               for a, n in enumerate(numbers.shape)]
+    grid = sum([np.arange(n).reshape((-1,) + (1,) * (numbers.ndim - a - 1)) * st
+                for a, (n, st) in enumerate(zip(numbers.shape, strides))], np.zeros((), np.int64))
+    return strides if np.array_equal(numbers, np.broadcast_to(grid, numbers.shape)) else None
+
+
 def _slots(reads) -> list:
     return [s for p in reads if p is not None for s in (p if isinstance(p, tuple) else (p,))]
 

@@ -132,16 +132,6 @@ def _collapse(shape, operands):
     return rows, cols, list(zip(rs, cs))
 
 
-def _affine(numbers: np.ndarray) -> list | None:
-    """Strides (one per axis) with which `numbers[i, j, ...]` is `i * s0 + j * s1 + ...`, or
-    None if no strides give it."""
-    strides = [int(numbers[(0,) * a + (1,)].flat[0]) if n > 1 else 0
-               for a, n in enumerate(numbers.shape)]
-    grid = sum([np.arange(n).reshape((-1,) + (1,) * (numbers.ndim - a - 1)) * st
-                for a, (n, st) in enumerate(zip(numbers.shape, strides))], np.zeros((), np.int64))
-    return strides if np.array_equal(numbers, np.broadcast_to(grid, numbers.shape)) else None
-
-
 def _strides(shape, out_shape):
     """C-order element strides of an operand of `shape` broadcast to `out_shape`."""
     strides, step = [], 1
@@ -395,7 +385,7 @@ class RunPlan:
             step = self.exe.steps[k]
             x = self.exe.info[next(p for p in step.reads if p is not None)].shape
             ids = np.arange(math.prod(x), dtype=np.float64).reshape(x)
-            self.reorders[k] = _affine(np.asarray(step.simulate(step.ctx, ids, **step.attrs)))
+            self.reorders[k] = moves.affine(np.asarray(step.simulate(step.ctx, ids, **step.attrs)))
         return self.reorders[k]
 
     def _lookup(self, k, op, x) -> bool:
