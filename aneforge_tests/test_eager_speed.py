@@ -68,6 +68,32 @@ def test_makemore_loop_is_one_program_a_step_with_the_same_bits(scaled, auto_sca
     assert _digest(params) == MAKEMORE[scaled]
 
 
+def test_a_makemore_steps_plan_runs_only_matmuls_by_their_kernels(monkeypatch):
+    """The gathers' int16 indices (cast, transposed, compared with the vocabulary) and every
+    transpose of the makemore step run in the fused VM: its kernel steps are the matmuls and
+    automatic scaling's one concat (47 entries a run before transposes fused, 33 after)."""
+    from aneforge.hardware import kernels
+    if not kernels.available():
+        pytest.skip("the run plan needs numba")
+    from aneforge.runtime.sim import SimExecutable
+    made = []
+    original = SimExecutable.__init__
+
+    def spy(self, program, numerics):
+        original(self, program, numerics)
+        made.append(self)
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "always")
+    monkeypatch.setattr(SimExecutable, "__init__", spy)
+    realization.clear_cache()
+    step, _ = makemore("aneforge")
+    for _ in range(3):
+        step()
+    plan = max(made, key=lambda e: len(e.steps)).run_plan
+    kernel = [s.ctx.op_type for s, _, _ in plan.entries if s is not None]
+    assert set(kernel) <= {"matmul", "linear", "concat"}, kernel
+    assert len(plan.entries) <= 33
+
+
 def _adamw_model(batch: int):
     """(model, optimizer, batch, loss_fn): the deep MLP with weights from numpy, AdamW."""
     model, data, loss_fn = mlp_deep(batch)
@@ -524,14 +550,40 @@ def _adamw_run(fresh: bool, monkeypatch, steps: int = 3):
 
 
 def test_a_repeated_update_is_rerecorded_with_the_same_bits(monkeypatch):
-    """After the first step no update arithmetic runs (each kind of parameter re-records its
-    kept update) until a group setting changes; the parameters are bit for bit those of
-    steps that run it every time."""
+    """After the first step no update arithmetic runs (the step's six parameters re-record
+    their kept update) until a group setting changes; the parameters are bit for bit those
+    of steps that run it every time."""
     kept, calls = _adamw_run(False, monkeypatch, steps=4)
     fresh, fresh_calls = _adamw_run(True, monkeypatch, steps=4)
-    # six parameters of five kinds (the two 128-wide biases are one): five updates run first
-    assert calls == [5, 0, 0, 5] and fresh_calls == [5, 5, 5, 5]
+    assert calls == [6, 0, 0, 6] and fresh_calls == [6, 6, 6, 6]
     assert kept == fresh
+
+
+def test_a_steps_updates_are_one_rerecording_not_one_a_parameter(monkeypatch):
+    """A repeated AdamW step re-records all six parameters' updates as one kept recording
+    (one key, one tape link, one group of stand-ins), with the bits of recording each anew."""
+    real, remakes = trace.Stretch.remake, [0]
+
+    def counted(self, *args):
+        remakes[0] += 1
+        return real(self, *args)
+
+    def loop(fresh: bool):
+        monkeypatch.setattr(optimizer_module, "_UPDATES", KeptStretches())
+        m, opt, (x, y), loss_fn = _adamw_model(16)
+        for _ in range(3):
+            if fresh:
+                optimizer_module._UPDATES.by_key.clear()
+            opt.zero_grad()
+            loss_fn(af.nn.functional, m(af.tensor(x)), af.tensor(y)).backward()
+            monkeypatch.setattr(trace.Stretch, "remake", counted)
+            remakes[0] = 0
+            opt.step()
+            monkeypatch.setattr(trace.Stretch, "remake", real)
+        return _digest(m.parameters()), remakes[0]
+    kept, once = loop(False)
+    assert once == 1
+    assert loop(True) == (kept, 0)
 
 
 def test_a_walk_through_a_custom_function_runs_its_backward_each_time():
@@ -759,6 +811,55 @@ def test_a_kept_cross_entropy_is_torch_correct_checks_each_call_and_changes_no_b
     assert loop(False) == loop(True)
 
 
+CONVS = [{"padding": 1}, {"stride": 2, "padding": (1, 0)}, {"padding": [0, 1], "dilation": 2},
+         {"stride": (2, 1)}, {"groups": 2, "bias": False}]
+
+
+def _conv_calls(monkeypatch, kwargs: dict, fresh: bool, lib=af):
+    """Three calls of conv2d with `kwargs` (each realized, so each may re-record): the outputs,
+    the input's and the weight's gradients of each, and how many ran conv2d's Python."""
+    F = __import__("aneforge.nn.functional", fromlist=["conv2d"])
+    ran, real = [0], F._conv2d
+
+    def counted(*args):
+        ran[0] += 1
+        return real(*args)
+    monkeypatch.setattr(F, "_conv2d", counted)
+    rng = np.random.default_rng(3)
+    conv = {k: v for k, v in kwargs.items() if k != "bias"}
+    x = rng.standard_normal((2, 4, 7, 6)).astype(np.float32)
+    w = rng.standard_normal((6, 4 // conv.get("groups", 1), 3, 3)).astype(np.float32) * 0.3
+    b = None if kwargs.get("bias") is False else rng.standard_normal(6).astype(np.float32)
+    out = []
+    for _ in range(3):
+        if fresh:
+            sys.modules["aneforge.tensor.core"]._KEPT.by_key.clear()
+        a, wt = lib.tensor(x, requires_grad=True), lib.nn.Parameter(lib.tensor(w))
+        bt = None if b is None else lib.nn.Parameter(lib.tensor(b))
+        y = lib.nn.functional.conv2d(a * 1.0, wt, bt, **conv)
+        (y * y).sum().backward()
+        out.append([t.detach().numpy() for t in (y, a.grad, wt.grad)])
+    return out, ran[0]
+
+
+@pytest.mark.parametrize("kwargs", CONVS)
+def test_a_kept_conv2d_is_torch_correct_and_changes_no_bit(monkeypatch, kwargs):
+    """F.conv2d is re-recorded after its first call of a kind (its slices' Python runs once):
+    torch's values and gradients for each setting, the bits of recording it every call."""
+    import torch
+    kept, ran = _conv_calls(monkeypatch, kwargs, False)
+    fresh, ran_fresh = _conv_calls(monkeypatch, kwargs, True)
+    assert ran == 1 and ran_fresh == 3
+    for k, f in zip(kept, fresh):
+        for a, b in zip(k, f):
+            assert a.tobytes() == b.tobytes()
+    want, _ = _conv_calls(monkeypatch, kwargs, False, torch)
+    for k, t in zip(kept, want):
+        for a, b in zip(k, t):
+            np.testing.assert_allclose(a.astype(np.float32), b, rtol=2e-2,
+                                       atol=2e-2 * np.abs(b).max())
+
+
 def test_a_kept_gather_is_torch_correct_for_every_dim_and_grad_mode():
     """gather (an embedding's `C[X[ix]]`) is re-recorded after its first call of a kind:
     values and gradients are torch's on every call, for each dim, with and without grad."""
@@ -921,3 +1022,18 @@ def test_a_changing_raw_loop_is_torch_correct_and_lazy_recordings_change_no_bit(
         for u, v, w in zip(a, b, t):
             assert np.array_equal(u, v)
             np.testing.assert_allclose(u, w, rtol=2e-2, atol=2e-2)
+
+
+def test_a_per_step_scalar_is_the_leaf_tensor_makes():
+    """An optimizer's changing hyperparameters (Adam's bias corrections) are made as leaves
+    directly: each the type and bits `af.tensor` gives, rounded once from the double (a value
+    just past an fp16 tie, which float32 would round onto the tie first, included)."""
+    from aneforge.optim.optimizer import _scalar
+    values = [0.0, -0.0, 1e-3, 0.1, 1 / 3, 0.999, 65504.0, 65520.0, 1e6, 2.0 ** -25, 3e-8,
+              -1.0000001, 1 + 2.0 ** -11 + 2.0 ** -40]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for v in values:
+            got, want = _scalar(v), af.tensor(v)
+            assert got.tensor_type == want.tensor_type
+            assert got.numpy().tobytes() == want.numpy().tobytes(), v

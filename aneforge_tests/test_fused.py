@@ -583,6 +583,25 @@ def test_tiles_of_size_one_axes_run_as_broadcast_copies(monkeypatch, vm):
     assert len(tiles) == 1                      # the repeat of a 24-long axis only
 
 
+def test_transposes_run_as_strided_copies(monkeypatch, vm):
+    """A transpose between computing ops joins the fused runs as a copy reading its input with
+    the permutation's strides: 2-D, one needing an outer loop, and an int label's (so the
+    compares after it fuse too); one needing four loops keeps its kernel. The interpreter's
+    bits."""
+    made = _executables(monkeypatch)
+    x = np.resize(SPECIAL, (3, 4, 5, 2))
+    labels = np.arange(-6, 6, dtype=np.int16).reshape(4, 3)
+
+    def run():
+        t, n = af.tensor(x) * 1.0, af.tensor(labels).to(af.int32)
+        return [(t[0, 0].T * 1.5).numpy(), (t.permute(1, 0, 2, 3) * 2.0).numpy(),
+                ((n.T == 3).to(af.float16) + 1.0).numpy(), (t.permute(3, 2, 1, 0) + 1.0).numpy()]
+    for a, b in zip(*both(monkeypatch, run)):
+        same_bits(a, b)
+    assert _kernel_ops(made).count("transpose") == 1          # the four-loop one
+    assert {"equal", "copy"} <= set(_opcodes(made))
+
+
 # ---- compares, select, casts and int / bool values in the arena ------------------------------
 def _opcodes(made) -> list:
     """The opcode names of every fused row the planned executables in `made` run."""

@@ -20,8 +20,10 @@ from typing import Iterable
 import numpy as np
 
 from ..core import realization, scalar_consts
-from ..core.trace import KeptStretches, Stretch, current_tape
+from ..core.trace import KeptStretches, Stretch, current_tape, leaf
 from ..context import CTX
+from ..dtypes import float16
+from ..ir.types import TensorType
 from ..autograd import carried, enable_grad, no_grad
 from ..creation import tensor
 from ..errors import AneforgeError
@@ -30,9 +32,19 @@ from ..tensor import Tensor
 from ..tensor.elementwise import where
 
 MASTER_WEIGHTS = ("compensated", "fp16")
-# kept updates of one parameter (Optimizer._updated): key -> (trace.Stretch, new state's keys),
-# this thread's
+# kept updates of a step's parameters (Optimizer._updated): key -> (trace.Stretch, each
+# parameter's new state's keys), this thread's
 _UPDATES = KeptStretches()
+
+
+def _scalar(v: float) -> Tensor:
+    """A per-step scalar as `tensor(v)` makes it (a float16 leaf: numpy rounds the double
+    once), without `tensor`'s checks of user data (~10 us; Adam's bias corrections change
+    every step). Outside af.compile's capture, which is told of each leaf `tensor` makes."""
+    return Tensor(leaf(np.asarray(v, np.float16), _SCALAR))
+
+
+_SCALAR = TensorType((), float16)
 
 
 class Optimizer:
@@ -190,10 +202,10 @@ class Optimizer:
         settings = {id(group): tuple((k, v) for k, v in group.items()
                                      if k not in ("params", *self.dynamic))
                     for group in self.param_groups}
-        for (group, p), g in zip(live, grads):
+        made = self._updated([(p, g, self.state[p], hypers[id(group)], group, settings[id(group)])
+                              for (group, p), g in zip(live, grads)])
+        for (_, p), (new_p, new_state) in zip(live, made):
             state = self.state[p]
-            new_p, new_state = self._updated(p, g, state, hypers[id(group)], group,
-                                             settings[id(group)])
             for old, new in [(p, new_p)] + [(state[k], v) for k, v in new_state.items()]:
                 update.writes.append((old, new if ok is None else where(ok, new, old)))
         update.ok = ok
@@ -201,44 +213,58 @@ class Optimizer:
                         ([ok.ref] if ok is not None else []))
         return update
 
-    def _updated(self, p: Tensor, g: Tensor, state: dict, h: dict, group: dict,
-                 settings: tuple):
-        """(new p, new state) of one parameter, recorded lazily. What `update` and `_apply`
-        record depends only on the optimizer, the group's `settings` (all but the per-step
-        ones, which come in `h`) and the types of what they read, so the first update of each
-        kind is kept as a closed `trace.Stretch` and later ones re-record its nodes (the same
-        program and bits) without running the update's Python arithmetic again."""
-        inputs = [p, g, *state.values(), *h.values()]
+    def _updated(self, params: list) -> list:
+        """(new p, new state) of each (p, g, state, h, group, settings) in `params`, recorded
+        lazily. What `update` and `_apply` record depends only on the optimizer, each group's
+        `settings` (all but the per-step ones, which come in `h`) and the types of what they
+        read, so the first step of each kind is kept as one closed `trace.Stretch` and later
+        ones re-record its nodes (the same program and bits) without running the update's
+        Python arithmetic again: one re-recording a step, not one a parameter (each cost a
+        key, a tape link and a group of stand-ins)."""
+        inputs = [t for p, g, state, h, _, _ in params
+                  for t in (p, g, *state.values(), *h.values())]
         # (kept nodes are re-made not requiring grad: only under no_grad, as step() runs)
         thread = CTX.thread
         tape = current_tape() if thread.capture is None and not thread.grad_enabled and all(
             isinstance(t, Tensor) for t in inputs) else None
         refs = [t.ref for t in inputs] if tape is not None else []
-        first: dict = {}                     # which inputs are one value (read as one)
-        key = (type(self), self.master_weights, tuple(state), tuple(h),
-               tuple([n.types[i] for n, i in refs]),
-               tuple([first.setdefault((id(n), i), k) for k, (n, i) in enumerate(refs)]),
-               settings)
+        key = self._update_key(params, refs)
         try:
             kept = _UPDATES.by_key.get(key) if tape is not None else None
         except TypeError:             # a group setting that is not hashable: no reuse
             tape = kept = None
         if kept is not None:
             stretch, names = kept
-            made = [p._at(*r) for r in stretch.remake(tape, {}, refs)]
-            return made[0], dict(zip(names, made[1:]))
+            made = iter([params[0][0]._at(*r) for r in stretch.remake(tape, {}, refs)])
+            return [(next(made), {k: next(made) for k in mine}) for mine in names]
         mark = Stretch.begin(tape, refs) if tape is not None else None
         try:
-            delta, new_state = self.update(p, g, state, h, group)
-            new_p, lo = self._apply(p, delta, state)
-            if lo is not None:
-                new_state["lo"] = lo
+            out = [self._recorded(p, g, state, h, group) for p, g, state, h, group, _ in params]
             if mark is not None:
-                self._keep(key, Stretch.end(tape, mark, [new_p.ref] + [
-                    v.ref for v in new_state.values()]), list(new_state))
+                self._keep(key, Stretch.end(tape, mark, [t.ref for new_p, new_state in out
+                                                         for t in (new_p, *new_state.values())]),
+                           [list(new_state) for _, new_state in out])
         finally:
             if mark is not None:
                 Stretch.stop(tape)
+        return out
+
+    def _update_key(self, params: list, refs: list) -> tuple:
+        """What a step's kept update is kept under: the optimizer, each parameter's state and
+        hyperparameter names and group settings, the inputs' types and which are one value."""
+        first: dict = {}
+        return (type(self), self.master_weights,
+                tuple([(tuple(state), tuple(h), settings)
+                       for _, _, state, h, _, settings in params]),
+                tuple([n.types[i] for n, i in refs]),
+                tuple([first.setdefault((id(n), i), k) for k, (n, i) in enumerate(refs)]))
+
+    def _recorded(self, p: Tensor, g: Tensor, state: dict, h: dict, group: dict) -> tuple:
+        """(new p, new state) of one parameter, recorded."""
+        delta, new_state = self.update(p, g, state, h, group)
+        new_p, lo = self._apply(p, delta, state)
+        if lo is not None:
+            new_state["lo"] = lo
         return new_p, new_state
 
     @staticmethod
@@ -262,7 +288,8 @@ class Optimizer:
             last = kept.get((id(group), k))
             if capture is not None or last is None or last[0] != v or \
                     math.copysign(1.0, last[0]) != math.copysign(1.0, v):      # (-0.0: 0.0)
-                last = kept[(id(group), k)] = (v, tensor(v))
+                last = kept[(id(group), k)] = (v, tensor(v) if capture is not None else
+                                               _scalar(v))
             out[k] = last[1]
             _warn_if_lost(k, v, last[1])
         if capture is not None:

@@ -30,6 +30,10 @@ from .layout import VIEWS
 # every exact data-movement op (`OpDef.layout`): its result is its inputs' elements (and a pad's
 # constant), so a chain of them is one map from result element to source element
 MOVES = layout_ops(*LAYOUTS)
+# the moves the run plan may also run as fused strided copies (a transpose): a chain takes
+# them as it takes a kernel step, and they run fused where no chain does
+REORDERS = layout_ops("reorder")
+_FUSED_CHAINED = VIEWS | REORDERS
 LOOPS = 4                    # loops of a piece (`kernels.compiled.move`)
 WIDTH = 2 + 3 * LOOPS        # a piece's row: source, destination, then sizes and both strides
 
@@ -72,8 +76,8 @@ class Moves:
 
     def _chainable(self, placed, local, dead) -> set:
         """Data-movement steps over placed, whole values (no block-local one): run by their
-        kernels, or fused same-order copies (a reshape). None reading a cropping slice's
-        result, even through views (`_cropped`)."""
+        kernels, fused same-order copies (a reshape) or fused reorders. None reading a cropping
+        slice's result, even through views (`_cropped`)."""
         exe, found, cropped = self.exe, set(), self._cropped()
         for k, step in enumerate(exe.steps):
             ins = _slots(step.reads)
@@ -82,7 +86,7 @@ class Moves:
                     not slots <= placed or slots & local or _computes(step) or \
                     cropped.intersection(ins):
                 continue
-            if self.shapes[k] is None or step.ctx.op_type in VIEWS:
+            if self.shapes[k] is None or step.ctx.op_type in _FUSED_CHAINED:
                 found.add(k)
         return found
 
@@ -118,7 +122,8 @@ class Moves:
         return out
 
     def _kernel_steps(self, k, chain) -> int:
-        """How many steps run by their kernels step k's result composes (k included)."""
+        """How many steps run by their kernels (or as fused reorders, each a strided pass of
+        its own) step k's result composes (k included)."""
         exe = self.exe
         made = {s: j for j in chain for s in exe.steps[j].outs}
         todo, seen = [k], set()
@@ -127,7 +132,7 @@ class Moves:
             if j not in seen:
                 seen.add(j)
                 todo += [made[s] for s in _slots(exe.steps[j].reads) if s in made]
-        return sum(self.shapes[j] is None for j in seen)
+        return sum(self.shapes[j] is None or exe.ops[j].type in REORDERS for j in seen)
 
     # -- the maps -----------------------------------------------------------------------------
     def _compose(self, chain, out):
@@ -222,6 +227,16 @@ def _piece(src, dst):
     loops = [(1, 0, 0)] * (LOOPS - len(loops)) + loops
     return (int(src[0]), int(dst[0]), *[n for n, _, _ in loops], *[a for _, a, _ in loops],
             *[b for _, _, b in loops])
+
+
+def affine(numbers: np.ndarray) -> list | None:
+    """Strides (one per axis) with which `numbers[i, j, ...]` is `i * s0 + j * s1 + ...`, or
+    None if no strides give it."""
+    strides = [int(numbers[(0,) * a + (1,)].flat[0]) if n > 1 else 0
+               for a, n in enumerate(numbers.shape)]
+    grid = sum([np.arange(n).reshape((-1,) + (1,) * (numbers.ndim - a - 1)) * st
+                for a, (n, st) in enumerate(zip(numbers.shape, strides))], np.zeros((), np.int64))
+    return strides if np.array_equal(numbers, np.broadcast_to(grid, numbers.shape)) else None
 
 
 def _slots(reads) -> list:

@@ -48,6 +48,7 @@ from .steps import gather, nan_hazard
 
 # ops whose result holds its input's elements in the same order: one flat loop over them
 _SAME_ORDER = layout_ops("same_order")
+_REORDER = layout_ops("reorder")
 _FLOAT = (dtypes.float16, dtypes.float32)
 _ALIGN = 16                 # elements (64 bytes): each value starts on a cache line
 MODES = ("auto", "always", "never")
@@ -183,6 +184,7 @@ class RunPlan:
         self.tables = {}                 # step -> its lookup table's offset (`_lookup`)
         self.opcode = {}                 # fused step -> its opcode's name (kernels/fused.py)
         self.repeat = {}                 # fused step -> its outer loop (`_outer`)
+        self.reorders = {}               # reorder step -> the strides it reads x with, or None
         shapes = self._placement()
         # outputs and constants keep their places (a constant is written once, here)
         self.keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
@@ -331,10 +333,13 @@ class RunPlan:
             out_shape = exe.info[outs[0]].shape
             if op.type in _SAME_ORDER:      # same elements, same order
                 shape, strides = (math.prod(out_shape),), [[1]]
+            elif op.type in _REORDER:       # x's elements read with strides of their own
+                shape, strides = out_shape, [self._reordered(k)]
             else:
                 shape, strides = out_shape, [_strides(exe.info[p].shape, out_shape) for p in ins]
             loops = _collapse(shape, strides)
-            if loops is None and REGISTRY[op.type].elementwise and name != "lookup":
+            if loops is None and (REGISTRY[op.type].elementwise or name == "copy") and \
+                    name != "lookup":
                 loops = self._outer(k, shape, strides)
         if loops is None:
             return None
@@ -356,6 +361,8 @@ class RunPlan:
         x, out = exe.info[ins[0]], exe.info[exe.steps[k].outs[0]]
         if op.type in FUSED:
             return FUSED[op.type][exe.numerics.specials == "engine"]
+        if op.type in _REORDER:         # a transpose: a copy reading x with strides
+            return None if self._reordered(k) is None else "copy"
         if op.type == "tile":           # a tile of size-1 axes only is a broadcast copy
             reps = exe.steps[k].attrs["reps"]
             return None if any(r != 1 and n != 1 for n, r in zip(x.shape, reps)) else "copy"
@@ -368,6 +375,18 @@ class RunPlan:
             narrow = x.dtype == dtypes.float16 and exe.numerics.reduce_accumulate == "fp16"
             return REDUCE[op.type][narrow]
         return "lookup" if self._lookup(k, op, ins[0]) else None
+
+    def _reordered(self, k) -> list | None:
+        """The element strides, one per result axis, with which step k (a reorder: x's
+        elements once each, in another order) reads its input x from x's start; None if no
+        such strides give its map. Found once, by running its kernel on x's element numbers
+        (exact in float64, as runtime/moves.py finds a chain's map): whatever the op."""
+        if k not in self.reorders:
+            step = self.exe.steps[k]
+            x = self.exe.info[next(p for p in step.reads if p is not None)].shape
+            ids = np.arange(math.prod(x), dtype=np.float64).reshape(x)
+            self.reorders[k] = moves.affine(np.asarray(step.simulate(step.ctx, ids, **step.attrs)))
+        return self.reorders[k]
 
     def _lookup(self, k, op, x) -> bool:
         """Whether step k runs as a lookup: a pointwise op from fp16 to fp16 whose result is

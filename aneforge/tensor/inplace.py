@@ -37,7 +37,8 @@ class InplaceMixin(TensorBase):
         result = compute()
         if not isinstance(result, TensorBase):
             result = self._const(result, self.dtype)
-        result = result.to(self.dtype)
+        if result.dtype != self.dtype:        # (`to` parses its arguments: a step's updates)
+            result = result.to(self.dtype)
         if result.shape != self.shape:
             result = result.expand(self.shape)
         if self.is_leaf and self.requires_grad:
