@@ -80,7 +80,7 @@ class FastStatements:
         if st is None:
             return None
         self.by_line[line] = st
-        return [Token("statement", text, line)]
+        return [_token(Token, ("statement", text, line))]
 
     def statement(self, text: str, line: int) -> Statement | None:
         m = _STATEMENT.match(text)

@@ -28,6 +28,10 @@ from .syntax import Arg, Literal, MILSyntaxError, Ref, Statement, TypeSpec, sour
 
 OPSETS = tuple(PROTO_OPSETS)          # the opsets the MILSpec writer names (ios15..ios18)
 
+# Whether a statement of a form read before is added by `_FunctionResolver.quick`; the tests
+# turn it off to compare.
+QUICK_STATEMENTS = True
+
 RULES = {
     "io-dtype": "program inputs and outputs are fp16, int8, uint8, int16 or uint16 (fp32, "
                 "int32, bf16 and bool live only inside a program)",
@@ -251,7 +255,7 @@ class _FunctionResolver:
     def statement(self, st: Statement) -> None:
         key = _form_key(st) if st.annotations is not None else None
         form = self.forms.get(key)
-        if form is not None and form.quick and self.quick(st, form):
+        if form is not None and form.quick and QUICK_STATEMENTS and self.quick(st, form):
             return
         opdef = REGISTRY.get(st.op.text)
         if opdef is None:
@@ -288,7 +292,8 @@ class _FunctionResolver:
             return False
         opdef, inputs = form.opdef, dict(zip(form.order, values))
         first = values[0] if values else None
-        found = {args[i].name: self.attr_arg(opdef, args[i], first) for i in form.literals}
+        found = {args[i].name: self.attr_arg(opdef, args[i], first)
+                 for i in form.literals} if form.literals else {}
         known = self.known(_apply_key(opdef.name, inputs, found), found)
         declared = [self.types.get((t.dtype, t.shape)) for t, _ in st.outputs]
         if known is None or declared != known[1]:
@@ -490,7 +495,8 @@ class _FunctionResolver:
         if known is None:
             return None
         full = dict(known[0])
-        full.update((k, a) for k, a in attrs.items() if type(a) is np.ndarray)
+        if attrs:
+            full.update((k, a) for k, a in attrs.items() if type(a) is np.ndarray)
         return full, list(known[1])
 
     def apply_once(self, st: Statement, opdef, inputs: dict, attrs: dict):
@@ -538,7 +544,7 @@ def _apply_key(op: str, inputs: dict, attrs: dict):
     scalar value); None if an attribute is not hashable (a large array)."""
     key = (op, tuple([(k, _var_key(v)) for k, v in inputs.items()]),
            tuple([(k, type(v), _array_key(v) if type(v) is np.ndarray else v)
-                  for k, v in attrs.items()]))
+                  for k, v in attrs.items()]) if attrs else ())
     try:
         hash(key)
     except TypeError:
@@ -547,7 +553,7 @@ def _apply_key(op: str, inputs: dict, attrs: dict):
 
 
 def _var_key(v):
-    if v is None or isinstance(v, tuple):
+    if type(v) is not Var:
         return v if v is None else tuple(map(_var_key, v))
     return v.type, v.op is not None and is_literal(v.op.type)
 
