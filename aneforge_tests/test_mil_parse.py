@@ -762,3 +762,89 @@ def test_a_form_read_before_checks_its_values_in_the_same_order():
     with pytest.raises(MILSyntaxError, match="keep_dims must be a bool scalar") as e:
         parse(text)
     assert (e.value.rule, e.value.line) == ("argument-type", 7)
+
+
+# ---------------------------------------------------------------------------- quick statements
+# A statement of a form read before, whose inputs are defined and whose result types and op
+# answer were met before, is added by resolve.py's quick path; these check it gives the same
+# program, or the same error, as the full checks (test_mil_fuzz.py checks mutated text too).
+
+from aneforge.mil import resolve as mil_resolve  # noqa: E402
+
+_FORMS = '''
+tensor<fp16, [1, 4]> c{i} = add(x = a, y = b)[name = string("c{i}")];
+fp16 k{i} = const()[name = string("k{i}"), val = fp16(0.5)];
+tensor<fp16, [1, 4]> d{i} = mul(x = c{i}, y = k{i})[name = string("d{i}")];
+string m{i} = const()[name = string("m{i}"), val = string("EXACT")];
+tensor<fp16, [1, 4]> g{i} = gelu(x = d{i}, mode = m{i})[name = string("g{i}")];
+tensor<fp16, [1, 1]> s{i} = reduce_sum(x = g{i}, axes = const(tensor<int32, [1]>([1])), keep_dims = const(bool(true)))[name = string("s{i}")];'''
+
+# (what the second copy of _FORMS changes, from, to): each reads the same with the quick path
+# and without, a program or the same error
+QUICK_CASES = [
+    ("nothing", "", ""),
+    ("a const's value", "fp16(0.5)", "fp16(0.25)"),
+    ("a const's dtype", "fp16 k1 = const()[name = string(\"k1\"), val = fp16(0.5)]",
+     "int32 k1 = const()[name = string(\"k1\"), val = int32(1)]"),
+    ("a const made a string", "val = fp16(0.5)", "val = string(\"x\")"),
+    ("a string const made a number", "val = string(\"EXACT\")", "val = fp16(1)"),
+    ("gelu's mode", "m1 = const()[name = string(\"m1\"), val = string(\"EXACT\")]",
+     "m1 = const()[name = string(\"m1\"), val = string(\"TANH_APPROXIMATION\")]"),
+    ("an op name used before", 'name = string("d1")', 'name = string("c0")'),
+    ("a value name used before", "tensor<fp16, [1, 4]> d1 =", "tensor<fp16, [1, 4]> d0 ="),
+    ("an op name empty", 'name = string("d1")', 'name = string("")'),
+    ("an undefined input", "mul(x = c1,", "mul(x = q,"),
+    ("an input defined later", "mul(x = c1,", "mul(x = g1,"),
+    ("a string const as an input", "y = k1)", "y = m1)"),
+    ("a literal as an input", "add(x = a,", "add(x = fp16(1),"),
+    ("a declared type", "tensor<fp16, [1, 4]> d1", "tensor<fp16, [1, 3]> d1"),
+    ("a new declared type", "tensor<fp16, [1, 4]> c1", "tensor<fp32, [1, 4]> c1"),
+    ("keep_dims", "keep_dims = const(bool(true)))[name = string(\"s1\")]",
+     "keep_dims = const(bool(false)))[name = string(\"s1\")]"),
+    ("keep_dims's kind", "keep_dims = const(bool(true)))[name = string(\"s1\")]",
+     "keep_dims = const(int32(1)))[name = string(\"s1\")]"),
+    ("a reserved value name", "tensor<fp16, [1, 4]> c1 =", "tensor<fp16, [1, 4]> tensor ="),
+    ("an input of another type", "add(x = a, y = b)[name = string(\"c1\")]",
+     "add(x = a, y = s0)[name = string(\"c1\")]"),
+]
+
+
+def read_quick_and_not(text: str) -> list[str]:
+    """(the program as MIL text, or the error) read with the quick path, and without."""
+    out = []
+    for quick in (True, False):
+        old, mil_resolve.QUICK_STATEMENTS = mil_resolve.QUICK_STATEMENTS, quick
+        try:
+            out.append(emit(parse(text)))
+        except MILSyntaxError as e:
+            out.append(str(e))
+        finally:
+            mil_resolve.QUICK_STATEMENTS = old
+    return out
+
+
+@pytest.mark.parametrize("what, before, after", QUICK_CASES, ids=[c[0] for c in QUICK_CASES])
+def test_a_statement_reads_the_same_by_the_quick_path(what, before, after, monkeypatch):
+    second = _FORMS.format(i=1)
+    assert before in second
+    text = program(AB14, _FORMS.format(i=0) + second.replace(before, after, 1), "s0")
+    taken, quick = [], mil_resolve._FunctionResolver.quick
+
+    def counted(self, st, form):
+        took = quick(self, st, form)
+        taken.extend([st.line] * took)
+        return took
+    monkeypatch.setattr(mil_resolve._FunctionResolver, "quick", counted)
+    with_quick, without = read_quick_and_not(text)
+    assert with_quick == without
+    if what == "nothing":          # every statement of the second copy but the string const
+        assert taken == [12, 13, 14, 16, 17] and "add(" in with_quick
+
+
+def test_a_network_text_reads_the_same_by_the_quick_path():
+    text = mil_program(400)
+    with_quick, without = read_quick_and_not(text)
+    assert with_quick == without
+    # equal const values, each its own array (a pass may change one in place)
+    values = [op.attrs["val"] for op in parse(text).operations if op.type == "const"]
+    assert len(values) == 80 and len({id(v) for v in values}) == 80

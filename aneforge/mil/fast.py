@@ -56,7 +56,9 @@ _STATEMENT = re.compile(
     |({_ANNOTATIONS})){_W}\]{_W};{_W}\Z""", re.X)
 _ARG = re.compile(_ARG_FORM, re.X)
 _ANNOTATION = re.compile(_ANNOTATION_FORM, re.X)
+_NAMED_ARG = re.compile(rf"({_NAME}){_W}={_W}({_NAME})")    # `key = name`: args without '('
 _TUPLE_NAMES = re.compile(_NAME)
+_token = tuple.__new__          # Token(...) without NamedTuple's Python-level __new__
 _NAME_LITERAL = re.compile(_NAME_STRING + r"\Z", re.X)
 
 
@@ -78,7 +80,7 @@ class FastStatements:
         if st is None:
             return None
         self.by_line[line] = st
-        return [Token("statement", text, line)]
+        return [_token(Token, ("statement", text, line))]
 
     def statement(self, text: str, line: int) -> Statement | None:
         m = _STATEMENT.match(text)
@@ -86,16 +88,25 @@ class FastStatements:
             return None
         tensor_type, scalar_type, out, op, args, name, others, annotations = m.groups()
         t = self.piece(self.types, tensor_type or scalar_type, "type")
-        if t is None:
+        parsed = self.annotations(name, others or annotations, line)
+        arguments = self.arguments(args, line)
+        if t is None or parsed is None or arguments is None:
             return None
-        parsed = {}
-        if name is not None:
-            parsed["name"] = (Literal("string", np.array(name), line), line)
-        for key, lit in _ANNOTATION.findall(others or annotations or ""):
+        return Statement([(TypeSpec(t.dtype, t.shape, line), _token(Token, ("name", out, line)))],
+                         _token(Token, ("name", op, line)), arguments, parsed, line)
+
+    def annotations(self, name: str | None, others: str | None, line: int) -> dict | None:
+        parsed = {} if name is None else {"name": (Literal("string", np.array(name), line), line)}
+        for key, lit in _ANNOTATION.findall(others) if others else ():
             value = self.literal(lit, line)
             if value is None or key in parsed:       # a repeated key: the grammar says so
                 return None
             parsed[key] = (value, line)
+        return parsed
+
+    def arguments(self, args: str, line: int) -> list[Arg] | None:
+        if "(" not in args:                 # names only (most statements): a simpler expression
+            return [Arg(key, Ref(ref, line), line) for key, ref in _NAMED_ARG.findall(args)]
         arguments = []
         for key, names, lit, ref in _ARG.findall(args):
             if ref:
@@ -107,8 +118,7 @@ class FastStatements:
             else:
                 value = tuple(Ref(n, line) for n in _TUPLE_NAMES.findall(names))
             arguments.append(Arg(key, value, line))
-        return Statement([(TypeSpec(t.dtype, t.shape, line), Token("name", out, line))],
-                         Token("name", op, line), arguments, parsed, line)
+        return arguments
 
     def literal(self, text: str, line: int) -> Literal | None:
         name = _NAME_LITERAL.match(text)

@@ -7,6 +7,8 @@ one reported, with its line.
 from __future__ import annotations
 
 import difflib
+import functools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -17,7 +19,7 @@ from ..ir import Block, Function, Operation, Program, TensorType, Var
 from ..ir.dag import fresh_name
 from ..ir.validate import validate as validate_ir
 from ..ops import REGISTRY
-from ..ops.registry import REQUIRED, apply_to_vars, is_literal
+from ..ops.registry import REQUIRED, OpDef, apply_to_vars, is_literal
 from ..ops.walls import check_walls
 from .checks import as_name, io_problem, name_problem, shape_problem
 from .proto import ATTR_FITS, ATTR_KINDS, STORED_AS_ATTRIBUTE
@@ -25,6 +27,10 @@ from .proto import OPSETS as PROTO_OPSETS
 from .syntax import Arg, Literal, MILSyntaxError, Ref, Statement, TypeSpec, source_line
 
 OPSETS = tuple(PROTO_OPSETS)          # the opsets the MILSpec writer names (ios15..ios18)
+
+# Whether a statement of a form read before is added by `_FunctionResolver.quick`; the tests
+# turn it off to compare.
+QUICK_STATEMENTS = True
 
 RULES = {
     "io-dtype": "program inputs and outputs are fp16, int8, uint8, int16 or uint16 (fp32, "
@@ -132,17 +138,23 @@ class _FunctionResolver:
         self.folded: set[str] = set()               # consts read as compile-time arguments
         self.op_names: dict[str, int] = {}
         self.ops: list[Operation] = []
-        self.later = {}                             # every name the body defines -> line
-        for st in f.body:
-            for _, tok in st.outputs:
-                self.later.setdefault(tok.text, tok.line)
-        self.taken = set(self.later) | {tok.text for _, tok in f.params}   # + op names, as read
         self.applied: dict = {}                     # `apply`'s answers, by `_apply_key`
         self.types: dict = {}                       # (dtype, shape) -> its checked TensorType
         self.forms: dict = {}                       # `_form_key` -> its arguments, split
 
     def fail(self, line: int, rule: str, message: str):
         _fail(self.lines, line, rule, message)
+
+    @functools.cached_property
+    def later(self) -> dict[str, int]:
+        """Every name the body defines -> its first line: for messages, and names a fresh
+        one avoids (built when first asked: most programs never ask, and it is a walk over
+        every statement)."""
+        later: dict[str, int] = {}
+        for st in self.f.body:
+            for _, tok in st.outputs:
+                later.setdefault(tok.text, tok.line)
+        return later
 
     # ---- the function
     def function(self) -> Function:
@@ -180,6 +192,8 @@ class _FunctionResolver:
 
     def live_ops(self, outputs: list[Var]) -> list[Operation]:
         """The ops, without consts that only bound compile-time arguments (now inline)."""
+        if not self.folded:
+            return self.ops
         used = {id(v) for op in self.ops for v in op.input_vars()} | {id(v) for v in outputs}
         return [op for op in self.ops if not (op.type == "const" and id(op.outputs[0]) not in used
                                               and op.outputs[0].name in self.folded)]
@@ -239,6 +253,10 @@ class _FunctionResolver:
 
     # ---- statements
     def statement(self, st: Statement) -> None:
+        key = _form_key(st) if st.annotations is not None else None
+        form = self.forms.get(key)
+        if form is not None and form.quick and QUICK_STATEMENTS and self.quick(st, form):
+            return
         opdef = REGISTRY.get(st.op.text)
         if opdef is None:
             self.fail(st.op.line, "unknown-op", f"unknown op {st.op.text!r}"
@@ -248,16 +266,52 @@ class _FunctionResolver:
         name = self.op_name(st, opdef, value)
         if value is not None and self.string_const(st, value):
             return
-        inputs, found = self.bind(st, opdef, name)
+        inputs, found = self.bind(st, opdef, name, key, form)
         declared = self.declared(st)
         attrs, inferred = self.apply(st, opdef, inputs, found)
         self.compare(st, declared, inferred)
         outs = [Var(tok.text, t) for (_, tok), t in zip(st.outputs, declared)]
-        op = Operation(opdef.name, inputs, attrs, outs, name)
+        self.new_op(Operation(opdef.name, inputs, attrs, outs, name), st, inferred,
+                    attrs[value] if value else None)
+
+    def quick(self, st: Statement, form: _Form) -> bool:
+        """A statement of a form read before (`_Form.quick`) whose values are all ones met
+        before (its inputs defined, its result types and `apply`'s answer known): added as
+        `statement` adds it, by the same checks in the same order with fewer steps. False,
+        having changed nothing (but `attr_arg`'s note of a const it read), when it is not that
+        simple: `statement` then reads it, and says what is wrong."""
+        lit, line = st.annotations["name"]
+        name = _name_of(lit)
+        if not name or name in self.op_names or (
+                form.value is not None and _is_string(self.value_literal(st, form.value))):
+            return False
+        args, scope = _arguments(st), self.scope
+        values = [scope.get(args[i].value.name) if type(args[i].value) is Ref else None
+                  for i in form.tensors]
+        if None in values:
+            return False
+        opdef, inputs = form.opdef, dict(zip(form.order, values))
+        first = values[0] if values else None
+        found = {args[i].name: self.attr_arg(opdef, args[i], first)
+                 for i in form.literals} if form.literals else {}
+        known = self.known(_apply_key(opdef.name, inputs, found), found)
+        declared = [self.types.get((t.dtype, t.shape)) for t, _ in st.outputs]
+        if known is None or declared != known[1]:
+            return False
+        self.op_names[name] = line
+        attrs = known[0]
+        outs = [Var(tok.text, t) for (_, tok), t in zip(st.outputs, declared)]
+        self.new_op(Operation(opdef.name, inputs, attrs, outs, name), st, declared,
+                    attrs[form.value] if form.value else None)
+        return True
+
+    def new_op(self, op: Operation, st: Statement, inferred: list, const=None) -> None:
+        """`op`, read from `st` and typed `inferred`, added; its results defined (`const`:
+        the value a const's result has, for compile-time arguments it binds)."""
         self.add(op, st.line)
         self.op_lines.typed[id(op)] = inferred
-        for (_, tok), v in zip(st.outputs, outs):
-            self.define(tok, v, attrs[value] if value else None)
+        for (_, tok), v in zip(st.outputs, op.outputs):
+            self.define(tok, v, const)
 
     def add(self, op: Operation, line: int) -> None:
         self.ops.append(op)
@@ -274,8 +328,7 @@ class _FunctionResolver:
             self.fail(line, "unknown-argument", f"annotation {key!r} is not one aneforge "
                       f"reads; annotations are {sorted(allowed)}")
         lit, line = st.annotations.get("name", (None, st.line))
-        name = lit.value.item() if lit is not None and lit.value.dtype.kind == "U" and \
-            not lit.value.ndim else None
+        name = _name_of(lit)
         if not name:
             self.fail(line, "name-annotation", f"{st.op.text}'s name annotation is missing or "
                       f"empty; every op needs a non-empty name (MIL primer): {_name_how(st)}")
@@ -283,13 +336,12 @@ class _FunctionResolver:
             self.fail(line, "duplicate-name", f"op name {name!r} is already used on line "
                       f"{self.op_names[name]}; every op needs a unique name")
         self.op_names[name] = line
-        self.taken.add(name)
         return name
 
     def string_const(self, st: Statement, value: str) -> bool:
         """A string const (`string mode = const(...)`) only binds arguments: no op."""
         lit = self.value_literal(st, value)
-        if lit is None or lit.value.dtype.kind != "U":
+        if not _is_string(lit):
             return False
         (t, tok), *rest = st.outputs
         if rest or t.dtype != "string" or t.shape:
@@ -309,23 +361,20 @@ class _FunctionResolver:
         return [self.tensor_type(t) for t, _ in st.outputs]
 
     # ---- arguments
-    def bind(self, st: Statement, opdef, name: str) -> tuple[dict, dict]:
+    def bind(self, st: Statement, opdef, name: str, key: tuple, form: _Form | None):
         """(inputs, compile-time arguments) of the statement. A form of statement read before
-        (the op, its argument and annotation names: `_form_key`) had its names checked then:
+        (`form`: the op, its argument and annotation names, `key`) had its names checked then:
         only its values are checked again (`bind_form`)."""
-        args = st.args if len(st.annotations) == 1 else list(st.args) + [
-            Arg(k, lit, line) for k, (lit, line) in st.annotations.items() if k != "name"]
-        key = _form_key(st)
-        form = self.forms.get(key)
+        args = _arguments(st)
         if form is not None:
             return self.bind_form(opdef, args, form, name)
         bound = self.bind_args(st, opdef, name, args)
-        self.forms[key] = _split_form(opdef, args)
+        self.forms[key] = _Form.of(opdef, args)
         return bound
 
     def bind_form(self, opdef, args: list, form, name: str) -> tuple[dict, dict]:
         """`bind_args` for a form already read: the same checks on the values, in order."""
-        tensors, order, literals = form
+        _, tensors, order, literals, _, _ = form
         found = {args[i].name: self.tensor_arg(opdef, args[i], name) for i in tensors}
         inputs = {k: found[k] for k in order}
         first = next(iter(v for v in inputs.values() if isinstance(v, Var)), None)
@@ -395,7 +444,8 @@ class _FunctionResolver:
         return v
 
     def fresh(self, base: str) -> str:
-        return fresh_name(base, self.taken)
+        """A name no value or op of the function has, nor any the body defines later."""
+        return fresh_name(base, _Names(self.later, self.defined_at, self.op_names))
 
     def attr_arg(self, opdef, arg, first: Var | None):
         kind = opdef.attrs[arg.name].kind
@@ -428,12 +478,26 @@ class _FunctionResolver:
         applied to the same input types (and constness) and attributes as before gets the
         answer it got then (`_applied`): a network repeats a few forms thousands of times."""
         key = _apply_key(opdef.name, inputs, attrs)
-        known = self.applied.get(key) if key is not None else None
+        known = self.known(key, attrs)
         if known is None:
             known = self.apply_once(st, opdef, inputs, attrs)
-            if key is not None:
+            # kept if it holds this statement's arrays as given (a const's value): the next
+            # statement with equal ones gets its own in their place (`known`)
+            if key is not None and all(known[0].get(k) is a for k, a in attrs.items()
+                                       if type(a) is np.ndarray):
                 self.applied[key] = known
         return dict(known[0]), list(known[1])
+
+    def known(self, key, attrs: dict) -> tuple[dict, list] | None:
+        """`apply`'s answer for `key` if it was met before: (full attributes, with the arrays
+        of this statement's `attrs` in them, result types), copies; else None."""
+        known = self.applied.get(key) if key is not None else None
+        if known is None:
+            return None
+        full = dict(known[0])
+        if attrs:
+            full.update((k, a) for k, a in attrs.items() if type(a) is np.ndarray)
+        return full, list(known[1])
 
     def apply_once(self, st: Statement, opdef, inputs: dict, attrs: dict):
         try:
@@ -456,24 +520,48 @@ class _FunctionResolver:
                           f"the arguments")
 
 
+class _Names:
+    """Names looked up in several tables (`fresh_name`'s taken set, without copying them
+    into one); a name added is recorded by its definition (`defined_at`) right after."""
+
+    def __init__(self, *tables):
+        self.tables = tables
+
+    def __contains__(self, name: str) -> bool:
+        return any(name in t for t in self.tables)
+
+    def add(self, name: str) -> None:
+        pass
+
+
 def _name_how(st: Statement) -> str:
     return f'end the statement with [name = string("{st.outputs[0][1].text}")]'
 
 
 def _apply_key(op: str, inputs: dict, attrs: dict):
     """What `OpDef.apply` reads of a use of `op`: each input's type and whether a const makes
-    it, each attribute's type and value; None if an attribute is not hashable (an array)."""
-    def var(v):
-        if v is None or isinstance(v, tuple):
-            return v if v is None else tuple(map(var, v))
-        return v.type, v.op is not None and is_literal(v.op.type)
-    key = (op, tuple([(k, var(v)) for k, v in inputs.items()]),
-           tuple([(k, type(v), v) for k, v in attrs.items()]))
+    it, each attribute's type and value (a small array's dtype, shape and bytes: a const's
+    scalar value); None if an attribute is not hashable (a large array)."""
+    key = (op, tuple([(k, _var_key(v)) for k, v in inputs.items()]),
+           tuple([(k, type(v), _array_key(v) if type(v) is np.ndarray else v)
+                  for k, v in attrs.items()]) if attrs else ())
     try:
         hash(key)
     except TypeError:
         return None
     return key
+
+
+def _var_key(v):
+    if type(v) is not Var:
+        return v if v is None else tuple(map(_var_key, v))
+    return v.type, v.op is not None and is_literal(v.op.type)
+
+
+def _array_key(a: np.ndarray):
+    """A small array by value (hashable), a large one itself (not hashable: not worth it)."""
+    return (a.dtype.str, a.shape, a.tobytes()) if a.size <= 64 and a.dtype.kind in "biufU" \
+        else a
 
 
 def _form_key(st: Statement) -> tuple:
@@ -482,13 +570,42 @@ def _form_key(st: Statement) -> tuple:
     return st.op.text, tuple([a.name for a in st.args]), tuple(st.annotations)
 
 
-def _split_form(opdef, args: list) -> tuple[tuple, tuple, tuple]:
-    """A checked form's arguments: the inputs' indices (in the text's order, as they are
-    checked), their names in the registry's order, the attributes' indices."""
-    names = {a.name for a in args}
-    return (tuple(i for i, a in enumerate(args) if a.name in opdef.inputs),
-            tuple(k for k in opdef.inputs if k in names),
-            tuple(i for i, a in enumerate(args) if a.name in opdef.attrs))
+class _Form(NamedTuple):
+    """A checked form of statement (`_form_key`: its names were checked when first read) and
+    its arguments (`_arguments`), split: what a statement of the form still checks is its
+    values."""
+    opdef: OpDef
+    tensors: tuple[int, ...]    # the inputs' indices, in the text's order (as they are checked)
+    order: tuple[str, ...]      # their names, in the registry's order
+    literals: tuple[int, ...]   # the compile-time arguments' indices
+    value: str | None           # the argument holding a const's value (`_value_attr`)
+    quick: bool                 # one tensor per input, in the registry's order: `quick` reads it
+
+    @classmethod
+    def of(cls, opdef, args: list) -> "_Form":
+        names = {a.name for a in args}
+        tensors = tuple(i for i, a in enumerate(args) if a.name in opdef.inputs)
+        order = tuple(k for k in opdef.inputs if k in names)
+        quick = not names & opdef.variadic and order == tuple(args[i].name for i in tensors)
+        return cls(opdef, tensors, order,
+                   tuple(i for i, a in enumerate(args) if a.name in opdef.attrs),
+                   _value_attr(opdef), quick)
+
+
+def _arguments(st: Statement) -> list[Arg]:
+    """The statement's arguments, then its annotations but the name (a const's value)."""
+    return st.args if len(st.annotations) == 1 else list(st.args) + [
+        Arg(k, lit, line) for k, (lit, line) in st.annotations.items() if k != "name"]
+
+
+def _is_string(lit: Literal | None) -> bool:
+    return lit is not None and lit.value.dtype.kind == "U"
+
+
+def _name_of(lit: Literal | None) -> str | None:
+    """The op name a name annotation's literal gives (None if not a string)."""
+    return lit.value.item() if lit is not None and lit.value.dtype.kind == "U" and \
+        not lit.value.ndim else None
 
 
 _VALUE_ATTRS: dict[str, str | None] = {}

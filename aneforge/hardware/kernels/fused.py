@@ -74,6 +74,11 @@ _INF = np.float32(np.inf)
 _LEAN_LOOP = np.zeros(len(OPCODES), np.bool_)
 _LEAN_LOOP[[OP[name] for name in ("div_engine", "maximum", "minimum", "abs", "sqrt_engine")]] = True
 _self = sys.modules[__name__]   # functions passed by attribute: numba caches those calls
+# A function only compiled code calls (all but `run_full`, `run_lean` and `load16`) is compiled
+# `no_cpython_wrapper=True`: without the wrapper that unboxes Python arguments and boxes the
+# result, which LLVM would compile for every such function and compiled callers never run
+# (~10% of the lean VM's fresh-install compile). The callers' machine code is the same
+# (run_lean's and run_full's disassembly compared: equal but for symbol names), so are the bits.
 
 
 @njit(cache=True, inline="always")
@@ -87,17 +92,17 @@ def _truth(t):
 # opcode made `_op` take ~40 s to compile). The others are called by name only, and numba
 # inlines them (`inline="always"`): each compiled on its own cost ~0.05 s of every fresh
 # install's compile.
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", no_cpython_wrapper=True)
 def _add(x, y):
     return x + y
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", no_cpython_wrapper=True)
 def _sub(x, y):
     return x - y
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", no_cpython_wrapper=True)
 def _mul(x, y):
     return x * y
 
@@ -142,7 +147,7 @@ def _relu(x, y):
     return x if (x > _ZERO or x != x) else _ZERO     # np.maximum(x, 0)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", no_cpython_wrapper=True)
 def _copy(x, y):
     return x
 
@@ -187,7 +192,7 @@ def _logical_not(x, y):
     return _truth(x == _ZERO)
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _store(out, store):
     """The fp16 store of one row in place, under any mode (a loop of its own: compiled once,
     not once per opcode)."""
@@ -195,7 +200,7 @@ def _store(out, store):
         out[c] = r16(out[c], store)
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _lookup_line(out, x, tables, at):
     """out[c] = the table at `at`'s entry for the fp16 bits of x[c], as float32 (x holds fp16
     values, the table fp16 bits: both conversions are exact)."""
@@ -204,14 +209,14 @@ def _lookup_line(out, x, tables, at):
         out[c] = _from_half_bits(table[_to_half_bits(x[c])])
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _select_line(out, cond, x, y):
     """np.where(cond, x, y) over one row (cond: 1.0 / 0.0); exact, no store."""
     for c in range(out.size):
         out[c] = x[c] if cond[c] != _ZERO else y[c]
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _fill(row, v):
     for c in range(row.size):
         row[c] = v
@@ -252,7 +257,7 @@ def _operand(arena, start, stride, cols, scratch, filled):
     return row
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", no_cpython_wrapper=True)
 def _op(out, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
     """out[o:o + rows * cols] = op(x, y) (select: x ? y : z; lookup: the table at `at`, at x),
     stored. x, y, z: operands as (array, start, row stride, column stride) (`_operand`; sx,
@@ -281,7 +286,7 @@ def _op(out, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
         _grid(out, o, rows, cols, x, y, sx, sy, _self._copy, store)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", no_cpython_wrapper=True)
 def _grid(out, o, rows, cols, x, y, sx, sy, fn, store):
     """out[o + r * cols + c] = fn(x's (r, c), y's (r, c)) stored, row by row. Operands whose
     rows are contiguous or one value each (nearly every op of a step: a bias or a row's mean
@@ -319,7 +324,7 @@ def _grid(out, o, rows, cols, x, y, sx, sy, fn, store):
         _store(out[o:o + rows * cols], store)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", no_cpython_wrapper=True)
 def _apply(op, a, b):
     """One element of opcode `op` (the ops `_op` does not give a loop nest of their own)."""
     if op == _DIV:
@@ -355,7 +360,7 @@ def _apply(op, a, b):
     return _logical_not(a, b)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", no_cpython_wrapper=True)
 def _each(out, o, rows, cols, x, y, sx, sy, op, store):
     """The other opcodes: one loop for all, the opcode chosen per element. Every opcode given
     a loop nest of its own (`_grid`) costs numba ~2-4 s of the fused kernel's one-time compile
@@ -412,7 +417,7 @@ def _row_of(operand, r, cols, scratch):
     return _operand(array, start + r * rs, cs, cols, scratch, r > 0 and rs == 0)
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _leaf(x, lo, n):
     """numpy's float32 pairwise_sum of x[lo:lo + n], n <= 128: in order below 8 terms, else
     eight running sums combined as a tree, then the rest in order."""
@@ -441,7 +446,7 @@ def _leaf(x, lo, n):
     return res
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _pairwise(x, n):
     """numpy's float32 sum of x[:n], bit for bit: its pairwise_sum, which halves a range longer
     than 128 (the first half a multiple of 8) and adds the halves' sums. The recursion runs on
@@ -493,7 +498,7 @@ def _unkey(k):
     return _float(np.uint32(k ^ _SIGN if k & _SIGN else k ^ np.uint32(0xFFFFFFFF)))
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _largest(x):
     acc = _key(x[0])
     for c in range(1, x.size):
@@ -502,7 +507,7 @@ def _largest(x):
     return _unkey(acc)
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _smallest(x):
     acc = _key(x[0])
     for c in range(1, x.size):
@@ -511,7 +516,7 @@ def _smallest(x):
     return _unkey(acc)
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _largest_abs(x):
     """The bits of the largest |x| of a row; above +inf's when the row holds a NaN."""
     acc = np.uint32(0)
@@ -566,7 +571,7 @@ def _extremum(x, op):
     return acc, True
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", no_cpython_wrapper=True)
 def _fold(x, op, mode):
     """One row's reduction (the opcodes from REDUCE: sum16, mean16, sum, mean, max, min,
     absmax); returns (value, settled)."""
@@ -585,7 +590,7 @@ def _fold(x, op, mode):
     return acc, True
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _reduce(arena, code, k, sx) -> bool:
     """Reduction row k: one stored value per row of terms. False (nothing written) when a row
     is unsettled (`_extremum`)."""
@@ -602,7 +607,7 @@ def _reduce(arena, code, k, sx) -> bool:
     return True
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", no_cpython_wrapper=True)
 def _narrow_leading(arena, a, acs, rows, cols, o, op, store, mode, acc):
     """The narrow fp16 sum (or mean) over leading axes (a weight gradient's sum over the
     batch: result r folds the terms a + r + c * acs): all R running sums side by side, one
@@ -628,7 +633,7 @@ def _narrow_leading(arena, a, acs, rows, cols, o, op, store, mode, acc):
         arena[o + r] = v if store < 0 else r16(v, store)
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _blocked(arena, code, sx, sy, sz, block, tables):
     """Every op over elements [0, block), then [block, 2 block), ...: see `run`."""
     n = code[0, 3]
@@ -686,7 +691,7 @@ def run_full(arena, code, sx, sy, sz, block, tables, start):
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _rows(arena, code, k, sx, sy, sz, tables):
     """Elementwise row k, row by row (a value broadcast over the whole op is filled into its
     scratch row once; a lookup's b is its table's offset, read as an operand by no opcode)."""
@@ -696,7 +701,7 @@ def _rows(arena, code, k, sx, sy, sz, tables):
         tables, code[k, 8], sx, sy, sz)
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _columns(arena, code, k, sx, sy, sz, tables):
     """Elementwise row k over a tall, narrow block (rows >> cols, as a [batch, classes]
     value): column by column, each gathered into the scratch rows, computed and scattered
@@ -767,7 +772,7 @@ def _value(op, x, y, z, tables, at):
     return _apply(op, x, y)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", no_cpython_wrapper=True)
 def _lean_op(arena, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
     """`_op` by few loops: each row's operands as `_row_of` reads them; the opcodes of nearly
     every op of a training step (add, sub, mul, the engine's division, maximum, minimum, abs,
@@ -824,7 +829,7 @@ def _lean_op(arena, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
                 _store(out, store)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", no_cpython_wrapper=True)
 def _lean_reduce(arena, code, k, sx) -> bool:
     """`_reduce` one row at a time (strided rows gathered, no side-by-side sums over leading
     axes): the same folds in the same order, the same bits. False (the op left to its kernel,
