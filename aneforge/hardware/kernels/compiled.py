@@ -589,7 +589,8 @@ def _thin_k(xb, yb, ob, i0, i1, ts, yc):
 @njit(cache=True)
 def _plain_is_wide():
     """The lanes of the plain tile's vector form, by which `tile_tasks` may run a plain block:
-    16 (`_plain_wide`, where numba targets AVX-512), 8 (`plain_block8`, AVX2), else 0."""
+    16 (`_plain_wide`, where numba targets AVX-512), 8 (`plain_block8`, AVX2: in the full forms
+    only, its strips add ~4 s to the lean forms' ~9 s of compile), else 0."""
     return 16 if WIDE else 8 if EIGHT else 0
 
 
@@ -724,12 +725,8 @@ def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide):
     is never -0). One-hot and relu'd operands skip most of their work. The last tile, when
     K % 4 != 0, is `_block_tail` (y's rows chosen by a condition here, or passed to a helper,
     stop the j loop from vectorizing well: 1.4x slower). Where `wide()` is 16 (the plain tile
-    on AVX-512), `_plain_wide` does every row (its last n % 32 lanes masked), the j loop none;
-    where it is 8 (AVX2), `plain_block8` does the whole block."""
+    on AVX-512), `_plain_wide` does every row (its last n % 32 lanes masked), the j loop none."""
     n, k = ob.shape[1], xb.shape[1]
-    if wide() == 8:
-        plain_block8(xb, yb, ob, i0, i1)
-        return
     for i in range(i0, i1):
         for j in range(n):
             ob[i, j] = _ZERO
@@ -838,14 +835,20 @@ def _rows(xb, yb, ob, i0, i1, xt, acc, yc, mode, tmode, limit, tile, sat, wide):
         _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide)
 
 
+@njit(cache=True)
+def _no_block8(xb, yb, ob, i0, i1):
+    """The datapaths without an 8-lane form (`tile_tasks`' `block8`): never called."""
+
+
 @njit(cache=True, nogil=True)
-def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, wide):
+def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, wide, block8):
     """Tasks [first, last) of out[b] = x[bx[b]] @ y[by[b]]: task t is `rows_per_task` rows of
     one batch entry; any K (the last tile's missing lanes are zeros). Under tmode 0, the row
     blocks `_plain_rows` clears run the tile `plain` with no saturation check (and, where
-    `wide()`, its 16-lane form `_plain_wide`), for outputs of at least PLAIN_ROWS x
-    PLAIN_COLUMNS: the check reads all of y once per thread and matrix, and each x once, and
-    saves ~40% of the work of an output (~15% without AVX-512). Thin outputs of rows of at
+    `wide()` is 16, its 16-lane form `_plain_wide`; where it is 8, `block8`, the 8-lane
+    strips of `plain_block8`, for blocks that are not thin), for outputs of at least
+    PLAIN_ROWS x PLAIN_COLUMNS: the check reads all of y once per thread and matrix, and each x
+    once, and saves ~40% of the work of an output (~15% in the generic loop). Thin outputs of rows of at
     least ALONG_K run their plain blocks by `_thin_k` where `wide()` (the reductions of
     BatchNorm's statistics, [8, 8192] @ [8192, 1]: 2x faster than `_thin`'s transposed copy;
     LayerNorm's, [256, 64] @ [64, 1]: 1.2x)."""
@@ -869,6 +872,8 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
         if check and _plain_rows(xb, i0, i1, ymax, ysmall, limit):
             if along_k:
                 _thin_k(xb, yb, ob, i0, i1, ts, yc)
+            elif wide() == 8 and not thin:
+                block8(xb, yb, ob, i0, i1)
             else:
                 _rows(xb, yb, ob, i0, i1, xt, acc, yc, mode, tmode, limit, plain,
                       _self._unlimited,
@@ -882,13 +887,13 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
 @njit(cache=True, nogil=True)
 def _default_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
     tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._default_tile,
-               _self._plain_tile, _self._plain_is_wide)
+               _self._plain_tile, _self._plain_is_wide, _self.plain_block8)
 
 
 @njit(cache=True, nogil=True)
 def _any_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
     tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._any_tile,
-               _self._any_tile, _self._no_wide)   # no plain tile: taken under tmode 0 only
+               _self._any_tile, _self._no_wide, _self._no_block8)   # no plain tile: tmode 0 only
 
 
 @njit(cache=True, nogil=True)
