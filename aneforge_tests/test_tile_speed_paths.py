@@ -369,7 +369,8 @@ def _eight_equals_reference(x, y, i0, i1):
 
 @needs_eight
 @settings(max_examples=150, deadline=None, derandomize=True, database=None)
-@given(st.integers(0, 10 ** 6), st.integers(-48, 32), st.sampled_from([1, 7, 8, 31, 32, 33, 45, 70]),
+@given(st.integers(0, 10 ** 6), st.integers(-48, 32),
+       st.sampled_from([1, 7, 8, 31, 32, 33, 45, 70]),
        st.sampled_from([1, 2, 3, 4, 5, 8, 13, 64, 259, 522]), st.booleans())
 def test_eight_lane_tile_equals_reference_tile_sums(seed, base, n, k, cancel):
     """The 8-lane tile over adversarial products inside the plain tile's domain (nonzero

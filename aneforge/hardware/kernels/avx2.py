@@ -28,7 +28,8 @@ _I32 = ir.IntType(32)
 _I64 = ir.IntType(64)
 _F0 = ir.Constant(ir.FloatType(), 0.0)
 RUNS = 4            # vectors of 8 columns per strip (more spill registers: slower)
-CHUNK = 256         # K per pass over a block: y's rows of a strip stay in L1 across the rows
+CHUNK = 256         # K per pass over a block: y's rows of a strip stay in the first-level cache
+                    # across the block's rows
 
 
 def _features() -> set:

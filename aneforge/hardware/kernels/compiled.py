@@ -848,8 +848,8 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
     `wide()` is 16, its 16-lane form `_plain_wide`; where it is 8, `block8`, the 8-lane
     strips of `plain_block8`, for blocks that are not thin), for outputs of at least
     PLAIN_ROWS x PLAIN_COLUMNS: the check reads all of y once per thread and matrix, and each x
-    once, and saves ~40% of the work of an output (~15% in the generic loop). Thin outputs of rows of at
-    least ALONG_K run their plain blocks by `_thin_k` where `wide()` (the reductions of
+    once, and saves ~40% of the work of an output (~15% in the generic loop). Thin outputs of
+    rows of at least ALONG_K run their plain blocks by `_thin_k` where `wide()` (the reductions of
     BatchNorm's statistics, [8, 8192] @ [8192, 1]: 2x faster than `_thin`'s transposed copy;
     LayerNorm's, [256, 64] @ [64, 1]: 1.2x)."""
     _, m, n = out.shape
