@@ -7,6 +7,8 @@
 - one carry cut per tile instead of one per add (the chain's next add cuts at least as coarse);
 - the plain tile 16 lanes at a time by AVX-512 (where numba targets it): the smaller operand
   cut by an add rounded toward zero against a constant of its sign;
+- the plain tile 8 lanes at a time (AVX2 without AVX-512): strips of a row over chunks of K,
+  masked vectors past the last strip of 32 columns, zero tiles skipped;
 - the thread split, whose calling thread runs the first share.
 
 "Bit-equal" means equal float32 bits, except that a NaN only has to be a NaN."""
@@ -331,3 +333,111 @@ def test_a_bound_matmul_by_a_transposed_weight_equals_reference(family, shape):
                 out = np.empty(want.shape, np.float32)
                 kernels.tile_bound(x, w.T, out, 0, 0, limit)()
         same(out, want)
+
+
+# ---- the 8-lane plain tile (AVX2, no AVX-512), against the reference's tile matmul ---------
+def _eight_cpu():
+    from aneforge.hardware.kernels import avx2
+    return avx2.EIGHT
+
+
+needs_eight = pytest.mark.skipif(not kernels.available() or not _eight_cpu(),
+                                 reason="numba does not target AVX2 here: no 8-lane tile")
+
+
+def block8(x, y, i0, i1):
+    """`plain_block8` on rows i0 .. i1 of x @ y, in an output prefilled with NaN whose
+    buffer runs on past its end: returns the output and the tail, which must stay NaN (the
+    masked lanes past a row write nothing)."""
+    from aneforge.hardware.kernels import avx2
+    m, n = x.shape[0], y.shape[1]
+    buf = np.full(m * n + 16, np.nan, np.float32)
+    out = buf[:m * n].reshape(m, n)
+    avx2.plain_block8(x, y, out, i0, i1)
+    return out, buf[m * n:]
+
+
+def _eight_equals_reference(x, y, i0, i1):
+    """`block8` rows i0 .. i1 bit-equal to the reference (the plain tile's domain: no limit
+    reached); the other rows, and the buffer past the output, untouched."""
+    out, past = block8(x, y, i0, i1)
+    with np.errstate(all="ignore"):
+        want = reference.tile_matmul(x, y, 0, 0, np.inf)
+    same(out[i0:i1], want[i0:i1])
+    assert np.isnan(out[:i0]).all() and np.isnan(out[i1:]).all() and np.isnan(past).all()
+
+
+@needs_eight
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(st.integers(0, 10 ** 6), st.integers(-48, 32),
+       st.sampled_from([1, 7, 8, 31, 32, 33, 45, 70]),
+       st.sampled_from([1, 2, 3, 4, 5, 8, 13, 64, 259, 522]), st.booleans())
+def test_eight_lane_tile_equals_reference_tile_sums(seed, base, n, k, cancel):
+    """The 8-lane tile over adversarial products inside the plain tile's domain (nonzero
+    products >= 2**-104, all < 2**100: ties at the cut, carries, cancellation to zero and below
+    the larger exponent, equal magnitudes of opposite sign, +-0), lane by lane: x's rows are
+    ones and powers of two (exact products: y's values, scaled), so each output is its
+    column's tile sums added up. Widths around the strips of 32 and the masked vectors of 8,
+    K around the tile of 4 and the chunks of 256, rows skipped by whole zero tiles."""
+    rng = np.random.default_rng(seed)
+    y = np.concatenate([_cancel(rng, np.stack([_lanes(rng, n, base) for _ in range(4)]))
+                        if cancel else np.stack([_lanes(rng, n, base) for _ in range(4)])
+                        for _ in range((k + 3) // 4)])[:k]
+    x = np.float32(2.0) ** rng.integers(-2, 3, (6, k)).astype(np.float32) * signs(rng, (6, k))
+    x[1] = 0.0                                                  # a row of zeros: all skipped
+    x[2, rng.random(k) < 0.5] = 0.0                             # zero lanes, some whole tiles
+    x[3, : 4 * (k // 8)] = 0.0
+    _eight_equals_reference(x, y, 1, 5)
+
+
+@needs_eight
+@pytest.mark.parametrize("family", ["fp16", "carries", "big"])      # "tiny": not a plain block
+@pytest.mark.parametrize("shape", [(9, 13, 40), (8, 64, 192), (3, 300, 64), (5, 6, 17), (2, 4, 8),
+                                   (32, 32, 32), (4, 1, 33)])
+def test_eight_lane_blocks_equal_reference(family, shape):
+    """Blocks of ordinary shapes from the hazard families whose blocks `_plain_rows` clears
+    under an infinite limit (as the tile matmul gives them to the 8-lane tile), any K % 4."""
+    from aneforge.hardware.kernels import compiled
+    m, k, n = shape
+    rng = np.random.default_rng(m * k + n)
+    x, y = FAMILIES[family](rng, (m, k)), FAMILIES[family](rng, (k, n))
+    x[rng.random(m) < 0.3, : 4 * (k // 8)] = 0.0
+    ymax = np.empty(k, np.float32)
+    assert compiled._plain_rows(x, 0, m, ymax, compiled._y_bounds(y, ymax), np.float32(np.inf))
+    _eight_equals_reference(x, y, 0, m)
+
+
+@needs_eight
+def test_eight_lane_tile_named_cases():
+    """Lanes that pin each step of the 8-lane add (as the 16-lane test's): the cut of the
+    smaller operand toward zero for both signs, a tie of magnitudes with opposite signs, a
+    carry whose extra bit the next add or the tile's end clears, a full cancellation, the
+    smallest products of the plain domain; each case in a strip of 32 and a masked vector."""
+    q = 2.0 ** -11
+    cases = [(1.0, 0.75 * q, 0, 0), (1.0, -0.75 * q, 0, 0), (-1.0, 0.75 * q, 0, 0),
+             (-1.0, -0.75 * q, 0, 0), (1.5, -1.5, 0.5 * q, 0), (1.5, -1.5, 0, -0.0),
+             (2 - q, 2 - q, 0, 0), (2 - q, 2 - q, q, 0), (2 - q, 2 - q, -3.0, 0.375),
+             (4096, 3, -4096, 0), (-4096, -3, 4096, 0), (4094, 5, -4096, 0),
+             (2048, 1, 0, 0), (0.0, -0.0, 0.0, -0.0), (2.0 ** -104, -(2.0 ** -104), 2.0 ** -90, 0),
+             (2.0 ** 99, -(2.0 ** 99), 2.0 ** -104, 0)]
+    p = np.float32(cases).T
+    y = np.ascontiguousarray(np.concatenate([p, -p, p[:, :5]], axis=1))    # 37: 32 + 5
+    out, _ = block8(np.ones((1, 4), np.float32), y, 0, 1)
+    with np.errstate(all="ignore"):
+        same(out, reference.tile_matmul(np.ones((1, 4), np.float32), y, 0, 0, np.inf))
+    assert out[0, 9] == 2 and out[0, 10] == -2 and out[0, 11] == 2 and out[0, 12] == 2049
+    assert out[0, 15] == 2.0 ** -104 and out[0, 16 + 9] == -2 and out[0, 32 + 4] == q / 2
+
+
+def test_the_eight_lane_tile_follows_numbas_cpu_features(monkeypatch):
+    """The 8-lane tile is compiled in exactly when numba targets AVX2 (its own feature
+    string: NUMBA_CPU_FEATURES wins over the host's), and the tile matmul's plain blocks take
+    it only without AVX-512 (whose 16-lane form is faster)."""
+    from numba.core import config
+    from aneforge.hardware.kernels import avx2, compiled
+    lanes = compiled._plain_is_wide()
+    assert lanes == (16 if compiled.WIDE else 8 if avx2.EIGHT else 0)
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx,+avx2,+fma")
+    assert avx2._avx2()
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx,-avx2,+fma")
+    assert not avx2._avx2()

@@ -20,6 +20,7 @@ from numba import njit, types, uint64
 from numba.extending import intrinsic
 from numba.np.arrayobj import populate_array
 
+from .avx2 import EIGHT, plain_block8
 from .avx512 import WIDE, _plain_wide, _tiles16
 from .threads import PARALLEL_MACS, threads
 
@@ -587,15 +588,16 @@ def _thin_k(xb, yb, ob, i0, i1, ts, yc):
 
 @njit(cache=True)
 def _plain_is_wide():
-    """Whether `tile_tasks` may run a plain block by `_plain_wide` (where numba targets
-    AVX-512)."""
-    return WIDE
+    """The lanes of the plain tile's vector form, by which `tile_tasks` may run a plain block:
+    16 (`_plain_wide`, where numba targets AVX-512), 8 (`plain_block8`, AVX2: in the full forms
+    only, its strips add ~4 s to the lean forms' ~9 s of compile), else 0."""
+    return 16 if WIDE else 8 if EIGHT else 0
 
 
 @njit(cache=True)
 def _no_wide():
-    """The tiles without a 16-lane form: the caller's loop does every lane."""
-    return False
+    """The tiles without a vector form: the caller's loop does every lane."""
+    return 0
 
 
 @njit(cache=True)
@@ -722,8 +724,8 @@ def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide):
     adding +-0 leaves the accumulator unchanged (it starts at +0, and a round-to-nearest sum
     is never -0). One-hot and relu'd operands skip most of their work. The last tile, when
     K % 4 != 0, is `_block_tail` (y's rows chosen by a condition here, or passed to a helper,
-    stop the j loop from vectorizing well: 1.4x slower). Where `wide()` (the plain tile on
-    AVX-512), `_plain_wide` does every row (its last n % 32 lanes masked), the j loop none."""
+    stop the j loop from vectorizing well: 1.4x slower). Where `wide()` is 16 (the plain tile
+    on AVX-512), `_plain_wide` does every row (its last n % 32 lanes masked), the j loop none."""
     n, k = ob.shape[1], xb.shape[1]
     for i in range(i0, i1):
         for j in range(n):
@@ -740,7 +742,7 @@ def _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide):
                 if finite:
                     continue
             o = ob[i]
-            if wide() and _plain_wide(o, y0, y1, y2, y3, a0, a1, a2, a3):
+            if wide() == 16 and _plain_wide(o, y0, y1, y2, y3, a0, a1, a2, a3):
                 continue                    # (a loop starting past 0 does not vectorize)
             for j in range(n):
                 t = tile(a0 * y0[j], a1 * y1[j], a2 * y2[j], a3 * y3[j], mode, tmode)
@@ -761,7 +763,7 @@ def _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide):
     for i in range(i0, i1):
         xr, o = xb[i], ob[i]
         a0, a1, a2 = xr[k0], _lane(xr, k0 + 1, k), _lane(xr, k0 + 2, k)
-        if wide() and _plain_wide(o, y0, y1, y2, y0, a0, a1, a2, _ZERO):
+        if wide() == 16 and _plain_wide(o, y0, y1, y2, y0, a0, a1, a2, _ZERO):
             continue
         for j in range(n):
             p1 = a1 * yb[k0 + 1, j] if k0 + 1 < k else _ZERO
@@ -790,7 +792,7 @@ def _thin(xb, yb, ob, i0, i1, xt, acc, yc, mode, tmode, limit, tile, sat, wide):
         for k0 in range(0, k, 4):
             v0, v1, v2, v3 = yc[k0], yc[k0 + 1], yc[k0 + 2], yc[k0 + 3]
             x0, x1, x2, x3 = xt[k0], xt[k0 + 1], xt[k0 + 2], xt[k0 + 3]
-            if wide() and _plain_wide(acc, x0, x1, x2, x3, v0, v1, v2, v3):
+            if wide() == 16 and _plain_wide(acc, x0, x1, x2, x3, v0, v1, v2, v3):
                 continue
             for i in range(r):
                 t = tile(x0[i] * v0, x1[i] * v1, x2[i] * v2, x3[i] * v3, mode, tmode)
@@ -833,15 +835,21 @@ def _rows(xb, yb, ob, i0, i1, xt, acc, yc, mode, tmode, limit, tile, sat, wide):
         _block(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide)
 
 
+@njit(cache=True)
+def _no_block8(xb, yb, ob, i0, i1):
+    """The datapaths without an 8-lane form (`tile_tasks`' `block8`): never called."""
+
+
 @njit(cache=True, nogil=True)
-def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, wide):
+def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, wide, block8):
     """Tasks [first, last) of out[b] = x[bx[b]] @ y[by[b]]: task t is `rows_per_task` rows of
     one batch entry; any K (the last tile's missing lanes are zeros). Under tmode 0, the row
     blocks `_plain_rows` clears run the tile `plain` with no saturation check (and, where
-    `wide()`, its 16-lane form `_plain_wide`), for outputs of at least PLAIN_ROWS x
-    PLAIN_COLUMNS: the check reads all of y once per thread and matrix, and each x once, and
-    saves ~40% of the work of an output (~15% without AVX-512). Thin outputs of rows of at
-    least ALONG_K run their plain blocks by `_thin_k` where `wide()` (the reductions of
+    `wide()` is 16, its 16-lane form `_plain_wide`; where it is 8, `block8`, the 8-lane
+    strips of `plain_block8`, for blocks that are not thin), for outputs of at least
+    PLAIN_ROWS x PLAIN_COLUMNS: the check reads all of y once per thread and matrix, and each x
+    once, and saves ~40% of the work of an output (~15% in the generic loop). Thin outputs of
+    rows of at least ALONG_K run their plain blocks by `_thin_k` where `wide()` (the reductions of
     BatchNorm's statistics, [8, 8192] @ [8192, 1]: 2x faster than `_thin`'s transposed copy;
     LayerNorm's, [256, 64] @ [64, 1]: 1.2x)."""
     _, m, n = out.shape
@@ -852,7 +860,7 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
     xt, acc, yc = _thin_scratch(m, n, k, rows)
     check = tmode == 0 and (m >= PLAIN_ROWS and n >= PLAIN_COLUMNS or thin and k >= ALONG_K)
     ysmall, seen, ymax = _ZERO, -1, np.empty(k if check else 0, np.float32)
-    along_k = thin and k >= ALONG_K and check and wide()
+    along_k = thin and k >= ALONG_K and check and wide() == 16
     ts = np.empty((min(m, rows) if along_k else 0, (k + 3) // 4), np.float32)
     for t in range(first, last):
         b, i0 = t // rb, (t % rb) * rows
@@ -864,6 +872,8 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
         if check and _plain_rows(xb, i0, i1, ymax, ysmall, limit):
             if along_k:
                 _thin_k(xb, yb, ob, i0, i1, ts, yc)
+            elif wide() == 8 and not thin:
+                block8(xb, yb, ob, i0, i1)
             else:
                 _rows(xb, yb, ob, i0, i1, xt, acc, yc, mode, tmode, limit, plain,
                       _self._unlimited,
@@ -877,13 +887,13 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
 @njit(cache=True, nogil=True)
 def _default_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
     tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._default_tile,
-               _self._plain_tile, _self._plain_is_wide)
+               _self._plain_tile, _self._plain_is_wide, _self.plain_block8)
 
 
 @njit(cache=True, nogil=True)
 def _any_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
     tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, _self._any_tile,
-               _self._any_tile, _self._no_wide)   # no plain tile: taken under tmode 0 only
+               _self._any_tile, _self._no_wide, _self._no_block8)   # no plain tile: tmode 0 only
 
 
 @njit(cache=True, nogil=True)

@@ -1,0 +1,312 @@
+"""The plain tile 8 lanes at a time, for CPUs without AVX-512 (x86-64 with AVX2): LLVM code
+numba inlines into the tile matmul (`compiled.py`), where `plain_block8` does a row block
+`_plain_rows` cleared. Compiled in only where numba targets AVX2 (`EIGHT`) and not AVX-512
+(whose 16-lane form, avx512.py, wins); bit-identical to `compiled._plain_tile` with its
+saturation-free accumulator, which aneforge_tests/test_tile_speed_paths.py checks lane by lane.
+
+The arithmetic is `compiled._sum_plain`'s, step for step (exponent fields, a power-of-two
+scale, llvm.trunc, the scale back: each an exact float32 operation), in generic LLVM vector
+operations. What the loop vectorizer's form of it lacked is independent work in flight: a
+tile is a chain of ~50 cycles of latency, and its vectorized j loop ran one chain per
+iteration, the output row loaded and stored per tile (~2 instructions a cycle). Here a call
+does a strip of one output row, 4 vectors of 8 columns side by side, over a chunk of K's
+tiles: the accumulators stay in registers across the tiles, and the loop is software
+pipelined (an iteration does the first add of the next tile beside the rest of the current
+one), 8 independent chains.
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+_VEC = ir.VectorType(ir.FloatType(), 8)
+_IVEC = ir.VectorType(ir.IntType(32), 8)
+_I32 = ir.IntType(32)
+_I64 = ir.IntType(64)
+_F0 = ir.Constant(ir.FloatType(), 0.0)
+RUNS = 4            # vectors of 8 columns per strip (more spill registers: slower)
+CHUNK = 256         # K per pass over a block: y's rows of a strip stay in the first-level cache
+                    # across the block's rows
+
+
+def _features() -> set:
+    """numba's CPU feature string for its JIT target (NUMBA_CPU_FEATURES, else the host's)."""
+    from numba.core import config
+    from numba.core.codegen import get_host_cpu_features
+    features = config.CPU_FEATURES
+    if features is None:
+        features = get_host_cpu_features()
+    return set(features.split(","))
+
+
+def _avx2() -> bool:
+    """Whether numba compiles for a CPU with AVX2 (8 lanes of float32 and int32 per vector)."""
+    return "+avx2" in _features()
+
+
+EIGHT = _avx2()     # frozen into the compiled kernels (numba's cache is keyed by the CPU too)
+
+
+def _i64(v):
+    return ir.Constant(_I64, v)
+
+
+def _lanes(value):
+    value = value - 2 ** 32 if value >= 2 ** 31 else value
+    return ir.Constant(_IVEC, [ir.Constant(_I32, value)] * 8)
+
+
+def _int(b, v):
+    return b.bitcast(v, _IVEC)
+
+
+def _flt(b, v):
+    return b.bitcast(v, _VEC)
+
+
+def _declared(b, name, ret, args):
+    fn = b.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(b.module, ir.FunctionType(ret, [a.type for a in args]), name)
+    return b.call(fn, args)
+
+
+def _trunc(b, v):
+    """llvm.trunc on 8 floats (one vroundps)."""
+    return _declared(b, "llvm.trunc.v8f32", _VEC, [v])
+
+
+def _each(f, *vs):
+    return [f(*v) for v in zip(*vs)]
+
+
+def _cut_sum8(b, xs, ys):
+    """`compiled._sum_plain` of each pair of vectors of xs and ys, step by step across the
+    pairs (independent chains side by side)."""
+    ex = _each(lambda x: b.and_(_int(b, x), _lanes(0x7F800000)), xs)
+    ey = _each(lambda y: b.and_(_int(b, y), _lanes(0x7F800000)), ys)
+    m = _each(lambda u, v: b.select(b.icmp_unsigned(">", u, v), u, v), ex, ey)
+    scale = _each(lambda e: _flt(b, b.sub(_lanes(265 << 23), e)), m)
+    q = _each(lambda e: _flt(b, b.sub(e, _lanes(11 << 23))), m)
+    tx = _each(lambda x, s: _trunc(b, b.fmul(x, s)), xs, scale)
+    ty = _each(lambda y, s: _trunc(b, b.fmul(y, s)), ys, scale)
+    return _each(lambda u, v, w: b.fmul(b.fadd(u, v), w), tx, ty, q)
+
+
+def _cut12(b, v):
+    """The carry's cut (`compiled._carry_cut`): v's bits with the low 12 cleared."""
+    return _flt(b, b.and_(_int(b, v), _lanes(0xFFFFF000)))
+
+
+def _splat(b, v, vec=_VEC, i32=False):
+    v = b.trunc(v, _I32) if i32 else v
+    one = b.insert_element(ir.Constant(vec, None), v, ir.Constant(_I32, 0))
+    return b.shuffle_vector(one, ir.Constant(vec, None), ir.Constant(_IVEC, [0] * 8))
+
+
+class _Strip:
+    """The code of one strip: o[i, j:j+8*runs] = the plain-tile matmul of x[i] and
+    y[:, j:j+8*runs] (float32, C-contiguous, 2-D) over the full tiles starting at
+    live[first:end] (in order; the others' x lanes are all 0, products +-0 that leave the
+    accumulator as it is: y is finite in a plain block), from +0 when `fresh`, else from o's
+    values (a later chunk of K), then the last tile when K % 4 != 0 and `ends`; `masked`: one
+    run, its lanes below `count` only (the others neither read nor written)."""
+
+    def __init__(self, context, builder, sig, args, runs, masked):
+        self.b, self.runs, self.masked = builder, runs, masked
+        self.o, self.x, self.y, self.live = (context.make_array(t)(context, builder, v) for t, v
+                                             in zip(sig.args[:4], args))
+        self.i, self.j, count, self.first, self.end, self.fresh, self.ends = args[4:]
+        self.k = cgutils.unpack_tuple(builder, self.x.shape)[1]
+        self.n = cgutils.unpack_tuple(builder, self.y.shape)[1]
+        if masked:
+            index = ir.Constant(_IVEC, [ir.Constant(_I32, i) for i in range(8)])
+            self.mask = builder.icmp_unsigned("<", index, _splat(builder, count, _IVEC, True))
+
+    def _ptr(self, arr, row, c):
+        b = self.b
+        at = b.add(b.mul(row, self.n), b.add(self.j, _i64(8 * c)))
+        return b.bitcast(b.gep(arr.data, [at]), _VEC.as_pointer())
+
+    def load(self, ptr):
+        if self.masked:
+            return _declared(self.b, "llvm.masked.load.v8f32.p0", _VEC,
+                             [ptr, ir.Constant(_I32, 4), self.mask, ir.Constant(_VEC, None)])
+        return self.b.load(ptr, align=4)
+
+    def store(self, v, ptr):
+        if self.masked:
+            _declared(self.b, "llvm.masked.store.v8f32.p0", ir.VoidType(),
+                      [v, ptr, ir.Constant(_I32, 4), self.mask])
+        else:
+            self.b.store(v, ptr, align=4)
+
+    def x_at(self, kk):
+        b = self.b
+        return b.load(b.gep(self.x.data, [b.add(b.mul(self.i, self.k), kk)]), align=4)
+
+    def products(self, a, kk):
+        """a * y[kk, j + 8c] for each run c."""
+        b = self.b
+        return [b.fmul(_splat(b, a), self.load(self._ptr(self.y, kk, c)))
+                for c in range(self.runs)]
+
+    def lane(self, k0, lane):
+        kk = self.b.add(k0, _i64(lane))
+        return self.products(self.x_at(kk), kk)
+
+    def head(self, k0):
+        """The first add of the full tile at k0 (lanes 0, 1)."""
+        return _cut_sum8(self.b, self.lane(k0, 0), self.lane(k0, 1))
+
+    def add(self, accs, t):
+        return _each(lambda acc, v: self.b.fadd(acc, _cut12(self.b, v)), accs, t)
+
+    def rest(self, k0, s, accs):
+        """accs + the carry-cut sum of the full tile at k0, from its first add s."""
+        b = self.b
+        return self.add(accs, _cut_sum8(b, _cut_sum8(b, s, self.lane(k0, 2)), self.lane(k0, 3)))
+
+    def last(self, accs):
+        """accs + the last tile when K % 4 != 0: x's missing lanes 0 against y's last row
+        (products +-0: the same to the plain tile, whose sign of zero never reaches the
+        accumulator)."""
+        b = self.b
+        k0, p = b.sub(self.k, b.srem(self.k, _i64(4))), []
+        for lane in range(4):
+            kk = b.add(k0, _i64(lane))
+            inside = b.icmp_signed("<", kk, self.k)
+            kk = b.select(inside, kk, b.sub(self.k, _i64(1)))
+            p.append(self.products(b.select(inside, self.x_at(kk), _F0), kk))
+        return self.add(accs, _cut_sum8(b, _cut_sum8(b, _cut_sum8(b, p[0], p[1]), p[2]), p[3]))
+
+    def tile_at(self, idx):
+        return self.b.load(self.b.gep(self.live.data, [idx]))
+
+    def start(self):
+        b, zero = self.b, ir.Constant(_VEC, [_F0] * 8)
+        fresh = b.icmp_unsigned("!=", self.fresh, ir.Constant(self.fresh.type, 0))
+        return [b.select(fresh, zero, self.load(self._ptr(self.o, self.i, c)))
+                for c in range(self.runs)]
+
+    def finish(self, accs):
+        for c, v in enumerate(accs):
+            self.store(v, self._ptr(self.o, self.i, c))
+
+
+def _phis(b, values, *incoming):
+    """A phi per value, its incoming (values, block) pairs given."""
+    out = [b.phi(v.type) for v in values]
+    for vals, block in incoming:
+        for phi, v in zip(out, vals):
+            phi.add_incoming(v, block)
+    return out
+
+
+def _strip_codegen(runs, masked):
+    def codegen(context, builder, sig, args):
+        if not EIGHT:                # never called then (`plain_block8`); nothing to emit
+            return context.get_dummy_value()
+        s, b = _Strip(context, builder, sig, args, runs, masked), builder
+        accs, entry = s.start(), b.block
+        start, loop, drain, tail, last, done = (b.append_basic_block(name) for name in (
+            "start", "loop", "drain", "tail", "last", "done"))
+        b.cbranch(b.icmp_signed("<", s.first, s.end), start, tail)
+        b.position_at_end(start)                   # the first live tile's first add
+        k0 = s.tile_at(s.first)
+        s1, after = s.head(k0), b.add(s.first, _i64(1))
+        b.cbranch(b.icmp_signed("<", after, s.end), loop, drain)
+        b.position_at_end(loop)          # the next tile's first add, the current one's rest
+        idx, cur = _phis(b, [after, k0], ([after, k0], start))
+        part, acc = _phis(b, s1, (s1, start)), _phis(b, accs, (accs, start))
+        nk = s.tile_at(idx)
+        nxt, new = s.head(nk), s.rest(cur, part, acc)
+        idx2 = b.add(idx, _i64(1))
+        for phi, v in zip([idx, cur] + part + acc, [idx2, nk] + nxt + new):
+            phi.add_incoming(v, loop)
+        b.cbranch(b.icmp_signed("<", idx2, s.end), loop, drain)
+        b.position_at_end(drain)                   # the rest of the last live tile
+        dk = _phis(b, [k0], ([k0], start), ([nk], loop))[0]
+        dpart = _phis(b, s1, (s1, start), (nxt, loop))
+        dacc = _phis(b, accs, (accs, start), (new, loop))
+        drained = s.rest(dk, dpart, dacc)
+        b.branch(tail)
+        b.position_at_end(tail)
+        tacc = _phis(b, accs, (accs, entry), (drained, drain))
+        odd = b.icmp_signed("!=", b.srem(s.k, _i64(4)), _i64(0))
+        ends = b.icmp_unsigned("!=", s.ends, ir.Constant(s.ends.type, 0))
+        b.cbranch(b.and_(odd, ends), last, done)
+        b.position_at_end(last)
+        ended = s.last(tacc)
+        b.branch(done)
+        b.position_at_end(done)
+        s.finish(_phis(b, accs, (tacc, tail), (ended, last)))
+        return context.get_dummy_value()
+    return codegen
+
+
+def _strip(runs, masked):
+    @intrinsic
+    def strip(typingctx, o, x, y, live, i, j, count, first, end, fresh, ends):
+        """See `_Strip`."""
+        if not all(isinstance(t, types.Array) and t.dtype == types.float32 and t.ndim == 2
+                   and t.layout == "C" for t in (o, x, y)):
+            return None
+        sig = types.none(o, x, y, live, i, j, count, first, end, fresh, ends)
+        return sig, _strip_codegen(runs, masked)
+    return strip
+
+
+_strip32 = _strip(RUNS, False)
+_strip8 = _strip(1, True)
+
+
+@njit(cache=True)
+def _live_tiles(xr, live, at):
+    """live[at:] = the starts of the full tiles of row xr with a nonzero x lane, in order;
+    returns where they end."""
+    for k0 in range(0, xr.size - 3, 4):
+        if xr[k0] != 0 or xr[k0 + 1] != 0 or xr[k0 + 2] != 0 or xr[k0 + 3] != 0:
+            live[at] = k0
+            at += 1
+    return at
+
+
+@njit(cache=True)
+def _chunk_ends(live, first, count, end, below):
+    """end[r] = the first of row r's live tiles from first[r] that starts at or past
+    `below`."""
+    for r in range(first.size):
+        e = first[r]
+        while e < count[r] and live[e] < below:
+            e += 1
+        end[r] = e
+
+
+@njit(cache=True)
+def plain_block8(xb, yb, ob, i0, i1):
+    """Rows i0 .. i1 of ob = xb @ yb by the plain tile, in strips (see the module's docstring):
+    K in chunks of CHUNK, each chunk's strips of 32 columns row after row (y's rows of the
+    strip stay in cache), the last n % 32 columns by masked strips of 8. A row's tiles whose
+    x lanes are all 0 are skipped (one-hot and relu'd operands)."""
+    n, k, r = ob.shape[1], xb.shape[1], i1 - i0
+    live = np.empty(r * (k // 4), np.int64)
+    first, count, end = np.empty(r, np.int64), np.empty(r, np.int64), np.empty(r, np.int64)
+    for i in range(r):
+        first[i] = i * (k // 4)
+        count[i] = _live_tiles(xb[i0 + i], live, first[i])
+    wide = n - n % (8 * RUNS)
+    for kb in range(0, max(k, 1), CHUNK):
+        fresh, ends = kb == 0, kb + CHUNK >= k
+        _chunk_ends(live, first, count, end, kb + CHUNK)
+        for j in range(0, wide, 8 * RUNS):
+            for i in range(r):
+                _strip32(ob, xb, yb, live, i0 + i, j, 8 * RUNS, first[i], end[i], fresh, ends)
+        for j in range(wide, n, 8):
+            for i in range(r):
+                _strip8(ob, xb, yb, live, i0 + i, j, min(8, n - j), first[i], end[i], fresh,
+                        ends)
+        first[:] = end
