@@ -629,18 +629,24 @@ tensor<fp16, [1, 4]> y = relu(x = x)[name = string("y")];''', "y")
 from aneforge.bench.startup import mil_program  # noqa: E402
 
 
-def read_both(text: str) -> list[str]:
-    """(the program as MIL text, or the error) read with the fast path, and without."""
+def read_switched(text: str, module, switch: str) -> list[str]:
+    """(the program as MIL text, or the error) read with module.switch on, and off."""
     out = []
-    for fast in (True, False):
-        old, mil_text.FAST_STATEMENTS = mil_text.FAST_STATEMENTS, fast
+    for on in (True, False):
+        old = getattr(module, switch)
+        setattr(module, switch, on)
         try:
             out.append(emit(parse(text)))
         except MILSyntaxError as e:
             out.append(str(e))
         finally:
-            mil_text.FAST_STATEMENTS = old
+            setattr(module, switch, old)
     return out
+
+
+def read_both(text: str) -> list[str]:
+    """Read with the fast path, and without."""
+    return read_switched(text, mil_text, "FAST_STATEMENTS")
 
 
 def fast_lines(text: str) -> set[int]:
@@ -810,17 +816,8 @@ QUICK_CASES = [
 
 
 def read_quick_and_not(text: str) -> list[str]:
-    """(the program as MIL text, or the error) read with the quick path, and without."""
-    out = []
-    for quick in (True, False):
-        old, mil_resolve.QUICK_STATEMENTS = mil_resolve.QUICK_STATEMENTS, quick
-        try:
-            out.append(emit(parse(text)))
-        except MILSyntaxError as e:
-            out.append(str(e))
-        finally:
-            mil_resolve.QUICK_STATEMENTS = old
-    return out
+    """Read with the quick path, and without."""
+    return read_switched(text, mil_resolve, "QUICK_STATEMENTS")
 
 
 @pytest.mark.parametrize("what, before, after", QUICK_CASES, ids=[c[0] for c in QUICK_CASES])
