@@ -423,6 +423,8 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     >>> af.conv2d(af.ones(1, 1, 3, 3), af.ones(1, 1, 2, 2)).tolist()
     [[[[4.0, 4.0], [4.0, 4.0]]]]
     """
+    if isinstance(padding, str):
+        input, padding = _string_padding(input, weight, padding, stride, dilation)
     # a function of its inputs' values: recorded once per kind, then re-recorded (its kh*kw
     # slices, pad, stack and matmul cost more Python to record than a small CNN's step has)
     key = ("conv2d", *[tuple(v) if isinstance(v, list) else v for v in (stride, padding, dilation)],
@@ -433,6 +435,24 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     except TypeError:                     # a setting that is no key (a nested list): not kept
         return build()
     return input._kept(key, [_plain(t) for t in (input, weight, bias) if t is not None], build)
+
+
+def _string_padding(input: Tensor, weight: Tensor, padding: str, stride, dilation):
+    """torch's padding='valid' (none) and 'same' (stride 1: each side d*(k-1)//2, and an odd
+    total's extra row or column at the bottom or right, as torch pads it): (the input, with
+    that extra when there is one, and the even padding)."""
+    if padding == "valid":
+        return input, 0
+    if padding != "same":
+        raise ValueError(f"Invalid padding string {padding!r}, should be one of "
+                         f"{{'valid', 'same'}}")
+    if _pair(stride) != (1, 1):
+        raise ValueError("padding='same' is not supported for strided convolutions: pass the "
+                         "padding as numbers, or use stride=1")
+    total = [d * (k - 1) for d, k in zip(_pair(dilation), weight.shape[-2:])]
+    if total[0] % 2 or total[1] % 2:
+        input = pad(input, (0, total[1] % 2, 0, total[0] % 2))
+    return input, (total[0] // 2, total[1] // 2)
 
 
 def _plain(t: Tensor) -> Tensor:
@@ -456,8 +476,9 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     [[[2.0, 2.0, 2.0]]]
     """
     one = lambda v: (1, v if isinstance(v, int) else v[0])            # noqa: E731
-    return conv2d(input.unsqueeze(-2), weight.unsqueeze(-2), bias, one(stride),
-                  (0, _pair(padding)[0]), one(dilation), groups).squeeze(-2)
+    padding = padding if isinstance(padding, str) else (0, _pair(padding)[0])
+    return conv2d(input.unsqueeze(-2), weight.unsqueeze(-2), bias, one(stride), padding,
+                  one(dilation), groups).squeeze(-2)
 
 
 def _dilate_zeros(x: Tensor, axis: int, s: int) -> Tensor:

@@ -64,7 +64,8 @@ class Conv2d(Module):
                              f"be divisible by groups={groups}")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size, self.stride = pair(kernel_size), pair(stride)
-        self.padding, self.dilation = pair(padding), pair(dilation)
+        self.padding = padding if isinstance(padding, str) else pair(padding)   # 'same', 'valid'
+        self.dilation = pair(dilation)
         self.weight = _param(out_channels, in_channels // groups, *self.kernel_size)
         self.bias = _param(out_channels) if bias else None
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
@@ -398,7 +399,8 @@ class Conv1d(Module):
         one = lambda v: v if isinstance(v, int) else v[0]       # noqa: E731
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size, self.stride = (one(kernel_size),), (one(stride),)
-        self.padding, self.dilation = (one(padding),), (one(dilation),)
+        self.padding = padding if isinstance(padding, str) else (one(padding),)
+        self.dilation = (one(dilation),)
         self.weight = _param(out_channels, in_channels // groups, one(kernel_size))
         self.bias = _param(out_channels) if bias else None
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
