@@ -27,9 +27,7 @@ from .ops._grad import zeros
 from .tensor.base import TensorBase
 from .tensor.highrank import HighRank, wrap
 from .tensor.reduce import reduce
-from .core.trace import SEQ, KeptStretches, Stretch, current_tape, leaf, record
-from .dtypes import float16
-from .ir.types import TensorType
+from .core.trace import SEQ, KeptStretches, Stretch, current_tape, half_scalar, record
 from .ir.dag import topological
 
 
@@ -727,10 +725,7 @@ def _scale_input(root, scaler) -> "Tensor":
     each leaf made)."""
     if CTX.thread.capture is not None:
         return root._as_tensor(scaler.scale)
-    return root._at(leaf(np.asarray(scaler.scale, np.float16), _SCALE_TYPE))
-
-
-_SCALE_TYPE = TensorType((), float16)
+    return root._at(half_scalar(scaler.scale))
 
 
 def _current(node):

@@ -1025,10 +1025,13 @@ def test_a_changing_raw_loop_is_torch_correct_and_lazy_recordings_change_no_bit(
 
 
 def test_a_per_step_scalar_is_the_leaf_tensor_makes():
-    """An optimizer's changing hyperparameters (Adam's bias corrections) are made as leaves
-    directly: each the type and bits `af.tensor` gives, rounded once from the double (a value
-    just past an fp16 tie, which float32 would round onto the tie first, included)."""
-    from aneforge.optim.optimizer import _scalar
+    """An optimizer's changing hyperparameters (Adam's bias corrections) and the loss scale
+    are made as leaves directly (`trace.half_scalar`): each the type and bits `af.tensor`
+    gives, rounded once from the double (a value just past an fp16 tie, which float32 would
+    round onto the tie first, included)."""
+    from aneforge.core.trace import half_scalar
+    from aneforge.tensor import Tensor
+    _scalar = lambda v: Tensor(half_scalar(v))      # noqa: E731  (as the optimizer makes it)
     values = [0.0, -0.0, 1e-3, 0.1, 1 / 3, 0.999, 65504.0, 65520.0, 1e6, 2.0 ** -25, 3e-8,
               -1.0000001, 1 + 2.0 ** -11 + 2.0 ** -40]
     with warnings.catch_warnings():

@@ -11,7 +11,10 @@ import threading
 import weakref
 from typing import Any
 
+import numpy as np
+
 from ..context import CTX
+from ..dtypes import float16
 from ..errors import LimitError
 from ..ir.signature import canonical, op_key
 from ..ir.types import TensorType
@@ -65,6 +68,17 @@ class Node:
 
 def leaf(array, type: TensorType, requires_grad: bool = False) -> Node:
     return Node(None, {}, {}, [type], [array], requires_grad, None, ())
+
+
+def half_scalar(v: float) -> Node:
+    """A host number as the float16 leaf `af.tensor(v)` makes (numpy rounds the double once),
+    without `af.tensor`'s checks of user data (~10 us): for scalars a step makes anew each
+    time (the loss scale, Adam's bias corrections). Outside af.compile's capture only, which
+    is told of each leaf `af.tensor` makes."""
+    return leaf(np.asarray(v, np.float16), _HALF_SCALAR)
+
+
+_HALF_SCALAR = TensorType((), float16)
 
 
 # ---- written leaves: a value set into a handle, computed by the next realization --------

@@ -20,10 +20,8 @@ from typing import Iterable
 import numpy as np
 
 from ..core import realization, scalar_consts
-from ..core.trace import KeptStretches, Stretch, current_tape, leaf
+from ..core.trace import KeptStretches, Stretch, current_tape, half_scalar
 from ..context import CTX
-from ..dtypes import float16
-from ..ir.types import TensorType
 from ..autograd import carried, enable_grad, no_grad
 from ..creation import tensor
 from ..errors import AneforgeError
@@ -35,16 +33,6 @@ MASTER_WEIGHTS = ("compensated", "fp16")
 # kept updates of a step's parameters (Optimizer._updated): key -> (trace.Stretch, each
 # parameter's new state's keys), this thread's
 _UPDATES = KeptStretches()
-
-
-def _scalar(v: float) -> Tensor:
-    """A per-step scalar as `tensor(v)` makes it (a float16 leaf: numpy rounds the double
-    once), without `tensor`'s checks of user data (~10 us; Adam's bias corrections change
-    every step). Outside af.compile's capture, which is told of each leaf `tensor` makes."""
-    return Tensor(leaf(np.asarray(v, np.float16), _SCALAR))
-
-
-_SCALAR = TensorType((), float16)
 
 
 class Optimizer:
@@ -289,7 +277,7 @@ class Optimizer:
             if capture is not None or last is None or last[0] != v or \
                     math.copysign(1.0, last[0]) != math.copysign(1.0, v):      # (-0.0: 0.0)
                 last = kept[(id(group), k)] = (v, tensor(v) if capture is not None else
-                                               _scalar(v))
+                                               Tensor(half_scalar(v)))
             out[k] = last[1]
             _warn_if_lost(k, v, last[1])
         if capture is not None:
