@@ -9,6 +9,7 @@ not a dependency of the package on its importers.
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 import subprocess
 import sys
@@ -72,7 +73,14 @@ def _imported(node, package: str, modules) -> list[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    """aneforge module -> the aneforge modules it imports."""
+    """aneforge module -> the aneforge modules it imports (a fresh copy each call: tests plant
+    edges in theirs)."""
+    return {m: set(deps) for m, deps in _read_graph().items()}
+
+
+@functools.cache
+def _read_graph() -> dict[str, frozenset[str]]:
+    """The graph read from the source once a session (parsing every file takes seconds)."""
     modules = _modules()
     graph = {}
     for name, (path, is_package) in modules.items():
@@ -81,7 +89,7 @@ def import_graph() -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 deps.update(_imported(node, package, modules))
-        graph[name] = {d for d in deps if d in modules and d != name}
+        graph[name] = frozenset(d for d in deps if d in modules and d != name)
     return graph
 
 
@@ -122,6 +130,7 @@ def _in(module: str, layers) -> bool:
     return any(module == p or module.startswith(p + ".") for p in layers)
 
 
+@functools.cache
 def _reexports_only(path: pathlib.Path) -> bool:
     """A package `__init__` whose body is imports, `__all__` and a docstring."""
     for node in ast.parse(path.read_text()).body:
