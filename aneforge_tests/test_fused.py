@@ -815,8 +815,9 @@ def test_narrow_sums_over_a_batch_run_side_by_side(monkeypatch, vm, model):
 def test_a_zero_maximum_of_both_signs_runs_its_kernel(monkeypatch, vm, width):
     """A row whose largest value is 0 and holds +0 and -0: numpy's sign depends on its vector
     lanes, so the fused run stops there and the op's kernel computes it; the run resumes
-    after it. Every other row is fused (its scans vectorized over rows of 300), by either
-    VM. Bits equal the interpreter's either way."""
+    after it. Every other row is fused (its scans vectorized over rows of 300) by the full VM;
+    the lean VM leaves every reduction to its kernel. Bits equal the interpreter's either
+    way."""
     rows = np.full((48, width), -1.0, np.float16)
     rows[::2, 3], rows[::2, 17] = 0.0, -0.0         # both zeros: unsettled
     rows[1::4, 5] = -0.0                            # -0 only: settled, -0
@@ -838,7 +839,10 @@ def test_a_zero_maximum_of_both_signs_runs_its_kernel(monkeypatch, vm, width):
                 ((x[1::2] * 1.0).amax(-1) + 1.0).numpy()]
     for a, b in zip(*both(monkeypatch, run)):
         same_bits(a, b)
-    assert settled.count("reduce_max") == 1 and settled.count("reduce_min") == 1
+    # the full VM leaves the two ops with unsettled rows to their kernels; the lean VM leaves
+    # every reduction (the third program's max too: its rows are settled)
+    assert settled.count("reduce_max") == (1 if vm == "full" else 2)
+    assert settled.count("reduce_min") == 1
     assert {"max", "min"} <= set(_opcodes(made))
 
 

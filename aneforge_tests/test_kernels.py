@@ -475,6 +475,90 @@ def test_the_forms_switch_binds_and_restores():
     assert fused.run is fused.run_full and compiled.default_tasks is compiled._default_tasks
 
 
+def _called(function) -> set:
+    """The names a function's source calls by name (`f(...)`) or by attribute (`_self.f`)."""
+    import ast
+    import inspect
+    names = set()
+    for node in ast.walk(ast.parse(inspect.getsource(function.py_func))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            names.add(node.func.id)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                node.value.id == "_self":
+            names.add(node.attr)
+    return names
+
+
+@needs_numba
+def test_the_lean_forms_compile_few_specialisations():
+    """What a fresh install compiles first (`kernels.SWAPS`' lean forms) stays small: the tile
+    matmul's lean form calls `_block` once, with the default tile and the saturation check
+    (each further tile, `_thin` and the plain rows' check cost ~1-1.5 s of CPU each on an
+    AVX2 VM: ~12 s in all against ~3 s), and the lean VM folds no reduction itself (its
+    folds took ~3 s of its ~11)."""
+    from aneforge.hardware.kernels import compiled, fused
+    tile = _called(compiled._lean_tasks)
+    assert {"_block", "_default_tile", "_saturate", "_no_wide"} <= tile
+    assert not tile & {"_thin", "_thin_k", "_rows", "_plain_rows", "_plain_tile", "_y_bounds",
+                       "tile_tasks"}
+    vm = _called(fused.run_lean)
+    assert "_lean_op" in vm and not vm & {"_fold", "_reduce", "_extremum", "_absmax", "_leaf",
+                                          "_narrow_leading", "_pairwise", "_op"}
+
+
+@needs_numba
+def test_the_lean_vm_returns_each_reduction_to_its_kernel():
+    """run_lean stops at a reduction's row, as run_full stops at an unsettled one (the plan runs
+    the op's kernel, then resumes after it); the elementwise rows before it are done, the
+    ones after it only when resumed."""
+    from aneforge.hardware.kernels import fused
+    kernels.wait()
+    width, at = fused.WIDTH, fused.ROW.index
+
+    def row(op, out, a, b, cols=4):
+        r = [0] * width
+        for field, v in (("opcode", fused.OP[op]), ("store", -1), ("rows", 1), ("cols", cols),
+                         ("out", out), ("a", a), ("a_rs", cols), ("a_cs", 1), ("b", b),
+                         ("b_rs", cols), ("b_cs", 1)):
+            r[at(field)] = v
+        return r
+    arena = np.zeros(32, np.float32)
+    arena[:8] = np.arange(8)
+    code = np.array([row("add", 8, 0, 4), row("sum", 12, 8, 0), row("mul", 16, 0, 4)],
+                    np.int64)
+    scratch = [np.zeros(8, np.float32) for _ in range(3)]
+    tables = np.zeros(0, np.uint16)
+    for run in (fused.run_lean, fused.run_full):
+        arena[8:] = 0
+        stop = run(arena, code, *scratch, 0, tables, 0)
+        assert arena[8:12].tolist() == [4, 6, 8, 10]
+        if run is fused.run_lean:
+            assert stop == 1 and arena[12] == 0 and not arena[16:20].any()
+            assert run(arena, code, *scratch, 0, tables, 2) == -1
+        else:
+            assert stop == -1 and arena[12] == 28
+        assert arena[16:20].tolist() == [0, 5, 12, 21]
+
+
+@needs_numba
+def test_the_compiling_child_leaves_scipy_alone(tmp_path):
+    """The compiling child does not import scipy's BLAS (numba's first compile would: 0.3-0.45
+    s of CPU before any kernel compiles) and still compiles its kernels."""
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(kernels.__file__))))
+    program = kernels._CHILD.format(nice=0, package=package, groups=[["compiled.to_float16"]])
+    code = program + "\nprint('scipy.linalg' in sys.modules, 'numba' in sys.modules)"
+    assert _python(code, NUMBA_CACHE_DIR=str(tmp_path)) == "False True"
+    assert any(tmp_path.rglob("*to_float16*.nbi"))
+
+
+def test_each_module_compiles_in_a_process_of_its_own():
+    """The lean stage in two processes, one per module (the small kernels and the tile
+    matmul's lean form; the fused VM's), the full stage likewise (`_child`)."""
+    lean, full = kernels._stages()
+    for stage in (lean, full):
+        assert {kernels._child(m, n) for m, n, _ in stage} == {"compiled", "fused"}
+
+
 def test_use_rejects_unknown_kernels():
     with pytest.raises(ValueError, match="numpy"):
         kernels.use("cuda")

@@ -8,8 +8,8 @@ Prints a side-by-side table (final loss, test accuracy, wall time, compiles), th
 step times (the first step captures and compiles the step; on a fresh install numba compiles
 the simulator's kernels once in child processes, cached for later runs: the first step runs
 on the numpy kernels, the second waits the few seconds the lean compiled forms take, the
-steps run on those, within ~1.05x of full speed for this network, then on the full ones once
-compiled, ~25 s later, the same bits throughout), and saves the two loss curves to
+steps run on those, at ~1.7x the full ones' step time for this network, then on the full ones
+once compiled, about a minute later, the same bits throughout), and saves the two loss curves to
 OUT/train_mlp_loss.png.
 """
 from __future__ import annotations

@@ -4,9 +4,9 @@ kernels: aneforge/hardware/kernels/__init__.py), and parsing a large MIL text.
 
 Two arrivals are reported from a first run. Steady state: the steps run within 3x the final
 steady step (on the full forms), the lean compiled forms' speed counting as steady and the
-numpy reference's (~250x) not. Full speed: within 1.2x; the lean forms run this MLP step
-within ~1.05x of the full ones, so it comes with them (a program whose lean steps are slower
-than that, a CNN's, waits for the full forms).
+numpy reference's (~600x) not. Full speed: within 1.2x; the lean forms run this MLP step at
+~1.7x the full ones' time (they trade speed for a short compile), so it comes with the full
+forms.
 Both are judged on windows of consecutive steps (`WINDOW`, `settled`), and never before the
 first step on compiled kernels (the wait for them is one long step), rather than on the last
 single slow step: on this shared 2-core machine other processes make a lone step 10x slow at

@@ -17,12 +17,12 @@ Importing aneforge never imports numba. Under "auto" the first kernel call start
 compiled kernels in a background thread and runs the numpy reference until they are ready (the
 two are bit-identical, so a program gives the same bits whichever runs, and whenever the swap
 happens): on a fresh install numba compiles them once, in child processes on other cores,
-into its on-disk cache (lean forms of the two big kernels first, ~9 s of CPU in three
-processes, then their full forms, ~22 s: `_Loader`), from which later runs load them in
-~0.3 s. The lean forms run the bench's MLP steps (the README's too) within ~1.05x of the full
-ones; the CNN, char-LM and GPT steps' fused runs, with more strided and broadcast operands,
-1.3-2x. A program's second run
-(a loop) waits for the lean forms rather than run on the reference meanwhile (`settle`).
+into its on-disk cache (lean forms of the two big kernels first, ~18 s of CPU in two
+processes on this AVX2 VM under load, then their full forms, ~80 s: `_Loader`), from which
+later runs load them in ~0.3 s. The lean forms run the bench's MLP step (the README's too)
+at ~1.7x the full ones' step time: far from the reference's ~600x, and they compile in
+about a third of the time forms within ~1.05x took. A program's second run (a loop) waits
+for the lean forms rather than run on the reference meanwhile (`settle`).
 `wait()` blocks until the full forms are in (tests that must run the compiled kernels call
 it); "numba" loads them at once.
 """
@@ -162,21 +162,19 @@ WARM = (
     ("compiled", "port_round", ("f4:2", "f4:1", "float32", "boolean", "int64")),
     ("compiled", "_lean_tasks", _TILE),
     ("fused", "run_lean", _RUN),
-    ("fused", "load16", ("u2:1", "f4:1", "boolean")),
     ("compiled", "to_float16_spans", ("f4:1", "i8:2", "u2:1")),
     ("compiled", "from_float16_spans", ("u2:1", "i8:2", "f4:1", "boolean", "i8:1")),
     ("compiled", "move", ("f4:1", "i8:2", "int64", "int64", "float32", "boolean")),
     ("compiled", "_default_tasks", _TILE),
     ("fused", "run_full", _RUN),
 )
-# Two kernels have a full form that takes numba ~22 s (the fused VM) and ~6 s (the tile
-# matmul) of CPU to compile, and a lean one, the same bits a little slower, that takes ~4.5 s
-# (the VM: every opcode and reduction, few loop nests) and ~4.4 s (the tile matmul: no
-# `_thin_k`, one task loop for both tiles). On
-# a fresh install the lean forms and the small kernels are compiled first (a program's first
-# run goes on the numpy reference, its second waits: `settle`), then the full forms, and each
-# is swapped in when loaded: the name the callers call (module, name) is bound to the lean
-# form, then the full.
+# Two kernels have a full form that takes numba ~57 s (the fused VM) and ~17-26 s (the tile
+# matmul) of CPU to compile on this AVX2 VM under load, and a lean one, the same bits slower,
+# that takes ~8 s (the VM: a loop per common opcode, every reduction left to its kernel) and
+# ~3 s (the tile matmul: `_block` with the default tile only). On a fresh install the lean
+# forms and the small kernels are compiled first (a program's first run goes on the numpy
+# reference, its second waits: `settle`), then the full forms, and each is swapped in when
+# loaded: the name the callers call (module, name) is bound to the lean form, then the full.
 SWAPS = {("fused", "run"): ("run_lean", "run_full"),
          ("compiled", "default_tasks"): ("_lean_tasks", "_default_tasks")}
 FULL = {(module, full) for (module, _), (_, full) in SWAPS.items()}
@@ -258,22 +256,23 @@ def _spawn(groups: list[list[str]], nice: int) -> subprocess.Popen:
 
 
 def _child(module: str, name: str) -> str:
-    """Which process compiles a WARM kernel: one per module, and the tile matmul's forms one of
-    their own. On the lean stage (CPU measured once numba's tables are built, `_prepare`) the
-    small kernels took ~1.4 s, the tile matmul ~3.4 s, the fused VM ~3.8 s: three processes
-    share two cores evenly (~1 s sooner than two of unequal length), and on the full stage
-    the tile matmul and the fused VM still compile side by side."""
-    return name if (module, name) in _TILE_FORMS else module
-
-
-_TILE_FORMS = {("compiled", form) for form in SWAPS[("compiled", "default_tasks")]}
+    """Which process compiles a WARM kernel: one per module. On the lean stage (CPU on this
+    AVX2 VM under load, `_prepare` done) the small kernels and the tile matmul's lean form
+    took ~9 s, the fused VM's lean form ~8 s: two processes on two cores (a third, the tile
+    matmul's, compiled the callees it shares with the small kernels again); on the full stage
+    the tile matmul and the fused VM compile side by side."""
+    return module
 
 
 # A compiling child's program. It imports the kernels without the rest of aneforge: the
 # package's __init__ (the whole library, ~0.2 s of CPU) stands in as an empty module of the
-# same path, so the kernels keep their module names, files and numba cache entries.
+# same path, so the kernels keep their module names, files and numba cache entries. Nor does
+# it import scipy's BLAS, which numba's first compile imports to offer np.dot and the like
+# (0.3-0.45 s of CPU before any kernel compiles; no kernel calls them: one that did would
+# fail to compile here, loudly, and compile in the caller's load instead).
 _CHILD = """import os, sys, types
 os.nice({nice})
+sys.modules["scipy.linalg.cython_blas"] = None
 package = types.ModuleType("aneforge")
 package.__path__ = [{package!r}]
 sys.modules["aneforge"] = package
@@ -360,9 +359,9 @@ class _Loader:
     numba or a changed kernel) a background thread has compiled into the cache by child
     processes while the caller runs the numpy reference (or waits: `settle`); on a cache that
     surely lacks them (`_uncached`) the children start at once, and the thread imports numba
-    while they compile, not the caller before (~0.4 s). The lean stage
-    first (~4 s), loaded and published, then the full forms (~22 s, the children niced below
-    the caller), loaded and swapped in. `done` is set once the full forms are in (or
+    while they compile, not the caller before (~0.4 s). The lean stage first (~9 s of CPU in
+    each of two processes), loaded and published, then the full forms (the children niced
+    below the caller), loaded and swapped in. `done` is set once the full forms are in (or
     known to be unavailable).
 
     Thread safety of the swaps: publishing is one append to `_compiled` under `_LOCK`, after

@@ -898,33 +898,18 @@ def _any_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
 
 @njit(cache=True, nogil=True)
 def _lean_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
-    """`_default_tasks` in fewer specialisations: a thin output (a classifier's 10 columns)
-    by `_thin` with the default tile and the saturation check; other row blocks by `_block`,
-    with the plain tile and its 16-lane form where `_plain_rows` clears them (1.6x faster on
-    an MLP's 64 x 128 products), else the default tile. No `_thin_k`, and `_rows` not
-    specialised for the plain tile: the same bits in about half the compile
-    (kernels/__init__.py runs it until `_default_tasks` is in)."""
+    """`_default_tasks` in one specialisation: every row block by `_block` with the default
+    tile and the saturation check (no plain tile, no `_thin`, no `_thin_k`): the same bits
+    in about a quarter of the compile (~3 s of CPU on an AVX2 VM), ~1.5x slower on an MLP's
+    products (kernels/__init__.py runs it until `_default_tasks` is in)."""
     _, m, n = out.shape
-    rows, k = rows_per_task(m, n), x.shape[2]
+    rows = rows_per_task(m, n)
     rb = (m + rows - 1) // rows
     x, y, out = _unowned(x), _unowned(y), _unowned(out)
-    xt, acc, yc = _thin_scratch(m, n, k, rows)
-    check = tmode == 0 and m >= PLAIN_ROWS and n >= PLAIN_COLUMNS
-    ysmall, seen, ymax = _ZERO, -1, np.empty(k if check else 0, np.float32)
     for t in range(first, last):
         b, i0 = t // rb, (t % rb) * rows
-        if check and by[b] != seen:
-            ysmall, seen = _y_bounds(y[by[b]], ymax), by[b]
-        xb, yb, ob, i1 = x[bx[b]], y[by[b]], out[b], min(i0 + rows, m)
-        if xt.shape[1]:         # `_rows`' choice, made here: one call level less to compile
-            _thin(xb, yb, ob, i0, i1, xt, acc, yc, mode, tmode, limit, _self._default_tile,
-                  _self._saturate, _self._no_wide)
-        elif check and _plain_rows(xb, i0, i1, ymax, ysmall, limit):
-            _block(xb, yb, ob, i0, i1, mode, tmode, limit, _self._plain_tile,
-                   _self._unlimited, _self._plain_is_wide)
-        else:
-            _block(xb, yb, ob, i0, i1, mode, tmode, limit, _self._default_tile,
-                   _self._saturate, _self._no_wide)
+        _block(x[bx[b]], y[by[b]], out[b], i0, min(i0 + rows, m), mode, tmode, limit,
+               _self._default_tile, _self._saturate, _self._no_wide)
 
 
 # the default datapath's tasks: `_default_tasks`, or `_lean_tasks` while it compiles on a fresh

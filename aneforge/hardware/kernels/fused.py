@@ -74,7 +74,7 @@ _INF = np.float32(np.inf)
 _LEAN_LOOP = np.zeros(len(OPCODES), np.bool_)
 _LEAN_LOOP[[OP[name] for name in ("div_engine", "maximum", "minimum", "abs", "sqrt_engine")]] = True
 _self = sys.modules[__name__]   # functions passed by attribute: numba caches those calls
-# A function only compiled code calls (all but `run_full`, `run_lean` and `load16`) is compiled
+# A function only compiled code calls (all but `run_full` and `run_lean`) is compiled
 # `no_cpython_wrapper=True`: without the wrapper that unboxes Python arguments and boxes the
 # result, which LLVM would compile for every such function and compiled callers never run
 # (~10% of the lean VM's fresh-install compile). The callers' machine code is the same
@@ -727,32 +727,16 @@ def _gather(arena, start, stride, out):
         out[r] = arena[start + r * stride]
 
 
-@njit(cache=True)
-def load16(bits, out, coerce):
-    """fp16 input values (their uint16 bits, 1-D) into the float32 arena row `out`; NaN read
-    as +inf when `coerce` (the engine's input rule). Returns how many NaN there were."""
-    nan = 0
-    for i in range(bits.size):
-        v = _from_half_bits(bits[i])
-        if v != v:
-            nan += 1
-            v = _INF if coerce else v
-        out[i] = v
-    return nan
-
-
 # ---- the lean VM: `run_full`'s contract and bits in a fraction of its compile --------------
 # `run_full` gives the common opcodes and operand shapes loop nests of their own, each
 # specialised per operand layout (~22 s of numba compile on a fresh install); `run_lean` gives
 # the common opcodes one loop each over rows `_row_of` reads (gathering strided and broadcast
-# operands), sends the rest through one loop that switches per element, and folds the
-# reductions by `_lean_reduce` (~4.5 s): a fresh process has compiled fused runs within
-# seconds (within ~1.1x of `run_full` on an MLP step's segments; 1.3-2x on a CNN's or a GPT
-# step's, whose operands are more often strided or broadcast), while `run_full` compiles in
-# the background. Each element is computed and stored as `run_full` does it: the same bits.
-# A new opcode: its element in `_apply` (both VMs; its function `inline="always"` unless
-# `_grid` takes it as an argument) or, for a reduction, in `_fold` and `_lean_reduce` (which
-# leaves an opcode it does not know to its kernel); a loop of its own in `_lean_op` only if
+# operands), sends the rest through one loop that switches per element, and leaves every
+# reduction to its kernel (~3 s of CPU on an AVX2 VM, against ~22 s): a fresh process has
+# compiled fused runs within seconds while `run_full` compiles in the background. Each
+# element is computed and stored as `run_full` does it: the same bits. A new opcode: its
+# element in `_apply` (both VMs; its function `inline="always"` unless `_grid` takes it as an
+# argument) or, for a reduction, in `_fold`; a loop of its own in `_lean_op` only if
 # training steps run it often.
 @njit(cache=True, error_model="numpy", inline="always")
 def _value(op, x, y, z, tables, at):
@@ -829,44 +813,14 @@ def _lean_op(arena, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
                 _store(out, store)
 
 
-@njit(cache=True, error_model="numpy", no_cpython_wrapper=True)
-def _lean_reduce(arena, code, k, sx) -> bool:
-    """`_reduce` one row at a time (strided rows gathered, no side-by-side sums over leading
-    axes): the same folds in the same order, the same bits. False (the op left to its kernel,
-    as `run_full` leaves an unsettled one) at a row `_extremum` leaves unsettled, and for a
-    numpy pairwise sum of more than one block of 128 terms (`_pairwise`'s stack made the
-    lean VM's compile ~1.5 s longer)."""
-    op, store, rows, cols, o = code[k, 0], code[k, 1], code[k, 2], code[k, 3], code[k, 4]
-    a, ars, acs, mode = code[k, 5], code[k, 6], code[k, 7], code[k, 8]
-    pairwise = op == _SUM or op == _MEAN
-    if pairwise and cols > 128 or op > _ABSMAX:   # (a reduction opcode this fold lacks too)
-        return False
-    for r in range(rows):
-        x = _operand(arena, a + r * ars, acs, cols, sx, False)
-        if op == _MAX or op == _MIN:
-            v, settled = _extremum(x, op)
-            if not settled:
-                return False
-        elif op == _ABSMAX:         # automatic scaling's peaks: every training step has them
-            v = _absmax(x, mode)
-        elif op == _SUM16 or op == _MEAN16:
-            v = x[0]
-            for c in range(1, cols):
-                v = r16(v + x[c], mode)
-        else:       # numpy's pairwise sum of one block, from its identity
-            v = _ZERO + _leaf(x, 0, cols)
-        if op == _MEAN16 or op == _MEAN:
-            v = v / np.float32(cols)
-        arena[o + r] = v if store < 0 else r16(v, store)
-    return True
-
-
 @njit(cache=True)
 def run_lean(arena, code, sx, sy, sz, block, tables, start):
     """`run_full` by fewer loops: every elementwise op by `_lean_op` (a tall, narrow one column
-    by column, as `_columns` runs it), every reduction by `_lean_reduce` (one it leaves
-    unsettled returned, as `run_full` does). One call site of `_lean_op` for every kind of
-    row: numba compiles it once."""
+    by column, as `_columns` runs it); every reduction returned, as `run_full` returns an
+    unsettled one: the run plan runs its kernel, then resumes after it (folding reductions
+    here, `_fold`'s cases one row at a time, made this form's compile ~1.6x as long, ~3 s of
+    CPU, for ~15 us a reduction saved). One call site of `_lean_op` for every kind of row:
+    numba compiles it once."""
     arena, sx, sy, sz = _unowned(arena), _unowned(sx), _unowned(sy), _unowned(sz)
     tables = _unowned(tables)
     n = code[0, 3] if block > 0 else 1
@@ -875,9 +829,7 @@ def run_lean(arena, code, sx, sy, sz, block, tables, start):
         for k in range(start, code.shape[0]):
             op, local = code[k, 0], code[k, 11]
             if op >= REDUCE:
-                if not _lean_reduce(arena, code, k, sx):
-                    return k
-                continue
+                return k
             by_columns = block == 0 and code[k, 3] < NARROW and code[k, 2] >= 4 * code[k, 3]
             for c in range(code[k, 3] if by_columns else 1):
                 out = arena
