@@ -441,3 +441,54 @@ def test_the_eight_lane_tile_follows_numbas_cpu_features(monkeypatch):
     assert avx2._avx2()
     monkeypatch.setattr(config, "CPU_FEATURES", "+avx,-avx2,+fma")
     assert not avx2._avx2()
+
+
+# ---- thin outputs (fewer than 16 columns) by the 8-lane tile, transposed ----------------------
+@needs_eight
+@pytest.mark.parametrize("family", ["fp16", "carries", "big"])      # "tiny": not a plain block
+@pytest.mark.parametrize("shape", [(40, 13, 1), (40, 64, 1), (33, 67, 2), (32, 5, 9), (7, 300, 15),
+                                   (40, 4, 3)])
+def test_thin_eight_lane_blocks_equal_reference(family, shape):
+    """`_thin8` on a block of rows (at most THIN_ROWS, the last task's fewer too) of a thin
+    output: bit-equal to the reference, the rows outside the block untouched, whatever the
+    scratch held before (lanes past the block's rows are zeroed, computed, never read)."""
+    from aneforge.hardware.kernels import avx2, compiled
+    m, k, n = shape
+    rng = np.random.default_rng(m * k + n)
+    x, y = FAMILIES[family](rng, (m, k)), FAMILIES[family](rng, (k, n))
+    x[rng.random(m) < 0.3, : 4 * (k // 8)] = 0.0                    # whole zero tiles
+    rows = compiled.THIN_ROWS
+    xt = np.full(((k + 3) // 4 * 4, rows), 3.0e38, np.float32)      # stale, huge: harmless
+    yt, ot = np.empty((n, k), np.float32), np.full((n, rows), np.nan, np.float32)
+    compiled._columns_of(y, yt)
+    with np.errstate(all="ignore"):
+        want = reference.tile_matmul(x, y, 0, 0, np.inf)
+    for i0, i1 in ((0, min(rows, m)), (min(rows, m) // 2, m)):
+        out = np.full((m, n), np.nan, np.float32)
+        compiled._thin8(x, out, i0, i1, xt, yt, ot, avx2.plain_block8)
+        same(out[i0:i1], want[i0:i1])
+        assert np.isnan(out[:i0]).all() and np.isnan(out[i1:]).all()
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(st.data())
+def test_thin_outputs_equal_reference(data):
+    """Thin outputs (1 to 15 columns, at least as many rows) through the whole tile matmul: the
+    transposed 8-lane path where numba targets AVX2 (a column of ones, K >= 64, or two columns
+    and more), `_thin` otherwise and for the blocks the check refuses; batches (y's columns
+    copied again for each matrix of y), tasks of 32 rows and a shorter last one, hazard
+    families, specials, zero rows and tiles, limits reached or not."""
+    bx, by = data.draw(st.sampled_from([((), ()), ((2,), ()), ((), (2,)), ((2,), (2,))]))
+    n = data.draw(st.sampled_from([1, 2, 3, 9, 15]))
+    m = data.draw(st.sampled_from([15, 32, 45, 70]))
+    k = data.draw(st.sampled_from([1, 3, 8, 31, 64, 67, 130]))
+    limit = data.draw(st.sampled_from([32760.0, np.inf, 500.0]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 10 ** 6)))
+    x = FAMILIES[data.draw(st.sampled_from(sorted(FAMILIES)))](rng, bx + (m, k))
+    y = FAMILIES[data.draw(st.sampled_from(sorted(FAMILIES)))](rng, by + (k, n))
+    for a in (x, y):
+        spots = rng.random(a.shape) < data.draw(st.sampled_from([0.0, 0.0, 0.02]))
+        a[spots] = rng.choice(SPECIALS, spots.sum())
+    x[..., rng.random(m) < 0.25, :] = 0.0
+    x[..., rng.random(m) < 0.5, : 4 * (k // 8)] = 0.0
+    tile(x, y, limit)
