@@ -180,6 +180,17 @@ def test_the_line_tokenizer_gives_the_tokens_of_one_match_at_a_time(text):
         _tokens_or_error(_one_match_at_a_time, text)
 
 
+def test_a_short_array_before_more_array_characters_reads_the_same_by_lines():
+    """Found by the fuzzer (a mutation dropped a '['): a balanced array shorter than
+    ARRAY_MIN_CHARS followed, on the next lines, by more characters arrays are written with.
+    Whether it is one array token was decided by that whole run, which `tokenize` cuts at the
+    array's last line: the two readers disagreed. The array's own length decides now."""
+    text = ("w = const(val = tensor<fp16, [4, 3]>(\n    [[0x3c00, 0x4000, 0x4200], 0x4400, 0x4500],"
+            "\n     [0xbc00, 0x0001, 0x7bff], [0x8000, 0x3555, -1.5e-2]]\n))")
+    assert text_reader.tokenize(text, text.split("\n")) == _one_match_at_a_time(text)
+    assert "array" not in {t.kind for t in _one_match_at_a_time(text)}
+
+
 def test_the_line_tokenizer_kinds():
     text = ('x = f(a = -inf, a2 = inf, b = nan, c = infx, d = +1.5e3, e = .5, g = 0x1.8p-1, h = @w, '
             'i = "s\\"q", j = 1abc) -> (y);\n  k = f([1, 2])  // c\n m = f(\n  [' +

@@ -202,7 +202,9 @@ def _array_text(text: str, start: int) -> str | None:
         return None
     b = np.frombuffer(chars.encode("ascii"), np.uint8)
     closed = np.flatnonzero(np.cumsum((b == ord("[")).astype(np.int64) - (b == ord("]"))) == 0)
-    return chars[:closed[0] + 1] if closed.size else None
+    # the array's own length decides, not the run of array characters after it: `tokenize`
+    # reads a region ending on the array's last line, where that run is cut short
+    return chars[:closed[0] + 1] if closed.size and closed[0] + 1 >= ARRAY_MIN_CHARS else None
 
 
 def tokenize(text: str, source_lines: list[str],
