@@ -316,19 +316,27 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
         return node.data[self._idx] if empty.OVERSIZED and node in empty.OVERSIZED else None
 
     def _kept(self, key: tuple, inputs: list, build, many: bool = False):
-        if any(type(t) is not Tensor for t in inputs):        # a subclass may record otherwise
-            return build()
+        refs = []
+        for t in inputs:
+            if type(t) is not Tensor:                       # a subclass may record otherwise
+                return build()
+            refs.append((t._node, t._idx))
         if not many:
-            return self._kept(key, inputs, lambda: (build(),), True)[0]
-        refs = kept_stretch(_KEPT, key, [(t._node, t._idx) for t in inputs],
-                            lambda: [t.ref for t in build()])
-        return tuple(Tensor(*ref) for ref in refs)
+            return Tensor(*kept_stretch(_KEPT, key, refs, lambda: [build().ref])[0])
+        return tuple([Tensor(*ref) for ref in
+                      kept_stretch(_KEPT, key, refs, lambda: [t.ref for t in build()])])
 
     def _at(self, node: Node, idx: int = 0) -> "Tensor":
         return Tensor(node, idx)
 
     def _as_tensor(self, value) -> "Tensor":
         return value if isinstance(value, Tensor) else tensor(value)
+
+    def _held(self, array, dtype) -> "Tensor":
+        if array.ndim > MAX_RANK or array.dtype != dtype.np:
+            return _leaf(array, dtype)
+        check_leaf_shape(array.shape)             # an empty one: a host value (core/empty)
+        return Tensor(empty.hold(leaf(array, TensorType(array.shape, dtype))))
 
     def _draw(self, draw, dtype) -> "Tensor":
         return host_draw(draw, dtype)
