@@ -290,7 +290,7 @@ def _siblings(refs: list[tuple]) -> tuple[list, list]:
 
 def run(refs: list[tuple]) -> None:
     """Compile (once per signature) and run the program computing `refs` (no participants)."""
-    pending = list(dict.fromkeys((n, i) for n, i in refs if n.data is None))
+    pending = list(dict.fromkeys([(n, i) for n, i in refs if n.data is None]))
     if not pending:
         return
     cache = CTX.cache

@@ -71,11 +71,11 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.tensor_type.shape
+        return self._node.types[self._idx].shape      # (not via tensor_type: a call less)
 
     @property
     def dtype(self) -> DType:
-        return self.tensor_type.dtype
+        return self._node.types[self._idx].dtype
 
     @property
     def device(self) -> device:
@@ -493,8 +493,12 @@ class _Data(Tensor):
     __slots__ = ("_base",)
 
     def __init__(self, base: Tensor):
-        d = base.detach()
-        super().__init__(d._node, d._idx)
+        node = base._node
+        if node.data is not None:         # `detach`, without its handle (each step's updates)
+            super().__init__(leaf(node.data[base._idx], node.types[base._idx]))
+        else:
+            d = base.detach()
+            super().__init__(d._node, d._idx)
         self._base = base
 
     def _inplace(self, compute) -> Tensor:
