@@ -313,7 +313,7 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
 
     def _host_data(self):
         node = self._node
-        return node.data[self._idx] if empty.OVERSIZED and node in empty.OVERSIZED else None
+        return node.data[self._idx] if empty.MAYBE and node in empty.OVERSIZED else None
 
     def _kept(self, key: tuple, inputs: list, build, many: bool = False):
         refs = []
@@ -363,7 +363,7 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
             a, b = (a._node, a._idx), (b._node, b._idx)
         if reverse:
             a, b = b, a
-        if empty.OVERSIZED and empty.reads_oversized((a, b)):       # host data past 65536
+        if empty.MAYBE and empty.reads_oversized((a, b)):       # host data past 65536
             return Tensor(_host_op(op, {"x": a, "y": b}, {},
                                    a[0].requires_grad or b[0].requires_grad))
         try:
@@ -543,7 +543,7 @@ def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
         else:                            # a tuple or list of Tensors (variadic)
             refs[k] = [(t._node, t._idx) for t in v]
             grad = grad or any(t._node.requires_grad for t in v)
-    if empty.OVERSIZED and empty.reads_oversized(refs.values()):   # host data past 65536
+    if empty.MAYBE and empty.reads_oversized(refs.values()):   # host data past 65536
         node = _host_op(op, refs, attrs, grad)
     else:
         try:
