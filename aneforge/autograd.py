@@ -167,7 +167,7 @@ def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool, order=None,
         order = _topo([r.ref[0] for r in roots])
         if known is not None:
             _KnownOrder.keep(known, order)
-    if any(n.freed for n in order):
+    if _any_freed(order):
         raise AneforgeError("Trying to backward through the graph a second time. Specify "
                             "retain_graph=True when calling backward() (or af.grad) the first "
                             "time if you need to differentiate it again.")
@@ -568,6 +568,14 @@ class _FunctionCalls:
 
 # the identity nodes standing for Function outputs -> their call (gone with the nodes)
 _CUSTOM: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _any_freed(order: list) -> bool:
+    """Was any node of the graph differentiated already (without retain_graph)?"""
+    for n in order:                     # (a loop, not a generator: every backward)
+        if n.freed:
+            return True
+    return False
 
 
 def _any_overwritten(order: list) -> bool:

@@ -1040,3 +1040,88 @@ def test_a_per_step_scalar_is_the_leaf_tensor_makes():
             got, want = _scalar(v), af.tensor(v)
             assert got.tensor_type == want.tensor_type
             assert got.numpy().tobytes() == want.numpy().tobytes(), v
+
+
+# ---- host work per eager step (issue 25): fewer calls, the same values --------------------
+def test_a_host_pick_is_a_leaf_of_its_own_in_the_stored_dtype():
+    """`X[ix]` of host integer data is a leaf made from numpy's take as is (Tensor._held: no
+    af.tensor checks or copy): its array is its own (writing X's data later changes nothing),
+    of X's stored dtype; a result past rank 5 is kept as rank <= 5 (tensor/highrank.py)."""
+    import torch
+    rng = np.random.default_rng(12)
+    data = rng.integers(-300, 300, (40, 3)).astype(np.int32)
+    X, ix = af.tensor(data), rng.integers(0, 40, (4, 2))
+    got = X[af.tensor(ix)]
+    array = got.ref[0].data[0]
+    assert array.dtype == X.dtype.np and got.shape == (4, 2, 3)
+    assert not np.shares_memory(array, X.ref[0].data[0])
+    assert got.tolist() == torch.from_numpy(data)[torch.from_numpy(ix)].tolist()
+    deep = rng.integers(-9, 9, (6, 2, 2, 2, 2)).astype(np.int16)
+    at = rng.integers(0, 6, (3, 2))
+    wide = af.tensor(deep)[af.tensor(at)]                                  # rank 6
+    assert wide.shape == (3, 2, 2, 2, 2, 2) and wide.dtype == af.int16
+    assert np.array_equal(wide.numpy(), deep[at])
+
+
+def test_a_kept_recording_with_a_variadic_op_is_rerecorded_with_its_sources_grouped(
+        monkeypatch):
+    """A kept recording that requires grad is re-recorded node for node from a flat wiring
+    (trace._flat_step): a variadic argument (concat's values) gets its sources back as one
+    list, in order, and the re-recording computes and differentiates as the recording did."""
+    import torch
+    from aneforge.tensor import Tensor
+    _eager(monkeypatch)
+    built = []
+
+    def build(a, b):
+        built.append(1)
+        return af.cat([a * 2.0, b, a], 0).exp().sum()
+    a = af.tensor([0.5, -1.0], requires_grad=True)
+    b = af.tensor([0.25], requires_grad=True)
+    first = Tensor._kept(a, ("test: variadic",), [a, b], lambda: build(a, b))
+    again = Tensor._kept(a, ("test: variadic",), [a, b], lambda: build(a, b))
+    assert len(built) == 1                       # the second one re-recorded, not built
+    concats = [n for n in _pending_nodes(again) if n.op == "concat"]
+    assert len(concats) == 1
+    values = concats[0].srcs["values"]
+    assert type(values) is list and [n.op for n, _ in values] == ["mul", None, None]
+    assert values[1][0] is b.ref[0] and values[2][0] is a.ref[0]
+    (first + again).backward()
+    ta = torch.tensor([0.5, -1.0], requires_grad=True)
+    tb = torch.tensor([0.25], requires_grad=True)
+    (2 * torch.cat([ta * 2.0, tb, ta]).exp().sum()).backward()
+    np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=2e-3)
+    np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=2e-3)
+    assert first.item() == again.item()
+
+
+def _pending_nodes(t) -> list:
+    """The pending nodes `t` is computed from."""
+    seen, todo = {}, [t.ref[0]]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen or node.data is not None:
+            continue
+        seen[id(node)] = node
+        todo.extend(src for src, _ in node.args)
+    return list(seen.values())
+
+
+def test_a_parameters_remainder_entry_leaves_with_it_after_many_updates():
+    """A hand-written update keeps its parameter's weak reference across steps (one made on
+    the first update): the compensated remainder still leaves when the parameter does."""
+    import gc
+    from aneforge.tensor import inplace
+    p = af.tensor([1.0, 2.0], requires_grad=True)
+    key = id(p)
+    refs = []
+    for _ in range(3):
+        (p * p).sum().backward()
+        p.data += -0.1 * p.grad
+        p.grad = None
+        refs.append(inplace._REMAINDERS[key][0])
+    assert refs[0] is refs[1] is refs[2]
+    assert p.tolist() == pytest.approx([0.512, 1.024], rel=2e-3)
+    del p
+    gc.collect()
+    assert key not in inplace._REMAINDERS

@@ -861,3 +861,29 @@ def test_split_runs_each_chunk_once_and_a_slow_thread_costs_its_chunk(monkeypatc
     chunks = min(tasks, compiled.SHARES * int(threads))
     assert len(done) == chunks
     assert sum(mine for *_, mine in done) >= chunks - (int(threads) - 1)
+
+
+@needs_numba
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("tmode", [0, 1])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_bound_tile_matmul_runs_its_kernel_directly_with_the_same_bits(monkeypatch, split,
+                                                                         tmode, transposed):
+    """`tile_bound` (the run plan's matmul, called each step) hands a small product to its
+    kernel without `tile_matmul`'s calls on the way (`compiled.tile_call`); split over
+    threads, in the other tile mode and from a transposed operand's copy it gives the same
+    bits as `tile_matmul`, and it reads operands' new values at each call."""
+    from aneforge.hardware.kernels import compiled
+    if split:
+        monkeypatch.setattr(compiled, "PARALLEL_MACS", 0)
+        monkeypatch.setenv("ANEFORGE_THREADS", "2")
+    rng = np.random.default_rng(9)
+    x, y = fp16((32, 30), rng), fp16((30, 200), rng)
+    y = np.ascontiguousarray(y.T).T if transposed else y
+    out = np.empty((32, 200), np.float32)
+    with kernels.using("numba"), np.errstate(all="ignore"):
+        call = kernels.tile_bound(x, y, out, 0, tmode, 32760.0)
+        for _ in range(2):
+            call()
+            same(out, kernels.tile_matmul(x, y, 0, tmode, 32760.0))
+            x[...] = fp16((32, 30), rng)          # new values in the same places

@@ -64,8 +64,13 @@ def wide_leaves(leaves: list, capture=None) -> tuple:
     data leave int16's range and, inside an af.compile capture, those whose values at a replay
     it cannot check before running (`capture.checked(node, i)`: an argument's it can, a
     constant's never change; a value computed or held elsewhere may leave int16)."""
-    return tuple(j for j, (node, i) in enumerate(leaves) if split(node.types[i].dtype) and (
-        not fits_int16(node.data[i]) or capture is not None and not capture.checked(node, i)))
+    wide = []
+    for j, (node, i) in enumerate(leaves):     # (a loop, `split` inline: every run)
+        if node.types[i].dtype == dtypes.int32 and (
+                not fits_int16(node.data[i]) or capture is not None and
+                not capture.checked(node, i)):
+            wide.append(j)
+    return tuple(wide)
 
 
 def fits_int16(array) -> bool:
@@ -100,22 +105,23 @@ def transport_type(t: TensorType, wide: bool = True) -> TensorType:
 # ---- the host's side ------------------------------------------------------------------------
 def encode(array: np.ndarray, t: TensorType, wide: bool) -> np.ndarray:
     """Host data of type `t` as the program input of `transport_type(t, wide)`."""
-    if wide and split(t.dtype):
+    dtype = t.dtype     # (`split`, `boundary_shape`, `transport` inline: every input, every run)
+    if wide and dtype == dtypes.int32:
         v = np.asarray(array).astype(np.int64, copy=False).reshape(_parts_shape(t.shape))
         n = v.shape[0]                  # hi then lo, each in [0, 65536): the casts are exact
         parts = np.empty((2 * n,) + v.shape[1:], np.uint16)
         np.add(v >> 16, BIAS, out=parts[:n], casting="unsafe")
         np.bitwise_and(v, BASE - 1, out=parts[n:], casting="unsafe")
         return parts
-    shape, to = boundary_shape(t.shape), dtypes.transport(t.dtype)
-    if to is t.dtype:
+    shape, to = t.shape or (1,), dtypes.TRANSPORT.get(dtype, dtype)
+    if to is dtype:
         return array.reshape(shape)
     return kernels.astype(array, to.np).reshape(shape)     # float32 -> fp16 by the compiled cast
 
 
 def decode(array: np.ndarray, t: TensorType) -> np.ndarray:
     """A program output of `transport_type(t)` as host data of type `t`."""
-    if split(t.dtype):
+    if t.dtype == dtypes.int32:                    # (`split`, inline: every output)
         hi, lo = np.split(array.astype(np.int64), 2)
         return (((hi - BIAS) << 16) + lo).astype(np.int32).reshape(t.shape)
     out = array if array.dtype == t.dtype.np else array.astype(t.dtype.np)

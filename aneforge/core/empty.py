@@ -49,8 +49,11 @@ class _Context:
 
 
 # realized nodes holding an oversized value (an axis past 65536): every op reading one runs on
-# the host. Empty in most programs, so recording checks it only when it is not.
+# the host. Empty in most programs, so recording checks it only when it is not: `MAYBE`, the
+# set of its weak references, read without a call (WeakSet's len is Python code, and every
+# recorded op asked), is empty whenever OVERSIZED is.
 OVERSIZED: "weakref.WeakSet" = weakref.WeakSet()
+MAYBE: set = OVERSIZED.data
 
 
 def hold(node: Node) -> Node:

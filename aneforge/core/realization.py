@@ -290,7 +290,7 @@ def _siblings(refs: list[tuple]) -> tuple[list, list]:
 
 def run(refs: list[tuple]) -> None:
     """Compile (once per signature) and run the program computing `refs` (no participants)."""
-    pending = list(dict.fromkeys((n, i) for n, i in refs if n.data is None))
+    pending = list(dict.fromkeys([(n, i) for n, i in refs if n.data is None]))
     if not pending:
         return
     cache = CTX.cache
@@ -368,12 +368,12 @@ def _tape_places(pending: list) -> tuple:
     tape = current_tape()
     if tape is None:
         return None, None
-    places = []
-    for node, i in pending:
-        p = tape.place(node)
-        if p is None:
+    places, base, count = [], tape.base, tape.count
+    for node, i in pending:                   # (`tape.place`, inline: every realization)
+        p = node.tape
+        if p is None or not 0 <= p - base < count:
             return None, None
-        places.append((p, i))
+        places.append((p - base, i))
     return tape, (tape.sid, tuple(places))
 
 

@@ -357,7 +357,7 @@ class Stretch:
     """The recipe of the nodes recorded on `tape` since `begin(tape)` (see above). Each node
     is re-made requiring grad as it was recorded: a stretch is re-recorded only where what
     decides that (the grad mode, which inputs require grad) is as it was."""
-    __slots__ = ("steps", "outputs", "places", "serial", "used", "lazy", "leafnos")
+    __slots__ = ("steps", "outputs", "places", "serial", "used", "lazy", "leafnos", "flat")
 
     @staticmethod
     def begin(tape: Tape, inputs: list | None = None) -> tuple:
@@ -424,6 +424,7 @@ class Stretch:
         # and each output is one whole node's value (so one stand-in node can be it)
         self.lazy = not any(step[6] for step in steps) and all(
             w[2] == 0 and len(steps[w[1]][4][1]) == 1 for w in outs if w[0] == 0)
+        self.flat = [_flat_step(step) for step in steps]
         self._link(tape, sid, count, leaves, inputs)
         return self
 
@@ -449,7 +450,8 @@ class Stretch:
             made = self._deferred(tape, placed, inputs)
             if made is not None:
                 return made
-        made, leaves = [], list(tape.leafno) if tape is not None else []
+        made = []
+        leaves = list(tape.leafno) if tape is not None and self.leafnos else []
 
         def ref(w):
             kind, j, i = w
@@ -464,7 +466,7 @@ class Stretch:
         count = tape.count
         link = _wires(tape, [inputs[k] for k in self.used], count)
         place = tape.base + count if link is not None else None
-        for op, _, attrs, wiring, hit, kept, grad in self.steps:
+        for op, hit, kept, grad, names, wires in self.flat:
             if place is not None:
                 place += 1                          # a kept literal keeps its place too
             if kept is not None:
@@ -474,14 +476,9 @@ class Stretch:
                         kept.tape = place - 1
                     made.append(kept)
                     continue
-            srcs, args = {}, []                     # `ref`, unrolled for sources made here
-            for k, w in wiring.items():
-                if type(w) is tuple:
-                    r = srcs[k] = (made[w[1]], w[2]) if w[0] == 0 else ref(w)
-                    args.append(r)
-                else:
-                    r = srcs[k] = [ref(u) for u in w]
-                    args.extend(r)
+            # `ref`, unrolled for sources made here
+            args = [(made[w[1]], w[2]) if w[0] == 0 else ref(w) for w in wires]
+            srcs = dict(zip(names, args)) if type(names) is tuple else _regroup(names, args)
             if hit[4]:
                 REGISTRY[op].check_const_inputs(srcs, is_const)
             node = Node(op, srcs, hit[0], hit[1], None, grad, hit[2], args)
@@ -524,6 +521,37 @@ class Stretch:
         tape.sid = _tape_id((tape.sid, ("stretch", self.serial), link))
         tape.count = count + len(self.steps)
         return outs
+
+
+def _flat_step(step: tuple) -> tuple:
+    """A recipe step as `Stretch.remake` runs it on a current tape: (op, memo hit, kept
+    literal, requires grad, argument names, wires in argument order). The names are a tuple
+    when each argument is one source, else a list of (name, count or None for one source)."""
+    op, _, _, wiring, hit, kept, grad = step
+    wires, names = [], []
+    for k, w in wiring.items():
+        if type(w) is tuple:
+            wires.append(w)
+            names.append((k, None))
+        else:
+            wires.extend(w)
+            names.append((k, len(w)))
+    if all(n is None for _, n in names):
+        names = tuple(k for k, _ in names)
+    return op, hit, kept, grad, names, tuple(wires)
+
+
+def _regroup(names: list, args: list) -> dict:
+    """The sources by argument name of `args` in argument order (a variadic's as a list)."""
+    srcs, at = {}, 0
+    for k, n in names:
+        if n is None:
+            srcs[k] = args[at]
+            at += 1
+        else:
+            srcs[k] = args[at:at + n]
+            at += n
+    return srcs
 
 
 class Deferred:

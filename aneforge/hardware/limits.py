@@ -60,7 +60,7 @@ _EMPTY = threading.local()
 def oversized(shape: tuple[int, ...]) -> bool:
     """Whether `shape` has an axis past MAX_AXIS (and a rank the ANE holds, and no empty axis):
     data no program can take, kept on the host (aneforge.core.empty)."""
-    return len(shape) <= MAX_RANK and 0 not in shape and any(n > MAX_AXIS for n in shape)
+    return len(shape) <= MAX_RANK and 0 not in shape and bool(shape) and max(shape) > MAX_AXIS
 
 
 @contextlib.contextmanager

@@ -19,6 +19,9 @@ def canonical(value: Any) -> Any:
     kind = type(value)
     if kind in _PLAIN or (kind is tuple and all(type(v) in _PLAIN for v in value)):
         return value                    # already canonical (the common case: a fast exit)
+    if kind is dict:                    # an op's attributes (each recorded op's memo)
+        return tuple(sorted([(k, v if type(v) in _PLAIN else canonical(v))
+                             for k, v in value.items()]))
     if isinstance(value, np.ndarray):
         return ("array", value.dtype.str, value.shape, value.tobytes())
     if isinstance(value, (list, tuple)):

@@ -102,7 +102,9 @@ def _bound(ctx, out, x, y, bias=None):
 
     def run():
         tile()
-        _saturated(ctx, finish())
+        big = finish()
+        if big:
+            _saturated(ctx, big)
     return run
 
 

@@ -30,6 +30,12 @@ class TensorBase:
         """`value` if it is a tensor, else a new leaf holding host data (a program input)."""
         raise NotImplementedError
 
+    def _held(self, array, dtype):
+        """A new leaf holding `array` itself, an array this package made already stored as
+        `dtype` (an int32 index picked on the host): `_as_tensor` without its checks and copy
+        of user data. Outside af.compile's capture only (which is told of each leaf made)."""
+        raise NotImplementedError
+
     def _draw(self, draw, dtype):
         """A new leaf holding the host array `draw()` as `dtype` (a random draw: af.compile
         draws again on each replay, as an eager call would)."""

@@ -71,11 +71,11 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.tensor_type.shape
+        return self._node.types[self._idx].shape      # (not via tensor_type: a call less)
 
     @property
     def dtype(self) -> DType:
-        return self.tensor_type.dtype
+        return self._node.types[self._idx].dtype
 
     @property
     def device(self) -> device:
@@ -313,22 +313,30 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
 
     def _host_data(self):
         node = self._node
-        return node.data[self._idx] if empty.OVERSIZED and node in empty.OVERSIZED else None
+        return node.data[self._idx] if empty.MAYBE and node in empty.OVERSIZED else None
 
     def _kept(self, key: tuple, inputs: list, build, many: bool = False):
-        if any(type(t) is not Tensor for t in inputs):        # a subclass may record otherwise
-            return build()
+        refs = []
+        for t in inputs:
+            if type(t) is not Tensor:                       # a subclass may record otherwise
+                return build()
+            refs.append((t._node, t._idx))
         if not many:
-            return self._kept(key, inputs, lambda: (build(),), True)[0]
-        refs = kept_stretch(_KEPT, key, [(t._node, t._idx) for t in inputs],
-                            lambda: [t.ref for t in build()])
-        return tuple(Tensor(*ref) for ref in refs)
+            return Tensor(*kept_stretch(_KEPT, key, refs, lambda: [build().ref])[0])
+        return tuple([Tensor(*ref) for ref in
+                      kept_stretch(_KEPT, key, refs, lambda: [t.ref for t in build()])])
 
     def _at(self, node: Node, idx: int = 0) -> "Tensor":
         return Tensor(node, idx)
 
     def _as_tensor(self, value) -> "Tensor":
         return value if isinstance(value, Tensor) else tensor(value)
+
+    def _held(self, array, dtype) -> "Tensor":
+        if array.ndim > MAX_RANK or array.dtype != dtype.np:
+            return _leaf(array, dtype)
+        check_leaf_shape(array.shape)             # an empty one: a host value (core/empty)
+        return Tensor(empty.hold(leaf(array, TensorType(array.shape, dtype))))
 
     def _draw(self, draw, dtype) -> "Tensor":
         return host_draw(draw, dtype)
@@ -355,7 +363,7 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
             a, b = (a._node, a._idx), (b._node, b._idx)
         if reverse:
             a, b = b, a
-        if empty.OVERSIZED and empty.reads_oversized((a, b)):       # host data past 65536
+        if empty.MAYBE and empty.reads_oversized((a, b)):       # host data past 65536
             return Tensor(_host_op(op, {"x": a, "y": b}, {},
                                    a[0].requires_grad or b[0].requires_grad))
         try:
@@ -485,8 +493,12 @@ class _Data(Tensor):
     __slots__ = ("_base",)
 
     def __init__(self, base: Tensor):
-        d = base.detach()
-        super().__init__(d._node, d._idx)
+        node = base._node
+        if node.data is not None:         # `detach`, without its handle (each step's updates)
+            super().__init__(leaf(node.data[base._idx], node.types[base._idx]))
+        else:
+            d = base.detach()
+            super().__init__(d._node, d._idx)
         self._base = base
 
     def _inplace(self, compute) -> Tensor:
@@ -531,7 +543,7 @@ def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
         else:                            # a tuple or list of Tensors (variadic)
             refs[k] = [(t._node, t._idx) for t in v]
             grad = grad or any(t._node.requires_grad for t in v)
-    if empty.OVERSIZED and empty.reads_oversized(refs.values()):   # host data past 65536
+    if empty.MAYBE and empty.reads_oversized(refs.values()):   # host data past 65536
         node = _host_op(op, refs, attrs, grad)
     else:
         try:

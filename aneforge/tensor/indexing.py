@@ -109,7 +109,7 @@ def _picked(x, entry, axis: int):
     spread = tuple(flat.size if a == axis else s for a, s in enumerate(x.shape))
     spread_index = np.empty(spread, np.int32)
     spread_index[...] = flat.reshape(view)             # (np.broadcast_to costs ~5 us more)
-    out = x.gather(axis, x._as_tensor(spread_index))
+    out = x.gather(axis, x._held(spread_index, dtypes.int32))
     return out.reshape(x.shape[:axis] + known.shape + x.shape[axis + 1:])
 
 
@@ -203,7 +203,7 @@ def _host_pick(x, d: int, known):
     held = None if x.dtype.is_float or known is None else host_values(x)
     if held is None or CTX.thread.capture is not None:
         return None
-    return x._as_tensor(np.take(held, known, axis=d).astype(held.dtype)).to(x.dtype)
+    return x._held(np.take(held, known, axis=d), x.dtype)
 
 
 def _several(x, index: tuple, advanced: list):

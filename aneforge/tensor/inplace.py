@@ -98,8 +98,10 @@ class InplaceMixin(TensorBase):
         self._inplace(lambda: new)
         holder.set_(remainder)
         key = id(owner)
-        _REMAINDERS[key] = (weakref.ref(owner, lambda _: _REMAINDERS.pop(key, None)),
-                            weakref.ref(owner._node), holder)
+        held = _REMAINDERS.get(key)
+        alive = held[0] if held is not None and held[0]() is owner else \
+            weakref.ref(owner, lambda _: _REMAINDERS.pop(key, None))
+        _REMAINDERS[key] = (alive, weakref.ref(owner._node), holder)
         return self
 
     def mul_(self, other) -> "Tensor":

@@ -639,14 +639,19 @@ def tile_bound(x, y, out, mode: int, tmode: int, limit: float):
     bufs = {id(a): buf for buf, a in copies}
     x3, y3, bx, by, _ = _stacks(bufs.get(id(x), x), bufs.get(id(y), y))
     out3 = out.reshape(len(bx), x3.shape[1], y.shape[-1])
-    limit = np.float32(limit)
+    call = fast.tile_call(x3, y3, bx, by, out3, mode, tmode, limit) if out3.size else _nothing
+    if not copies:
+        return call
 
     def run():
         for buf, a in copies:
             np.copyto(buf, a)
-        if out3.size:
-            fast.tile_matmul(x3, y3, bx, by, out3, mode, tmode, limit)
+        call()
     return run
+
+
+def _nothing() -> None:
+    pass
 
 
 def _swap_pays(x: np.ndarray, y: np.ndarray) -> bool:

@@ -967,3 +967,19 @@ def tile_matmul(x, y, bx, by, out, mode, tmode, limit):
     tasks = len(bx) * ((m + rows - 1) // rows)
     run(default_tasks if tmode == 0 else _any_tasks, tasks, out.size * x.shape[2], x, y, bx, by,
         out, mode, tmode, np.float32(limit))
+
+
+def tile_call(x, y, bx, by, out, mode, tmode, limit):
+    """`tile_matmul` of these very arrays as a function of no arguments (the run plan's bound
+    matmul, run each step): the tasks counted once, and a product too small to split (`run`)
+    handed to its kernel directly, without three Python calls on the way (an eager step runs
+    a dozen such matmuls)."""
+    _, m, n = out.shape
+    rows = rows_per_task(m, n)
+    tasks, macs, limit = len(bx) * ((m + rows - 1) // rows), out.size * x.shape[2], np.float32(limit)
+    if tmode != 0:
+        return functools.partial(run, _any_tasks, tasks, macs, x, y, bx, by, out, mode, tmode,
+                                 limit)
+    if macs < PARALLEL_MACS:                 # (`default_tasks` read at each call: it is swapped)
+        return lambda: default_tasks(x, y, bx, by, out, mode, tmode, limit, 0, tasks)
+    return lambda: run(default_tasks, tasks, macs, x, y, bx, by, out, mode, tmode, limit)
