@@ -73,6 +73,20 @@ def _big(rng, shape):                  # products ~2**14: partial sums cross 327
 FAMILIES = {"fp16": _fp16, "carries": _carries, "tiny": _tiny, "big": _big}
 
 
+def hazard_operands(data, rng, x_shape, y_shape):
+    """x and y drawn from the hazard families, specials sprinkled in, zero rows and whole zero
+    tiles in rows of x (the work the kernels skip)."""
+    x = FAMILIES[data.draw(st.sampled_from(sorted(FAMILIES)))](rng, x_shape)
+    y = FAMILIES[data.draw(st.sampled_from(sorted(FAMILIES)))](rng, y_shape)
+    for a in (x, y):
+        spots = rng.random(a.shape) < data.draw(st.sampled_from([0.0, 0.0, 0.02]))
+        a[spots] = rng.choice(SPECIALS, spots.sum())
+    m, k = x_shape[-2:]
+    x[..., rng.random(m) < 0.25, :] = 0.0
+    x[..., rng.random(m) < 0.5, : 4 * (k // 8)] = 0.0
+    return x, y
+
+
 @settings(max_examples=80, deadline=None, derandomize=True, database=None)
 @given(st.data())
 def test_fast_paths_equal_reference(data):
@@ -86,14 +100,7 @@ def test_fast_paths_equal_reference(data):
     k = data.draw(st.sampled_from([1, 2, 3, 4, 5, 7, 8, 13, 30]))
     limit = data.draw(st.sampled_from([32760.0, np.inf, 500.0]))
     rng = np.random.default_rng(data.draw(st.integers(0, 10 ** 6)))
-    x = FAMILIES[data.draw(st.sampled_from(sorted(FAMILIES)))](rng, bx + (m, k))
-    y = FAMILIES[data.draw(st.sampled_from(sorted(FAMILIES)))](rng, by + (k, n))
-    for a in (x, y):
-        spots = rng.random(a.shape) < data.draw(st.sampled_from([0.0, 0.0, 0.02]))
-        a[spots] = rng.choice(SPECIALS, spots.sum())
-    x[..., rng.random(m) < 0.25, :] = 0.0
-    x[..., rng.random(m) < 0.5, : 4 * (k // 8)] = 0.0                # whole zero tiles in rows
-    tile(x, y, limit)
+    tile(*hazard_operands(data, rng, bx + (m, k), by + (k, n)), limit)
 
 
 def test_ordinary_data_takes_the_plain_tile():
@@ -484,11 +491,4 @@ def test_thin_outputs_equal_reference(data):
     k = data.draw(st.sampled_from([1, 3, 8, 31, 64, 67, 130]))
     limit = data.draw(st.sampled_from([32760.0, np.inf, 500.0]))
     rng = np.random.default_rng(data.draw(st.integers(0, 10 ** 6)))
-    x = FAMILIES[data.draw(st.sampled_from(sorted(FAMILIES)))](rng, bx + (m, k))
-    y = FAMILIES[data.draw(st.sampled_from(sorted(FAMILIES)))](rng, by + (k, n))
-    for a in (x, y):
-        spots = rng.random(a.shape) < data.draw(st.sampled_from([0.0, 0.0, 0.02]))
-        a[spots] = rng.choice(SPECIALS, spots.sum())
-    x[..., rng.random(m) < 0.25, :] = 0.0
-    x[..., rng.random(m) < 0.5, : 4 * (k // 8)] = 0.0
-    tile(x, y, limit)
+    tile(*hazard_operands(data, rng, bx + (m, k), by + (k, n)), limit)

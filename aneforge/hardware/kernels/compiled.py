@@ -773,6 +773,15 @@ def _block_tail(xb, yb, ob, i0, i1, mode, tmode, limit, tile, sat, wide):
 
 
 @njit(cache=True)
+def _rows_transposed(xb, i0, r, xt):
+    """xt[:K, :r] = rows i0 .. i0 + r of xb, transposed (the thin paths' scratch)."""
+    for i in range(r):
+        xr = xb[i0 + i]
+        for kk in range(xb.shape[1]):
+            xt[kk, i] = xr[kk]
+
+
+@njit(cache=True)
 def _thin(xb, yb, ob, i0, i1, xt, acc, yc, mode, tmode, limit, tile, sat, wide):
     """Rows i0 .. i1 of ob = xb @ yb for few columns (n == 1 is x @ a column of ones, the wide
     reductions), where a j loop would be too short to vectorize: the rows are copied
@@ -780,10 +789,7 @@ def _thin(xb, yb, ob, i0, i1, xt, acc, yc, mode, tmode, limit, tile, sat, wide):
     (entries past K stay 0 in both: the last tile's missing lanes, products +0), then each
     column is summed with the loop over rows innermost, across independent accumulators."""
     k, n, r = xb.shape[1], ob.shape[1], i1 - i0
-    for i in range(r):
-        xr = xb[i0 + i]
-        for kk in range(k):
-            xt[kk, i] = xr[kk]
+    _rows_transposed(xb, i0, r, xt)
     for j in range(n):
         for i in range(r):
             acc[i] = _ZERO
@@ -855,10 +861,7 @@ def _thin8(xb, ob, i0, i1, xt, yt, ot, block8):
     tiles of 4 in the same order: the same bits as `_thin`, ~2x faster (a classifier's
     [256, 128] @ [128, 10])."""
     k, n, r = xb.shape[1], ob.shape[1], i1 - i0
-    for i in range(r):
-        xr = xb[i0 + i]
-        for kk in range(k):
-            xt[kk, i] = xr[kk]
+    _rows_transposed(xb, i0, r, xt)
     for kk in range(k):
         for i in range(r, xt.shape[1]):
             xt[kk, i] = _ZERO
