@@ -62,6 +62,18 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+def assert_flat(step, warm: range, measured: range, limit: int) -> None:
+    """`live_growth` below `limit` bytes. A window over it is measured once more, the same
+    steps again: what grows every step grows again, while a one-off allocation of a window
+    does not (seen once in a full run under pytest-xdist, 12.8 kB in one window, where alone
+    and in every other run the window stays under the limit: a bounded cache another test
+    of the process left part full, a library's lazy table)."""
+    grown = live_growth(step, warm, measured)
+    if grown >= limit:
+        grown = live_growth(step, warm[-len(warm) // 4:], measured)
+    assert grown < limit, f"{grown} bytes more after {len(measured)} steps, twice over"
+
+
 def live_growth(step, warm: range, measured: range) -> int:
     """Bytes still allocated after `measured` steps that were not after `warm` (both traced:
     tracing starts with warm-up so its own first allocations are not counted). The numpy
@@ -103,7 +115,7 @@ def test_memory_stays_flat_over_a_thousand_replayed_steps():
     step = _loop(1000, compiled=True)
     for i in range(100):
         step(i)
-    assert live_growth(step, range(100, 300), range(300, 600)) < 4096   # < 15 bytes a step
+    assert_flat(step, range(100, 300), range(300, 600), 4096)      # < 15 bytes a step
     early = peak_rss()
     for i in range(600, 1000):
         step(i)
@@ -114,7 +126,15 @@ def test_memory_stays_flat_over_eager_steps():
     step = _loop(300, compiled=False)
     for i in range(100):
         step(i)
-    assert live_growth(step, range(100, 150), range(150, 300)) < 8192   # < 60 bytes a step
+    assert_flat(step, range(100, 150), range(150, 300), 8192)      # < 60 bytes a step
+
+
+def test_the_flatness_check_sees_a_leak():
+    kept = []
+    leak = lambda i: kept.append(bytes(100 + i))            # noqa: E731  (~130 bytes a step)
+    with pytest.raises(AssertionError, match="twice over"):
+        assert_flat(leak, range(0, 20), range(20, 120), 4096)
+    assert_flat(lambda i: bytes(100 + i), range(0, 20), range(20, 120), 4096)
 
 
 def test_planned_peak_matches_the_simulators_lifetimes():
