@@ -250,6 +250,7 @@ meshgrid              functions torch           decomposed
 min                   Tensor    torch Tensor    reduce_min      min.dim
 minimum               Tensor    torch Tensor    minimum         minimum.default
 mish                  F         F               decomposed
+mm                    Tensor    torch Tensor    matmul
 movedim               Tensor    torch Tensor    transpose
 mse_loss              F         F               decomposed
 mul                   Tensor    torch Tensor    mul             mul.Tensor

@@ -552,6 +552,11 @@ def minimum(input: Tensor, other):
     return input.minimum(other)
 
 
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    """torch.mm: `input.mm(mat2)`; see Tensor.mm."""
+    return input.mm(mat2)
+
+
 def movedim(input: Tensor, source: int, destination: int) -> Tensor:
     """torch.movedim: `input.movedim(source, destination)`; see Tensor.movedim.
 

@@ -734,6 +734,8 @@ CASES: list[OpCase] = [
     C("diagonal_dims_swapped", ((3, 2, 4),), lambda m, x: x.diagonal(1, 2, 0), EXACT),
     C("mT", ((2, 3, 4),), lambda m, x: x.mT, EXACT),
     C("bmm", ((2, 3, 4), (2, 4, 5)), lambda m, x, y: m.bmm(x, y), products(4)),
+    C("mm", ((3, 4), (4, 5)), lambda m, x, y: m.mm(x, y), products(4)),
+    C("mm_method", ((3, 7), (7, 2)), lambda m, x, y: x.mm(y), products(7)),
     # products and scans: each multiplication rounds once, (n - 1) roundings in all
     C("prod_dim", ((3, 5),), lambda m, x: x.prod(1), Tol(6 * U, 2.0 ** -24)),
     C("prod_all", ((2, 3),), lambda m, x: m.prod(x), Tol(7 * U, 2.0 ** -24)),

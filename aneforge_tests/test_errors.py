@@ -15,6 +15,14 @@ def test_matmul_inner_size_mismatch():
         af.ones(3, 4) @ af.ones(5, 2)
 
 
+def test_mm_takes_two_matrices_of_matching_sizes_as_torch_does():
+    with pytest.raises(af.ShapeError, match=r"mm: mat1 and mat2 shapes cannot be multiplied "
+                                            r"\(3x4 and 5x2\)"):
+        af.ones(3, 4).mm(af.ones(5, 2))
+    with pytest.raises(af.ShapeError, match="mm: both operands must be 2-D.*use matmul"):
+        af.mm(af.ones(2, 3, 4), af.ones(4, 5))
+
+
 def test_reshape_size_mismatch():
     with pytest.raises(af.ShapeError, match="invalid for input of size 12"):
         af.ones(3, 4).reshape(5, -1)

@@ -48,6 +48,21 @@ class ProductsMixin(TensorBase):
                              f"(bmm does not broadcast; matmul does)")
         return self.matmul(mat2)
 
+    def mm(self, mat2: "Tensor") -> "Tensor":
+        """Matrix product of [n, m] and [m, p] (MIL matmul); no broadcasting, as torch.mm.
+
+        >>> import aneforge as af
+        >>> af.mm(af.ones(3, 4), af.ones(4, 5)).shape
+        (3, 5)
+        """
+        if self.ndim != 2 or mat2.ndim != 2:
+            raise ShapeError(f"mm: both operands must be 2-D, got {self.shape} and {mat2.shape}; "
+                             f"use matmul for other ranks")
+        if self.shape[1] != mat2.shape[0]:
+            raise ShapeError(f"mm: mat1 and mat2 shapes cannot be multiplied ({self.shape[0]}x"
+                             f"{self.shape[1]} and {mat2.shape[0]}x{mat2.shape[1]})")
+        return self.matmul(mat2)
+
     def outer(self, vec2: "Tensor") -> "Tensor":
         """The outer product of two vectors, as a broadcast multiply.
 
