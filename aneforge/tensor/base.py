@@ -33,7 +33,7 @@ class TensorBase:
     def _held(self, array, dtype):
         """A new leaf holding `array` itself, an array this package made already stored as
         `dtype` (an int32 index picked on the host): `_as_tensor` without its checks and copy
-        of user data. Outside af.compile's capture only (which is told of each leaf made)."""
+        of user data (inside af.compile's capture, a leaf the capture is told of, as any)."""
         raise NotImplementedError
 
     def _draw(self, draw, dtype):

@@ -333,8 +333,8 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
         return value if isinstance(value, Tensor) else tensor(value)
 
     def _held(self, array, dtype) -> "Tensor":
-        if array.ndim > MAX_RANK or array.dtype != dtype.np:
-            return _leaf(array, dtype)
+        if array.ndim > MAX_RANK or array.dtype != dtype.np or CTX.thread.capture is not None:
+            return _leaf(array, dtype)              # (af.compile's capture is told of it)
         check_leaf_shape(array.shape)             # an empty one: a host value (core/empty)
         return Tensor(empty.hold(leaf(array, TensorType(array.shape, dtype))))
 
