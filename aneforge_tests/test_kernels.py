@@ -6,6 +6,7 @@ returns one, ANE_FACTS D3, and payloads depend on operand order in the hardware 
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -412,6 +413,33 @@ def test_the_compiling_child_compiles_its_groups_side_by_side(tmp_path, monkeypa
     named = {f.name.split("-")[0] for f in tmp_path.rglob("*.nbi")}
     assert {"compiled.to_float16", "compiled.has_nan"} <= named
     assert "compiled.port" not in named
+
+
+@needs_numba
+def test_one_compile_of_the_same_kernels_at_a_time(tmp_path, monkeypatch):
+    """A compiling child started while another process holds the same groups' lock waits
+    (does not compile beside it); let go with the cache still empty, it compiles; started
+    again while the lock is held, it waits and then finds the kernels written, and leaves
+    without importing numba (the process that started it loads them)."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    groups = [["compiled.to_float16"]]
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(kernels.__file__))))
+    program = kernels._CHILD.format(nice=0, package=package, groups=groups)
+    program += "\nprint('numba' in sys.modules)"
+    run = [sys.executable, "-c", program]
+    for expect in ("True", "False"):        # the first compiles; the second finds the cache
+        with kernels._one_at_a_time(groups) as waited:
+            assert not waited
+            child = subprocess.Popen(run, stdout=subprocess.PIPE, text=True)
+            time.sleep(1.5)
+            assert child.poll() is None     # waiting for the lock
+            assert any(tmp_path.rglob("*.nbi")) == (expect == "False")
+        assert child.communicate(timeout=120)[0].strip() == expect
+        assert child.returncode == 0
+        assert any(tmp_path.rglob("*to_float16*.nbi"))
+    with kernels._one_at_a_time(groups) as outer:     # other groups: another lock
+        with kernels._one_at_a_time([["compiled.has_nan"]]) as inner:
+            assert not outer and not inner
 
 
 def test_a_cache_numba_keeps_elsewhere_is_asked_for(tmp_path, monkeypatch):
