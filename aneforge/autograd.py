@@ -21,6 +21,7 @@ import numpy as np
 
 from .context import CTX
 from .core import autoscale
+from .core.trace import mark_writes_stale
 from .errors import AneforgeError
 from .ops import REGISTRY
 from .ops._grad import zeros
@@ -695,6 +696,8 @@ def backward(tensor: "Tensor", gradient=None, retain_graph: bool | None = None) 
                 capture.backward_into(node)
             node.grad = g if node.grad is None else node.grad + g
             leaves.append(node)
+    if capture is None:
+        mark_writes_stale()
     records = CTX.thread.backward_records
     records[:] = [r for r in records if r.pending()]
     records.append(BackwardRecord(tensor, leaves, auto))

@@ -30,6 +30,9 @@ class ThreadState(threading.local):
         # weakrefs to this thread's written leaves (core/trace.py): another thread's realization
         # must not land one while this thread's cut is reading it
         self.writes: list = []
+        # written leaves already pending when the latest backward() ran (autograd.backward):
+        # writing one again means a loop that reads nothing (core/trace.py: `stale_write`)
+        self.stale_writes = weakref.WeakSet()
 
 
 @dataclass

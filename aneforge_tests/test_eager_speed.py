@@ -707,7 +707,9 @@ def test_a_changing_eager_loop_is_torch_correct_and_kept_recordings_change_no_bi
 def test_gradient_scaling_is_recorded_once_and_gives_the_same_bits(monkeypatch):
     """autoscale.scale's recording runs on the first step of each kind (the gradients'
     types) only; a parameter frozen changes the kind; the bits are those of recording it
-    every step."""
+    every step. The loop reads its loss each step, as most do (one that reads nothing has each
+    step's updates computed at the next step's, `autograd`'s stale writes: a realization in
+    the middle of a step, after which the recording is made anew)."""
     calls = [0]
     real = autoscale._scaled
 
@@ -731,11 +733,13 @@ def test_gradient_scaling_is_recorded_once_and_gives_the_same_bits(monkeypatch):
             for p in params:
                 p.grad = None
             x = af.tensor(data.standard_normal((4, 6)).astype(np.float32))
-            ((x @ w1 + b1).tanh() @ w2).square().mean().backward()
+            loss = ((x @ w1 + b1).tanh() @ w2).square().mean()
+            loss.backward()
             with af.no_grad():
                 for p in params:
                     if p.grad is not None:
                         p.data += -0.1 * p.grad
+            loss.item()
             per_step.append(calls[0])
         return _digest(params), per_step
     digest, per_step = run(False)

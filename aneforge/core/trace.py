@@ -120,6 +120,26 @@ def writes() -> list:
     return out
 
 
+def mark_writes_stale() -> None:
+    """What backward() does: the written leaves pending now belong to an earlier step."""
+    CTX.thread.stale_writes = weakref.WeakSet(
+        node for node in (w() for w in CTX.thread.writes)
+        if node is not None and node.data is None)
+
+
+def stale_write(node: Node) -> bool:
+    """Whether writing over handle value `node` writes over a write of an earlier step that
+    nothing has read yet: a loop of hand-written updates (`with no_grad(): p -= lr * p.grad`)
+    that reads no value each step, as torch's "Learning PyTorch with Examples" tutorials do
+    (they print every 100 steps). The caller computes the pending writes first, so each
+    update runs in a program of one step's size, the same program every step, compiled once.
+    Without it every step's update chained onto the last and the first read computed one
+    program of all the steps since, compiled anew for each length (measured on torch's
+    polynomial tutorial: 70 ms a step over its first 200 steps, 15-40 ms a step after with a
+    read every 200 steps, against 2.4-5.6 ms a step this way)."""
+    return node.data is None and node in CTX.thread.stale_writes
+
+
 def land_writes() -> None:
     """Give each written leaf whose value is now computed its array (a plain leaf from now)."""
     kept = []

@@ -33,7 +33,7 @@ from ..errors import AneforgeError, DTypeError, LimitError
 from ..ir.types import TensorType
 from ..hardware.limits import MAX_RANK, check_leaf_shape
 from ..core.trace import (KeptStretches, Node, host_read, kept_stretch, leaf, record,
-                          record_binary, taped, written_leaf)
+                          record_binary, stale_write, taped, written_leaf)
 from ..ops.registry import is_literal
 from . import grad_fn, highrank
 from .args import Shaped, _sizes
@@ -160,6 +160,8 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
             node = source._node
             if node.data is None and not node.requires_grad and (
                     capture is None or capture.set_when_computed(self, source)):
+                if capture is None and stale_write(self._node):
+                    realization.realize_writes()     # the last step's: one step a program
                 # computed with the next realization, in the same program as everything else
                 # pending (one program for all of a step's `p.data += ...`, not one each;
                 # under af.compile, BatchNorm's running statistics join the step's program)
