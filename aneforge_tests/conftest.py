@@ -56,6 +56,18 @@ def step_program(model, loss_fn, inputs):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def torch_on_one_thread():
+    """torch, the reference, computes on one thread in each test process and in the processes
+    tests start (notebooks, scripts). Its default, a thread per core, under pytest-xdist's
+    process per core put two OpenMP threads per process on two cores, and their barriers'
+    spin-waits made torch's 5 ms MLP training step take 250-420 ms (measured at load 8)."""
+    os.environ["OMP_NUM_THREADS"] = "1"     # read when a child process imports torch
+    import sys
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+
+
+@pytest.fixture(scope="session", autouse=True)
 def compiled_kernels():
     """The compiled kernels in before the first test: under "auto" they load in the background
     on a fresh numba cache (the numpy reference runs meanwhile), and the tests that compare the
