@@ -1125,3 +1125,58 @@ def test_a_parameters_remainder_entry_leaves_with_it_after_many_updates():
     del p
     gc.collect()
     assert key not in inplace._REMAINDERS
+
+
+def _loads(monkeypatch) -> list:
+    """Per run of a run plan: (its program's inputs fed back and held in place, how many of
+    this run's inputs are the very arrays the last run left in those places)."""
+    from aneforge.runtime import plan
+    seen, original = [], plan.RunPlan._load
+
+    def spy(self, env, inputs):
+        seen.append((len(self.resident), sum(self.held[n]() is inputs[n] and
+                                             not inputs[n].flags.writeable for n in self.held)))
+        return original(self, env, inputs)
+    monkeypatch.setattr(plan.RunPlan, "_load", spy)
+    return seen
+
+
+def _adamw_loop(steps: int = 6) -> list:
+    m, opt, (x, y), loss_fn = _adamw_model(16)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss_fn(af.nn.functional, m(af.tensor(x)), af.tensor(y)).backward()
+        opt.step()
+    return [p.numpy().copy() for p in m.parameters()] + \
+        [v.numpy().copy() for state in opt.state.values() for v in state.values()]
+
+
+def _makemore_loop(steps: int = 6) -> list:
+    step, params = makemore("aneforge")
+    for _ in range(steps):
+        step()
+    return [p.numpy().copy() for p in params]
+
+
+@pytest.mark.parametrize("loop, held", [(_makemore_loop, 10), (_adamw_loop, 24)])
+def test_an_eager_steps_outputs_fed_back_stay_in_place_with_the_same_bits(monkeypatch, loop,
+                                                                          held):
+    """The arrays an eager step's program returns for the parameters (with their remainders)
+    and the optimizer's state are the very arrays the next step's program is given (the
+    boundary passes an array of the program's shape on as it is, both ways): its run plan
+    finds them fed back, writes each new value over the old one's place and loads none of
+    them again. The bits are the interpreter's."""
+    from aneforge.hardware import kernels
+    if not kernels.available():
+        pytest.skip("the run plan needs numba")
+    kernels.wait()
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "never")
+    af.clear_cache()
+    interpreted = loop()
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "auto")
+    af.clear_cache()
+    loads = _loads(monkeypatch)
+    planned = loop()
+    assert loads[-1] == (held, held)
+    for a, b in zip(interpreted, planned):
+        assert a.tobytes() == b.tobytes()
