@@ -1129,3 +1129,90 @@ def test_a_parameters_remainder_entry_leaves_with_it_after_many_updates():
     del p
     gc.collect()
     assert key not in inplace._REMAINDERS
+
+
+def _loads(monkeypatch) -> list:
+    """Per run of a run plan: (its program's inputs fed back and held in place, how many of
+    this run's inputs are the very arrays the last run left in those places, how many of its
+    fp16 inputs it loads)."""
+    from aneforge.runtime import plan
+    seen, original = [], plan.RunPlan._load
+
+    def spy(self, env, inputs):
+        held = sum(self.held[n]() is inputs[n] and not inputs[n].flags.writeable
+                   for n in self.held)
+        seen.append((len(self.resident), held, len(self.placed_ins) - held))
+        return original(self, env, inputs)
+    monkeypatch.setattr(plan.RunPlan, "_load", spy)
+    return seen
+
+
+def _adamw_loop(steps: int = 6) -> list:
+    m, opt, (x, y), loss_fn = _adamw_model(16)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss_fn(af.nn.functional, m(af.tensor(x)), af.tensor(y)).backward()
+        opt.step()
+    return [p.numpy().copy() for p in m.parameters()] + \
+        [v.numpy().copy() for state in opt.state.values() for v in state.values()]
+
+
+def _makemore_loop(steps: int = 6) -> list:
+    step, params = makemore("aneforge")
+    for _ in range(steps):
+        step()
+    return [p.numpy().copy() for p in params]
+
+
+@pytest.mark.parametrize("loop, held, loaded", [(_makemore_loop, 10, 1), (_adamw_loop, 24, 5)])
+def test_an_eager_steps_outputs_fed_back_stay_in_place_with_the_same_bits(monkeypatch, loop,
+                                                                          held, loaded):
+    """The arrays an eager step's program returns for the parameters (with their remainders)
+    and the optimizer's state are the very arrays the next step's program is given (the
+    boundary passes an array of the program's shape on as it is, both ways): its run plan
+    finds them fed back, writes each new value over the old one's place and loads none of
+    them again. A hand-written `p.data += -lr * p.grad` reads the parameter's own leaf (not a
+    second input holding the same array, loaded every step): the makemore step loads only its
+    loss scale, the AdamW step its batch and four per-step scalars. The bits are the
+    interpreter's."""
+    from aneforge.hardware import kernels
+    if not kernels.available():
+        pytest.skip("the run plan needs numba")
+    kernels.wait()
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "never")
+    af.clear_cache()
+    interpreted = loop()
+    monkeypatch.setenv("ANEFORGE_SIM_PLAN", "auto")
+    af.clear_cache()
+    loads = _loads(monkeypatch)
+    planned = loop()
+    assert loads[-1] == (held, held, loaded)
+    for a, b in zip(interpreted, planned):
+        assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("lib", [af, pytest.importorskip("torch")], ids=["af", "torch"])
+def test_a_data_update_reading_the_parameters_leaf_keeps_torchs_values_and_errors(lib):
+    """`w.data += d` reads w's own leaf when d carries no gradient (tensor/inplace.py
+    `_shared_leaf`): values, requires_grad and gradients are torch's, in grad mode and under
+    no_grad; a d that requires grad makes the `.data` handle require grad, as torch's; and an
+    in-place change of w itself under no_grad still makes a backward through it raise."""
+    def values(t):
+        return [round(v, 3) for v in t.detach().reshape(-1).tolist()]
+    w = lib.tensor([1.0, 2.0], requires_grad=True)
+    (w * w).sum().backward()
+    w.data += -0.25 * w.grad                       # grad mode on: the update is untracked
+    with lib.no_grad():
+        w.data += -0.25 * w.grad
+    assert values(w) == [0.0, 0.0] and w.requires_grad and w.is_leaf
+    (w * 3.0).sum().backward()
+    assert values(w.grad) == [5.0, 7.0]
+    x = lib.tensor([0.5, 0.25], requires_grad=True)
+    d = w.data
+    d += x * 2
+    assert d.requires_grad and values(w) == [1.0, 0.5] and w.is_leaf
+    y = (w * w).sum()
+    with lib.no_grad():
+        w.add_(1.0)
+    with pytest.raises(RuntimeError if lib is not af else af.AneforgeError):
+        y.backward()

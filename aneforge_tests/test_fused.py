@@ -248,13 +248,14 @@ def test_places_of_live_values_never_overlap(monkeypatch):
     made = {s: k for k, step in enumerate(exe.steps) for s in step.outs}
     last = {s: k for k, frees in enumerate(plan.frees) for s in frees}
     keep = {s for s, _ in exe.outputs} | {s for s, _ in exe.constants}
-    # a reshape sharing its input's place (`plan.alias`): one life from the first's birth to
-    # the last one's death
+    # a reshape sharing its input's place (`plan.alias`), a new parameter or state written
+    # over the old one's (`plan.carry`): one life from the first's birth to the last one's death
     groups = {}
     for s, o in plan.place.items():
         size = fusing.BLOCK if s in plan.local else int(np.prod(exe.info[s].shape))
         end = n if s in keep else dead.get(s, n)
         root = plan.alias.get(s, s)
+        root = plan.carry.get(root, root)
         _, _, _, b, d = groups.get(root, (root, o, size, born[s], end))
         groups[root] = (root, o, size, min(b, born[s]), max(d, end))
     spans = list(groups.values())

@@ -114,8 +114,8 @@ def encode(array: np.ndarray, t: TensorType, wide: bool) -> np.ndarray:
         np.bitwise_and(v, BASE - 1, out=parts[n:], casting="unsafe")
         return parts
     shape, to = t.shape or (1,), dtypes.TRANSPORT.get(dtype, dtype)
-    if to is dtype:
-        return array.reshape(shape)
+    if to is dtype:                # the array itself where it has the shape: a run given the
+        return array if array.shape == shape else array.reshape(shape)   # array it returned
     return kernels.astype(array, to.np).reshape(shape)     # float32 -> fp16 by the compiled cast
 
 
@@ -125,7 +125,7 @@ def decode(array: np.ndarray, t: TensorType) -> np.ndarray:
         hi, lo = np.split(array.astype(np.int64), 2)
         return (((hi - BIAS) << 16) + lo).astype(np.int32).reshape(t.shape)
     out = array if array.dtype == t.dtype.np else array.astype(t.dtype.np)
-    return out.reshape(t.shape)
+    return out if out.shape == t.shape else out.reshape(t.shape)
 
 
 # ---- inside the program ---------------------------------------------------------------------

@@ -224,8 +224,8 @@ def _check_classes(target: Tensor, classes: int, ignore_index: int) -> None:
     is host data (an af.tensor of labels, the usual case); a computed target is not run for it.
     On the engine an out-of-range index would silently select nothing."""
     values = host_values(target)
-    if values is None:
-        return
+    if values is None or not values.size or (values.min() >= 0 and values.max() < classes):
+        return                          # (two reductions: the usual in-range labels, each step)
     bad = values[(values != ignore_index) & ((values < 0) | (values >= classes))]
     if bad.size:
         raise IndexError(f"Target {int(bad.flat[0])} is out of bounds (classes are 0..{classes - 1}"

@@ -278,8 +278,8 @@ class Optimizer:
                     math.copysign(1.0, last[0]) != math.copysign(1.0, v):      # (-0.0: 0.0)
                 last = kept[(id(group), k)] = (v, tensor(v) if capture is not None else
                                                Tensor(half_scalar(v)))
+                _warn_if_lost(k, v, last[1])      # (a kept leaf was checked when it was made)
             out[k] = last[1]
-            _warn_if_lost(k, v, last[1])
         if capture is not None:
             for k, t in out.items():
                 capture.provide(t, lambda k=k: self.hyper(group, self._steps + ahead)[k])

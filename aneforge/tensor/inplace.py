@@ -88,13 +88,23 @@ class InplaceMixin(TensorBase):
             # read even when zero: af.compile captures this step's program for every replay
             holder = self._as_tensor(np.zeros(self.shape, self.dtype.np))
 
+        base = self._at(*self.ref)
+        shared = _shared_leaf(self, owner, step)
+        if shared is not None:
+            base = shared
+
         def compensated():
             s = self._as_tensor(getattr(holder, op)(step)).to(self.dtype)
-            new = (self + s).expand(self.shape)                   # Fast2Sum: |self| >= |s|
-            return new, (s - (new - self)).expand(self.shape)
+            new = (base + s).expand(self.shape)                   # Fast2Sum: |base| >= |s|
+            return new, (s - (new - base)).expand(self.shape)
         # one kept recording per kind (a training loop's `p.data += -lr * p.grad` each step)
-        new, remainder = self._kept(("compensated", op), [self._at(*self.ref), holder, step],
-                                    compensated, many=True)
+        thread, grad = CTX.thread, CTX.thread.grad_enabled
+        thread.grad_enabled = grad and shared is None      # (the parameter's own leaf: untracked)
+        try:
+            new, remainder = self._kept(("compensated", op), [base, holder, step], compensated,
+                                        many=True)
+        finally:
+            thread.grad_enabled = grad
         self._inplace(lambda: new)
         holder.set_(remainder)
         key = id(owner)
@@ -162,3 +172,20 @@ class InplaceMixin(TensorBase):
 
     def __itruediv__(self, other) -> "Tensor":
         return self.div_(other)
+
+
+def _shared_leaf(handle, owner, step):
+    """A handle on `owner`'s own leaf where `handle` (its `.data`) is a leaf of the very same
+    array and `step` carries no gradient, else None. The update then reads the array the
+    forward read, through the same leaf: one program input, which the next step's program is
+    given back and holds in place, not a second copy loaded every step. Read under no_grad: the
+    values are the `.data` handle's, untracked as it is. (Not inside af.compile's capture,
+    which tracks the `.data` leaf as recorded.)"""
+    node, own = handle._node, owner._node
+    if handle is owner or CTX.thread.capture is not None or node.data is None or \
+            own.data is None or \
+            node.data[handle._idx] is not own.data[owner._idx] or \
+            getattr(step, "requires_grad", False):
+        return None
+    return handle._at(own, owner._idx)
+
