@@ -705,6 +705,46 @@ def _plain_rows(xb, i0, i1, ymax, ysmall, limit):
     return True
 
 
+# fastmath as `_row_bound`'s: a bound with slack, summed in any order (products of fp16 values
+# are exact in float32, so contraction could not change them either)
+@njit(cache=True, fastmath={"reassoc"})
+def _pair_bound(xr, yb, acc):
+    """max_j sum_k |xr[k]| * |yb[k, j]| in float32 (acc: scratch of yb's width); a k where
+    xr is 0 adds nothing (y's row there may hold an inf: `_plain_rows` let it pass)."""
+    for j in range(acc.size):
+        acc[j] = _ZERO
+    for kk in range(xr.size):
+        a = abs(xr[kk])
+        if a == _ZERO:
+            continue
+        row = yb[kk]
+        for j in range(row.size):
+            acc[j] += a * abs(row[j])
+    top = _ZERO
+    for j in range(acc.size):
+        top = max(top, acc[j])
+    return top
+
+
+@njit(cache=True)
+def _plain_pairs(xb, yb, i0, i1, ymax, ysmall, limit, acc):
+    """`_plain_rows` with the bound of each output on its own: sum_k |x[i, k]| * |y[k, j]|
+    (the quantity `_plain_rows` bounds by ymax[k] >= |y[k, j]|, with the same slack) under
+    the limit for every (i, j). Costs a float32 product of the block's |x| and |y| (~1/4 of
+    the plain tile's work), so it runs only for blocks the row bound refuses: the first
+    layer's weight gradients of a GPT-style LM, whose activations reach ~185 in a few rows of
+    y, passed `sum_k |x| * ymax` ~1.6e5 while every output's own bound stays far under
+    32768."""
+    if not _plain_rows(xb, i0, i1, ymax, ysmall, _INF):
+        return False
+    slack = 1.0 + (xb.shape[1] + 64) * 2.0 ** -21
+    for i in range(i0, i1):
+        if not np.float64(_pair_bound(xb[i], yb, acc)) * slack < min(np.float64(limit),
+                                                                      _PLAIN_HUGE):
+            return False
+    return True
+
+
 @njit(cache=True, inline="always")
 def _lane(row, kk, k):
     """row[kk], or 0 past K: the missing lanes of the last tile (their products are +0, as
@@ -895,7 +935,8 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
     `wide()` is 16, its 16-lane form `_plain_wide`; where it is 8, `block8`, the 8-lane
     strips of `plain_block8`), for outputs of at least PLAIN_ROWS x PLAIN_COLUMNS: the check
     reads all of y once per thread and matrix, and each x once, and saves ~40% of the work of
-    an output (~15% in the generic loop). Thin outputs of rows of at least ALONG_K run their
+    an output (~15% in the generic loop); a block whose row bound reaches the limit is
+    cleared by its outputs' own bounds where they stay under it (`_plain_pairs`). Thin outputs of rows of at least ALONG_K run their
     plain blocks by `_thin_k` where `wide()` is 16 (the reductions of BatchNorm's statistics,
     [8, 8192] @ [8192, 1]: 2x faster than `_thin`'s transposed copy; LayerNorm's, [256, 64] @
     [64, 1]: 1.2x), and single columns where it is 8 (BatchNorm's statistics: ~5x faster
@@ -916,6 +957,7 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
     ysmall, seen, ymax = _ZERO, -1, np.empty(k if check else 0, np.float32)
     along_k = along_k and check
     ts = np.empty((min(m, rows) if along_k else 0, (k + 3) // 4), np.float32)
+    pair = np.empty(n if check else 0, np.float32)
     yt = np.empty((n if thin8 else 0, k), np.float32)
     ot = np.empty((n if thin8 else 0, xt.shape[1]), np.float32)
     for t in range(first, last):
@@ -927,7 +969,9 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
             seen = by[b]
             if thin8:
                 _columns_of(yb, yt)
-        if check and _plain_rows(xb, i0, i1, ymax, ysmall, _INF if along_k else limit):
+        if check and (_plain_rows(xb, i0, i1, ymax, ysmall, _INF if along_k else limit)
+                      or not along_k and _plain_pairs(xb, yb, i0, i1, ymax, ysmall, limit,
+                                                      pair)):
             if along_k:
                 _thin_k(xb, yb, ob, i0, i1, ts, yc, limit)
             elif thin8:
