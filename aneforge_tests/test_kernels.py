@@ -819,14 +819,25 @@ def test_tile_matmul_of_the_workloads_narrow_outputs(shape):
 
 
 # ---- thin outputs of long rows: the tiles side by side along K ---------------------------------
-@needs_wide
+def _along_k_cpu() -> bool:
+    from aneforge.hardware.kernels import compiled
+    return compiled._plain_is_wide() > 0
+
+
+needs_along_k = pytest.mark.skipif(not kernels.available() or not _along_k_cpu(),
+                                   reason="numba targets neither AVX-512 nor AVX2 here: no "
+                                          "tiles side by side along K")
+
+
+@needs_along_k
 @settings(max_examples=60, deadline=None, derandomize=True, database=None)
 @given(st.integers(0, 10 ** 6), st.integers(-48, 32), st.sampled_from([64, 128, 260, 321, 1027]),
        st.booleans())
 def test_tiles_along_k_equal_reference_tile_sums(seed, base, k, cancel):
-    """`_row_tiles`: every tile of a row, 16 side by side (lanes 4t .. 4t + 3 gathered from
-    64 consecutive products), the last ones (K % 64, and K % 4 missing lanes) one by one, each
-    bit-equal to the reference's tile sum of the same four products over adversarial lanes."""
+    """`_row_tiles`: every tile of a row side by side (lanes 4t .. 4t + 3 gathered from
+    consecutive products: 16 tiles of 64 products on AVX-512; on AVX2 32 of 128, then 8 of
+    32), the last ones (and K % 4 missing lanes) one by one, each bit-equal to the
+    reference's tile sum of the same four products over adversarial lanes."""
     from aneforge.hardware.kernels import compiled
     rng = np.random.default_rng(seed)
     tiles = (k + 3) // 4
@@ -836,8 +847,9 @@ def test_tiles_along_k_equal_reference_tile_sums(seed, base, k, cancel):
     row = p.T.reshape(-1)[:k].copy()                                  # lane l of tile t: 4t + l
     ts = np.full(tiles + 1, 7.0, np.float32)
     compiled._row_tiles(ts, row, np.ones(k, np.float32), k)
-    with np.errstate(all="ignore"):
-        same(ts[:tiles], reference.tile_sum(list(p), 0))
+    with np.errstate(all="ignore"):                  # + 0: as the accumulator reads them (a
+        zero = np.float32(0.0)                         # tile of zeros may be -0 on AVX2; from
+        same(ts[:tiles] + zero, reference.tile_sum(list(p), 0) + zero)    # +0 it adds nothing)
     assert ts[tiles] == 7.0
 
 
@@ -860,6 +872,31 @@ def test_thin_outputs_of_long_rows_equal_reference(family, shape):
     tile(x, y, 0, 0, 1e4)
     x[..., 3, 5] = np.inf
     tile(x, y, 0, 0, 32760.0)
+
+
+@needs_along_k
+@pytest.mark.parametrize("k", [64, 160, 300])
+def test_thin_k_saturates_partials_that_cross_the_limit(k):
+    """`_thin_k` adds each output's tiles with the accumulator's saturation, so a column sum
+    whose partial passes the limit and comes back reads inf (it sticks), exactly as the
+    reference, in blocks the check clears with no limit (BatchNorm's gradient sums); rows that
+    stay under it, and a row that ends past it, as the reference too."""
+    from aneforge.hardware.kernels import compiled
+    x = np.zeros((6, k), np.float32)
+    x[0, :8] = [20000, 20000, 0, 0, -20000, -20000, 0, 0]               # 40000, then 0
+    x[1, :8] = [16000, 16000, 0, 0, -16000, -16000, 0, 0]               # 32000, then 0
+    x[2, -8:] = [-20000, -20000, 0, 0, 20000, 20000, 0, 0]              # -40000, then 0
+    x[3] = 600.0                                                        # ends past it
+    x[4] = fp16((k,), np.random.default_rng(k))
+    x[5, 1::2] = 2.0 ** -20
+    y = np.ones((k, 1), np.float32)
+    out, ts, yc = np.full((6, 1), np.nan, np.float32), np.empty((6, k // 4 + 1), np.float32), \
+        np.empty(k, np.float32)
+    compiled._thin_k(x, y, out, 0, 6, ts, yc, np.float32(32760.0))
+    want = both(kernels.tile_matmul, x, y, 0, 0, 32760.0)
+    same(out, want)
+    assert np.isposinf(out[0]) and out[1] == 0 and np.isneginf(out[2]) and np.isposinf(out[3])
+    same(tile(x, y), want)                            # the whole matmul, by whichever path
 
 
 # ---- the thread split: chunks taken from one counter --------------------------------------------

@@ -2,8 +2,9 @@
 (`reference.tile_matmul`, the definition) on the values that could tell them apart:
 
 - the plain tile (no exponent floor, no saturation check), taken by row blocks of outputs of at
-  least PLAIN_ROWS x PLAIN_COLUMNS that `_plain_rows` clears: tiny products (where the floor
-  acts), partial sums that cross the limit and come back, inf, NaN and signed zeros;
+  least PLAIN_ROWS x PLAIN_COLUMNS that `_plain_rows` (or, output by output, `_plain_pairs`)
+  clears: tiny products (where the floor acts), partial sums that cross the limit and come
+  back, inf, NaN and signed zeros;
 - one carry cut per tile instead of one per add (the chain's next add cuts at least as coarse);
 - the plain tile 16 lanes at a time by AVX-512 (where numba targets it): the smaller operand
   cut by an add rounded toward zero against a constant of its sign;
@@ -145,6 +146,39 @@ def test_partials_crossing_the_limit_saturate():
     x[8:] = [16000, 16000, 0, 0, -16000, -16000, 0, 0] * 2               # 32000, then 0
     r = tile(x, np.ones((16, 8), np.float32))
     assert np.isposinf(r[:8]).all() and (r[8:] == 0).all()
+
+
+def _spread_columns(m=16, k=16, n=16):
+    """x of 100s against y with one large value per row, each in its own column: the row
+    bound (sum_k |x| * max_j |y[k, j]| = 240000) passes the limit, each output's own bound
+    (~15000) does not."""
+    x = np.full((m, k), 100.0, np.float32)
+    y = np.full((k, n), 0.01, np.float32)
+    y[np.arange(k), np.arange(k) % n] = 150.0
+    return x, y
+
+
+def test_outputs_own_bounds_clear_a_block_the_row_bound_refuses():
+    """`_plain_pairs`: a block whose row bound reaches the limit runs plain when every
+    output's own bound stays under it, with the reference's bits; a block where one column's
+    outputs do cross the limit (row 0's: 34000, then back near 0), though every other output
+    of row 0 stays under it, is refused and saturates there, as the reference."""
+    from aneforge.hardware.kernels import compiled
+    x, y = _spread_columns()
+
+    def cleared(x, y):
+        ymax, acc = np.empty(y.shape[0], np.float32), np.empty(y.shape[1], np.float32)
+        ysmall = compiled._y_bounds(y, ymax)
+        limit = np.float32(32760.0)
+        return (compiled._plain_rows(x, 0, x.shape[0], ymax, ysmall, limit),
+                compiled._plain_pairs(x, y, 0, x.shape[0], ymax, ysmall, limit, acc))
+    assert cleared(x, y) == (False, True)
+    tile(x, y)
+    x[0, :8] = [170, 170, 0, 0, -170, -170, 0, 0]
+    y[:8, 3] = 100.0
+    assert cleared(x, y) == (False, False)
+    r = tile(x, y)
+    assert np.isposinf(r[:, 3]).all() and np.isfinite(np.delete(r, 3, axis=1)).all()
 
 
 @settings(max_examples=30, deadline=None, derandomize=True, database=None)

@@ -20,7 +20,7 @@ from numba import njit, types, uint64
 from numba.extending import intrinsic
 from numba.np.arrayobj import populate_array
 
-from .avx2 import EIGHT, plain_block8
+from .avx2 import EIGHT, GROUPS, plain_block8, tiles8, tiles_along_k
 from .avx512 import WIDE, _plain_wide, _tiles16
 from .threads import PARALLEL_MACS, threads
 
@@ -547,10 +547,19 @@ def _plain_tile(p0, p1, p2, p3, mode, tmode):
 @njit(cache=True, inline="always")
 def _row_tiles(ts, xr, yc, k):
     """ts[t] = the plain tile t of xr * yc (its carry cut), every tile of K: 16 side by side
-    by `_tiles16`, the last ones by `_plain_tile` (missing lanes past K: products +0)."""
-    full = k // 64 * 64
-    for k0 in range(0, full, 64):
-        _tiles16(ts, xr, yc, k0, k0 // 4)
+    by `_tiles16` (AVX-512; on AVX2 32 by `avx2.tiles_along_k`, then 8 by `avx2.tiles8`),
+    the last ones by `_plain_tile` (missing lanes past K: products +0)."""
+    if WIDE:
+        full = k // 64 * 64
+        for k0 in range(0, full, 64):
+            _tiles16(ts, xr, yc, k0, k0 // 4)
+    else:
+        along = k // (32 * GROUPS) * (32 * GROUPS)
+        for k0 in range(0, along, 32 * GROUPS):
+            tiles_along_k(ts, xr, yc, k0, k0 // 4)
+        full = k // 32 * 32
+        for k0 in range(along, full, 32):
+            tiles8(ts, xr, yc, k0, k0 // 4)
     for k0 in range(full, k, 4):
         ts[k0 // 4] = _plain_tile(xr[k0] * yc[k0], _lane(xr, k0 + 1, k) * _lane(yc, k0 + 1, k),
                                   _lane(xr, k0 + 2, k) * _lane(yc, k0 + 2, k),
@@ -558,12 +567,13 @@ def _row_tiles(ts, xr, yc, k):
 
 
 @njit(cache=True)
-def _thin_k(xb, yb, ob, i0, i1, ts, yc):
-    """Rows i0 .. i1 of ob = xb @ yb for few columns, in a block `_plain_rows` cleared, where
-    numba targets AVX-512: each output's tiles 16 side by side (`_row_tiles`, lanes along K:
-    no transposed copy, whatever the rows), then their sums added in order, four rows'
-    running sums side by side (independent chains; each (i, j) still sums its tiles in order
-    from +0, saturation-free)."""
+def _thin_k(xb, yb, ob, i0, i1, ts, yc, limit):
+    """Rows i0 .. i1 of ob = xb @ yb for few columns, in a block whose tiles are plain
+    (`_plain_rows` with no limit: products in the plain tile's range, all finite): each
+    output's tiles 16 side by side (`_row_tiles`, lanes along K: no transposed copy, whatever
+    the rows), then their sums added in order from +0 with the saturation check (`_saturate`
+    at `limit`, as the reference's accumulator: the block need not be shown to stay under
+    it), four rows' running sums side by side (independent chains)."""
     k, n = xb.shape[1], ob.shape[1]
     nt = (k + 3) // 4
     for j in range(n):
@@ -576,13 +586,14 @@ def _thin_k(xb, yb, ob, i0, i1, ts, yc):
             s0 = s1 = s2 = s3 = _ZERO
             r0, r1, r2, r3 = ts[i - i0], ts[i - i0 + 1], ts[i - i0 + 2], ts[i - i0 + 3]
             for t in range(nt):
-                s0, s1, s2, s3 = s0 + r0[t], s1 + r1[t], s2 + r2[t], s3 + r3[t]
+                s0, s1 = _saturate(s0 + r0[t], limit), _saturate(s1 + r1[t], limit)
+                s2, s3 = _saturate(s2 + r2[t], limit), _saturate(s3 + r3[t], limit)
             ob[i, j], ob[i + 1, j], ob[i + 2, j], ob[i + 3, j] = s0, s1, s2, s3
             i += 4
         for i in range(i, i1):
             s0, r0 = _ZERO, ts[i - i0]
             for t in range(nt):
-                s0 += r0[t]
+                s0 = _saturate(s0 + r0[t], limit)
             ob[i, j] = s0
 
 
@@ -690,6 +701,46 @@ def _plain_rows(xb, i0, i1, ymax, ysmall, limit):
         if not np.float64(small) * np.float64(ysmall) >= _PLAIN_TINY:
             return False
         if not np.float64(bound) * slack < min(np.float64(limit), _PLAIN_HUGE):
+            return False
+    return True
+
+
+# fastmath as `_row_bound`'s: a bound with slack, summed in any order (products of fp16 values
+# are exact in float32, so contraction could not change them either)
+@njit(cache=True, fastmath={"reassoc"})
+def _pair_bound(xr, yb, acc):
+    """max_j sum_k |xr[k]| * |yb[k, j]| in float32 (acc: scratch of yb's width); a k where
+    xr is 0 adds nothing (y's row there may hold an inf: `_plain_rows` let it pass)."""
+    for j in range(acc.size):
+        acc[j] = _ZERO
+    for kk in range(xr.size):
+        a = abs(xr[kk])
+        if a == _ZERO:
+            continue
+        row = yb[kk]
+        for j in range(row.size):
+            acc[j] += a * abs(row[j])
+    top = _ZERO
+    for j in range(acc.size):
+        top = max(top, acc[j])
+    return top
+
+
+@njit(cache=True)
+def _plain_pairs(xb, yb, i0, i1, ymax, ysmall, limit, acc):
+    """`_plain_rows` with the bound of each output on its own: sum_k |x[i, k]| * |y[k, j]|
+    (the quantity `_plain_rows` bounds by ymax[k] >= |y[k, j]|, with the same slack) under
+    the limit for every (i, j). Costs a float32 product of the block's |x| and |y| (~1/4 of
+    the plain tile's work), so it runs only for blocks the row bound refuses: the first
+    layer's weight gradients of a GPT-style LM, whose activations reach ~185 in a few rows of
+    y, passed `sum_k |x| * ymax` ~1.6e5 while every output's own bound stays far under
+    32768."""
+    if not _plain_rows(xb, i0, i1, ymax, ysmall, _INF):
+        return False
+    slack = 1.0 + (xb.shape[1] + 64) * 2.0 ** -21
+    for i in range(i0, i1):
+        if not np.float64(_pair_bound(xb[i], yb, acc)) * slack < min(np.float64(limit),
+                                                                      _PLAIN_HUGE):
             return False
     return True
 
@@ -884,23 +935,29 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
     `wide()` is 16, its 16-lane form `_plain_wide`; where it is 8, `block8`, the 8-lane
     strips of `plain_block8`), for outputs of at least PLAIN_ROWS x PLAIN_COLUMNS: the check
     reads all of y once per thread and matrix, and each x once, and saves ~40% of the work of
-    an output (~15% in the generic loop). Thin outputs of rows of at least ALONG_K run their
+    an output (~15% in the generic loop); a block whose row bound reaches the limit is
+    cleared by its outputs' own bounds where they stay under it (`_plain_pairs`). Thin outputs of rows of at least ALONG_K run their
     plain blocks by `_thin_k` where `wide()` is 16 (the reductions of BatchNorm's statistics,
     [8, 8192] @ [8192, 1]: 2x faster than `_thin`'s transposed copy; LayerNorm's, [256, 64] @
-    [64, 1]: 1.2x); where it is 8, every thin output's plain blocks run by `_thin8`, through
-    `block8`."""
+    [64, 1]: 1.2x), and single columns where it is 8 (BatchNorm's statistics: ~5x faster
+    than `_thin8`, whose one vector of 8 rows waits on its chain); `_thin_k` checks the
+    saturation itself, so its blocks need not be shown to stay under the limit (BatchNorm's
+    gradient sums, |x| up to ~2000 over 8192 terms, never were). Where it is 8, the other
+    thin outputs' plain blocks run by `_thin8`, through `block8`."""
     _, m, n = out.shape
     rows, k = rows_per_task(m, n), x.shape[2]
     rb = (m + rows - 1) // rows
     x, y, out = _unowned(x), _unowned(y), _unowned(out)
     thin = _is_thin(m, n)
     xt, acc, yc = _thin_scratch(m, n, k, rows)
-    thin8 = thin and wide() == 8 and (n > 1 or k >= ALONG_K)     # (a short column: `_thin`)
+    along_k = thin and k >= ALONG_K and (wide() == 16 or wide() == 8 and n == 1)
+    thin8 = thin and wide() == 8 and n > 1
     check = tmode == 0 and (m >= PLAIN_ROWS and n >= PLAIN_COLUMNS
                             or thin and (k >= ALONG_K or thin8))
     ysmall, seen, ymax = _ZERO, -1, np.empty(k if check else 0, np.float32)
-    along_k = thin and k >= ALONG_K and check and wide() == 16
+    along_k = along_k and check
     ts = np.empty((min(m, rows) if along_k else 0, (k + 3) // 4), np.float32)
+    pair = np.empty(n if check else 0, np.float32)
     yt = np.empty((n if thin8 else 0, k), np.float32)
     ot = np.empty((n if thin8 else 0, xt.shape[1]), np.float32)
     for t in range(first, last):
@@ -912,9 +969,11 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
             seen = by[b]
             if thin8:
                 _columns_of(yb, yt)
-        if check and _plain_rows(xb, i0, i1, ymax, ysmall, limit):
+        if check and (_plain_rows(xb, i0, i1, ymax, ysmall, _INF if along_k else limit)
+                      or not along_k and _plain_pairs(xb, yb, i0, i1, ymax, ysmall, limit,
+                                                      pair)):
             if along_k:
-                _thin_k(xb, yb, ob, i0, i1, ts, yc)
+                _thin_k(xb, yb, ob, i0, i1, ts, yc, limit)
             elif thin8:
                 _thin8(xb, ob, i0, i1, xt, yt, ot, block8)
             elif wide() == 8:
