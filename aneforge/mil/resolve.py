@@ -17,7 +17,6 @@ from ..hardware import targets
 from ..errors import AneforgeError, CompileWallError
 from ..ir import Block, Function, Operation, Program, TensorType, Var
 from ..ir.dag import fresh_name
-from ..ir.validate import validate as validate_ir
 from ..ops import REGISTRY
 from ..ops.registry import REQUIRED, OpDef, apply_to_vars, is_literal
 from ..ops.walls import check_walls
@@ -92,12 +91,11 @@ def resolve(syntax, lines: list[str], walls: bool = True) -> Program:
 
 
 def _check_program(program, lines, op_lines, walls) -> None:
-    main_line = min(op_lines.values(), default=1)
-    try:            # each op typed once: by its statement (`typed`), or the registry now
-        validate_ir(program, lambda op: op_lines.typed.get(id(op)) or
-                    apply_to_vars(op.type, op.inputs, op.attrs)[1])
-    except AneforgeError as e:      # the checks above should have caught it: say so plainly
-        _fail(lines, main_line, "op-check", str(e))
+    """The whole program against the ANE compiler walls (`walls`). The IR's own invariants
+    (`aneforge.ops.validate`: unique names, defined before use, types as each op infers them,
+    I/O dtypes) are not checked again: the resolver checked each, with its line, as it read
+    the statements (typing the ops once more was a tenth of a large text's parse; the tests
+    validate what the reader accepts)."""
     if not walls:
         return
     try:
@@ -105,17 +103,12 @@ def _check_program(program, lines, op_lines, walls) -> None:
     except CompileWallError as e:
         # The wall names the op; find its line (op names are unique, checked above).
         line = next((op_lines[id(op)] for op in program.operations
-                     if f"{op.name!r}" in str(e)), main_line)
+                     if f"{op.name!r}" in str(e)), min(op_lines.values(), default=1))
         _fail(lines, line, "compile-wall", str(e))
 
 
 class _OpLines(dict):
-    """id(op) -> its statement's line; `typed`: id(op) -> the types its statement checked
-    (the program's validation reuses them: typing each op twice was a sixth of a parse)."""
-
-    def __init__(self):
-        super().__init__()
-        self.typed: dict[int, list] = {}
+    """id(op) -> its statement's line."""
 
 
 def _fail(lines, line: int, rule: str, message: str):
@@ -271,7 +264,7 @@ class _FunctionResolver:
         attrs, inferred = self.apply(st, opdef, inputs, found)
         self.compare(st, declared, inferred)
         outs = [Var(tok.text, t) for (_, tok), t in zip(st.outputs, declared)]
-        self.new_op(Operation(opdef.name, inputs, attrs, outs, name), st, inferred,
+        self.new_op(Operation(opdef.name, inputs, attrs, outs, name), st,
                     attrs[value] if value else None)
 
     def quick(self, st: Statement, form: _Form) -> bool:
@@ -301,15 +294,14 @@ class _FunctionResolver:
         self.op_names[name] = line
         attrs = known[0]
         outs = [Var(tok.text, t) for (_, tok), t in zip(st.outputs, declared)]
-        self.new_op(Operation(opdef.name, inputs, attrs, outs, name), st, declared,
+        self.new_op(Operation(opdef.name, inputs, attrs, outs, name), st,
                     attrs[form.value] if form.value else None)
         return True
 
-    def new_op(self, op: Operation, st: Statement, inferred: list, const=None) -> None:
-        """`op`, read from `st` and typed `inferred`, added; its results defined (`const`:
+    def new_op(self, op: Operation, st: Statement, const=None) -> None:
+        """`op`, read from `st`, added; its results defined (`const`:
         the value a const's result has, for compile-time arguments it binds)."""
         self.add(op, st.line)
-        self.op_lines.typed[id(op)] = inferred
         for (_, tok), v in zip(st.outputs, op.outputs):
             self.define(tok, v, const)
 
