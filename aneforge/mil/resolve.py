@@ -20,7 +20,7 @@ from ..ir.dag import fresh_name
 from ..ops import REGISTRY
 from ..ops.registry import REQUIRED, OpDef, apply_to_vars, is_literal
 from ..ops.walls import check_walls
-from .checks import as_name, io_problem, name_problem, shape_problem
+from .checks import RESERVED, as_name, io_problem, name_problem, shape_problem
 from .proto import ATTR_FITS, ATTR_KINDS, STORED_AS_ATTRIBUTE
 from .proto import OPSETS as PROTO_OPSETS
 from .syntax import Arg, Literal, MILSyntaxError, Ref, Statement, TypeSpec, source_line
@@ -133,7 +133,7 @@ class _FunctionResolver:
         self.ops: list[Operation] = []
         self.applied: dict = {}                     # `apply`'s answers, by `_apply_key`
         self.types: dict = {}                       # (dtype, shape) -> its checked TensorType
-        self.forms: dict = {}                       # `_form_key` -> its arguments, split
+        self.forms: dict = {}                       # `Statement.form` -> its arguments, split
 
     def fail(self, line: int, rule: str, message: str):
         _fail(self.lines, line, rule, message)
@@ -145,8 +145,8 @@ class _FunctionResolver:
         every statement)."""
         later: dict[str, int] = {}
         for st in self.f.body:
-            for _, tok in st.outputs:
-                later.setdefault(tok.text, tok.line)
+            for name, line in st.results:
+                later.setdefault(name, line)
         return later
 
     # ---- the function
@@ -168,7 +168,7 @@ class _FunctionResolver:
         problems = targets.axis_problems(chosen, t.shape) if chosen else []
         if problems:
             self.fail(t.line, "axis-limit", f"program input {tok.text!r} has {problems[0]}")
-        self.define(tok, v)
+        self.define(tok.text, tok.line, v)
         return v
 
     def outputs(self) -> list[Var]:
@@ -217,15 +217,16 @@ class _FunctionResolver:
         self.check_shape(t.shape, str(t), t.line)
         return dtypes.BY_NAME[t.dtype]
 
-    def define(self, tok, v: Var | None, const: np.ndarray | None = None) -> None:
-        name = tok.text
-        self.check(name_problem(name, "the value name"), tok.line)
+    def define(self, name: str, line: int, v: Var | None,
+               const: np.ndarray | None = None) -> None:
+        if name in RESERVED:   # else an identifier: the text's names are (checks.NAME)
+            self.check(name_problem(name, "the value name"), line)
         if name in self.defined_at:
-            self.fail(tok.line, "duplicate-name", f"{name!r} is already defined on line "
+            self.fail(line, "duplicate-name", f"{name!r} is already defined on line "
                       f"{self.defined_at[name]}; every value needs a unique name. Rename one: "
                       f"coremltools' loader does not catch this (it silently rebinds the name, "
                       f"so later uses read the wrong value).")
-        self.defined_at[name] = tok.line
+        self.defined_at[name] = line
         if v is not None:
             self.scope[name] = v
         if const is not None:
@@ -246,7 +247,7 @@ class _FunctionResolver:
 
     # ---- statements
     def statement(self, st: Statement) -> None:
-        key = _form_key(st) if st.annotations is not None else None
+        key = st.form
         form = self.forms.get(key)
         if form is not None and form.quick and QUICK_STATEMENTS and self.quick(st, form):
             return
@@ -273,27 +274,28 @@ class _FunctionResolver:
         `statement` adds it, by the same checks in the same order with fewer steps. False,
         having changed nothing (but `attr_arg`'s note of a const it read), when it is not that
         simple: `statement` then reads it, and says what is wrong."""
-        lit, line = st.annotations["name"]
-        name = _name_of(lit)
+        name, line = st.named
         if not name or name in self.op_names or (
                 form.value is not None and _is_string(self.value_literal(st, form.value))):
             return False
-        args, scope = _arguments(st), self.scope
-        values = [scope.get(args[i].value.name) if type(args[i].value) is Ref else None
-                  for i in form.tensors]
+        refs, scope = st.refs, self.scope
+        values = [scope.get(refs[i]) for i in form.tensors]
         if None in values:
             return False
         opdef, inputs = form.opdef, dict(zip(form.order, values))
         first = values[0] if values else None
-        found = {args[i].name: self.attr_arg(opdef, args[i], first)
-                 for i in form.literals} if form.literals else {}
+        if form.literals:
+            args = st.arguments
+            found = {args[i].name: self.attr_arg(opdef, args[i], first) for i in form.literals}
+        else:
+            found = {}
         known = self.known(_apply_key(opdef.name, inputs, found), found)
-        declared = [self.types.get((t.dtype, t.shape)) for t, _ in st.outputs]
+        declared = [self.types.get((t.dtype, t.shape)) for t in st.types]
         if known is None or declared != known[1]:
             return False
         self.op_names[name] = line
         attrs = known[0]
-        outs = [Var(tok.text, t) for (_, tok), t in zip(st.outputs, declared)]
+        outs = [Var(out, t) for (out, _), t in zip(st.results, declared)]
         self.new_op(Operation(opdef.name, inputs, attrs, outs, name), st,
                     attrs[form.value] if form.value else None)
         return True
@@ -302,8 +304,8 @@ class _FunctionResolver:
         """`op`, read from `st`, added; its results defined (`const`:
         the value a const's result has, for compile-time arguments it binds)."""
         self.add(op, st.line)
-        for (_, tok), v in zip(st.outputs, op.outputs):
-            self.define(tok, v, const)
+        for (name, line), v in zip(st.results, op.outputs):
+            self.define(name, line, v, const)
 
     def add(self, op: Operation, line: int) -> None:
         self.ops.append(op)
@@ -320,7 +322,7 @@ class _FunctionResolver:
             self.fail(line, "unknown-argument", f"annotation {key!r} is not one aneforge "
                       f"reads; annotations are {sorted(allowed)}")
         lit, line = st.annotations.get("name", (None, st.line))
-        name = _name_of(lit)
+        name = lit.string() if lit is not None else None
         if not name:
             self.fail(line, "name-annotation", f"{st.op.text}'s name annotation is missing or "
                       f"empty; every op needs a non-empty name (MIL primer): {_name_how(st)}")
@@ -339,7 +341,7 @@ class _FunctionResolver:
         if rest or t.dtype != "string" or t.shape:
             self.fail(st.line, "type-mismatch", f"a string const has one result, typed "
                       f"string: string {tok.text} = const(...)")
-        self.define(tok, None, lit.value)
+        self.define(tok.text, tok.line, None, lit.value)
         return True
 
     def value_literal(self, st: Statement, key: str | None) -> Literal | None:
@@ -357,7 +359,7 @@ class _FunctionResolver:
         """(inputs, compile-time arguments) of the statement. A form of statement read before
         (`form`: the op, its argument and annotation names, `key`) had its names checked then:
         only its values are checked again (`bind_form`)."""
-        args = _arguments(st)
+        args = st.arguments
         if form is not None:
             return self.bind_form(opdef, args, form, name)
         bound = self.bind_args(st, opdef, name, args)
@@ -537,6 +539,8 @@ def _apply_key(op: str, inputs: dict, attrs: dict):
     key = (op, tuple([(k, _var_key(v)) for k, v in inputs.items()]),
            tuple([(k, type(v), _array_key(v) if type(v) is np.ndarray else v)
                   for k, v in attrs.items()]) if attrs else ())
+    if not attrs:           # types and bools: hashable
+        return key
     try:
         hash(key)
     except TypeError:
@@ -556,15 +560,9 @@ def _array_key(a: np.ndarray):
         else a
 
 
-def _form_key(st: Statement) -> tuple:
-    """What `bind_args`' name checks read of a statement: the op, its argument and annotation
-    names in order."""
-    return st.op.text, tuple([a.name for a in st.args]), tuple(st.annotations)
-
-
 class _Form(NamedTuple):
-    """A checked form of statement (`_form_key`: its names were checked when first read) and
-    its arguments (`_arguments`), split: what a statement of the form still checks is its
+    """A checked form of statement (`Statement.form`: its names were checked when first read) and
+    its arguments (`Statement.arguments`), split: what a statement of the form still checks is its
     values."""
     opdef: OpDef
     tensors: tuple[int, ...]    # the inputs' indices, in the text's order (as they are checked)
@@ -584,20 +582,8 @@ class _Form(NamedTuple):
                    _value_attr(opdef), quick)
 
 
-def _arguments(st: Statement) -> list[Arg]:
-    """The statement's arguments, then its annotations but the name (a const's value)."""
-    return st.args if len(st.annotations) == 1 else list(st.args) + [
-        Arg(k, lit, line) for k, (lit, line) in st.annotations.items() if k != "name"]
-
-
 def _is_string(lit: Literal | None) -> bool:
     return lit is not None and lit.value.dtype.kind == "U"
-
-
-def _name_of(lit: Literal | None) -> str | None:
-    """The op name a name annotation's literal gives (None if not a string)."""
-    return lit.value.item() if lit is not None and lit.value.dtype.kind == "U" and \
-        not lit.value.ndim else None
 
 
 _VALUE_ATTRS: dict[str, str | None] = {}
