@@ -275,8 +275,10 @@ class _FunctionResolver:
         having changed nothing (but `attr_arg`'s note of a const it read), when it is not that
         simple: `statement` then reads it, and says what is wrong."""
         name, line = st.named
-        if not name or name in self.op_names or (
-                form.value is not None and _is_string(self.value_literal(st, form.value))):
+        if not name or name in self.op_names:
+            return False
+        args = st.arguments if form.literals else None      # the value is one of them
+        if form.value_at is not None and _is_string(args[form.value_at].value):
             return False
         refs, scope = st.refs, self.scope
         values = [scope.get(refs[i]) for i in form.tensors]
@@ -284,11 +286,8 @@ class _FunctionResolver:
             return False
         opdef, inputs = form.opdef, dict(zip(form.order, values))
         first = values[0] if values else None
-        if form.literals:
-            args = st.arguments
-            found = {args[i].name: self.attr_arg(opdef, args[i], first) for i in form.literals}
-        else:
-            found = {}
+        found = {args[i].name: self.attr_arg(opdef, args[i], first)
+                 for i in form.literals} if form.literals else {}
         known = self.known(_apply_key(opdef.name, inputs, found), found)
         declared = [self.types.get((t.dtype, t.shape)) for t in st.types]
         if known is None or declared != known[1]:
@@ -368,7 +367,7 @@ class _FunctionResolver:
 
     def bind_form(self, opdef, args: list, form, name: str) -> tuple[dict, dict]:
         """`bind_args` for a form already read: the same checks on the values, in order."""
-        _, tensors, order, literals, _, _ = form
+        _, tensors, order, literals, _, _, _ = form
         found = {args[i].name: self.tensor_arg(opdef, args[i], name) for i in tensors}
         inputs = {k: found[k] for k in order}
         first = next(iter(v for v in inputs.values() if isinstance(v, Var)), None)
@@ -569,6 +568,7 @@ class _Form(NamedTuple):
     order: tuple[str, ...]      # their names, in the registry's order
     literals: tuple[int, ...]   # the compile-time arguments' indices
     value: str | None           # the argument holding a const's value (`_value_attr`)
+    value_at: int | None        # its index
     quick: bool                 # one tensor per input, in the registry's order: `quick` reads it
 
     @classmethod
@@ -577,13 +577,15 @@ class _Form(NamedTuple):
         tensors = tuple(i for i, a in enumerate(args) if a.name in opdef.inputs)
         order = tuple(k for k in opdef.inputs if k in names)
         quick = not names & opdef.variadic and order == tuple(args[i].name for i in tensors)
+        value = _value_attr(opdef)
         return cls(opdef, tensors, order,
-                   tuple(i for i, a in enumerate(args) if a.name in opdef.attrs),
-                   _value_attr(opdef), quick)
+                   tuple(i for i, a in enumerate(args) if a.name in opdef.attrs), value,
+                   next((i for i, a in enumerate(args) if a.name == value), None), quick)
 
 
-def _is_string(lit: Literal | None) -> bool:
-    return lit is not None and lit.value.dtype.kind == "U"
+def _is_string(lit) -> bool:
+    """Whether `lit` (a Literal, or an argument's other value, or None) holds strings."""
+    return type(lit) is Literal and lit.value.dtype.kind == "U"
 
 
 _VALUE_ATTRS: dict[str, str | None] = {}
