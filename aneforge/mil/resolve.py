@@ -126,6 +126,7 @@ class _FunctionResolver:
     def __init__(self, f, lines: list[str], op_lines: dict):
         self.f, self.lines, self.op_lines = f, lines, op_lines
         self.scope: dict[str, Var] = {}
+        self.kinds: dict = {}                       # name -> `_var_key` of its Var in scope
         self.defined_at: dict[str, int] = {}
         self.consts: dict[str, np.ndarray] = {}     # const statements: may bind attributes
         self.folded: set[str] = set()               # consts read as compile-time arguments
@@ -229,6 +230,7 @@ class _FunctionResolver:
         self.defined_at[name] = line
         if v is not None:
             self.scope[name] = v
+            self.kinds[name] = _var_key(v)
         if const is not None:
             self.consts[name] = const
 
@@ -265,7 +267,7 @@ class _FunctionResolver:
         attrs, inferred = self.apply(st, opdef, inputs, found)
         self.compare(st, declared, inferred)
         outs = [Var(tok.text, t) for (_, tok), t in zip(st.outputs, declared)]
-        self.new_op(Operation(opdef.name, inputs, attrs, outs, name), st,
+        self.new_op(Operation(opdef.name, inputs, attrs, outs, name), st.line, st.results,
                     attrs[value] if value else None)
 
     def quick(self, st: Statement, form: _Form) -> bool:
@@ -286,24 +288,31 @@ class _FunctionResolver:
             return False
         opdef, inputs = form.opdef, dict(zip(form.order, values))
         first = values[0] if values else None
-        found = {args[i].name: self.attr_arg(opdef, args[i], first)
-                 for i in form.literals} if form.literals else {}
-        known = self.known(_apply_key(opdef.name, inputs, found), found)
+        if form.literals:
+            found = {args[i].name: self.attr_arg(opdef, args[i], first) for i in form.literals}
+            key = _apply_key(opdef.name, inputs, found)
+        else:                               # `_apply_key`'s without attributes
+            found, kinds = {}, self.kinds
+            key = opdef.name, tuple(zip(form.order, [kinds[refs[i]] for i in form.tensors])), ()
+        known = self.known(key, found)
         declared = [self.types.get((t.dtype, t.shape)) for t in st.types]
         if known is None or declared != known[1]:
             return False
         self.op_names[name] = line
         attrs = known[0]
-        outs = [Var(out, t) for (out, _), t in zip(st.results, declared)]
-        self.new_op(Operation(opdef.name, inputs, attrs, outs, name), st,
+        results = st.results
+        outs = [Var(out, t) for (out, _), t in zip(results, declared)]
+        self.new_op(Operation(opdef.name, inputs, attrs, outs, name), st.line, results,
                     attrs[form.value] if form.value else None)
         return True
 
-    def new_op(self, op: Operation, st: Statement, const=None) -> None:
-        """`op`, read from `st`, added; its results defined (`const`:
-        the value a const's result has, for compile-time arguments it binds)."""
-        self.add(op, st.line)
-        for (name, line), v in zip(st.results, op.outputs):
+    def new_op(self, op: Operation, at: int, results: list, const=None) -> None:
+        """`op`, read from the statement at line `at`, added; its results (`results`: the
+        statement's) defined (`const`: the value a const's result has, for compile-time
+        arguments it binds)."""
+        self.ops.append(op)
+        self.op_lines[id(op)] = at
+        for (name, line), v in zip(results, op.outputs):
             self.define(name, line, v, const)
 
     def add(self, op: Operation, line: int) -> None:
@@ -483,14 +492,15 @@ class _FunctionResolver:
 
     def known(self, key, attrs: dict) -> tuple[dict, list] | None:
         """`apply`'s answer for `key` if it was met before: (full attributes, with the arrays
-        of this statement's `attrs` in them, result types), copies; else None."""
+        of this statement's `attrs` in them: a copy; result types: the list kept); else
+        None."""
         known = self.applied.get(key) if key is not None else None
         if known is None:
             return None
         full = dict(known[0])
         if attrs:
             full.update((k, a) for k, a in attrs.items() if type(a) is np.ndarray)
-        return full, list(known[1])
+        return full, known[1]
 
     def apply_once(self, st: Statement, opdef, inputs: dict, attrs: dict):
         try:
