@@ -206,6 +206,7 @@ def test_the_line_tokenizer_kinds():
 def test_mutated_text_gives_a_program_or_an_aneforge_error(text):
     program = accepts_or_aneforge_error(parse, text)
     if program is not None:
+        validate(program)          # the reader's checks left no IR invariant broken
         again = parse(emit(program))
         assert again.signature() == program.signature()
         try:

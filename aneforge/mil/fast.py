@@ -12,6 +12,11 @@ builds its `Statement` directly. Types and literals are read by the parser's own
 `read` text.py passes in), once per distinct text, and reused; a name annotation's string (one
 per statement) is read in place.
 
+The commonest lines, whose arguments are all names and whose first annotation is the name (both
+above), become a `Line` instead: the pieces resolve.py's quick path reads, the syntax
+tree built only if a check asks for it (a network's text is mostly such lines; building their
+trees was a fifth of its parse).
+
 Whatever the expression does not match, or whose pieces the grammar rejects, the parser reads
 token by token as before, and says what is wrong there: the fast path only takes lines the
 grammar reads to the same Statement (aneforge_tests/test_mil_parse.py and test_mil_fuzz.py
@@ -20,7 +25,7 @@ check both ways give the same programs and the same errors).
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -60,6 +65,42 @@ _NAMED_ARG = re.compile(rf"({_NAME}){_W}={_W}({_NAME})")    # `key = name`: args
 _TUPLE_NAMES = re.compile(_NAME)
 _token = tuple.__new__          # Token(...) without NamedTuple's Python-level __new__
 _NAME_LITERAL = re.compile(_NAME_STRING + r"\Z", re.X)
+_NAME_ONLY = ("name",)          # the annotations of most `Line`s
+
+
+class Line(NamedTuple):
+    """A statement of one result whose arguments are all names and whose first annotation is
+    the name, as `_STATEMENT` read it: what `Statement` tells resolve.py's checks (`form`,
+    `named`, `arguments`, `refs`, `types`, `results`), read from the text; its syntax tree
+    (`outputs`, `op`, `args`, `annotations`) is built when a check asks for it (`tree`)."""
+    form: tuple
+    named: tuple[str, int]
+    refs: list[str | None]
+    types: tuple[TypeSpec]          # its result's type as the grammar read it (at line 1)
+    line: int
+    out: str
+    text: str
+    reader: "FastStatements"
+    annotated: list[Arg]            # the annotations but the name (a const's value), as Args
+
+    @property
+    def results(self) -> list[tuple[str, int]]:
+        return [(self.out, self.line)]
+
+    @property
+    def arguments(self) -> list[Arg]:
+        line = self.line
+        return [Arg(k, Ref(r, line), line) for k, r in zip(self.form[1], self.refs)] + \
+            self.annotated
+
+    @property
+    def tree(self) -> Statement:
+        return self.reader.tree(self.text, self.line)
+
+    outputs = property(lambda self: self.tree.outputs)
+    op = property(lambda self: self.tree.op)
+    args = property(lambda self: self.tree.args)
+    annotations = property(lambda self: self.tree.annotations)
 
 
 class FastStatements:
@@ -69,23 +110,58 @@ class FastStatements:
 
     def __init__(self, read: Callable[[str, str], object]):
         self.read = read
-        self.by_line: dict[int, Statement] = {}
+        self.by_line: dict[int, Statement | Line] = {}
         self.types: dict[str, TypeSpec | None] = {}
         self.literals: dict[str, Literal | None] = {}
+        self.trees: dict[int, Statement] = {}
 
     def line_tokens(self, text: str, line: int) -> list[Token] | None:
-        """One "statement" token for a line of the common shape (its Statement kept in
+        """One "statement" token for a line of the common shape (its Statement or Line kept in
         `by_line`), else None."""
-        st = self.statement(text, line)
+        m = _STATEMENT.match(text)
+        if m is None:
+            return None
+        st = self.line(m, text, line) or self.statement(m, line)
         if st is None:
             return None
         self.by_line[line] = st
         return [_token(Token, ("statement", text, line))]
 
-    def statement(self, text: str, line: int) -> Statement | None:
-        m = _STATEMENT.match(text)
-        if m is None:
+    def line(self, m: re.Match, text: str, line: int) -> Line | None:
+        """The `Line` of a matched statement if it is one (else None)."""
+        tensor_type, scalar_type, out, op, args, name, others, _ = m.groups()
+        if name is None or "(" in args:
             return None
+        t = self.piece(self.types, tensor_type or scalar_type, "type")
+        annotated = self.annotated(others, line) if others else []
+        if t is None or annotated is None:
+            return None
+        names = _TUPLE_NAMES.findall(args)          # key, value, key, value ...
+        if annotated:
+            form = (op, tuple(names[0::2]), _NAME_ONLY + tuple(a.name for a in annotated))
+            refs = names[1::2] + [None] * len(annotated)
+        else:
+            form, refs = (op, tuple(names[0::2]), _NAME_ONLY), names[1::2]
+        return _token(Line, (form, (name, line), refs, (t,), line, out, text, self, annotated))
+
+    def annotated(self, others: str, line: int) -> list[Arg] | None:
+        """A `Line`'s annotations after the name, as arguments (None as `annotations` gives)."""
+        out, keys = [], {"name"}
+        for key, lit in _ANNOTATION.findall(others):
+            value = self.literal(lit, line)
+            if value is None or key in keys:
+                return None
+            keys.add(key)
+            out.append(Arg(key, value, line))
+        return out
+
+    def tree(self, text: str, line: int) -> Statement:
+        """A `Line`'s Statement (read once)."""
+        if line not in self.trees:
+            self.trees[line] = self.statement(_STATEMENT.match(text), line)
+        return self.trees[line]
+
+    def statement(self, m: re.Match, line: int) -> Statement | None:
         tensor_type, scalar_type, out, op, args, name, others, annotations = m.groups()
         t = self.piece(self.types, tensor_type or scalar_type, "type")
         parsed = self.annotations(name, others or annotations, line)

@@ -17,11 +17,10 @@ from ..hardware import targets
 from ..errors import AneforgeError, CompileWallError
 from ..ir import Block, Function, Operation, Program, TensorType, Var
 from ..ir.dag import fresh_name
-from ..ir.validate import validate as validate_ir
 from ..ops import REGISTRY
 from ..ops.registry import REQUIRED, OpDef, apply_to_vars, is_literal
 from ..ops.walls import check_walls
-from .checks import as_name, io_problem, name_problem, shape_problem
+from .checks import RESERVED, as_name, io_problem, name_problem, shape_problem
 from .proto import ATTR_FITS, ATTR_KINDS, STORED_AS_ATTRIBUTE
 from .proto import OPSETS as PROTO_OPSETS
 from .syntax import Arg, Literal, MILSyntaxError, Ref, Statement, TypeSpec, source_line
@@ -92,12 +91,11 @@ def resolve(syntax, lines: list[str], walls: bool = True) -> Program:
 
 
 def _check_program(program, lines, op_lines, walls) -> None:
-    main_line = min(op_lines.values(), default=1)
-    try:            # each op typed once: by its statement (`typed`), or the registry now
-        validate_ir(program, lambda op: op_lines.typed.get(id(op)) or
-                    apply_to_vars(op.type, op.inputs, op.attrs)[1])
-    except AneforgeError as e:      # the checks above should have caught it: say so plainly
-        _fail(lines, main_line, "op-check", str(e))
+    """The whole program against the ANE compiler walls (`walls`). The IR's own invariants
+    (`aneforge.ops.validate`: unique names, defined before use, types as each op infers them,
+    I/O dtypes) are not checked again: the resolver checked each, with its line, as it read
+    the statements (typing the ops once more was a tenth of a large text's parse; the tests
+    validate what the reader accepts)."""
     if not walls:
         return
     try:
@@ -105,17 +103,12 @@ def _check_program(program, lines, op_lines, walls) -> None:
     except CompileWallError as e:
         # The wall names the op; find its line (op names are unique, checked above).
         line = next((op_lines[id(op)] for op in program.operations
-                     if f"{op.name!r}" in str(e)), main_line)
+                     if f"{op.name!r}" in str(e)), min(op_lines.values(), default=1))
         _fail(lines, line, "compile-wall", str(e))
 
 
 class _OpLines(dict):
-    """id(op) -> its statement's line; `typed`: id(op) -> the types its statement checked
-    (the program's validation reuses them: typing each op twice was a sixth of a parse)."""
-
-    def __init__(self):
-        super().__init__()
-        self.typed: dict[int, list] = {}
+    """id(op) -> its statement's line."""
 
 
 def _fail(lines, line: int, rule: str, message: str):
@@ -133,6 +126,7 @@ class _FunctionResolver:
     def __init__(self, f, lines: list[str], op_lines: dict):
         self.f, self.lines, self.op_lines = f, lines, op_lines
         self.scope: dict[str, Var] = {}
+        self.kinds: dict = {}                       # name -> `_var_key` of its Var in scope
         self.defined_at: dict[str, int] = {}
         self.consts: dict[str, np.ndarray] = {}     # const statements: may bind attributes
         self.folded: set[str] = set()               # consts read as compile-time arguments
@@ -140,7 +134,7 @@ class _FunctionResolver:
         self.ops: list[Operation] = []
         self.applied: dict = {}                     # `apply`'s answers, by `_apply_key`
         self.types: dict = {}                       # (dtype, shape) -> its checked TensorType
-        self.forms: dict = {}                       # `_form_key` -> its arguments, split
+        self.forms: dict = {}                       # `Statement.form` -> its arguments, split
 
     def fail(self, line: int, rule: str, message: str):
         _fail(self.lines, line, rule, message)
@@ -152,8 +146,8 @@ class _FunctionResolver:
         every statement)."""
         later: dict[str, int] = {}
         for st in self.f.body:
-            for _, tok in st.outputs:
-                later.setdefault(tok.text, tok.line)
+            for name, line in st.results:
+                later.setdefault(name, line)
         return later
 
     # ---- the function
@@ -175,7 +169,7 @@ class _FunctionResolver:
         problems = targets.axis_problems(chosen, t.shape) if chosen else []
         if problems:
             self.fail(t.line, "axis-limit", f"program input {tok.text!r} has {problems[0]}")
-        self.define(tok, v)
+        self.define(tok.text, tok.line, v)
         return v
 
     def outputs(self) -> list[Var]:
@@ -224,17 +218,19 @@ class _FunctionResolver:
         self.check_shape(t.shape, str(t), t.line)
         return dtypes.BY_NAME[t.dtype]
 
-    def define(self, tok, v: Var | None, const: np.ndarray | None = None) -> None:
-        name = tok.text
-        self.check(name_problem(name, "the value name"), tok.line)
+    def define(self, name: str, line: int, v: Var | None,
+               const: np.ndarray | None = None) -> None:
+        if name in RESERVED:   # else an identifier: the text's names are (checks.NAME)
+            self.check(name_problem(name, "the value name"), line)
         if name in self.defined_at:
-            self.fail(tok.line, "duplicate-name", f"{name!r} is already defined on line "
+            self.fail(line, "duplicate-name", f"{name!r} is already defined on line "
                       f"{self.defined_at[name]}; every value needs a unique name. Rename one: "
                       f"coremltools' loader does not catch this (it silently rebinds the name, "
                       f"so later uses read the wrong value).")
-        self.defined_at[name] = tok.line
+        self.defined_at[name] = line
         if v is not None:
             self.scope[name] = v
+            self.kinds[name] = _var_key(v)
         if const is not None:
             self.consts[name] = const
 
@@ -253,7 +249,7 @@ class _FunctionResolver:
 
     # ---- statements
     def statement(self, st: Statement) -> None:
-        key = _form_key(st) if st.annotations is not None else None
+        key = st.form
         form = self.forms.get(key)
         if form is not None and form.quick and QUICK_STATEMENTS and self.quick(st, form):
             return
@@ -271,7 +267,7 @@ class _FunctionResolver:
         attrs, inferred = self.apply(st, opdef, inputs, found)
         self.compare(st, declared, inferred)
         outs = [Var(tok.text, t) for (_, tok), t in zip(st.outputs, declared)]
-        self.new_op(Operation(opdef.name, inputs, attrs, outs, name), st, inferred,
+        self.new_op(Operation(opdef.name, inputs, attrs, outs, name), st.line, st.results,
                     attrs[value] if value else None)
 
     def quick(self, st: Statement, form: _Form) -> bool:
@@ -280,38 +276,44 @@ class _FunctionResolver:
         `statement` adds it, by the same checks in the same order with fewer steps. False,
         having changed nothing (but `attr_arg`'s note of a const it read), when it is not that
         simple: `statement` then reads it, and says what is wrong."""
-        lit, line = st.annotations["name"]
-        name = _name_of(lit)
-        if not name or name in self.op_names or (
-                form.value is not None and _is_string(self.value_literal(st, form.value))):
+        name, line = st.named
+        if not name or name in self.op_names:
             return False
-        args, scope = _arguments(st), self.scope
-        values = [scope.get(args[i].value.name) if type(args[i].value) is Ref else None
-                  for i in form.tensors]
+        args = st.arguments if form.literals else None      # the value is one of them
+        if form.value_at is not None and _is_string(args[form.value_at].value):
+            return False
+        refs, scope = st.refs, self.scope
+        values = [scope.get(refs[i]) for i in form.tensors]
         if None in values:
             return False
         opdef, inputs = form.opdef, dict(zip(form.order, values))
         first = values[0] if values else None
-        found = {args[i].name: self.attr_arg(opdef, args[i], first)
-                 for i in form.literals} if form.literals else {}
-        known = self.known(_apply_key(opdef.name, inputs, found), found)
-        declared = [self.types.get((t.dtype, t.shape)) for t, _ in st.outputs]
+        if form.literals:
+            found = {args[i].name: self.attr_arg(opdef, args[i], first) for i in form.literals}
+            key = _apply_key(opdef.name, inputs, found)
+        else:                               # `_apply_key`'s without attributes
+            found, kinds = {}, self.kinds
+            key = opdef.name, tuple(zip(form.order, [kinds[refs[i]] for i in form.tensors])), ()
+        known = self.known(key, found)
+        declared = [self.types.get((t.dtype, t.shape)) for t in st.types]
         if known is None or declared != known[1]:
             return False
         self.op_names[name] = line
         attrs = known[0]
-        outs = [Var(tok.text, t) for (_, tok), t in zip(st.outputs, declared)]
-        self.new_op(Operation(opdef.name, inputs, attrs, outs, name), st, declared,
+        results = st.results
+        outs = [Var(out, t) for (out, _), t in zip(results, declared)]
+        self.new_op(Operation(opdef.name, inputs, attrs, outs, name), st.line, results,
                     attrs[form.value] if form.value else None)
         return True
 
-    def new_op(self, op: Operation, st: Statement, inferred: list, const=None) -> None:
-        """`op`, read from `st` and typed `inferred`, added; its results defined (`const`:
-        the value a const's result has, for compile-time arguments it binds)."""
-        self.add(op, st.line)
-        self.op_lines.typed[id(op)] = inferred
-        for (_, tok), v in zip(st.outputs, op.outputs):
-            self.define(tok, v, const)
+    def new_op(self, op: Operation, at: int, results: list, const=None) -> None:
+        """`op`, read from the statement at line `at`, added; its results (`results`: the
+        statement's) defined (`const`: the value a const's result has, for compile-time
+        arguments it binds)."""
+        self.ops.append(op)
+        self.op_lines[id(op)] = at
+        for (name, line), v in zip(results, op.outputs):
+            self.define(name, line, v, const)
 
     def add(self, op: Operation, line: int) -> None:
         self.ops.append(op)
@@ -328,7 +330,7 @@ class _FunctionResolver:
             self.fail(line, "unknown-argument", f"annotation {key!r} is not one aneforge "
                       f"reads; annotations are {sorted(allowed)}")
         lit, line = st.annotations.get("name", (None, st.line))
-        name = _name_of(lit)
+        name = lit.string() if lit is not None else None
         if not name:
             self.fail(line, "name-annotation", f"{st.op.text}'s name annotation is missing or "
                       f"empty; every op needs a non-empty name (MIL primer): {_name_how(st)}")
@@ -347,7 +349,7 @@ class _FunctionResolver:
         if rest or t.dtype != "string" or t.shape:
             self.fail(st.line, "type-mismatch", f"a string const has one result, typed "
                       f"string: string {tok.text} = const(...)")
-        self.define(tok, None, lit.value)
+        self.define(tok.text, tok.line, None, lit.value)
         return True
 
     def value_literal(self, st: Statement, key: str | None) -> Literal | None:
@@ -365,7 +367,7 @@ class _FunctionResolver:
         """(inputs, compile-time arguments) of the statement. A form of statement read before
         (`form`: the op, its argument and annotation names, `key`) had its names checked then:
         only its values are checked again (`bind_form`)."""
-        args = _arguments(st)
+        args = st.arguments
         if form is not None:
             return self.bind_form(opdef, args, form, name)
         bound = self.bind_args(st, opdef, name, args)
@@ -374,7 +376,7 @@ class _FunctionResolver:
 
     def bind_form(self, opdef, args: list, form, name: str) -> tuple[dict, dict]:
         """`bind_args` for a form already read: the same checks on the values, in order."""
-        _, tensors, order, literals, _, _ = form
+        _, tensors, order, literals, _, _, _ = form
         found = {args[i].name: self.tensor_arg(opdef, args[i], name) for i in tensors}
         inputs = {k: found[k] for k in order}
         first = next(iter(v for v in inputs.values() if isinstance(v, Var)), None)
@@ -490,14 +492,15 @@ class _FunctionResolver:
 
     def known(self, key, attrs: dict) -> tuple[dict, list] | None:
         """`apply`'s answer for `key` if it was met before: (full attributes, with the arrays
-        of this statement's `attrs` in them, result types), copies; else None."""
+        of this statement's `attrs` in them: a copy; result types: the list kept); else
+        None."""
         known = self.applied.get(key) if key is not None else None
         if known is None:
             return None
         full = dict(known[0])
         if attrs:
             full.update((k, a) for k, a in attrs.items() if type(a) is np.ndarray)
-        return full, list(known[1])
+        return full, known[1]
 
     def apply_once(self, st: Statement, opdef, inputs: dict, attrs: dict):
         try:
@@ -545,6 +548,8 @@ def _apply_key(op: str, inputs: dict, attrs: dict):
     key = (op, tuple([(k, _var_key(v)) for k, v in inputs.items()]),
            tuple([(k, type(v), _array_key(v) if type(v) is np.ndarray else v)
                   for k, v in attrs.items()]) if attrs else ())
+    if not attrs:           # types and bools: hashable
+        return key
     try:
         hash(key)
     except TypeError:
@@ -564,21 +569,16 @@ def _array_key(a: np.ndarray):
         else a
 
 
-def _form_key(st: Statement) -> tuple:
-    """What `bind_args`' name checks read of a statement: the op, its argument and annotation
-    names in order."""
-    return st.op.text, tuple([a.name for a in st.args]), tuple(st.annotations)
-
-
 class _Form(NamedTuple):
-    """A checked form of statement (`_form_key`: its names were checked when first read) and
-    its arguments (`_arguments`), split: what a statement of the form still checks is its
+    """A checked form of statement (`Statement.form`: its names were checked when first read) and
+    its arguments (`Statement.arguments`), split: what a statement of the form still checks is its
     values."""
     opdef: OpDef
     tensors: tuple[int, ...]    # the inputs' indices, in the text's order (as they are checked)
     order: tuple[str, ...]      # their names, in the registry's order
     literals: tuple[int, ...]   # the compile-time arguments' indices
     value: str | None           # the argument holding a const's value (`_value_attr`)
+    value_at: int | None        # its index
     quick: bool                 # one tensor per input, in the registry's order: `quick` reads it
 
     @classmethod
@@ -587,25 +587,15 @@ class _Form(NamedTuple):
         tensors = tuple(i for i, a in enumerate(args) if a.name in opdef.inputs)
         order = tuple(k for k in opdef.inputs if k in names)
         quick = not names & opdef.variadic and order == tuple(args[i].name for i in tensors)
+        value = _value_attr(opdef)
         return cls(opdef, tensors, order,
-                   tuple(i for i, a in enumerate(args) if a.name in opdef.attrs),
-                   _value_attr(opdef), quick)
+                   tuple(i for i, a in enumerate(args) if a.name in opdef.attrs), value,
+                   next((i for i, a in enumerate(args) if a.name == value), None), quick)
 
 
-def _arguments(st: Statement) -> list[Arg]:
-    """The statement's arguments, then its annotations but the name (a const's value)."""
-    return st.args if len(st.annotations) == 1 else list(st.args) + [
-        Arg(k, lit, line) for k, (lit, line) in st.annotations.items() if k != "name"]
-
-
-def _is_string(lit: Literal | None) -> bool:
-    return lit is not None and lit.value.dtype.kind == "U"
-
-
-def _name_of(lit: Literal | None) -> str | None:
-    """The op name a name annotation's literal gives (None if not a string)."""
-    return lit.value.item() if lit is not None and lit.value.dtype.kind == "U" and \
-        not lit.value.ndim else None
+def _is_string(lit) -> bool:
+    """Whether `lit` (a Literal, or an argument's other value, or None) holds strings."""
+    return type(lit) is Literal and lit.value.dtype.kind == "U"
 
 
 _VALUE_ATTRS: dict[str, str | None] = {}

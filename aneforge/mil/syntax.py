@@ -59,6 +59,11 @@ class Literal:
     value: np.ndarray
     line: int
 
+    def string(self) -> str | None:
+        """The string of a string scalar (None for any other value)."""
+        v = self.value
+        return v.item() if v.dtype.kind == "U" and not v.ndim else None
+
 
 @dataclass
 class Ref:
@@ -80,6 +85,41 @@ class Statement:
     args: list[Arg]
     annotations: dict[str, tuple[Literal, int]] | None    # None: no [...] at all
     line: int
+
+    # What resolve.py's checks read, by name (fast.py's `Line` has the same, read directly
+    # from the text).
+    @property
+    def form(self) -> tuple | None:
+        """The op, its argument and annotation names in order (None: no annotations)."""
+        if self.annotations is None:
+            return None
+        return self.op.text, tuple([a.name for a in self.args]), tuple(self.annotations)
+
+    @property
+    def named(self) -> tuple[str | None, int]:
+        """(the op name the name annotation gives, None if it is not a string; its line)."""
+        lit, line = self.annotations["name"]
+        return lit.string(), line
+
+    @property
+    def arguments(self) -> list[Arg]:
+        """The arguments, then the annotations but the name (a const's value)."""
+        return self.args if len(self.annotations) == 1 else list(self.args) + [
+            Arg(k, lit, line) for k, (lit, line) in self.annotations.items() if k != "name"]
+
+    @property
+    def refs(self) -> list[str | None]:
+        """Each of `arguments`' value name (None where it is not a name)."""
+        return [a.value.name if type(a.value) is Ref else None for a in self.arguments]
+
+    @property
+    def types(self) -> list[TypeSpec]:
+        return [t for t, _ in self.outputs]
+
+    @property
+    def results(self) -> list[tuple[str, int]]:
+        """(name, line) of each result."""
+        return [(tok.text, tok.line) for _, tok in self.outputs]
 
 
 @dataclass
