@@ -362,8 +362,6 @@ def test_the_background_swap_mid_run_gives_the_same_bits(monkeypatch):
     loaded, calls = kernels._fast(), []
 
     class Pending:                                   # a load that has not ended yet
-        stage = "full"                               # what it publishes (`_fast_late`)
-
         def start(self):
             pass
 
@@ -954,33 +952,3 @@ def test_a_bound_tile_matmul_runs_its_kernel_directly_with_the_same_bits(monkeyp
             call()
             same(out, kernels.tile_matmul(x, y, 0, tmode, 32760.0))
             x[...] = fp16((32, 30), rng)          # new values in the same places
-
-
-def test_the_late_kernels_run_the_reference_until_the_full_stage(monkeypatch):
-    """The LATE kernels compile with the full forms, not in the lean stage; while only the lean
-    stage is in, their callers run the numpy reference (the same bits), then the compiled ones."""
-    lean, full = kernels._stages()
-    assert not {w[:2] for w in lean} & kernels.LATE
-    assert kernels.LATE <= {w[:2] for w in full}
-    calls = []
-
-    class Compiled:                                  # records which compiled kernels run
-        def __getattr__(self, name):
-            return lambda *args: calls.append(name) or 0
-
-    monkeypatch.setattr(kernels, "_compiled", [Compiled()])
-    monkeypatch.setattr(kernels, "_choice", ["auto"])
-    a = np.array([1.0, np.nan, 7e4], np.float32)
-    half = np.array([1.0, 2.0], np.float16)
-    for stage in ("lean", "full"):
-        monkeypatch.setattr(kernels._LOADER, "stage", stage)
-        got = (kernels.has_nan(a), kernels.port(a.copy(), 65504.0, False),
-               kernels.narrow_sum(np.ones((3, 2), np.float32), 0),
-               kernels.astype(half, np.float32))
-        if stage == "lean":
-            assert calls == [] and got[0] is True and got[1] == 1
-            assert np.array_equal(got[3], half.astype(np.float32))
-            kernels.astype(a, np.float16)            # to_float16: in the lean stage
-            assert calls == ["to_float16"]
-            calls.clear()
-    assert calls == ["has_nan", "port", "narrow_sum", "from_float16"]

@@ -17,9 +17,8 @@ Importing aneforge never imports numba. Under "auto" the first kernel call start
 compiled kernels in a background thread and runs the numpy reference until they are ready (the
 two are bit-identical, so a program gives the same bits whichever runs, and whenever the swap
 happens): on a fresh install numba compiles them once, in child processes on other cores,
-into its on-disk cache (lean forms of the two big kernels and the small kernels a loop's steps
-call first, ~17 s of CPU in two processes on this AVX2 VM under load, then the full forms and
-the other small kernels, ~80 s: `_Loader`), from which
+into its on-disk cache (lean forms of the two big kernels first, ~18 s of CPU in two
+processes on this AVX2 VM under load, then their full forms, ~80 s: `_Loader`), from which
 later runs load them in ~0.3 s. The lean forms run the bench's MLP step (the README's too)
 at ~1.7x the full ones' step time: far from the reference's ~600x, and they compile in
 about a third of the time forms within ~1.05x took. A program's second run (a loop) waits
@@ -108,12 +107,6 @@ def _fast():
     return _compiled[0]
 
 
-def _fast_late():
-    """`_fast()` for a kernel of `LATE`: None while only the lean stage is in."""
-    fast = _fast()
-    return None if fast is None or _LOADER.stage == "lean" else fast
-
-
 def settle(timeout: float = 60.0) -> None:
     """Wait (at most `timeout` seconds) while the first compiled kernels compile on a fresh
     install, then return; at once otherwise. The simulator calls it before a program's second
@@ -184,13 +177,7 @@ WARM = (
 # loaded: the name the callers call (module, name) is bound to the lean form, then the full.
 SWAPS = {("fused", "run"): ("run_lean", "run_full"),
          ("compiled", "default_tasks"): ("_lean_tasks", "_default_tasks")}
-# Kernels a loop's compiled steps do not call (the README's MLP step under af.compile, after its
-# first run on the reference: to_float16, the plan's round16, the tile matmul, the fused VM,
-# port_round and the boundary spans): they compile with the full forms, ~0.8 s of CPU off the
-# lean stage, and until those are in their callers here run the numpy reference (`_fast_late`).
-LATE = {("compiled", "has_nan"), ("compiled", "from_float16"), ("compiled", "port"),
-        ("compiled", "_narrow_sum")}
-FULL = {(module, full) for (module, _), (_, full) in SWAPS.items()} | LATE
+FULL = {(module, full) for (module, _), (_, full) in SWAPS.items()}
 
 
 def _numba_type(spec: str):
@@ -209,8 +196,7 @@ def _kernels(warm=None):
 
 
 def _stages() -> tuple[tuple, tuple]:
-    """WARM as its two stages: the lean forms and the small kernels a loop's steps call, then
-    the full forms and the `LATE` kernels."""
+    """WARM as its two stages: the lean forms and the small kernels, then the full forms."""
     lean = tuple(w for w in WARM if w[:2] not in FULL)
     return lean, tuple(w for w in WARM if w[:2] in FULL)
 
@@ -766,7 +752,7 @@ def port(acc: np.ndarray, overflow: float | None, flush: bool) -> int:
     """The output port of matmul/linear/conv, in place on `acc` (a fresh array): |v| >=
     overflow reads back as +-inf (None: no limit), then |v| < 2**-14 becomes +0 if `flush`.
     Returns how many values saturated (compiled: one pass, no temporaries)."""
-    fast = _fast_late()
+    fast = _fast()
     if fast is None or acc.dtype != _F32 or not acc.flags.c_contiguous:
         return reference.port(acc, overflow, flush)
     return fast.port(acc.reshape(-1), np.float32(np.nan if overflow is None else overflow),
@@ -836,7 +822,7 @@ def narrow_sum(terms: np.ndarray, mode: int) -> np.ndarray:
     """Sum over axis 0 with a running fp16 accumulator (one rounding per added term, the first
     term taken as is)."""
     terms = np.asarray(terms, np.float32)
-    fast = _fast_late()
+    fast = _fast()
     if fast is None:
         return reference.narrow_sum(terms, mode)
     flat = np.ascontiguousarray(terms).reshape(terms.shape[0], -1)
@@ -847,7 +833,7 @@ def narrow_sum(terms: np.ndarray, mode: int) -> np.ndarray:
 
 def has_nan(a: np.ndarray) -> bool:
     """Whether a float array holds a NaN (compiled: one pass, no temporary array)."""
-    fast = _fast_late()
+    fast = _fast()
     if fast is None or a.dtype != np.float32:
         return bool(np.isnan(a).any())
     return bool(fast.has_nan(np.ascontiguousarray(a).reshape(-1)))
@@ -860,8 +846,7 @@ def astype(a, dtype) -> np.ndarray:
     """`a.astype(dtype, copy=False)`, with compiled float32 <-> float16 casts at the program
     boundary (numpy's float16 casts take ~10 ns per element)."""
     a, dtype = np.asarray(a), np.dtype(dtype)
-    fast = None if {a.dtype, dtype} != {_F16, _F32} else _fast() if dtype == _F16 else \
-        _fast_late()                    # from_float16: LATE
+    fast = _fast() if {a.dtype, dtype} == {_F16, _F32} else None
     if fast is None:
         return a.astype(dtype, copy=False)
     flat = np.ascontiguousarray(a).reshape(-1)
