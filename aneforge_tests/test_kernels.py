@@ -411,7 +411,7 @@ def test_the_compiling_child_compiles_its_groups_side_by_side(tmp_path, monkeypa
     assert not kernels._uncached(pair)
     assert kernels._uncached(pair + [w for w in kernels.WARM if w[1] == "port"])
     named = {f.name.split("-")[0] for f in tmp_path.rglob("*.nbi")}
-    assert {"compiled.to_float16", "compiled.has_nan"} <= named
+    assert {"casts.to_float16", "casts.has_nan"} <= named
     assert "compiled.port" not in named
 
 
@@ -422,7 +422,7 @@ def test_one_compile_of_the_same_kernels_at_a_time(tmp_path, monkeypatch):
     again while the lock is held, it waits and then finds the kernels written, and leaves
     without importing numba (the process that started it loads them)."""
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    groups = [["compiled.to_float16"]]
+    groups = [["casts.to_float16"]]
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(kernels.__file__))))
     program = kernels._CHILD.format(nice=0, package=package, groups=groups)
     program += "\nprint('numba' in sys.modules)"
@@ -438,7 +438,7 @@ def test_one_compile_of_the_same_kernels_at_a_time(tmp_path, monkeypatch):
         assert child.returncode == 0
         assert any(tmp_path.rglob("*to_float16*.nbi"))
     with kernels._one_at_a_time(groups) as outer:     # other groups: another lock
-        with kernels._one_at_a_time([["compiled.has_nan"]]) as inner:
+        with kernels._one_at_a_time([["casts.has_nan"]]) as inner:
             assert not outer and not inner
 
 
@@ -573,7 +573,7 @@ def test_the_compiling_child_leaves_scipy_alone(tmp_path):
     """The compiling child does not import scipy's BLAS (numba's first compile would: 0.3-0.45
     s of CPU before any kernel compiles) and still compiles its kernels."""
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(kernels.__file__))))
-    program = kernels._CHILD.format(nice=0, package=package, groups=[["compiled.to_float16"]])
+    program = kernels._CHILD.format(nice=0, package=package, groups=[["casts.to_float16"]])
     code = program + "\nprint('scipy.linalg' in sys.modules, 'numba' in sys.modules)"
     assert _python(code, NUMBA_CACHE_DIR=str(tmp_path)) == "False True"
     assert any(tmp_path.rglob("*to_float16*.nbi"))

@@ -38,7 +38,8 @@ import sys
 import numpy as np
 from numba import njit
 
-from .compiled import _bits, _float, _from_half_bits, _to_half_bits, _unowned, r16, r16_ieee
+from .casts import _bits, _float, _from_half_bits, _to_half_bits, _unowned
+from .compiled import r16, r16_ieee
 
 # The opcodes, named by what they run: the one table of their numbers. An op's OpDef names
 # its opcodes (`fused`, `fold`: aneforge/ops/registry.py) and the run plan maps them here;
