@@ -25,6 +25,7 @@ a gradient (its backward would need a program that holds it): that is refused wi
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
 import weakref
 
@@ -103,7 +104,7 @@ def evaluate(op: str, srcs: dict, attrs: dict, requires_grad: bool = False) -> N
     if all(0 in t.shape for t in types):
         arrays = [np.empty(t.shape, t.dtype.np) for t in types]
     else:
-        arrays = _compute(opdef, srcs, full, types)
+        arrays = compute(opdef, srcs, full, types)
     if requires_grad and any(t.dtype.is_float for t in types):
         return Node(op, {k: v for k, v in srcs.items() if v is not None}, full, types, arrays,
                     True)
@@ -121,7 +122,7 @@ def _shapes(refs, types) -> str:
     return f"operands {shapes}, result {[t.shape for t in types]}"
 
 
-def _compute(opdef, srcs: dict, attrs: dict, types: list) -> list:
+def compute(opdef, srcs: dict, attrs: dict, types: list) -> list:
     """Run the op's numpy kernel on its operands' arrays (every operand must hold one)."""
     args, in_types = [], []
     for k in opdef.inputs:
@@ -140,9 +141,10 @@ def _compute(opdef, srcs: dict, attrs: dict, types: list) -> list:
                   for node, i in group]                    # a literal: its value
         in_types += [node.types[i] for node, i in group]
         args.append(tuple(arrays) if type(v) is not tuple else arrays[0])
+    hushed = _hushed() if any(0 in t.shape for t in in_types + list(types)) \
+        else contextlib.nullcontext()       # (catching warnings costs more than most ops here)
     try:
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore", RuntimeWarning)     # numpy's "mean of empty slice"
+        with hushed, np.errstate(all="ignore"):
             out = opdef.simulate(_Context(opdef.name, in_types, types), *args, **attrs)
     except ValueError as e:                  # a max/min over a size-0 axis: no identity
         raise IndexError(f"{opdef.name}: Expected reduction dim to have non-zero size "
@@ -150,3 +152,11 @@ def _compute(opdef, srcs: dict, attrs: dict, types: list) -> list:
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     return [np.asarray(a).astype(t.dtype.np).reshape(t.shape) for a, t in zip(outs, types)]
 
+
+
+@contextlib.contextmanager
+def _hushed():
+    """numpy's RuntimeWarnings off (its "mean of empty slice": torch's NaN needs no warning)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield

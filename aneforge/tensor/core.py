@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core import empty, plan, realization, scalar_consts
+from ..core import empty, hostints, plan, realization, scalar_consts
 from .. import absent, dtypes
 from ..hardware import kernels
 from ..autograd import backward, no_grad
@@ -299,6 +299,12 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
         return self.shape[0]
 
     def __iter__(self):
+        node = self._node
+        if node.data is not None and type(self) is Tensor and not node.requires_grad and \
+                CTX.thread.capture is None and not self.dtype.is_float:
+            data, t = node.data[self._idx], node.types[self._idx]    # the rows of a host
+            row = TensorType(t.shape[1:], t.dtype)                  # integer value, as views
+            return (Tensor(empty.hold(leaf(data[i, ...], row))) for i in range(len(self)))
         return (self[i] for i in range(len(self)))
 
     # ---- recording -------------------------------------------------------------------
@@ -368,6 +374,9 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
         if empty.MAYBE and empty.reads_oversized((a, b)):       # host data past 65536
             return Tensor(_host_op(op, {"x": a, "y": b}, {},
                                    a[0].requires_grad or b[0].requires_grad))
+        if CTX.thread.capture is None and hostints.on_host((a, b)) and \
+                (node := hostints.evaluate(op, {"x": a, "y": b}, {})) is not None:
+            return Tensor(node)         # index arithmetic on host integers (core/hostints)
         try:
             return Tensor(record_binary(op, a, b, (a[0].requires_grad or b[0].requires_grad)
                                         and CTX.thread.grad_enabled))   # record_op, unrolled
@@ -547,6 +556,9 @@ def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
             grad = grad or any(t._node.requires_grad for t in v)
     if empty.MAYBE and empty.reads_oversized(refs.values()):   # host data past 65536
         node = _host_op(op, refs, attrs, grad)
+    elif not grad and CTX.thread.capture is None and hostints.on_host(refs.values()) and \
+            (node := hostints.evaluate(op, refs, attrs)) is not None:
+        pass                             # index arithmetic on host integers (core/hostints)
     else:
         try:
             node = record(op, refs, attrs, grad and CTX.thread.grad_enabled)
