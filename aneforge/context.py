@@ -47,11 +47,14 @@ class CompileCache:
     generation: int = 0           # bumped by clear(): captured replays compile anew
     # tape key -> (structure, the tape's leaf numbers the program reads): core/realization.py
     tapes: dict = field(default_factory=dict)
+    # prekey -> the walked key its program is cached under: core/realization.py
+    aliases: dict = field(default_factory=dict)
 
     def clear(self) -> None:
         self.generation += 1
         self.entries.clear()
         self.tapes.clear()
+        self.aliases.clear()
         self.hits = self.misses = self.evictions = 0
         self.compile_seconds = 0.0
 

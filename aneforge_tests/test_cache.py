@@ -98,3 +98,16 @@ def test_the_cache_keeps_the_most_recently_used_programs_up_to_its_limit():
             af.set_cache_limit(0)
     finally:
         af.set_cache_limit(old)
+
+
+def test_a_program_first_walked_then_prekeyed_compiles_once():
+    """A new recording's first realization walks the trace (its structural key); the same
+    recording next time is known by its prekey, which must find the program compiled under
+    the walked key instead of compiling it again (conv1d's composite came back that way)."""
+    af.clear_cache()
+    w, b = af.tensor(fresh((5, 3, 3), 0)), af.tensor(fresh((5,), 1))
+    outs = [af.nn.functional.conv1d(af.tensor(fresh((2, 3, 11), i)), w, b, stride=2,
+                                    padding=1).numpy() for i in range(4)]
+    info = af.cache_info()
+    assert (info.misses, info.hits, info.entries) == (1, 3, 1)
+    assert not np.array_equal(outs[0], outs[1])

@@ -302,11 +302,16 @@ def run(refs: list[tuple]) -> None:
         _remember_tape(tape, tkey, cut)
     wide = boundary.wide_leaves(cut.leaves, CTX.thread.capture)
     key = cut.key(numerics, backend.name) + (pipeline, get_target().name, CTX.budget, wide)
+    key = cache.aliases.get(key, key)
     entry = cache.entries.get(key)
+    if entry is None and type(cut) is Prekeyed:   # a new prekey (or its program was dropped):
+        cut = cut.full(pending)                   # the walked key, which a structure compiled
+        if len(cache.aliases) >= 4 * cache.limit:  # before was cached under: compiled once
+            cache.aliases.clear()
+        cache.aliases[key] = key = cut.key(numerics, backend.name) + key[3:]
+        entry = cache.entries.get(key)
     if entry is None:
         start = time.perf_counter()
-        if type(cut) is Prekeyed:
-            cut = cut.full(pending)
         program = cut.program(wide)
         report = passes.run(program, pipeline, numerics)
         entry = Entry(program, compile_plan(program, backend, numerics), report)
