@@ -74,6 +74,15 @@ def test_float_results_are_still_recorded():
     assert f.tolist() == [1.0, 2048.0, 3.0]         # 2049 rounds to fp16's 2048
 
 
+def test_a_result_larger_than_its_operands_is_still_recorded():
+    """A one-hot mask from an index is made in the program from the small index, which is
+    all the program loads."""
+    ix = af.tensor([[1, 4], [2, 0]])
+    mask = ix.unsqueeze(-1) == af.arange(6)
+    assert mask._node.data is None
+    np.testing.assert_array_equal(mask.numpy(), ix.numpy()[..., None] == np.arange(6))
+
+
 def test_compiled_functions_keep_index_arithmetic_on_their_arguments():
     """Under af.compile an integer argument is the value of the captured call only: its
     arithmetic is recorded, so the next call with another index reads its own."""

@@ -13,11 +13,15 @@ operands are all integer (or bool) host values (realized, or literals; at least 
 that needs no gradient and is not being captured by `af.compile` (there an operand is the value
 of the call being recorded, not of every call), and whose results are all integer or bool,
 runs here when it is recorded, by the op's own numpy kernel (`OpDef.simulate`, the one the
-simulator runs): the same values, nothing compiled. A float result (`ix.float()`) is still
-recorded: its rounding is the program's.
+simulator runs): the same values, nothing compiled. Still recorded: a float result
+(`ix.float()`: its rounding is the program's), and a result larger than its operands (a one-hot
+mask from an index, a repeat: the program makes it from the small value, which is all it loads).
 """
 from __future__ import annotations
 
+import math
+
+from ..context import CTX
 from ..errors import LimitError
 from ..hardware import limits
 from ..ops import REGISTRY
@@ -28,7 +32,9 @@ from .trace import Node, is_const, type_of
 
 def on_host(refs) -> bool:
     """Whether the (node, index) references (or lists of them, or None) are all integer or bool
-    host values, at least one of them realized data rather than a literal."""
+    host values, at least one of them realized data rather than a literal, and no kept
+    recording is being made (`trace.kept_stretch`: it must stay a function of its inputs,
+    re-recorded with their next values, so a value computed from them now cannot enter it)."""
     data = False
     for v in refs:
         if v is None:
@@ -41,7 +47,8 @@ def on_host(refs) -> bool:
                 return False
             else:
                 data = True
-    return data
+    tape = CTX.thread.tape
+    return data and (tape is None or tape.log is None)
 
 
 def evaluate(op: str, srcs: dict, attrs: dict) -> Node | None:
@@ -53,7 +60,13 @@ def evaluate(op: str, srcs: dict, attrs: dict) -> Node | None:
             full, types = opdef.apply(srcs, attrs, type_of, is_const)
     except LimitError:
         return None
-    if any(t.dtype.is_float for t in types):
+    if any(t.dtype.is_float for t in types) or _size(types) > _size(
+            [node.types[i] for v in srcs.values() if v is not None
+             for node, i in ([v] if type(v) is tuple else v)]):
         return None
     return empty.hold(Node(None, {}, {}, types, empty.compute(opdef, srcs, full, types), False,
                            None, ()))
+
+
+def _size(types) -> int:
+    return sum(math.prod(t.shape) for t in types)
