@@ -23,11 +23,12 @@ one test of the input, not one per slice, and a compiled copy for numpy's slices
 What is left as it was: chains of a single kernel step (nothing to compose: numpy's copy is
 as fast), a computing step without a guard (a pad that reflects) and what reads its result,
 a guarded step reading a value the chain itself makes (its test needs the value whole), a
-map that is not injective (tile) or not affine per source, and values living one block at a
-time in a blocked fused run.
+map that cuts into no pieces (not affine per source, nor in BLOCKS blocks of the result), and
+values living one block at a time in a blocked fused run.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -271,6 +272,21 @@ class Moves:
             if self._blocks(numbers[i], at + i * step, found) is None:
                 return None
         return found
+
+    def runner(self, k, calls, views):
+        """Step k's copies (`calls`, no arguments each) as one function of no arguments: behind
+        its guards, tested on their inputs' places (`views`) first, where it has some."""
+        if k not in self.guards:
+            return lambda: [c() for c in calls]
+        tests = [functools.partial(guard, ctx, views[s]) for guard, ctx, s in self.guards[k]]
+
+        def guarded():
+            if all(test() for test in tests):
+                for c in calls:
+                    c()
+            else:
+                self.rerun(k, views)
+        return guarded
 
     def rerun(self, k, views) -> None:
         """Step k's results as its chain's steps make them, by their kernels (the fallback of

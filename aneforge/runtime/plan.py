@@ -826,19 +826,8 @@ class RunPlan:
         calls = [functools.partial(self._compiled.move, self.arena, rows, out, n,
                                    np.float32(0.0 if fill is None else fill), fill is not None)
                  for out, n, fill, rows in self.moved[k]]
-        if k not in self.moves.guards:
-            return self.exe.steps[k]._replace(simulate=lambda: [c() for c in calls], store=_MOVED)
-        tests = [functools.partial(guard, ctx, self.views[s])
-                 for guard, ctx, s in self.moves.guards[k]]
-        rerun = functools.partial(self.moves.rerun, k, self.views)
-
-        def guarded():
-            if all(test() for test in tests):
-                for c in calls:
-                    c()
-            else:
-                rerun()
-        return self.exe.steps[k]._replace(simulate=guarded, store=_MOVED)
+        return self.exe.steps[k]._replace(simulate=self.moves.runner(k, calls, self.views),
+                                          store=_MOVED)
 
     def _direct(self, k):
         """Step k as the run executes it: an exact op that can write its one result straight
