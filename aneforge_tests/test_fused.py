@@ -516,8 +516,9 @@ def test_exact_ops_written_into_their_places_are_identical(monkeypatch, vm, name
         x, y = af.tensor(a, requires_grad=name == "slice_grad"), af.tensor(b)
         return INTO_CASES[name](x, y).numpy()
     same_bits(*both(monkeypatch, run))
+    # (or moved there: slice_grad's interleave with zeros and pad compose into one move)
     direct = [step for e in made if e.run_plan for step, _, _ in e.run_plan.entries
-              if step is not None and step.store is plan_mod._INTO]
+              if step is not None and step.store in (plan_mod._INTO, plan_mod._MOVED)]
     assert direct, "no step wrote into its place"
 
 
@@ -1128,7 +1129,9 @@ def test_views_read_inline_by_concat_and_pad_are_identical(monkeypatch, target):
     slices = [step for p in plans for step, _, _ in p.entries
               if step is not None and step.ctx.op_type == "slice_by_index"]
     program = [op for p in plans for op in p.exe.ops if op.type == "slice_by_index"]
-    assert inline and len(slices) < len(program) - 9    # the 9 im2col slices at least
+    # (or as moves: im2col's concat, behind the width crop's guard, runtime/moves.py)
+    moved = [k for p in plans for k in p.moved]
+    assert (inline or moved) and len(slices) < len(program) - 9    # the 9 im2col slices at least
 
 
 @pytest.mark.parametrize("model", MODELS)

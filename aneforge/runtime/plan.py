@@ -589,14 +589,7 @@ class RunPlan:
     def _moves(self, shapes):
         """Chains of data-movement steps composed into strided copies (runtime/moves.py):
         their inner steps no longer run, the values the copies read live until them."""
-        exe = self.exe
-        made = {s: k for k, step in enumerate(exe.steps) for s in step.outs}
-        # a concat reading its values through views (conv2d's im2col) stays with `_absorb`:
-        # one pass over the views, nothing a move would save
-        inline = {j for k, (reads, chains) in layout.absorptions(exe, self.keep, made).items()
-                  if any(isinstance(c, tuple) for c in chains)
-                  for j in [k, *(j for c in layout.each(chains) for j in c)]}
-        found = moves.Moves(exe, shapes, self.placed, self.local, self.keep, self.dead | inline)
+        found = moves.Moves(self.exe, shapes, self.placed, self.local, self.keep, self.dead)
         self.dead |= found.dead
         for k, read in found.sources.items():
             for s in read:
@@ -833,7 +826,8 @@ class RunPlan:
         calls = [functools.partial(self._compiled.move, self.arena, rows, out, n,
                                    np.float32(0.0 if fill is None else fill), fill is not None)
                  for out, n, fill, rows in self.moved[k]]
-        return self.exe.steps[k]._replace(simulate=lambda: [c() for c in calls], store=_MOVED)
+        return self.exe.steps[k]._replace(simulate=self.moves.runner(k, calls, self.views),
+                                          store=_MOVED)
 
     def _direct(self, k):
         """Step k as the run executes it: an exact op that can write its one result straight
