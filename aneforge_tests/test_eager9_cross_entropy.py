@@ -86,3 +86,16 @@ def test_nll_loss_with_host_labels_skips_the_mask_with_the_same_bits():
     want = torch.nn.functional.nll_loss(torch.tensor(logp.astype(np.float32)), torch.tensor(target))
     np.testing.assert_allclose(np.frombuffer(results[0][0], np.float16).astype(np.float32),
                                want.numpy(), rtol=2e-3)
+
+
+def test_a_compiled_loss_captured_on_clean_labels_still_drops_ignored_ones_on_replay():
+    """af.compile replays the captured program with new labels: the labels of the call it
+    captured cannot decide that nothing will be ignored."""
+    logits = _logits(4)
+    step = af.compile(lambda x, y: F.cross_entropy(x, y))
+    batches = [np.array([0, 4, 2, 2, 1, 3, 0, 4]), np.array([0, -100, -100, 2, 1, 3, 0, 4])]
+    for target in batches + batches:
+        got = step(af.tensor(logits), af.tensor(target)).item()
+        want = torch.nn.functional.cross_entropy(torch.tensor(logits.astype(np.float32)),
+                                                 torch.tensor(target))
+        np.testing.assert_allclose(got, want.item(), rtol=2e-3, atol=2e-3)

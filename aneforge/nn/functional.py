@@ -230,13 +230,19 @@ def _check_classes(target: Tensor, classes: int, ignore_index: int) -> bool:
     """Class indices outside [0, classes) raise as in torch, checked on the host when the target
     is host data (an af.tensor of labels, the usual case); a computed target is not run for it.
     On the engine an out-of-range index would silently select nothing. Returns whether the
-    target is host data none of whose values is ignore_index (every sample counts)."""
+    target is host data none of whose values is ignore_index (every sample counts), never
+    inside af.compile's capture: its replays run the program on new labels."""
     values = host_values(target)
     if values is None:
         return False
+    every = _check_classes_of(values, classes, ignore_index)
+    return every and CTX.thread.capture is None and not 0 <= ignore_index < classes
+
+
+def _check_classes_of(values: np.ndarray, classes: int, ignore_index: int) -> bool:
+    """`_check_classes` of host labels: whether every one lies in [0, classes)."""
     if not values.size or (values.min() >= 0 and values.max() < classes):
-        # (two reductions: the usual in-range labels, each step)
-        return not 0 <= ignore_index < classes
+        return True                     # (two reductions: the usual in-range labels, each step)
     bad = values[(values != ignore_index) & ((values < 0) | (values >= classes))]
     if bad.size:
         raise IndexError(f"Target {int(bad.flat[0])} is out of bounds (classes are 0..{classes - 1}"
