@@ -1,6 +1,9 @@
-"""cross_entropy / nll_loss with host labels none of which is ignore_index record no mask and no
-count (`functional._class_loss(every=True)`): the same bits as the masked route, which a
-computed target (data the program reads) still takes, and torch's values either way."""
+"""cross_entropy / nll_loss with host labels none of which is ignore_index, recorded for
+gradients, record no mask and no count (`functional._class_loss(every=True)`): the same bits as
+the masked route, which a computed target (data the program reads), a call without gradients
+(an export's) and af.compile's capture still take, and torch's values either way."""
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -99,3 +102,16 @@ def test_a_compiled_loss_captured_on_clean_labels_still_drops_ignored_ones_on_re
         want = torch.nn.functional.cross_entropy(torch.tensor(logits.astype(np.float32)),
                                                  torch.tensor(target))
         np.testing.assert_allclose(got, want.item(), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("how", ["no_grad", "constant logits"])
+def test_a_loss_recorded_without_gradients_keeps_the_mask(how):
+    """What an export records (no gradients): a program others may run on other labels."""
+    logits, target = _logits(5), np.array([0, 4, 2, 2, 1, 3, 0, 4])
+    x = af.tensor(logits, requires_grad=how == "no_grad")
+    with recording() as runs, af.no_grad() if how == "no_grad" else contextlib.nullcontext():
+        loss = F.cross_entropy(x, af.tensor(target)).numpy()
+    assert "not_equal" in [op.type for op in runs[0].traced.operations]
+    want = torch.nn.functional.cross_entropy(torch.tensor(logits.astype(np.float32)),
+                                             torch.tensor(target))
+    np.testing.assert_allclose(loss.astype(np.float32), want.numpy(), rtol=2e-3, atol=2e-3)
