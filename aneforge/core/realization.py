@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..context import CTX
+from ..dtypes import float16
 from ..errors import AneforgeError
 from .. import passes
 from ..ir import Block, Function, Operation, Program, Var
@@ -327,8 +328,7 @@ def run(refs: list[tuple]) -> None:
         del cache.entries[next(iter(cache.entries))]
         cache.evictions += 1
     program, exe = entry.program, entry.executable
-    inputs = [boundary.encode(n.data[i], n.types[i], j in wide)
-              for j, (n, i) in enumerate(cut.leaves)]
+    inputs = _inputs(cut.leaves, wide)
     rules = autoscale.rescue_rules(cut.leaves, cut.outputs)
     if CTX.thread.capture is not None:
         CTX.thread.capture.ran(cut, entry, rules)
@@ -339,12 +339,37 @@ def run(refs: list[tuple]) -> None:
         for log in CTX.recorders:
             log.append(run)
     results = autoscale.rescue(exe.run, inputs, rules) if rules else exe.run(inputs)
-    by_node: dict = {}
-    for (node, i), r in zip(cut.outputs, results):
-        by_node.setdefault(node, {})[i] = boundary.decode(r, node.types[i])
-    for node, outs in by_node.items():
-        node.set_data([outs[i] for i in range(len(node.types))], program)
+    _land(cut.outputs, results, program)
     CTX.thread.tape = None    # stale now; dropping it lets go of the leaves it read
+
+
+def _inputs(leaves: list, wide: tuple) -> list:
+    """The program inputs of `leaves` (`boundary.encode`): a leaf that crosses as it is
+    stored (fp16 of the boundary's shape: most of a step's) is its array, without a call."""
+    out, encode = [], boundary.encode
+    for j, (n, i) in enumerate(leaves):
+        t, a = n.types[i], n.data[i]
+        if t.dtype is float16 and a.shape == t.shape and t.shape:
+            out.append(a)
+        else:
+            out.append(encode(a, t, j in wide))
+    return out
+
+
+def _land(outputs: list, results: list, program) -> None:
+    """Give each computed node its arrays (`Node.set_data`). Every cut lists all outputs of
+    a node together and in order (`Cut`, `_taped`, `_prekeyed`), so a node's arrays are one
+    run of `results`."""
+    decode, k, end = boundary.decode, 0, len(outputs)
+    while k < end:
+        node = outputs[k][0]
+        types = node.types
+        if len(types) == 1:
+            node.set_data([decode(results[k], types[0])], program)
+            k += 1
+            continue
+        node.set_data([decode(r, t) for r, t in zip(results[k:k + len(types)], types)], program)
+        k += len(types)
 
 
 class Prekeyed(NamedTuple):

@@ -182,9 +182,15 @@ def _legacy(size_average, reduce, reduction: str) -> str:
     return "sum" if size_average is False else "mean"
 
 
-def _class_loss(loss: Tensor, target: Tensor, weight, ignore_index: int, reduction: str):
-    """Weight each sample by weight[target] and drop ignore_index (target values are data:
-    always masked), then reduce as torch: the mean divides by the kept samples' weights."""
+def _class_loss(loss: Tensor, target: Tensor, weight, ignore_index: int, reduction: str,
+                every: bool = False):
+    """Weight each sample by weight[target] and drop ignore_index, then reduce as torch: the
+    mean divides by the kept samples' weights. `every` (`_every_counts`): nothing is dropped,
+    so, unweighted, the mask and the count are left out (the count's mean is 1.0, and x / 1.0
+    is x: the same values). A computed target is data the program reads: always masked."""
+    if every and weight is None:
+        return loss.float().mean().to(loss.dtype) if reduction == "mean" else \
+            _reduce(loss, reduction)
     keep = target != ignore_index
     w = None if weight is None else select_class(_per_class(weight, loss.dtype, loss.shape),
                                                  target)
@@ -213,23 +219,38 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     >>> F.nll_loss(af.tensor([[-1.0, -2.0]]), af.tensor([1])).item()
     2.0
     """
-    _check_classes(target, input.shape[1], ignore_index)
+    every = _every_counts(input, target, ignore_index)
     picked = select_class(input, target)
     return _class_loss(-picked, target, weight, ignore_index,
-                       _legacy(size_average, reduce, reduction))
+                       _legacy(size_average, reduce, reduction), every)
 
 
-def _check_classes(target: Tensor, classes: int, ignore_index: int) -> None:
+def _check_classes(target: Tensor, classes: int, ignore_index: int) -> bool:
     """Class indices outside [0, classes) raise as in torch, checked on the host when the target
     is host data (an af.tensor of labels, the usual case); a computed target is not run for it.
-    On the engine an out-of-range index would silently select nothing."""
+    On the engine an out-of-range index would silently select nothing. Returns whether the
+    target is host data every value of which lies in [0, classes)."""
     values = host_values(target)
-    if values is None or not values.size or (values.min() >= 0 and values.max() < classes):
-        return                          # (two reductions: the usual in-range labels, each step)
+    if values is None:
+        return False
+    if not values.size or (values.min() >= 0 and values.max() < classes):
+        return True                     # (two reductions: the usual in-range labels, each step)
     bad = values[(values != ignore_index) & ((values < 0) | (values >= classes))]
     if bad.size:
         raise IndexError(f"Target {int(bad.flat[0])} is out of bounds (classes are 0..{classes - 1}"
                          f"{'' if ignore_index < 0 else f', ignore_index {ignore_index}'})")
+    return False                        # (some are ignore_index)
+
+
+def _every_counts(input: Tensor, target: Tensor, ignore_index: int) -> bool:
+    """Whether a class-index loss may leave out its ignore_index mask (`_class_loss`): the
+    labels are host data in [0, classes) (checked now: `_check_classes`) and ignore_index is
+    none of them, and the call is a training step's, recorded for gradients outside
+    af.compile's capture: a program run again only after this Python runs again, not one a
+    replay or an export (recorded without gradients) runs on other labels."""
+    classes = input.shape[1]
+    return _check_classes(target, classes, ignore_index) and not 0 <= ignore_index < classes \
+        and input.requires_grad and CTX.thread.grad_enabled and CTX.thread.capture is None
 
 
 def select_class(values: Tensor, target: Tensor) -> Tensor:
@@ -250,18 +271,19 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     1.38...
     """
     reduction = _legacy(size_average, reduce, reduction)
-    if not target.dtype.is_float:
-        _check_classes(target, input.shape[1], ignore_index)      # values: checked each call
+    # values: checked each call (and whether any sample is dropped: part of the kind)
+    every = not target.dtype.is_float and _every_counts(input, target, ignore_index)
     # a function of its inputs' values: recorded once per kind, then re-recorded
     return input._kept(("cross_entropy", weight is None, ignore_index, reduction,
-                        label_smoothing), [t for t in (input, target, weight) if t is not None],
+                        label_smoothing, every),
+                       [t for t in (input, target, weight) if t is not None],
                        lambda: _cross_entropy(input, target, weight, ignore_index, reduction,
-                                              label_smoothing))
+                                              label_smoothing, every))
 
 
 def _cross_entropy(input: Tensor, target: Tensor, weight, ignore_index: int, reduction: str,
-                   label_smoothing: float) -> Tensor:
-    """cross_entropy's recording, its targets' values checked."""
+                   label_smoothing: float, every: bool) -> Tensor:
+    """cross_entropy's recording, its targets' values checked (`every`: none is ignored)."""
     logp = log_softmax(input, 1)
     classes = input.shape[1]
     wshape = (1, classes) + (1,) * (input.ndim - 2)
@@ -280,7 +302,7 @@ def _cross_entropy(input: Tensor, target: Tensor, weight, ignore_index: int, red
         smooth = -spread.mean(1)
         if weight is None:
             loss = loss * (1 - label_smoothing) + smooth * label_smoothing
-            return _class_loss(loss, target, None, ignore_index, reduction)
+            return _class_loss(loss, target, None, ignore_index, reduction, every)
         # torch: the smoothing term is not weighted by weight[target] again, but the mean
         # divides both terms by the kept samples' summed weight[target]
         main = _class_loss(loss, target, weight, ignore_index, reduction)
@@ -293,7 +315,7 @@ def _cross_entropy(input: Tensor, target: Tensor, weight, ignore_index: int, red
         else:
             smooth = _reduce(smooth, reduction)
         return main * (1 - label_smoothing) + smooth * label_smoothing
-    return _class_loss(loss, target, weight, ignore_index, reduction)
+    return _class_loss(loss, target, weight, ignore_index, reduction, every)
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
