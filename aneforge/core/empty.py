@@ -49,27 +49,36 @@ class _Context:
         self.out_dtypes = tuple(t.dtype for t in out_types)
 
 
-# realized nodes holding an oversized value (an axis past 65536): every op reading one runs on
-# the host. Empty in most programs, so recording checks it only when it is not: `MAYBE`, the
-# set of its weak references, read without a call (WeakSet's len is Python code, and every
-# recorded op asked), is empty whenever OVERSIZED is.
-OVERSIZED: "weakref.WeakSet" = weakref.WeakSet()
-MAYBE: set = OVERSIZED.data
+# realized nodes holding an oversized value (an axis past 65536), by id: every op reading one
+# runs on the host. Empty in most programs, so recording asks only when it is not (`MAYBE` is
+# the dict itself). A script with a tokenized corpus asks for every recorded operand: `id(node)
+# in MAYBE` is one hash lookup (a WeakSet's `in` makes a weak reference per question). Each
+# entry's weak reference drops it as its node goes, so a live entry's id is never reused.
+MAYBE: dict = {}
 
 
 def hold(node: Node) -> Node:
     """`node` (realized), noted as oversized when one of its values is."""
     if any(limits.oversized(t.shape) for t in node.types):
-        OVERSIZED.add(node)
+        key = id(node)
+        MAYBE[key] = weakref.ref(node, lambda _, key=key: MAYBE.pop(key, None))
     return node
+
+
+def is_oversized(node: Node) -> bool:
+    return id(node) in MAYBE
 
 
 def reads_oversized(refs) -> bool:
     """Whether any of the (node, index) references (or lists of them) is an oversized value."""
     for v in refs:
-        for node, _ in ([v] if type(v) is tuple else v or ()):
-            if node in OVERSIZED:
+        if type(v) is tuple:
+            if id(v[0]) in MAYBE:
                 return True
+        elif v:
+            for node, _ in v:
+                if id(node) in MAYBE:
+                    return True
     return False
 
 

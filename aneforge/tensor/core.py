@@ -321,7 +321,7 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
 
     def _host_data(self):
         node = self._node
-        return node.data[self._idx] if empty.MAYBE and node in empty.OVERSIZED else None
+        return node.data[self._idx] if empty.MAYBE and empty.is_oversized(node) else None
 
     def _kept(self, key: tuple, inputs: list, build, many: bool = False):
         refs = []
