@@ -95,7 +95,11 @@ class Module:
         for table in (self._parameters, self._modules):
             table.pop(name, None)
         self.__dict__.pop(name, None)
-        self._buffers[name] = tensor
+        if tensor is not None and not tensor.requires_grad and CTX.thread.capture is None:
+            tensor.realize()     # a value, as torch's storage is: computed once, here (left
+        self._buffers[name] = tensor   # pending, `tril(ones(T, T))` was recomputed by every
+        # step's program, and read from an older tape it broke each step's (trace.Tape): no
+        # kept recording, the optimizer's Python update every step)
         (self._non_persistent.discard if persistent else self._non_persistent.add)(name)
 
     def named_buffers(self, prefix: str = "", recurse: bool = True):
