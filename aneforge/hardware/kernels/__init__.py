@@ -177,7 +177,13 @@ WARM = (
 # loaded: the name the callers call (module, name) is bound to the lean form, then the full.
 SWAPS = {("fused", "run"): ("run_lean", "run_full"),
          ("compiled", "default_tasks"): ("_lean_tasks", "_default_tasks")}
-FULL = {(module, full) for (module, _), (_, full) in SWAPS.items()}
+# Small kernels compiled with the full forms, not before: nothing a training step under
+# af.compile runs in its loop calls them unless its run plan moves data (the README's MLP's
+# does not), and they took ~1.2-1.5 s of the ~8 s of CPU of the lean stage's busier process.
+# A program that calls one before the full stage is in compiles it in its own process (numba
+# compiles a kernel at its first call with new types; ~1.3 s, once).
+LATE = {("casts", "move")}
+FULL = {(module, full) for (module, _), (_, full) in SWAPS.items()} | LATE
 
 
 def _numba_type(spec: str):
@@ -196,7 +202,8 @@ def _kernels(warm=None):
 
 
 def _stages() -> tuple[tuple, tuple]:
-    """WARM as its two stages: the lean forms and the small kernels, then the full forms."""
+    """WARM as its two stages: the lean forms and the small kernels, then the full forms (and
+    `LATE`)."""
     lean = tuple(w for w in WARM if w[:2] not in FULL)
     return lean, tuple(w for w in WARM if w[:2] in FULL)
 
