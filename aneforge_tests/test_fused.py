@@ -818,8 +818,8 @@ def test_a_zero_maximum_of_both_signs_runs_its_kernel(monkeypatch, vm, width):
     """A row whose largest value is 0 and holds +0 and -0: numpy's sign depends on its vector
     lanes, so the fused run stops there and the op's kernel computes it; the run resumes
     after it. Every other row is fused (its scans vectorized over rows of 300) by the full VM;
-    the lean VM leaves every reduction to its kernel. Bits equal the interpreter's either
-    way."""
+    the lean VM leaves every reduction but absmax to its kernel. Bits equal the
+    interpreter's either way."""
     rows = np.full((48, width), -1.0, np.float16)
     rows[::2, 3], rows[::2, 17] = 0.0, -0.0         # both zeros: unsettled
     rows[1::4, 5] = -0.0                            # -0 only: settled, -0

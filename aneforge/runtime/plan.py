@@ -214,7 +214,8 @@ class RunPlan:
             self.start[s] = v
         self.entries = self._group(shapes)
         # reductions the fused run may leave to their kernel (`fused.run`: an unsettled max or
-        # min; any, under the lean VM `fused.run_lean`): step -> (step as run, its stores)
+        # min; any but absmax, under the lean VM `fused.run_lean`): step -> (step as run, its
+        # stores)
         self.unsettled = {k: (self._folded(k), self._stores(self.exe.steps[k]))
                           for k, name in self.opcode.items()
                           if self._fused.OP[name] >= self._fused.REDUCE}

@@ -17,10 +17,10 @@ Importing aneforge never imports numba. Under "auto" the first kernel call start
 compiled kernels in a background thread and runs the numpy reference until they are ready (the
 two are bit-identical, so a program gives the same bits whichever runs, and whenever the swap
 happens): on a fresh install numba compiles them once, in child processes on other cores,
-into its on-disk cache (lean forms of the two big kernels first, ~18 s of CPU in two
+into its on-disk cache (lean forms of the two big kernels first, ~14 s of CPU in two
 processes on this AVX2 VM under load, then their full forms, ~80 s: `_Loader`), from which
 later runs load them in ~0.3 s. The lean forms run the bench's MLP step (the README's too)
-at ~1.7x the full ones' step time: far from the reference's ~600x, and they compile in
+at ~1.5x the full ones' step time: far from the reference's ~600x, and they compile in
 about a third of the time forms within ~1.05x took. A program's second run (a loop) waits
 for the lean forms rather than run on the reference meanwhile (`settle`).
 `wait()` blocks until the full forms are in (tests that must run the compiled kernels call
@@ -177,7 +177,13 @@ WARM = (
 # loaded: the name the callers call (module, name) is bound to the lean form, then the full.
 SWAPS = {("fused", "run"): ("run_lean", "run_full"),
          ("compiled", "default_tasks"): ("_lean_tasks", "_default_tasks")}
-FULL = {(module, full) for (module, _), (_, full) in SWAPS.items()}
+# Small kernels compiled with the full forms, not before: nothing a training step under
+# af.compile runs in its loop calls them unless its run plan moves data (the README's MLP's
+# does not), and they took ~1.2-1.5 s of the ~8 s of CPU of the lean stage's busier process.
+# A program that calls one before the full stage is in compiles it in its own process (numba
+# compiles a kernel at its first call with new types; ~1.3 s, once).
+LATE = {("casts", "move")}
+FULL = {(module, full) for (module, _), (_, full) in SWAPS.items()} | LATE
 
 
 def _numba_type(spec: str):
@@ -196,7 +202,8 @@ def _kernels(warm=None):
 
 
 def _stages() -> tuple[tuple, tuple]:
-    """WARM as its two stages: the lean forms and the small kernels, then the full forms."""
+    """WARM as its two stages: the lean forms and the small kernels, then the full forms (and
+    `LATE`)."""
     lean = tuple(w for w in WARM if w[:2] not in FULL)
     return lean, tuple(w for w in WARM if w[:2] in FULL)
 
@@ -258,7 +265,7 @@ def _spawn(groups: list[list[str]], nice: int) -> subprocess.Popen:
 def _child(module: str, name: str) -> str:
     """Which process compiles a WARM kernel: one per module. On the lean stage (CPU on this
     AVX2 VM under load, `_prepare` done) the small kernels and the tile matmul's lean form
-    took ~9 s, the fused VM's lean form ~8 s: two processes on two cores (a third, the tile
+    took ~7 s, the fused VM's lean form ~7 s: two processes on two cores (a third, the tile
     matmul's, compiled the callees it shares with the small kernels again); on the full stage
     the tile matmul and the fused VM compile side by side. The boundary kernels (casts.py)
     compile with the small kernels they share intrinsics with."""
@@ -411,7 +418,7 @@ class _Loader:
     numba or a changed kernel) a background thread has compiled into the cache by child
     processes while the caller runs the numpy reference (or waits: `settle`); on a cache that
     surely lacks them (`_uncached`) the children start at once, and the thread imports numba
-    while they compile, not the caller before (~0.4 s). The lean stage first (~9 s of CPU in
+    while they compile, not the caller before (~0.4 s). The lean stage first (~7 s of CPU in
     each of two processes), loaded and published, then the full forms (the children niced
     below the caller), loaded and swapped in. `done` is set once the full forms are in (or
     known to be unavailable).

@@ -69,7 +69,7 @@ _SUMS = 1024        # running sums `_narrow_leading` keeps side by side (4 KB)
 _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
 _INF = np.float32(np.inf)
-# the opcodes `_lean_op` gives a loop of their own under the default store, which `_op` sends
+# the opcodes `_lean_line` gives a loop of their own under the default store, which `_op` sends
 # there instead of through `_each`'s per-element switch (~3x slower: AdamW's division, sqrt
 # and clamps); calling the lean VM's loop adds no specialisation to compile
 _LEAN_LOOP = np.zeros(len(OPCODES), np.bool_)
@@ -272,7 +272,10 @@ def _op(out, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
     elif op == _MUL:
         _grid(out, o, rows, cols, x, y, sx, sy, _self._mul, store)
     elif store == 4 and _LEAN_LOOP[op]:     # the lean VM's loop of its own (it vectorizes)
-        _lean_op(out, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz)
+        for r in range(rows):
+            a = _row_of(x, r, cols, sx)
+            _lean_line(out[o + r * cols:o + (r + 1) * cols], a, _row_of(y, r, cols, sy), a,
+                       op, store, tables, at)
     elif op != SELECT and op != LOOKUP and op != _COPY:
         _each(out, o, rows, cols, x, y, sx, sy, op, store if op < _LESS else -1)
     elif op == SELECT:
@@ -730,18 +733,34 @@ def _gather(arena, start, stride, out):
 
 # ---- the lean VM: `run_full`'s contract and bits in a fraction of its compile --------------
 # `run_full` gives the common opcodes and operand shapes loop nests of their own, each
-# specialised per operand layout (~22 s of numba compile on a fresh install); `run_lean` gives
-# the common opcodes one loop each over rows `_row_of` reads (gathering strided and broadcast
-# operands), sends the rest through one loop that switches per element, and leaves every
-# reduction to its kernel (~3 s of CPU on an AVX2 VM, against ~22 s): a fresh process has
-# compiled fused runs within seconds while `run_full` compiles in the background. Each
-# element is computed and stored as `run_full` does it: the same bits. A new opcode: its
-# element in `_apply` (both VMs; its function `inline="always"` unless `_grid` takes it as an
-# argument) or, for a reduction, in `_fold`; a loop of its own in `_lean_op` only if
-# training steps run it often.
-@njit(cache=True, error_model="numpy", inline="always")
+# specialised per operand layout (~57 s of numba compile on a fresh install); `run_lean` runs
+# every elementwise op line by line, each line's operands read by `_line` (a view, or a
+# strided or broadcast operand gathered), through one function of one loop per common opcode
+# (`_lean_line`), and folds only the reductions cheap to compile (`_lean_absmax`), leaving the
+# others to their kernels (~6 s of CPU on an AVX2 VM): a fresh process has compiled fused
+# runs within seconds while `run_full` compiles in the background. No helper is inlined by
+# numba (`inline="always"` types the callee again at each call site, which made the previous
+# lean VM's own body cost ~5 s): LLVM inlines the small ones all the same. Each element is
+# computed and stored as `run_full` does it: the same bits. A new opcode: its element in
+# `_apply` (both VMs; its function `inline="always"` unless `_grid` takes it as an argument)
+# or, for a reduction, in `_fold`; a loop of its own in `_lean_line` only if training steps
+# run it often.
+@njit(cache=True, no_cpython_wrapper=True)
+def _line(arena, start, stride, cols, scratch):
+    """A line of `cols` values of an operand from `start`: a view of the arena when
+    contiguous, else gathered into `scratch` (stride 0: one value broadcast)."""
+    if stride == 1:
+        return arena[start:start + cols]
+    row = scratch[:cols]
+    for c in range(cols):
+        row[c] = arena[start + c * stride]
+    return row
+
+
+@njit(cache=True, error_model="numpy", no_cpython_wrapper=True)
 def _value(op, x, y, z, tables, at):
-    """One element of any elementwise opcode."""
+    """One element of any elementwise opcode (`_lean_line`'s loops aside, or not under the
+    default store)."""
     if op == _ADD:
         return x + y
     if op == _SUB:
@@ -758,114 +777,142 @@ def _value(op, x, y, z, tables, at):
 
 
 @njit(cache=True, error_model="numpy", no_cpython_wrapper=True)
-def _lean_op(arena, o, rows, cols, x, y, z, op, store, tables, at, sx, sy, sz):
-    """`_op` by few loops: each row's operands as `_row_of` reads them; the opcodes of nearly
-    every op of a training step (add, sub, mul, the engine's division, maximum, minimum, abs,
-    the engine's sqrt under the default store; copy; lookup) get a loop each, which LLVM
-    vectorizes; every other element goes through `_value`, then the row's store
-    (comparisons, select and lookup: not stored, as in `_op`). A loop here costs ~0.1 s of
-    the lean VM's compile; an opcode without one is still exact, through `_apply`."""
-    store = store if op < _LESS else -1
-    for r in range(rows):
-        a = _row_of(x, r, cols, sx)
-        b = _row_of(y, r, cols, sy) if op != LOOKUP else a     # a lookup's b is its table
-        c = _row_of(z, r, cols, sz) if op == SELECT else a
-        out = arena[o + r * cols:o + (r + 1) * cols]
-        if store == 4 and op == _ADD:
-            for i in range(cols):
+def _lean_line(out, a, b, c, op, store, tables, at):
+    """out = op(a, b) (select: a ? b : c; lookup: the table at `at`, at a) stored, over one
+    line of equal length (out may be a itself). The opcodes of nearly every op of a training
+    step under the default store (add, sub, mul, the engine's division, maximum, minimum,
+    abs, the engine's sqrt) get a loop each, which LLVM vectorizes (the full VM's `_op` runs
+    its rows of the last five here too); every other element goes through `_value`, then the
+    line's store (comparisons, select and lookup: not stored, as in `_op`)."""
+    n = out.size
+    if store == 4:
+        if op == _ADD:
+            for i in range(n):
                 out[i] = r16_ieee(a[i] + b[i], 4)
-        elif store == 4 and op == _SUB:
-            for i in range(cols):
+            return
+        if op == _SUB:
+            for i in range(n):
                 out[i] = r16_ieee(a[i] - b[i], 4)
-        elif store == 4 and op == _MUL:
-            for i in range(cols):
+            return
+        if op == _MUL:
+            for i in range(n):
                 out[i] = r16_ieee(a[i] * b[i], 4)
-        elif store == 4 and op == _DIV_ENGINE:
-            for i in range(cols):
+            return
+        if op == _DIV_ENGINE:
+            for i in range(n):
                 out[i] = r16_ieee(_div_engine(a[i], b[i]), 4)
-        elif store == 4 and op == _MAXIMUM:
-            for i in range(cols):
+            return
+        if op == _MAXIMUM:
+            for i in range(n):
                 out[i] = r16_ieee(_maximum(a[i], b[i]), 4)
-        elif store == 4 and op == _MINIMUM:
-            for i in range(cols):
+            return
+        if op == _MINIMUM:
+            for i in range(n):
                 out[i] = r16_ieee(_minimum(a[i], b[i]), 4)
-        elif store == 4 and op == _ABS:
-            for i in range(cols):
+            return
+        if op == _ABS:
+            for i in range(n):
                 out[i] = r16_ieee(abs(a[i]), 4)
-        elif store == 4 and op == _SQRT_ENGINE:
-            for i in range(cols):
+            return
+        if op == _SQRT_ENGINE:
+            for i in range(n):
                 out[i] = r16_ieee(_sqrt_engine(a[i], b[i]), 4)
-        elif op == _COPY:
-            for i in range(cols):
-                out[i] = a[i]
-            if store >= 0:
-                _store(out, store)
-        elif op == LOOKUP:          # indexed by the bits alone: no sign check
-            table = tables[at:at + TABLE]
-            for i in range(cols):
-                out[i] = _from_half_bits(table[_to_half_bits(a[i])])
-        else:
-            for i in range(cols):
-                out[i] = _value(op, a[i], b[i], c[i], tables, at)
-            if store == 4:                  # the default store: a loop that vectorizes
-                for i in range(cols):
-                    out[i] = r16_ieee(out[i], 4)
-            elif store >= 0:
-                _store(out, store)
+            return
+    if op == LOOKUP:                # indexed by the bits alone: no sign check; not stored
+        table = tables[at:at + TABLE]
+        for i in range(n):
+            out[i] = _from_half_bits(table[_to_half_bits(a[i])])
+        return
+    for i in range(n):
+        out[i] = _value(op, a[i], b[i], c[i], tables, at)
+    if op >= _LESS or store < 0:
+        return
+    if store == 4:                  # the default store: a loop that vectorizes
+        for i in range(n):
+            out[i] = r16_ieee(out[i], 4)
+    else:
+        _store(out, store)
+
+
+@njit(cache=True, no_cpython_wrapper=True)
+def _lean_absmax(arena, code, k, sx) -> bool:
+    """Reduction row k when it is an `absmax` over rows without NaN (`_largest_abs`: the bits'
+    maximum shows one), as `_fold` computes it; False (nothing written) otherwise: the plan
+    runs the op's kernel. The plan's peaks (max |x| of each gradient) are most of a training
+    step's reductions, and each left to its kernel cost ~20-40 us of Python and numpy."""
+    if code[k, 0] != _ABSMAX:
+        return False
+    rows, cols, a, ars, acs = code[k, 2], code[k, 3], code[k, 5], code[k, 6], code[k, 7]
+    for r in range(rows):
+        if _largest_abs(_line(arena, a + r * ars, acs, cols, sx)) > _INF_BITS:
+            return False
+    store, mode = code[k, 1], code[k, 8]
+    for r in range(rows):
+        v = _float(_largest_abs(_line(arena, a + r * ars, acs, cols, sx)))
+        v = v if mode < 0 else r16(v, mode)
+        arena[code[k, 4] + r] = v if store < 0 else r16(v, store)
+    return True
 
 
 @njit(cache=True)
 def run_lean(arena, code, sx, sy, sz, block, tables, start):
-    """`run_full` by fewer loops: every elementwise op by `_lean_op` (a tall, narrow one column
-    by column, as `_columns` runs it); every reduction returned, as `run_full` returns an
-    unsettled one: the run plan runs its kernel, then resumes after it (folding reductions
-    here, `_fold`'s cases one row at a time, made this form's compile ~1.6x as long, ~3 s of
-    CPU, for ~15 us a reduction saved). One call site of `_lean_op` for every kind of row:
-    numba compiles it once."""
+    """`run_full` by fewer loops: every elementwise op line by line through `_lean_line` (a
+    tall, narrow one column by column, as `_columns` runs it; a blocked run one block of
+    each op at a time, as `_blocked`); an absmax row folded (`_lean_absmax`), every other
+    reduction returned, as `run_full` returns an unsettled one: the run plan runs its kernel,
+    then resumes after it (folding them all here, `_reduce`, doubled this form's compile)."""
     arena, sx, sy, sz = _unowned(arena), _unowned(sx), _unowned(sy), _unowned(sz)
     tables = _unowned(tables)
     n = code[0, 3] if block > 0 else 1
     for c0 in range(0, n, max(block, 1)):
         m = min(block, n - c0)
         for k in range(start, code.shape[0]):
-            op, local = code[k, 0], code[k, 11]
+            op, store, rows, cols, o = code[k, 0], code[k, 1], code[k, 2], code[k, 3], code[k, 4]
             if op >= REDUCE:
+                if block == 0 and _lean_absmax(arena, code, k, sx):
+                    continue
                 return k
-            by_columns = block == 0 and code[k, 3] < NARROW and code[k, 2] >= 4 * code[k, 3]
-            for c in range(code[k, 3] if by_columns else 1):
-                out = arena
-                if block > 0:             # one row of m elements, as `_blocked` runs it
-                    o, rows, cols = code[k, 4] + (0 if local & 1 else c0), 1, m
-                    x = _block_operand(arena, code[k, 5], code[k, 7], local & 2, c0)
-                    y = _block_operand(arena, code[k, 8], code[k, 10], local & 4, c0)
-                    z = _block_operand(arena, code[k, 12], code[k, 14], local & 8, c0)
-                elif by_columns:          # column c gathered, computed in sx, scattered
-                    out, o, rows, cols = sx, _int(0), _int(1), code[k, 2]
-                    _columns_in(arena, code, k, c, sx, sy, sz)
-                    x, y, z = _operand_at(sx, 0, 0, 1), _operand_at(sy, 0, 0, 1), \
-                        _operand_at(sz, 0, 0, 1)
-                else:
-                    o, rows, cols = code[k, 4], code[k, 2], code[k, 3]
-                    x = (arena, code[k, 5], code[k, 6], code[k, 7])
-                    y = (arena, code[k, 8], code[k, 9], code[k, 10])
-                    z = (arena, code[k, 12], code[k, 13], code[k, 14])
-                _lean_op(out, o, rows, cols, x, y, z, op, code[k, 1], tables, code[k, 8],
-                         sx, sy, sz)
-                if by_columns:
-                    for r in range(cols):
-                        arena[code[k, 4] + r * code[k, 3] + c] = sx[r]
+            at = code[k, 8]                 # a lookup's table (b: read as an operand by no opcode)
+            if block > 0:                   # a block-local value lives in a place of one block
+                local = code[k, 11]
+                o += 0 if local & 1 else c0
+                a = _line(arena, code[k, 5] + (c0 if code[k, 7] == 1 and not local & 2 else 0),
+                          code[k, 7], m, sx)
+                b = a if op == LOOKUP else _line(
+                    arena, code[k, 8] + (c0 if code[k, 10] == 1 and not local & 4 else 0),
+                    code[k, 10], m, sy)
+                c = a if op != SELECT else _line(
+                    arena, code[k, 12] + (c0 if code[k, 14] == 1 and not local & 8 else 0),
+                    code[k, 14], m, sz)
+                _lean_line(arena[o:o + m], a, b, c, op, store, tables, at)
+            elif cols < NARROW and rows >= 4 * cols:    # by columns, computed in sx
+                a, b, c = sx[:rows], sy[:rows], sz[:rows]
+                for j in range(cols):
+                    _strided(arena, code[k, 5] + j * code[k, 7], code[k, 6], a)
+                    if op != LOOKUP:
+                        _strided(arena, code[k, 8] + j * code[k, 10], code[k, 9], b)
+                    if op == SELECT:
+                        _strided(arena, code[k, 12] + j * code[k, 14], code[k, 13], c)
+                    _lean_line(a, a, b, c, op, store, tables, at)
+                    for r in range(rows):
+                        arena[o + r * cols + j] = a[r]
+            else:
+                for r in range(rows):
+                    a = _line(arena, code[k, 5] + r * code[k, 6], code[k, 7], cols, sx)
+                    b = a if op == LOOKUP else _line(arena, code[k, 8] + r * code[k, 9],
+                                                     code[k, 10], cols, sy)
+                    c = a if op != SELECT else _line(arena, code[k, 12] + r * code[k, 13],
+                                                     code[k, 14], cols, sz)
+                    _lean_line(arena[o + r * cols:o + (r + 1) * cols], a, b, c, op, store,
+                               tables, at)
     return -1
 
 
-@njit(cache=True, inline="always")
-def _columns_in(arena, code, k, c, sx, sy, sz):
-    """Column c of row k's operands into the scratch rows (`_columns`)."""
-    rows, op = code[k, 2], code[k, 0]
-    _gather(arena, code[k, 5] + c * code[k, 7], code[k, 6], sx[:rows])
-    if op != LOOKUP:
-        _gather(arena, code[k, 8] + c * code[k, 10], code[k, 9], sy[:rows])
-    if op == SELECT:
-        _gather(arena, code[k, 12] + c * code[k, 14], code[k, 13], sz[:rows])
+@njit(cache=True, no_cpython_wrapper=True)
+def _strided(arena, start, stride, out):
+    """out[r] = arena[start + r * stride] (`_gather`, compiled on its own: see above)."""
+    for r in range(out.size):
+        out[r] = arena[start + r * stride]
 
 
 # The VM the run plan calls (`fused.run`): `run_full`, or `run_lean` while `run_full` compiles
