@@ -247,3 +247,15 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1].replace(" -q ", " ")
     blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
     assert ci in [b.strip() for b in blocks], f".ci/run runs {ci!r}, not a README command"
+
+
+def test_the_longest_tests_first_table_names_tests_that_exist():
+    """conftest.py's LONGEST_FIRST orders the suite by node-id prefixes: a renamed test would
+    drop out of it silently and run late again."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    for prefix in conftest.LONGEST_FIRST:
+        path, name = prefix.split("::")
+        assert re.search(rf"^def {re.escape(name)}", (ROOT / path).read_text(), re.M), prefix
