@@ -20,7 +20,7 @@ from typing import Iterable
 import numpy as np
 
 from ..core import realization, scalar_consts
-from ..core.trace import KeptStretches, Stretch, half_scalar, open_tape
+from ..core.trace import KeptStretches, Stretch, current_tape, half_scalar
 from ..context import CTX
 from ..autograd import carried, enable_grad, no_grad
 from ..creation import tensor
@@ -213,7 +213,7 @@ class Optimizer:
                   for t in (p, g, *state.values(), *h.values())]
         # (kept nodes are re-made not requiring grad: only under no_grad, as step() runs)
         thread = CTX.thread
-        tape = open_tape() if thread.capture is None and not thread.grad_enabled and all(
+        tape = current_tape() if thread.capture is None and not thread.grad_enabled and all(
             isinstance(t, Tensor) for t in inputs) else None
         refs = [t.ref for t in inputs] if tape is not None else []
         key = self._update_key(params, refs)
