@@ -1,4 +1,4 @@
-"""Integer values computed on the host at once: index arithmetic as torch code writes it.
+"""Index arithmetic read as a Python index is computed on the host, not by a program.
 
 The ANE computes in fp16; the integer tensors of its programs are indices (gathers, embeddings,
 targets). torch code does index arithmetic on them one element at a time, nanoGPT's batch
@@ -7,66 +7,40 @@ sampler for one:
     ix = torch.randint(len(data) - block_size, (batch_size,))
     x = torch.stack([data[i:i + block_size] for i in ix])
 
-Each `i` is a 0-d tensor and each slice bound an `int(tensor)`: recorded, every bound would be a
-program of its own, realized to read one number (2-3 ms each, 128 per batch). So an op whose
-operands are all integer (or bool) host values (realized, or literals; at least one realized),
-that needs no gradient and is not being captured by `af.compile` (there an operand is the value
-of the call being recorded, not of every call), and whose results are all integer or bool,
-runs here when it is recorded, by the op's own numpy kernel (`OpDef.simulate`, the one the
-simulator runs): the same values, nothing compiled. Still recorded: a float result
-(`ix.float()`: its rounding is the program's), and a result larger than its operands (a one-hot
-mask from an index, a repeat: the program makes it from the small value, which is all it loads).
+Each slice bound is an `int(tensor)` (`Tensor.__index__`) of a pending value (`i + 1`):
+realized as programs, every bound was a compile-cache lookup and a run of its own (2-3 ms
+each, 128 a batch). So `__index__` of a pending value first tries `compute`: when everything
+it depends on that is still pending is a short chain of integer (or bool) ops on host values
+(realized, or literals), needing no gradient and outside af.compile's capture, each op runs
+here in order by its own numpy kernel (`OpDef.simulate`, the one the simulator runs): the same
+values, nothing compiled. Anything else (a float anywhere in it: its rounding is a program's)
+is realized as before. Values read otherwise (`.numpy()`, a program input) are untouched:
+what programs are recorded and run does not change.
 """
 from __future__ import annotations
 
-import math
-
 from ..context import CTX
-from ..errors import LimitError
-from ..hardware import limits
 from ..ops import REGISTRY
 from ..ops.registry import is_literal
 from . import empty
-from .trace import Node, is_const, type_of
+from .realization import _pending_order
+from .trace import Node
+
+_MOST = 64         # pending ops computed here at most (an index is a few ops from its data)
 
 
-def on_host(refs) -> bool:
-    """Whether the (node, index) references (or lists of them, or None) are all integer or bool
-    host values, at least one of them realized data rather than a literal, and no kept
-    recording is being made (`trace.kept_stretch`: it must stay a function of its inputs,
-    re-recorded with their next values, so a value computed from them now cannot enter it)."""
-    data = False
-    for v in refs:
-        if v is None:
-            continue
-        for node, i in ([v] if type(v) is tuple else v):
-            if node.data is None:
-                if not is_literal(node.op) or node.types[i].dtype.is_float:
-                    return False
-            elif node.types[i].dtype.is_float:
-                return False
-            else:
-                data = True
-    tape = CTX.thread.tape
-    return data and (tape is None or tape.log is None)
-
-
-def evaluate(op: str, srcs: dict, attrs: dict) -> Node | None:
-    """`op` on host operands (`on_host`) as a realized node, or None when a result is floating
-    point or the op's check refuses it (the caller records it, and its error is raised there)."""
-    opdef = REGISTRY[op]
-    try:
-        with limits.host_allowed():
-            full, types = opdef.apply(srcs, attrs, type_of, is_const)
-    except LimitError:
-        return None
-    if any(t.dtype.is_float for t in types) or _size(types) > _size(
-            [node.types[i] for v in srcs.values() if v is not None
-             for node, i in ([v] if type(v) is tuple else v)]):
-        return None
-    return empty.hold(Node(None, {}, {}, types, empty.compute(opdef, srcs, full, types), False,
-                           None, ()))
-
-
-def _size(types) -> int:
-    return sum(math.prod(t.shape) for t in types)
+def compute(node: Node) -> bool:
+    """Compute pending `node` and the pending nodes it reads on the host, if they are all
+    integer ops on host values (see above); returns whether it did."""
+    if CTX.thread.capture is not None:
+        return False
+    nodes = [n for n in _pending_order([node]) if not is_literal(n.op)]
+    if len(nodes) > _MOST:
+        return False
+    for n in nodes:
+        if n.op is None or n.requires_grad or any(t.dtype.is_float for t in n.types) or \
+                any(s.types[i].dtype.is_float for s, i in n.args):
+            return False                 # a written leaf's pending write, a float: a program
+    for n in nodes:
+        n.set_data(empty.compute(REGISTRY[n.op], n.srcs, n.attrs, n.types))
+    return True

@@ -291,6 +291,8 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
         if self.dtype.is_float or self.numel() != 1:
             raise TypeError("only integer tensors of a single element can be converted to an "
                             "index")
+        if self._node.data is None:
+            hostints.compute(self._node)      # index arithmetic: on the host when it can be
         return int(self.item())
 
     def __len__(self) -> int:
@@ -374,9 +376,6 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
         if empty.MAYBE and empty.reads_oversized((a, b)):       # host data past 65536
             return Tensor(_host_op(op, {"x": a, "y": b}, {},
                                    a[0].requires_grad or b[0].requires_grad))
-        if CTX.thread.capture is None and hostints.on_host((a, b)) and \
-                (node := hostints.evaluate(op, {"x": a, "y": b}, {})) is not None:
-            return Tensor(node)         # index arithmetic on host integers (core/hostints)
         try:
             return Tensor(record_binary(op, a, b, (a[0].requires_grad or b[0].requires_grad)
                                         and CTX.thread.grad_enabled))   # record_op, unrolled
@@ -556,9 +555,6 @@ def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
             grad = grad or any(t._node.requires_grad for t in v)
     if empty.MAYBE and empty.reads_oversized(refs.values()):   # host data past 65536
         node = _host_op(op, refs, attrs, grad)
-    elif not grad and CTX.thread.capture is None and hostints.on_host(refs.values()) and \
-            (node := hostints.evaluate(op, refs, attrs)) is not None:
-        pass                             # index arithmetic on host integers (core/hostints)
     else:
         try:
             node = record(op, refs, attrs, grad and CTX.thread.grad_enabled)
