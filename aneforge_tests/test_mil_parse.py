@@ -576,16 +576,20 @@ def test_array_token_errors_keep_their_line():
 
 
 def test_large_inline_weights_parse_fast():
-    """Issue 14: ~2 s per MB before; numpy on the whole value reads several MB/s."""
+    """Issue 14: ~2 s per MB before; numpy on the whole value reads several MB/s. Timed by
+    this process's CPU time, best of three: the suite shares 2 cores between its workers and
+    other jobs, and wall time at load 11-13 read 0.72 MB/s for the same parse."""
     import time
     w = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float16)
     body = _nest([f"0x{b:04x}" for b in w.view(np.uint16).ravel()], w.shape)
     text = _const_program("fp16", w.shape, body)
-    start = time.perf_counter()
-    p = parse(text)
-    elapsed = time.perf_counter() - start
-    np.testing.assert_array_equal(next(op.attrs["val"] for op in p.operations), w)
-    assert len(text) / elapsed > 1e6, f"{len(text) / elapsed / 1e6:.2f} MB/s"
+    elapsed = []
+    for _ in range(3):
+        start = time.process_time()
+        p = parse(text)
+        elapsed.append(time.process_time() - start)
+        np.testing.assert_array_equal(next(op.attrs["val"] for op in p.operations), w)
+    assert len(text) / min(elapsed) > 1e6, f"{len(text) / min(elapsed) / 1e6:.2f} MB/s"
 
 
 def test_a_literal_argument_of_an_op_with_any_name_round_trips():
