@@ -96,3 +96,12 @@ def test_iterating_a_host_integer_tensor_gives_its_rows():
     assert [r.shape for r in rows] == [(4,)] * 3 and rows[0].dtype == af.int32
     for k, r in enumerate(rows):
         np.testing.assert_array_equal(r.numpy(), m[k])
+
+
+def test_a_slice_of_host_data_keeps_its_values_when_the_data_changes():
+    """`data[a:b]` of a corpus past 65536 is a host leaf of its own values: a later write into
+    the data does not reach a batch already taken (a program may read it later)."""
+    data = af.tensor(np.arange(70_000) % 7)
+    batch = data[10:14]
+    data[10:14] = 0
+    assert batch.tolist() == [3, 4, 5, 6] and data[10:14].tolist() == [0, 0, 0, 0]

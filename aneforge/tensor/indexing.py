@@ -320,7 +320,8 @@ def getitem(x, index):
     if _on_host(x, index):                 # a dataset past 65536: numpy's indexing (exact)
         data = x._host_data()
         data = x.numpy() if data is None else data
-        return x._as_tensor(np.asarray(data[host_index(index)]))
+        picked = np.array(data[host_index(index)])       # a copy: programs read it later
+        return x._held(picked, x.dtype) if picked.dtype == x.dtype.np else x._as_tensor(picked)
     if any(_is_bool(i) for i in index):
         return _scalar_bools(x, index)
     if any(_is_advanced(i) for i in index):
