@@ -45,3 +45,26 @@ def test_an_eager_step_reading_a_computed_buffer_keeps_its_update(monkeypatch):
         per_step.append(len(calls))
         calls.clear()
     assert per_step[0] == 2 and per_step[2:] == [0, 0]
+
+
+def test_a_step_on_a_batch_sampled_by_index_reads_keeps_its_update(monkeypatch):
+    """nanoGPT's sampler reads each slice bound as an index (core/hostints.py); those reads
+    must leave the step's tape whole (a batch recorded before them is read by the step after)."""
+    calls = []
+    real = Optimizer._recorded
+    monkeypatch.setattr(Optimizer, "_recorded", lambda *a: calls.append(1) or real(*a))
+    data = af.tensor(np.random.default_rng(0).integers(0, 11, 500))
+    model = nn.Sequential(nn.Embedding(11, 8), nn.Linear(8, 11))
+    opt = af.optim.AdamW(model.parameters(), lr=1e-2)
+    per_step = []
+    for _ in range(4):
+        ix = af.randint(len(data) - 5, (4,))
+        x = af.stack([data[i:i + 4] for i in ix])
+        y = af.stack([data[i + 1:i + 4 + 1] for i in ix])
+        loss = af.nn.functional.cross_entropy(model(x).view(-1, 11), y.view(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        per_step.append(len(calls))
+        calls.clear()
+    assert per_step[0] == 3 and per_step[2:] == [0, 0]       # embedding, weight, bias

@@ -131,8 +131,9 @@ def _shapes(refs, types) -> str:
     return f"operands {shapes}, result {[t.shape for t in types]}"
 
 
-def compute(opdef, srcs: dict, attrs: dict, types: list) -> list:
-    """Run the op's numpy kernel on its operands' arrays (every operand must hold one)."""
+def compute(opdef, srcs: dict, attrs: dict, types: list, known: dict | None = None) -> list:
+    """Run the op's numpy kernel on its operands' arrays (every operand must hold one, or have
+    its arrays in `known`, by node: values computed here but not kept, core/hostints.py)."""
     args, in_types = [], []
     for k in opdef.inputs:
         v = srcs.get(k)
@@ -140,6 +141,8 @@ def compute(opdef, srcs: dict, attrs: dict, types: list) -> list:
             args.append(None)
             continue
         group = [v] if type(v) is tuple else v
+        if known:
+            group = [(_Held(known[node]) if node in known else node, i) for node, i in group]
         if any(node.data is None and not is_literal(node.op) for node, _ in group):
             raise LimitError(f"{opdef.name}: an empty operand, or one with an axis past 65536, "
                              f"meets a value still being computed; the ANE holds neither, so "
@@ -161,6 +164,15 @@ def compute(opdef, srcs: dict, attrs: dict, types: list) -> list:
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     return [np.asarray(a).astype(t.dtype.np).reshape(t.shape) for a, t in zip(outs, types)]
 
+
+
+class _Held:
+    """A pending node's arrays computed on the host, as `compute` reads an operand."""
+    __slots__ = ("data", "types", "op")
+
+    def __init__(self, data_and_types):
+        self.data, self.types = data_and_types
+        self.op = None
 
 
 @contextlib.contextmanager

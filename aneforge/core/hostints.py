@@ -9,7 +9,7 @@ sampler for one:
 
 Each slice bound is an `int(tensor)` (`Tensor.__index__`) of a pending value (`i + 1`):
 realized as programs, every bound was a compile-cache lookup and a run of its own (2-3 ms
-each, 128 a batch). So `__index__` of a pending value first tries `compute`: when everything
+each, 128 a batch). So `__index__` of a pending value first tries `value`: when everything
 it depends on that is still pending is a short chain of integer (or bool) ops on host values
 (realized, or literals), needing no gradient and outside af.compile's capture, each op runs
 here in order by its own numpy kernel (`OpDef.simulate`, the one the simulator runs): the same
@@ -29,18 +29,21 @@ from .trace import Node
 _MOST = 64         # pending ops computed here at most (an index is a few ops from its data)
 
 
-def compute(node: Node) -> bool:
-    """Compute pending `node` and the pending nodes it reads on the host, if they are all
-    integer ops on host values (see above); returns whether it did."""
+def value(node: Node, index: int):
+    """Output `index` of pending `node` computed on the host (numpy), or None when what it
+    depends on is not all integer ops on host values (see above). Nothing is kept: the nodes
+    stay pending, so no recording's key or tape changes (realizing them here would start a new
+    tape, and a batch recorded before it, read by the step after, would break the step's)."""
     if CTX.thread.capture is not None:
-        return False
+        return None
     nodes = [n for n in _pending_order([node]) if not is_literal(n.op)]
     if len(nodes) > _MOST:
-        return False
+        return None
     for n in nodes:
         if n.op is None or n.requires_grad or any(t.dtype.is_float for t in n.types) or \
                 any(s.types[i].dtype.is_float for s, i in n.args):
-            return False                 # a written leaf's pending write, a float: a program
+            return None                  # a written leaf's pending write, a float: a program
+    known: dict = {}
     for n in nodes:
-        n.set_data(empty.compute(REGISTRY[n.op], n.srcs, n.attrs, n.types))
-    return True
+        known[n] = (empty.compute(REGISTRY[n.op], n.srcs, n.attrs, n.types, known), n.types)
+    return known[node][0][index]

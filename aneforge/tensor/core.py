@@ -291,8 +291,10 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
         if self.dtype.is_float or self.numel() != 1:
             raise TypeError("only integer tensors of a single element can be converted to an "
                             "index")
-        if self._node.data is None:
-            hostints.compute(self._node)      # index arithmetic: on the host when it can be
+        if self._node.data is None:           # index arithmetic: on the host when it can be
+            v = hostints.value(self._node, self._idx)
+            if v is not None:
+                return int(v.reshape(()))
         return int(self.item())
 
     def __len__(self) -> int:
