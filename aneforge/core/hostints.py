@@ -34,8 +34,8 @@ def value(node: Node, index: int):
     depends on is not all integer ops on host values (see above). Nothing is kept: the nodes
     stay pending, so no recording's key or tape changes (realizing them here would start a new
     tape, and a batch recorded before it, read by the step after, would break the step's)."""
-    if CTX.thread.capture is not None:
-        return None
+    if CTX.thread.capture is not None or any(s.types[i].dtype.is_float for s, i in node.args):
+        return None                      # (a read of argmax(logits): no walk of the model)
     nodes = [n for n in _pending_order([node]) if not is_literal(n.op)]
     if len(nodes) > _MOST:
         return None
