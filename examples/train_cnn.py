@@ -110,12 +110,13 @@ def _sim_ms(runs, repeat: int) -> list[float]:
     from aneforge.runtime.sim import SimBackend
     exes = [(SimBackend().compile(r.program, get_numerics()), r.inputs) for r in runs]
     times = [[] for _ in exes]
-    for k in range(repeat + 1):
+    warm = 2                    # the second run builds the run plan (runtime/sim.py)
+    for k in range(warm + repeat):
         for (exe, inputs), ts in zip(exes, times):
             start = time.perf_counter()
             exe.run(inputs)
-            ts.append(time.perf_counter() - start if k else 0.0)   # the first run warms up
-    return [statistics.median(ts[1:]) * 1e3 for ts in times]
+            ts.append(time.perf_counter() - start)
+    return [statistics.median(ts[warm:]) * 1e3 for ts in times]
 
 
 def _op_counts(run) -> dict:
