@@ -1,5 +1,5 @@
 """cross_entropy / nll_loss with host labels none of which is ignore_index, recorded for
-gradients, record no mask and no count (`functional._class_loss(every=True)`): the same bits as
+gradients, record no mask and no count (`losses._class_loss(every=True)`): the same bits as
 the masked route, which a computed target (data the program reads), a call without gradients
 (an export's) and af.compile's capture still take, and torch's values either way."""
 import contextlib

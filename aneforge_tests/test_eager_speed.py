@@ -822,7 +822,7 @@ CONVS = [{"padding": 1}, {"stride": 2, "padding": (1, 0)}, {"padding": [0, 1], "
 def _conv_calls(monkeypatch, kwargs: dict, fresh: bool, lib=af):
     """Three calls of conv2d with `kwargs` (each realized, so each may re-record): the outputs,
     the input's and the weight's gradients of each, and how many ran conv2d's Python."""
-    F = __import__("aneforge.nn.functional", fromlist=["conv2d"])
+    F = __import__("aneforge.nn.convolution", fromlist=["conv2d"])
     ran, real = [0], F._conv2d
 
     def counted(*args):

@@ -9,6 +9,8 @@ from .. import dtypes
 from ..context import CTX
 from . import functional as F
 from . import init
+from .convolution import _triple
+from .losses import _legacy
 from .module import Module
 from .parameter import Parameter
 from ..creation import ones, tensor, zeros
@@ -426,8 +428,8 @@ class Conv3d(Module):
                  dilation=1, groups: int = 1, bias: bool = True):
         super().__init__()
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size, self.stride = F._triple(kernel_size), F._triple(stride)
-        self.padding, self.dilation = F._triple(padding), F._triple(dilation)
+        self.kernel_size, self.stride = _triple(kernel_size), _triple(stride)
+        self.padding, self.dilation = _triple(padding), _triple(dilation)
         self.weight = _param(out_channels, in_channels // groups, *self.kernel_size)
         self.bias = _param(out_channels) if bias else None
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
@@ -589,7 +591,7 @@ class CrossEntropyLoss(_Loss):
 
     def __init__(self, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
                  reduction: str = "mean", label_smoothing: float = 0.0):
-        super().__init__(F._legacy(size_average, reduce, reduction), ignore_index=ignore_index,
+        super().__init__(_legacy(size_average, reduce, reduction), ignore_index=ignore_index,
                          label_smoothing=label_smoothing)
         self.register_buffer("weight", weight)
 
@@ -603,7 +605,7 @@ class NLLLoss(_Loss):
 
     def __init__(self, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
                  reduction: str = "mean"):
-        super().__init__(F._legacy(size_average, reduce, reduction), ignore_index=ignore_index)
+        super().__init__(_legacy(size_average, reduce, reduction), ignore_index=ignore_index)
         self.register_buffer("weight", weight)
 
     def forward(self, input, target):
@@ -629,7 +631,7 @@ class SmoothL1Loss(_Loss):
     """F.smooth_l1_loss as a module."""
 
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0):
-        super().__init__(F._legacy(size_average, reduce, reduction), beta=beta)
+        super().__init__(_legacy(size_average, reduce, reduction), beta=beta)
 
     def forward(self, input, target):
         return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
@@ -656,7 +658,7 @@ class BCEWithLogitsLoss(_Loss):
 
     def __init__(self, weight=None, size_average=None, reduce=None, reduction: str = "mean",
                  pos_weight=None):
-        super().__init__(F._legacy(size_average, reduce, reduction))
+        super().__init__(_legacy(size_average, reduce, reduction))
         self.register_buffer("weight", weight)
         self.register_buffer("pos_weight", pos_weight)
 
@@ -675,7 +677,7 @@ class BCELoss(_Loss):
     """
 
     def __init__(self, weight=None, size_average=None, reduce=None, reduction: str = "mean"):
-        super().__init__(F._legacy(size_average, reduce, reduction))
+        super().__init__(_legacy(size_average, reduce, reduction))
         self.register_buffer("weight", weight)
 
     def forward(self, input, target):
@@ -694,7 +696,7 @@ class KLDivLoss(_Loss):
 
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean",
                  log_target: bool = False):
-        super().__init__(F._legacy(size_average, reduce, reduction), log_target=log_target)
+        super().__init__(_legacy(size_average, reduce, reduction), log_target=log_target)
 
     def forward(self, input, target):
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
