@@ -16,17 +16,89 @@ here in order by its own numpy kernel (`OpDef.simulate`, the one the simulator r
 values, nothing compiled. Anything else (a float anywhere in it: its rounding is a program's)
 is realized as before. Values read otherwise (`.numpy()`, a program input) are untouched:
 what programs are recorded and run does not change.
+
+A one-element read (`.item()`, `int()`, `float()`, `bool()`, an index) of elements picked out
+of a larger value reads them the same way (`read`): torch code reads results element by
+element (minGPT's adder scores `int(correct[i])` for each of 500 problems, its dataset
+`self.ixes[idx].item()` for each sample). A program per element was a compile per distinct
+`i` (each slice's bounds are its own program), 0.4 s each there. So the value the elements
+are picked from (through slices, reshapes, transposes: data movement) is realized once and
+kept, as `.cpu()` keeps torch's, and each read picks its element from it here, by the
+movement ops' own kernels: the same bits (a float slice through the width crop's gain, which
+changes what it moves, still runs as the read's program).
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from ..context import CTX
+from ..hardware.numerics import get_numerics
 from ..ops import REGISTRY
-from ..ops.registry import is_literal
+from ..ops.registry import is_literal, layout_ops
 from . import empty
-from .realization import _pending_order
-from .trace import Node
+from .realization import _pending_order, realize
+from .trace import Node, current_tape
 
 _MOST = 64         # pending ops computed here at most (an index is a few ops from its data)
+# data movement: a read through these picks elements of their input, any dtype
+_MOVES = layout_ops("same_order", "reorder", "part", "repeat")
+
+
+def read(node: Node, index: int):
+    """A one-element read of pending output `index` of `node`, on the host: by `value`, or
+    (elements picked out of a larger value through data movement) from that value, realized
+    and kept once; None where neither applies (the caller realizes the read's own program).
+
+    A pending value recorded before this thread's tape is realized and kept too when the read
+    passes through it (minGPT's `self.ixes = perm[num_test:]`, made once by a dataset):
+    left pending, each step's read of it would put on the step's tape a node whose source is
+    off the tape, and the step would lose its kept program (core/trace.py `Tape`)."""
+    if CTX.thread.capture is not None:
+        return None
+    tape = current_tape()
+    path, base, at = [], node, index
+    for _ in range(_MOST):
+        if base.data is not None or base.op not in _MOVES:
+            break
+        path.append((base, at))
+        base, at = base.args[0]
+    old = [ref for ref in path if tape is None or tape.place(ref[0]) is None]
+    if base.data is None:
+        v = value(node, index)
+        if v is not None:
+            return v
+        old.append((base, at))
+    if old:                              # the deepest: what the others are picked from
+        target, i = old[-1]
+        if target is node or target.op is None or target.requires_grad:
+            return None
+        realize([(target, i)])
+    return _moved(node, index)
+
+
+def _moved(node: Node, index: int):
+    """Output `index` of `node` from its pending data movement over values in hand (None
+    when anything else is still pending)."""
+    nodes = [n for n in _pending_order([node]) if not is_literal(n.op)]
+    if len(nodes) > _MOST or any(n.op not in _MOVES or _alters(n) for n in nodes):
+        return None
+    return _computed(nodes)[node][0][index]
+
+
+def _alters(node: Node) -> bool:
+    """Whether the op changes a float value it moves (a slice through the width crop's gain,
+    `ops/shape.py`): the engine's datapath, which a read here would skip."""
+    alters = REGISTRY[node.op].alters
+    return alters is not None and any(t.dtype.is_float for t in node.types) and \
+        alters(SimpleNamespace(numerics=get_numerics()), node.attrs)
+
+
+def _computed(nodes: list) -> dict:
+    """Each of the ordered pending `nodes` run by its numpy kernel: {node: (values, types)}."""
+    known: dict = {}
+    for n in nodes:
+        known[n] = (empty.compute(REGISTRY[n.op], n.srcs, n.attrs, n.types, known), n.types)
+    return known
 
 
 def value(node: Node, index: int):
@@ -43,7 +115,4 @@ def value(node: Node, index: int):
         if n.op is None or n.requires_grad or any(t.dtype.is_float for t in n.types) or \
                 any(s.types[i].dtype.is_float for s, i in n.args):
             return None                  # a written leaf's pending write, a float: a program
-    known: dict = {}
-    for n in nodes:
-        known[n] = (empty.compute(REGISTRY[n.op], n.srcs, n.attrs, n.types, known), n.types)
-    return known[node][0][index]
+    return _computed(nodes)[node][0][index]

@@ -262,7 +262,17 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
         if self.numel() != 1:
             raise AneforgeError(f"item() needs a tensor with one element, this one has shape "
                                 f"{self.shape}")
-        return self.numpy().reshape(()).item()
+        return self._one().item()
+
+    def _one(self) -> np.ndarray:
+        """A one-element value as a 0-d array: an element picked out of a larger value, or
+        index arithmetic, read on the host where it can be (core/hostints.py)."""
+        if self._node.data is None:
+            v = hostints.read(self._node, self._idx)
+            if v is not None:
+                host_read()
+                return np.asarray(v).reshape(())
+        return self.numpy().reshape(())
 
     def tolist(self):
         return self.numpy().tolist()
@@ -291,11 +301,7 @@ class Tensor(ElementwiseMixin, CompositesMixin, ProductsMixin, ReduceMixin, Move
         if self.dtype.is_float or self.numel() != 1:
             raise TypeError("only integer tensors of a single element can be converted to an "
                             "index")
-        if self._node.data is None:           # index arithmetic: on the host when it can be
-            v = hostints.value(self._node, self._idx)
-            if v is not None:
-                return int(v.reshape(()))
-        return int(self.item())
+        return int(self._one())
 
     def __len__(self) -> int:
         if not self.shape:
