@@ -29,6 +29,7 @@ changes what it moves, still runs as the read's program).
 """
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 from ..context import CTX
@@ -62,17 +63,21 @@ def read(node: Node, index: int):
             break
         path.append((base, at))
         base, at = base.args[0]
-    old = [ref for ref in path if tape is None or tape.place(ref[0]) is None]
-    if base.data is None:
+    chain = path + ([(base, at)] if base.data is None else [])
+    old = [ref for ref in chain[1:] if tape is None or tape.place(ref[0]) is None]
+    if old:                                  # the nearest: what this read's slice reads
+        target, i = old[0]
+    elif base.data is None:
         v = value(node, index)
         if v is not None:
             return v
-        old.append((base, at))
-    if old:                              # the deepest: what the others are picked from
-        target, i = old[-1]
-        if target is node or target.op is None or target.requires_grad:
-            return None
-        realize([(target, i)])
+        target, i = base, at
+    else:
+        return _moved(node, index)
+    if target is node or target.op is None or target.requires_grad or \
+            math.prod(target.types[i].shape) <= 1:       # (a loss's sum, reshaped: itself)
+        return None
+    realize([(target, i)])
     return _moved(node, index)
 
 

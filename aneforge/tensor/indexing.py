@@ -303,6 +303,21 @@ def _on_host(x, index: tuple) -> bool:
     return big
 
 
+def _picked_on_host(x, index: tuple) -> bool:
+    """Whether x[index] is integer data in hand indexed by numbers and slices, outside
+    af.compile's capture and a kept recording: then numpy picks it, exactly, as a leaf.
+    A dataset's `self.ixes[idx]` (minGPT's adder) recorded a slice per sample: each on the
+    step's tape with its own bounds, so no two steps' tapes matched and every step walked
+    its trace (core/trace.py `Tape`)."""
+    if x._node.data is None or x.dtype.is_float or CTX.thread.capture is not None:
+        return False
+    tape = CTX.thread.tape
+    if tape is not None and tape.log is not None:      # a kept recording's inputs vary
+        return False
+    return all(i is None or i is Ellipsis or isinstance(i, slice) or
+               (isinstance(i, numbers.Integral) and not isinstance(i, bool)) for i in index)
+
+
 def narrow(x, axis: int, start: int, stop: int):
     """x[..., start:stop, ...] on one axis (bounds checked by the caller): one slice_by_index
     recorded without parsing an index."""
@@ -322,6 +337,8 @@ def getitem(x, index):
         data = x.numpy() if data is None else data
         picked = np.array(data[host_index(index)])       # a copy: programs read it later
         return x._held(picked, x.dtype) if picked.dtype == x.dtype.np else x._as_tensor(picked)
+    if _picked_on_host(x, index):
+        return x._held(np.array(x._node.data[x._idx][host_index(index)]), x.dtype)
     if any(_is_bool(i) for i in index):
         return _scalar_bools(x, index)
     if any(_is_advanced(i) for i in index):
