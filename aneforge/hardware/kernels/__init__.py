@@ -107,6 +107,13 @@ def _fast():
     return _compiled[0]
 
 
+def _fast_late():
+    """`_fast()` for the kernels of `LATE` this module calls: None while only the lean stage
+    is in (the numpy reference runs rather than numba compile them in this process)."""
+    fast = _fast()
+    return fast if _FULL.is_set() else None
+
+
 def settle(timeout: float = 60.0) -> None:
     """Wait (at most `timeout` seconds) while the first compiled kernels compile on a fresh
     install, then return; at once otherwise. The simulator calls it before a program's second
@@ -154,6 +161,7 @@ _TILE = ("f4:3", "f4:3", "i8:1r", "i8:1r", "f4:3", "int64", "int64", "float32", 
 _RUN = ("f4:1", "i8:2", "f4:1", "f4:1", "f4:1", "int64", "u2:1", "int64")
 WARM = (
     ("casts", "to_float16", ("f4:1", "u2:1")),
+    ("casts", "to_float16", ("f4:1r", "u2:1")),     # a read-only input (a batch held by x[i])
     ("casts", "from_float16", ("u2:1", "f4:1")),
     ("casts", "has_nan", ("f4:1",)),
     ("compiled", "_round16_ieee", ("f4:1", "f4:1", "int64")),
@@ -178,11 +186,15 @@ WARM = (
 SWAPS = {("fused", "run"): ("run_lean", "run_full"),
          ("compiled", "default_tasks"): ("_lean_tasks", "_default_tasks")}
 # Small kernels compiled with the full forms, not before: nothing a training step under
-# af.compile runs in its loop calls them unless its run plan moves data (the README's MLP's
-# does not), and they took ~1.2-1.5 s of the ~8 s of CPU of the lean stage's busier process.
-# A program that calls one before the full stage is in compiles it in its own process (numba
-# compiles a kernel at its first call with new types; ~1.3 s, once).
-LATE = {("casts", "move")}
+# af.compile runs in its loop calls them (the README's MLP, instrumented: its steps from the
+# second on call the casts to fp16, the round16 of the plan's tables, the tile matmul,
+# port_round, the narrow sum, the fused VM and the boundary spans), and they took ~1.9 s of
+# CPU of the lean stage's busier process (move ~1.2, the others ~0.7). Until the full stage
+# is in, the callers here run the NaN check, the cast from fp16 and the port on the numpy
+# reference (`_fast_late`: same bits; a step's first run calls them, on the reference
+# anyway); a program whose run plan moves data compiles `move` in its own process at its
+# first call (numba compiles a kernel at its first call with new types; ~1.3 s, once).
+LATE = {("casts", "move"), ("casts", "has_nan"), ("casts", "from_float16"), ("compiled", "port")}
 FULL = {(module, full) for (module, _), (_, full) in SWAPS.items()} | LATE
 
 
@@ -512,6 +524,7 @@ class _Loader:
             _compiled.append(module)
         _SETTLED.set()
         if full:
+            _FULL.set()
             self.done.set()
 
 
@@ -547,6 +560,7 @@ _LOADER = _Loader()
 _SETTLED = threading.Event()        # clear while the first compiled kernels compile (`settle`)
 _SETTLED.set()
 _NOTICED: list = []                 # `settle` said it waits (once per process)
+_FULL = threading.Event()           # the full stage is in (`_fast_late`)
 
 
 def mode(rounding: str, subnormals: str, nan_to_zero: bool = False) -> int:
@@ -760,7 +774,7 @@ def port(acc: np.ndarray, overflow: float | None, flush: bool) -> int:
     """The output port of matmul/linear/conv, in place on `acc` (a fresh array): |v| >=
     overflow reads back as +-inf (None: no limit), then |v| < 2**-14 becomes +0 if `flush`.
     Returns how many values saturated (compiled: one pass, no temporaries)."""
-    fast = _fast()
+    fast = _fast_late()
     if fast is None or acc.dtype != _F32 or not acc.flags.c_contiguous:
         return reference.port(acc, overflow, flush)
     return fast.port(acc.reshape(-1), np.float32(np.nan if overflow is None else overflow),
@@ -841,7 +855,7 @@ def narrow_sum(terms: np.ndarray, mode: int) -> np.ndarray:
 
 def has_nan(a: np.ndarray) -> bool:
     """Whether a float array holds a NaN (compiled: one pass, no temporary array)."""
-    fast = _fast()
+    fast = _fast_late()
     if fast is None or a.dtype != np.float32:
         return bool(np.isnan(a).any())
     return bool(fast.has_nan(np.ascontiguousarray(a).reshape(-1)))
@@ -854,7 +868,8 @@ def astype(a, dtype) -> np.ndarray:
     """`a.astype(dtype, copy=False)`, with compiled float32 <-> float16 casts at the program
     boundary (numpy's float16 casts take ~10 ns per element)."""
     a, dtype = np.asarray(a), np.dtype(dtype)
-    fast = _fast() if {a.dtype, dtype} == {_F16, _F32} else None
+    fast = None if {a.dtype, dtype} != {_F16, _F32} else _fast() if dtype == _F16 else \
+        _fast_late()                    # from_float16: `LATE`
     if fast is None:
         return a.astype(dtype, copy=False)
     flat = np.ascontiguousarray(a).reshape(-1)
