@@ -96,7 +96,8 @@ def test_late_kernels_run_the_reference_until_the_full_stage(monkeypatch):
     calls = []
     for name in ("has_nan", "from_float16", "port"):
         kernel = getattr(compiled, name)
-        monkeypatch.setattr(compiled, name, lambda *a, _k=kernel, _n=name: calls.append(_n) or _k(*a))
+        monkeypatch.setattr(compiled, name,
+                            lambda *a, _k=kernel, _n=name: calls.append(_n) or _k(*a))
     rng = np.random.default_rng(3)
     acc = rng.choice(SPECIALS, 200).astype(np.float32) * np.float32(300.0)
     half = rng.choice(SPECIALS, 200).astype(np.float16)

@@ -17,11 +17,12 @@ Importing aneforge never imports numba. Under "auto" the first kernel call start
 compiled kernels in a background thread and runs the numpy reference until they are ready (the
 two are bit-identical, so a program gives the same bits whichever runs, and whenever the swap
 happens): on a fresh install numba compiles them once, in child processes on other cores,
-into its on-disk cache (lean forms of the two big kernels first, ~14 s of CPU in two
-processes on this AVX2 VM under load, then their full forms, ~80 s: `_Loader`), from which
-later runs load them in ~0.3 s. The lean forms run the bench's MLP step (the README's too)
-at ~1.5x the full ones' step time: far from the reference's ~600x, and they compile in
-about a third of the time forms within ~1.05x took. A program's second run (a loop) waits
+into its on-disk cache (lean forms of the two big kernels and the small kernels a loop
+calls first, ~6.5 and ~7 s of CPU in two processes on this AVX2 VM, ~8 each at load 8, then
+the full forms and the rest, ~80 s: `_Loader`), from which later runs load them in ~0.3 s.
+The lean forms run the bench's MLP step (the README's too) at ~1.4x the full ones' step
+time: far from the reference's ~600x, and they compile in about a third of the time forms
+within ~1.05x took. A program's second run (a loop) waits
 for the lean forms rather than run on the reference meanwhile (`settle`).
 `wait()` blocks until the full forms are in (tests that must run the compiled kernels call
 it); "numba" loads them at once.
@@ -178,10 +179,10 @@ WARM = (
 )
 # Two kernels have a full form that takes numba ~57 s (the fused VM) and ~17-26 s (the tile
 # matmul) of CPU to compile on this AVX2 VM under load, and a lean one, the same bits slower,
-# that takes ~8 s (the VM: a loop per common opcode, every reduction left to its kernel) and
-# ~3 s (the tile matmul: `_block` with the default tile only). On a fresh install the lean
-# forms and the small kernels are compiled first (a program's first run goes on the numpy
-# reference, its second waits: `settle`), then the full forms, and each is swapped in when
+# that takes ~6 s (the VM: a loop per common opcode, every reduction but absmax left to its
+# kernel) and ~2 s (the tile matmul: one loop nest, the default tile only). On a fresh install
+# the lean forms and the small kernels are compiled first (a program's first run goes on the
+# numpy reference, its second waits: `settle`), then the full forms, and each is swapped in when
 # loaded: the name the callers call (module, name) is bound to the lean form, then the full.
 SWAPS = {("fused", "run"): ("run_lean", "run_full"),
          ("compiled", "default_tasks"): ("_lean_tasks", "_default_tasks")}
@@ -276,8 +277,8 @@ def _spawn(groups: list[list[str]], nice: int) -> subprocess.Popen:
 
 def _child(module: str, name: str) -> str:
     """Which process compiles a WARM kernel: one per module. On the lean stage (CPU on this
-    AVX2 VM under load, `_prepare` done) the small kernels and the tile matmul's lean form
-    took ~7 s, the fused VM's lean form ~7 s: two processes on two cores (a third, the tile
+    AVX2 VM, `_prepare`'s ~1 s done) the small kernels and the tile matmul's lean form take
+    ~5.3 s, the fused VM's lean form ~6 s: two processes on two cores (a third, the tile
     matmul's, compiled the callees it shares with the small kernels again); on the full stage
     the tile matmul and the fused VM compile side by side. The boundary kernels (casts.py)
     compile with the small kernels they share intrinsics with."""
@@ -430,8 +431,8 @@ class _Loader:
     numba or a changed kernel) a background thread has compiled into the cache by child
     processes while the caller runs the numpy reference (or waits: `settle`); on a cache that
     surely lacks them (`_uncached`) the children start at once, and the thread imports numba
-    while they compile, not the caller before (~0.4 s). The lean stage first (~7 s of CPU in
-    each of two processes), loaded and published, then the full forms (the children niced
+    while they compile, not the caller before (~0.4 s). The lean stage first (~6.5-7 s of CPU
+    in each of two processes), loaded and published, then the full forms (the children niced
     below the caller), loaded and swapped in. `done` is set once the full forms are in (or
     known to be unavailable).
 
