@@ -17,11 +17,12 @@ Importing aneforge never imports numba. Under "auto" the first kernel call start
 compiled kernels in a background thread and runs the numpy reference until they are ready (the
 two are bit-identical, so a program gives the same bits whichever runs, and whenever the swap
 happens): on a fresh install numba compiles them once, in child processes on other cores,
-into its on-disk cache (lean forms of the two big kernels first, ~14 s of CPU in two
-processes on this AVX2 VM under load, then their full forms, ~80 s: `_Loader`), from which
-later runs load them in ~0.3 s. The lean forms run the bench's MLP step (the README's too)
-at ~1.5x the full ones' step time: far from the reference's ~600x, and they compile in
-about a third of the time forms within ~1.05x took. A program's second run (a loop) waits
+into its on-disk cache (lean forms of the two big kernels and the small kernels a loop
+calls first, ~6.5 and ~7 s of CPU in two processes on this AVX2 VM, ~8 each at load 8, then
+the full forms and the rest, ~80 s: `_Loader`), from which later runs load them in ~0.3 s.
+The lean forms run the bench's MLP step (the README's too) at ~1.4x the full ones' step
+time: far from the reference's ~600x, and they compile in about a third of the time forms
+within ~1.05x took. A program's second run (a loop) waits
 for the lean forms rather than run on the reference meanwhile (`settle`).
 `wait()` blocks until the full forms are in (tests that must run the compiled kernels call
 it); "numba" loads them at once.
@@ -107,6 +108,13 @@ def _fast():
     return _compiled[0]
 
 
+def _fast_late():
+    """`_fast()` for the kernels of `LATE` this module calls: None while only the lean stage
+    is in (the numpy reference runs rather than numba compile them in this process)."""
+    fast = _fast()
+    return fast if _FULL.is_set() else None
+
+
 def settle(timeout: float = 60.0) -> None:
     """Wait (at most `timeout` seconds) while the first compiled kernels compile on a fresh
     install, then return; at once otherwise. The simulator calls it before a program's second
@@ -154,6 +162,7 @@ _TILE = ("f4:3", "f4:3", "i8:1r", "i8:1r", "f4:3", "int64", "int64", "float32", 
 _RUN = ("f4:1", "i8:2", "f4:1", "f4:1", "f4:1", "int64", "u2:1", "int64")
 WARM = (
     ("casts", "to_float16", ("f4:1", "u2:1")),
+    ("casts", "to_float16", ("f4:1r", "u2:1")),     # a read-only input (a batch held by x[i])
     ("casts", "from_float16", ("u2:1", "f4:1")),
     ("casts", "has_nan", ("f4:1",)),
     ("compiled", "_round16_ieee", ("f4:1", "f4:1", "int64")),
@@ -170,19 +179,23 @@ WARM = (
 )
 # Two kernels have a full form that takes numba ~57 s (the fused VM) and ~17-26 s (the tile
 # matmul) of CPU to compile on this AVX2 VM under load, and a lean one, the same bits slower,
-# that takes ~8 s (the VM: a loop per common opcode, every reduction left to its kernel) and
-# ~3 s (the tile matmul: `_block` with the default tile only). On a fresh install the lean
-# forms and the small kernels are compiled first (a program's first run goes on the numpy
-# reference, its second waits: `settle`), then the full forms, and each is swapped in when
+# that takes ~6 s (the VM: a loop per common opcode, every reduction but absmax left to its
+# kernel) and ~2 s (the tile matmul: one loop nest, the default tile only). On a fresh install
+# the lean forms and the small kernels are compiled first (a program's first run goes on the
+# numpy reference, its second waits: `settle`), then the full forms, and each is swapped in when
 # loaded: the name the callers call (module, name) is bound to the lean form, then the full.
 SWAPS = {("fused", "run"): ("run_lean", "run_full"),
          ("compiled", "default_tasks"): ("_lean_tasks", "_default_tasks")}
 # Small kernels compiled with the full forms, not before: nothing a training step under
-# af.compile runs in its loop calls them unless its run plan moves data (the README's MLP's
-# does not), and they took ~1.2-1.5 s of the ~8 s of CPU of the lean stage's busier process.
-# A program that calls one before the full stage is in compiles it in its own process (numba
-# compiles a kernel at its first call with new types; ~1.3 s, once).
-LATE = {("casts", "move")}
+# af.compile runs in its loop calls them (the README's MLP, instrumented: its steps from the
+# second on call the casts to fp16, the round16 of the plan's tables, the tile matmul,
+# port_round, the narrow sum, the fused VM and the boundary spans), and they took ~1.9 s of
+# CPU of the lean stage's busier process (move ~1.2, the others ~0.7). Until the full stage
+# is in, the callers here run the NaN check, the cast from fp16 and the port on the numpy
+# reference (`_fast_late`: same bits; a step's first run calls them, on the reference
+# anyway); a program whose run plan moves data compiles `move` in its own process at its
+# first call (numba compiles a kernel at its first call with new types; ~1.3 s, once).
+LATE = {("casts", "move"), ("casts", "has_nan"), ("casts", "from_float16"), ("compiled", "port")}
 FULL = {(module, full) for (module, _), (_, full) in SWAPS.items()} | LATE
 
 
@@ -264,8 +277,8 @@ def _spawn(groups: list[list[str]], nice: int) -> subprocess.Popen:
 
 def _child(module: str, name: str) -> str:
     """Which process compiles a WARM kernel: one per module. On the lean stage (CPU on this
-    AVX2 VM under load, `_prepare` done) the small kernels and the tile matmul's lean form
-    took ~7 s, the fused VM's lean form ~7 s: two processes on two cores (a third, the tile
+    AVX2 VM, `_prepare`'s ~1 s done) the small kernels and the tile matmul's lean form take
+    ~5.3 s, the fused VM's lean form ~6 s: two processes on two cores (a third, the tile
     matmul's, compiled the callees it shares with the small kernels again); on the full stage
     the tile matmul and the fused VM compile side by side. The boundary kernels (casts.py)
     compile with the small kernels they share intrinsics with."""
@@ -418,8 +431,8 @@ class _Loader:
     numba or a changed kernel) a background thread has compiled into the cache by child
     processes while the caller runs the numpy reference (or waits: `settle`); on a cache that
     surely lacks them (`_uncached`) the children start at once, and the thread imports numba
-    while they compile, not the caller before (~0.4 s). The lean stage first (~7 s of CPU in
-    each of two processes), loaded and published, then the full forms (the children niced
+    while they compile, not the caller before (~0.4 s). The lean stage first (~6.5-7 s of CPU
+    in each of two processes), loaded and published, then the full forms (the children niced
     below the caller), loaded and swapped in. `done` is set once the full forms are in (or
     known to be unavailable).
 
@@ -512,6 +525,7 @@ class _Loader:
             _compiled.append(module)
         _SETTLED.set()
         if full:
+            _FULL.set()
             self.done.set()
 
 
@@ -547,6 +561,7 @@ _LOADER = _Loader()
 _SETTLED = threading.Event()        # clear while the first compiled kernels compile (`settle`)
 _SETTLED.set()
 _NOTICED: list = []                 # `settle` said it waits (once per process)
+_FULL = threading.Event()           # the full stage is in (`_fast_late`)
 
 
 def mode(rounding: str, subnormals: str, nan_to_zero: bool = False) -> int:
@@ -760,7 +775,7 @@ def port(acc: np.ndarray, overflow: float | None, flush: bool) -> int:
     """The output port of matmul/linear/conv, in place on `acc` (a fresh array): |v| >=
     overflow reads back as +-inf (None: no limit), then |v| < 2**-14 becomes +0 if `flush`.
     Returns how many values saturated (compiled: one pass, no temporaries)."""
-    fast = _fast()
+    fast = _fast_late()
     if fast is None or acc.dtype != _F32 or not acc.flags.c_contiguous:
         return reference.port(acc, overflow, flush)
     return fast.port(acc.reshape(-1), np.float32(np.nan if overflow is None else overflow),
@@ -841,7 +856,7 @@ def narrow_sum(terms: np.ndarray, mode: int) -> np.ndarray:
 
 def has_nan(a: np.ndarray) -> bool:
     """Whether a float array holds a NaN (compiled: one pass, no temporary array)."""
-    fast = _fast()
+    fast = _fast_late()
     if fast is None or a.dtype != np.float32:
         return bool(np.isnan(a).any())
     return bool(fast.has_nan(np.ascontiguousarray(a).reshape(-1)))
@@ -854,7 +869,8 @@ def astype(a, dtype) -> np.ndarray:
     """`a.astype(dtype, copy=False)`, with compiled float32 <-> float16 casts at the program
     boundary (numpy's float16 casts take ~10 ns per element)."""
     a, dtype = np.asarray(a), np.dtype(dtype)
-    fast = _fast() if {a.dtype, dtype} == {_F16, _F32} else None
+    fast = None if {a.dtype, dtype} != {_F16, _F32} else _fast() if dtype == _F16 else \
+        _fast_late()                    # from_float16: `LATE`
     if fast is None:
         return a.astype(dtype, copy=False)
     flat = np.ascontiguousarray(a).reshape(-1)

@@ -858,18 +858,53 @@ def _any_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
 
 @njit(cache=True, nogil=True)
 def _lean_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
-    """`_default_tasks` in one specialisation: every row block by `_block` with the default
-    tile and the saturation check (no plain tile, no `_thin`, no `_thin_k`): the same bits
-    in about a quarter of the compile (~3 s of CPU on an AVX2 VM), ~1.5x slower on an MLP's
-    products (kernels/__init__.py runs it until `_default_tasks` is in)."""
+    """`_default_tasks` as one loop nest of its own: every row block tile by tile as `_block`
+    runs it with the default tile and the saturation check, the last tile's missing lanes
+    (K % 4 != 0) as zeros, as `_block_tail` (no plain tile, no `_thin`, no `_thin_k`): the same
+    bits, ~1.5x slower on an MLP's products (kernels/__init__.py runs it until
+    `_default_tasks` is in). One function, not `_block` called with the tile functions: numba
+    compiles each function it calls on its own and then again into every caller's machine
+    code, and the calls cost a fresh install's lean stage ~4.3 s of CPU on an AVX2 VM against
+    ~2.1 s so."""
     _, m, n = out.shape
+    k = x.shape[2]
     rows = rows_per_task(m, n)
     rb = (m + rows - 1) // rows
     x, y, out = _unowned(x), _unowned(y), _unowned(out)
     for t in range(first, last):
         b, i0 = t // rb, (t % rb) * rows
-        _block(x[bx[b]], y[by[b]], out[b], i0, min(i0 + rows, m), mode, tmode, limit,
-               _self._default_tile, _self._saturate, _self._no_wide)
+        i1 = min(i0 + rows, m)
+        xb, yb, ob = x[bx[b]], y[by[b]], out[b]
+        for i in range(i0, i1):
+            for j in range(n):
+                ob[i, j] = _ZERO
+        for k0 in range(0, k, 4):
+            y0, y1 = yb[k0], yb[min(k0 + 1, k - 1)]
+            y2, y3 = yb[min(k0 + 2, k - 1)], yb[min(k0 + 3, k - 1)]
+            finite = -1
+            for i in range(i0, i1):
+                xr = xb[i]
+                a0 = xr[k0]
+                a1 = xr[k0 + 1] if k0 + 1 < k else _ZERO
+                a2 = xr[k0 + 2] if k0 + 2 < k else _ZERO
+                a3 = xr[k0 + 3] if k0 + 3 < k else _ZERO
+                if a0 == _ZERO and a1 == _ZERO and a2 == _ZERO and a3 == _ZERO:
+                    if finite < 0:          # (`_block`'s skip of a tile of zeros of x)
+                        finite = 1 if _finite_lanes(yb, k0, k) else 0
+                    if finite:
+                        continue
+                o = ob[i]
+                if k0 + 4 <= k:
+                    for j in range(n):
+                        t4 = _default_tile(a0 * y0[j], a1 * y1[j], a2 * y2[j], a3 * y3[j], mode,
+                                           tmode)
+                        o[j] = _saturate(o[j] + t4, limit)
+                else:                       # the last tile: products past K are +0
+                    for j in range(n):
+                        p1 = a1 * y1[j] if k0 + 1 < k else _ZERO
+                        p2 = a2 * y2[j] if k0 + 2 < k else _ZERO
+                        t4 = _default_tile(a0 * y0[j], p1, p2, _ZERO, mode, tmode)
+                        o[j] = _saturate(o[j] + t4, limit)
 
 
 # the default datapath's tasks: `_default_tasks`, or `_lean_tasks` while it compiles on a fresh
