@@ -17,8 +17,10 @@ import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
+
 from ..context import CTX
-from ..dtypes import float16
+from ..dtypes import float16, int32
 from ..errors import AneforgeError
 from .. import passes
 from ..ir import Block, Function, Operation, Program, Var
@@ -27,7 +29,7 @@ from ..hardware.numerics import get_numerics
 from ..hardware.targets import get_target
 from . import autoscale, boundary
 from .plan import compile_plan
-from .trace import Deferred, current_tape, land_writes, prekey_leaves, writes, written
+from .trace import SEQ, Deferred, current_tape, land_writes, prekey_leaves, writes, written
 from ..runtime import get_backend
 
 
@@ -301,7 +303,7 @@ def run(refs: list[tuple]) -> None:
         or Cut(pending)
     if tkey and type(cut) is Cut:
         _remember_tape(tape, tkey, cut)
-    wide = boundary.wide_leaves(cut.leaves, CTX.thread.capture)
+    wide, inputs = _inputs(cut.leaves, CTX.thread.capture)
     key = cut.key(numerics, backend.name) + (pipeline, get_target().name, CTX.budget, wide)
     key = cache.aliases.get(key, key)
     entry = cache.entries.get(key)
@@ -328,7 +330,6 @@ def run(refs: list[tuple]) -> None:
         del cache.entries[next(iter(cache.entries))]
         cache.evictions += 1
     program, exe = entry.program, entry.executable
-    inputs = _inputs(cut.leaves, wide)
     rules = autoscale.rescue_rules(cut.leaves, cut.outputs)
     if CTX.thread.capture is not None:
         CTX.thread.capture.ran(cut, entry, rules)
@@ -343,33 +344,52 @@ def run(refs: list[tuple]) -> None:
     CTX.thread.tape = None    # stale now; dropping it lets go of the leaves it read
 
 
-def _inputs(leaves: list, wide: tuple) -> list:
-    """The program inputs of `leaves` (`boundary.encode`): a leaf that crosses as it is
-    stored (fp16 of the boundary's shape: most of a step's) is its array, without a call."""
-    out, encode = [], boundary.encode
+def _inputs(leaves: list, capture) -> tuple:
+    """(the positions of the int32 leaves that cross in two parts: `boundary.wide_leaves`,
+    the program inputs of `leaves`: `boundary.encode`), in one pass over the leaves: a leaf
+    that crosses as it is stored (fp16 of the boundary's shape: most of a step's) is its
+    array, without a call."""
+    out, wide, encode, fits = [], [], boundary.encode, boundary.fits_int16
     for j, (n, i) in enumerate(leaves):
         t, a = n.types[i], n.data[i]
-        if t.dtype is float16 and a.shape == t.shape and t.shape:
-            out.append(a)
-        else:
-            out.append(encode(a, t, j in wide))
-    return out
+        if t.dtype is float16:
+            if a.shape == t.shape and t.shape:
+                out.append(a)
+                continue
+        elif t.dtype is int32 and (not fits(a) or capture is not None and
+                                   not capture.checked(n, i)):
+            wide.append(j)
+            out.append(encode(a, t, True))
+            continue
+        out.append(encode(a, t, False))
+    return tuple(wide), out
 
 
 def _land(outputs: list, results: list, program) -> None:
     """Give each computed node its arrays (`Node.set_data`). Every cut lists all outputs of
     a node together and in order (`Cut`, `_taped`, `_prekeyed`), so a node's arrays are one
-    run of `results`."""
+    run of `results`. A training step lands dozens of values each step: an fp16 result the
+    run already gives in its type and shape lands without a call (`boundary.decode` would
+    hand it back as it is), and `Node.set_data`'s steps run inline, the staleness mark once."""
     decode, k, end = boundary.decode, 0, len(outputs)
     while k < end:
         node = outputs[k][0]
         types = node.types
         if len(types) == 1:
-            node.set_data([decode(results[k], types[0])], program)
+            a, t = results[k], types[0]
+            if t.dtype is not float16 or a.dtype != _F16 or a.shape != t.shape:
+                a = decode(a, t)
+            node.data, node.origin, node.sid, node.reads = [a], program, None, ()
+            if not node.requires_grad:
+                node.op, node.srcs, node.args, node.key = None, {}, (), None
             k += 1
             continue
         node.set_data([decode(r, t) for r, t in zip(results[k:k + len(types)], types)], program)
         k += len(types)
+    CTX.realized_seq = next(SEQ)          # (what each `set_data` marks: older prekeys stale)
+
+
+_F16 = np.dtype(np.float16)
 
 
 class Prekeyed(NamedTuple):
@@ -412,18 +432,22 @@ def _taped(tape, tkey: tuple, pending: list) -> Prekeyed | None:
     known = CTX.cache.tapes.get(tkey)
     if known is None:
         return None
-    structure, numbers = known
+    structure, numbers, single = known
     reads = list(tape.leafno)                 # by number: in order of first read
-    outputs = list(dict.fromkeys([(n, i) for n, _ in pending for i in range(len(n.types))]))
+    outputs = pending if single else \
+        list(dict.fromkeys([(n, i) for n, _ in pending for i in range(len(n.types))]))
     return Prekeyed([reads[j] for j in numbers], outputs, structure)
 
 
 def _remember_tape(tape, tkey: tuple, cut: Cut) -> None:
-    """Keep what walking `cut` found under its tape key: its structure and leaves."""
+    """Keep what walking `cut` found under its tape key: its structure and leaves, and
+    whether its values are each a whole one-output node's (the key's places fix the nodes'
+    ops, so then the outputs are the pending values themselves, in order)."""
     tapes = CTX.cache.tapes
     if len(tapes) >= 4 * CTX.cache.limit:
         tapes.clear()
-    tapes[tkey] = (cut.structure, tuple([tape.leafno[ref] for ref in cut.leaves]))
+    single = all(len(n.types) == 1 for n, _ in cut.outputs) and len(cut.outputs) == len(tkey[1])
+    tapes[tkey] = (cut.structure, tuple([tape.leafno[ref] for ref in cut.leaves]), single)
 
 
 def _prekeyed(pending: list) -> Prekeyed | None:

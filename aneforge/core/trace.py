@@ -524,17 +524,19 @@ class Stretch:
         if link is None or count + len(self.steps) > _TAPE_MAX:
             return None
         leaves = list(tape.leafno) if self.leafnos else ()
-        group = Deferred(self, {p: placed[p] for p in self.places},
-                         {j: leaves[j] for j in self.leafnos}, inputs, start)
-        made, outs = {}, []
-        for kind, j, i in self.outputs:
-            if kind != 0:
-                outs.append(group.ref((kind, j, i), ()))
+        group = Deferred(self, {p: placed[p] for p in self.places} if self.places else {},
+                         {j: leaves[j] for j in self.leafnos} if leaves else {}, inputs, start)
+        made, outs, steps = {}, [], self.steps
+        for w in self.outputs:
+            j = w[1]
+            if w[0] != 0:
+                outs.append(group.ref(w, ()))
                 continue
             node = made.get(j)
             if node is None:
-                op, _, _, _, hit, _, _ = self.steps[j]
-                node = made[j] = Node(op, group, hit[0], hit[1], None, False, hit[2], ())
+                step = steps[j]
+                hit = step[4]
+                node = made[j] = Node(step[0], group, hit[0], hit[1], None, False, hit[2], ())
                 node.mid, node.tape = hit[5], start + j
             outs.append((node, 0))
         group.outs = {j: weakref.ref(n) for j, n in made.items()}
@@ -635,10 +637,13 @@ def kept_stretch(kept: KeptStretches, key: tuple, inputs: list, build) -> list:
     tape = None if thread.capture is not None else open_tape()
     if tape is None or tape.log is not None:
         return build()
+    # per input: its type, whether it requires grad and which input it is the value of
     first: dict = {}
-    full = (key, thread.grad_enabled, CTX.target, tuple([n.types[i] for n, i in inputs]),
-            tuple([n.requires_grad for n, _ in inputs]),     # and which inputs are one value
-            tuple([first.setdefault((id(n), i), k) for k, (n, i) in enumerate(inputs)]))
+    full = [key, thread.grad_enabled, CTX.target]
+    for k, ref in enumerate(inputs):       # (one loop, not three: every kept recording)
+        node = ref[0]
+        full += (node.types[ref[1]], node.requires_grad, first.setdefault(ref, k))
+    full = tuple(full)
     kept = kept.by_key
     stretch = kept.get(full)
     if stretch is not None:
