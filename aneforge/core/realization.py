@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..context import CTX
-from ..dtypes import float16, int32
+from ..dtypes import float16
 from ..errors import AneforgeError
 from .. import passes
 from ..ir import Block, Function, Operation, Program, Var
@@ -303,7 +303,7 @@ def run(refs: list[tuple]) -> None:
         or Cut(pending)
     if tkey and type(cut) is Cut:
         _remember_tape(tape, tkey, cut)
-    wide, inputs = _inputs(cut.leaves, CTX.thread.capture)
+    wide = boundary.wide_leaves(cut.leaves, CTX.thread.capture)
     key = cut.key(numerics, backend.name) + (pipeline, get_target().name, CTX.budget, wide)
     key = cache.aliases.get(key, key)
     entry = cache.entries.get(key)
@@ -330,6 +330,7 @@ def run(refs: list[tuple]) -> None:
         del cache.entries[next(iter(cache.entries))]
         cache.evictions += 1
     program, exe = entry.program, entry.executable
+    inputs = _inputs(cut.leaves, wide)
     rules = autoscale.rescue_rules(cut.leaves, cut.outputs)
     if CTX.thread.capture is not None:
         CTX.thread.capture.ran(cut, entry, rules)
@@ -344,25 +345,17 @@ def run(refs: list[tuple]) -> None:
     CTX.thread.tape = None    # stale now; dropping it lets go of the leaves it read
 
 
-def _inputs(leaves: list, capture) -> tuple:
-    """(the positions of the int32 leaves that cross in two parts: `boundary.wide_leaves`,
-    the program inputs of `leaves`: `boundary.encode`), in one pass over the leaves: a leaf
-    that crosses as it is stored (fp16 of the boundary's shape: most of a step's) is its
-    array, without a call."""
-    out, wide, encode, fits = [], [], boundary.encode, boundary.fits_int16
+def _inputs(leaves: list, wide: tuple) -> list:
+    """The program inputs of `leaves` (`boundary.encode`): a leaf that crosses as it is
+    stored (fp16 of the boundary's shape: most of a step's) is its array, without a call."""
+    out, encode = [], boundary.encode
     for j, (n, i) in enumerate(leaves):
         t, a = n.types[i], n.data[i]
-        if t.dtype is float16:
-            if a.shape == t.shape and t.shape:
-                out.append(a)
-                continue
-        elif t.dtype is int32 and (not fits(a) or capture is not None and
-                                   not capture.checked(n, i)):
-            wide.append(j)
-            out.append(encode(a, t, True))
-            continue
-        out.append(encode(a, t, False))
-    return tuple(wide), out
+        if t.dtype is float16 and a.shape == t.shape and t.shape:
+            out.append(a)
+        else:
+            out.append(encode(a, t, j in wide))
+    return out
 
 
 def _land(outputs: list, results: list, program) -> None:
