@@ -364,6 +364,7 @@ def _land(outputs: list, results: list, program) -> None:
     run of `results`. A training step lands dozens of values each step: an fp16 result the
     run already gives in its type and shape lands without a call (`boundary.decode` would
     hand it back as it is), and `Node.set_data`'s steps run inline, the staleness mark once."""
+    CTX.realized_seq = next(SEQ)          # (what each `set_data` marks: older prekeys stale)
     decode, k, end = boundary.decode, 0, len(outputs)
     while k < end:
         node = outputs[k][0]
@@ -379,7 +380,6 @@ def _land(outputs: list, results: list, program) -> None:
             continue
         node.set_data([decode(r, t) for r, t in zip(results[k:k + len(types)], types)], program)
         k += len(types)
-    CTX.realized_seq = next(SEQ)          # (what each `set_data` marks: older prekeys stale)
 
 
 _F16 = np.dtype(np.float16)

@@ -531,7 +531,7 @@ class Stretch:
             return None
         leaves = list(tape.leafno) if self.leafnos else ()
         group = Deferred(self, {p: placed[p] for p in self.places} if self.places else {},
-                         {j: leaves[j] for j in self.leafnos} if leaves else {}, inputs, start)
+                         {j: leaves[j] for j in self.leafnos} if self.leafnos else {}, inputs, start)
         made, outs, steps = {}, [], self.steps
         for w in self.outputs:
             j = w[1]
