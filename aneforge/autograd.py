@@ -168,11 +168,11 @@ def _backprop(roots: Sequence, seeds: Sequence, retain_graph: bool, order=None,
         order = _topo([r.ref[0] for r in roots])
         if known is not None:
             _KnownOrder.keep(known, order)
-    if _any_freed(order):
+    freed, check = _marks(order)
+    if freed:
         raise AneforgeError("Trying to backward through the graph a second time. Specify "
                             "retain_graph=True when calling backward() (or af.grad) the first "
                             "time if you need to differentiate it again.")
-    check = _any_overwritten(order)
     if not retain_graph:
         for n in order:
             if n.op is not None:
@@ -571,23 +571,24 @@ class _FunctionCalls:
 _CUSTOM: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _any_freed(order: list) -> bool:
-    """Was any node of the graph differentiated already (without retain_graph)?"""
-    for n in order:                     # (a loop, not a generator: every backward)
+def _marks(order: list) -> tuple[bool, bool]:
+    """(was any node of the graph differentiated already, without retain_graph; was any
+    value the graph reads overwritten in place: if not, nothing to check), in one pass
+    (loops, not generators: it runs on every backward)."""
+    freed = overwritten = False
+    for n in order:
         if n.freed:
-            return True
-    return False
-
-
-def _any_overwritten(order: list) -> bool:
-    """Was any value the graph reads overwritten in place? (If not, nothing to check.)"""
-    for n in order:                     # (loops, not generators: it runs on every backward)
+            freed = True
+        if overwritten:
+            continue
         if n.overwritten:
-            return True
+            overwritten = True
+            continue
         for src, _ in n.args:
             if src.overwritten:
-                return True
-    return False
+                overwritten = True
+                break
+    return freed, overwritten
 
 
 def _check_versions(node, cotangents: dict, start: int) -> None:

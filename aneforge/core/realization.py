@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
+
 from ..context import CTX
 from ..dtypes import float16
 from ..errors import AneforgeError
@@ -27,7 +29,7 @@ from ..hardware.numerics import get_numerics
 from ..hardware.targets import get_target
 from . import autoscale, boundary
 from .plan import compile_plan
-from .trace import Deferred, current_tape, land_writes, prekey_leaves, writes, written
+from .trace import SEQ, Deferred, current_tape, land_writes, prekey_leaves, writes, written
 from ..runtime import get_backend
 
 
@@ -359,17 +361,28 @@ def _inputs(leaves: list, wide: tuple) -> list:
 def _land(outputs: list, results: list, program) -> None:
     """Give each computed node its arrays (`Node.set_data`). Every cut lists all outputs of
     a node together and in order (`Cut`, `_taped`, `_prekeyed`), so a node's arrays are one
-    run of `results`."""
+    run of `results`. A training step lands dozens of values each step: an fp16 result the
+    run already gives in its type and shape lands without a call (`boundary.decode` would
+    hand it back as it is), and `Node.set_data`'s steps run inline, the staleness mark once."""
+    CTX.realized_seq = next(SEQ)          # (what each `set_data` marks: older prekeys stale)
     decode, k, end = boundary.decode, 0, len(outputs)
     while k < end:
         node = outputs[k][0]
         types = node.types
         if len(types) == 1:
-            node.set_data([decode(results[k], types[0])], program)
+            a, t = results[k], types[0]
+            if t.dtype is not float16 or a.dtype != _F16 or a.shape != t.shape:
+                a = decode(a, t)
+            node.data, node.origin, node.sid, node.reads = [a], program, None, ()
+            if not node.requires_grad:
+                node.op, node.srcs, node.args, node.key = None, {}, (), None
             k += 1
             continue
         node.set_data([decode(r, t) for r, t in zip(results[k:k + len(types)], types)], program)
         k += len(types)
+
+
+_F16 = np.dtype(np.float16)
 
 
 class Prekeyed(NamedTuple):
@@ -412,18 +425,22 @@ def _taped(tape, tkey: tuple, pending: list) -> Prekeyed | None:
     known = CTX.cache.tapes.get(tkey)
     if known is None:
         return None
-    structure, numbers = known
+    structure, numbers, single = known
     reads = list(tape.leafno)                 # by number: in order of first read
-    outputs = list(dict.fromkeys([(n, i) for n, _ in pending for i in range(len(n.types))]))
+    outputs = pending if single else \
+        list(dict.fromkeys([(n, i) for n, _ in pending for i in range(len(n.types))]))
     return Prekeyed([reads[j] for j in numbers], outputs, structure)
 
 
 def _remember_tape(tape, tkey: tuple, cut: Cut) -> None:
-    """Keep what walking `cut` found under its tape key: its structure and leaves."""
+    """Keep what walking `cut` found under its tape key: its structure and leaves, and
+    whether its values are each a whole one-output node's (the key's places fix the nodes'
+    ops, so then the outputs are the pending values themselves, in order)."""
     tapes = CTX.cache.tapes
     if len(tapes) >= 4 * CTX.cache.limit:
         tapes.clear()
-    tapes[tkey] = (cut.structure, tuple([tape.leafno[ref] for ref in cut.leaves]))
+    single = all(len(n.types) == 1 for n, _ in cut.outputs) and len(cut.outputs) == len(tkey[1])
+    tapes[tkey] = (cut.structure, tuple([tape.leafno[ref] for ref in cut.leaves]), single)
 
 
 def _prekeyed(pending: list) -> Prekeyed | None:

@@ -486,7 +486,7 @@ class Stretch:
         count = tape.count
         link = _wires(tape, [inputs[k] for k in self.used], count)
         place = tape.base + count if link is not None else None
-        for op, hit, kept, grad, names, wires in self.flat:
+        for op, hit, kept, grad, names, wires, local in self.flat:
             if place is not None:
                 place += 1                          # a kept literal keeps its place too
             if kept is not None:
@@ -496,9 +496,15 @@ class Stretch:
                         kept.tape = place - 1
                     made.append(kept)
                     continue
-            # `ref`, unrolled for sources made here
-            args = [(made[w[1]], w[2]) if w[0] == 0 else ref(w) for w in wires]
-            srcs = dict(zip(names, args)) if type(names) is tuple else _regroup(names, args)
+            if local is not None:                   # each argument one node made here
+                srcs, args = {}, []
+                for k, j, i in local:
+                    args.append(a := (made[j], i))
+                    srcs[k] = a
+            else:                                   # `ref`, unrolled for sources made here
+                args = [(made[w[1]], w[2]) if w[0] == 0 else ref(w) for w in wires]
+                srcs = dict(zip(names, args)) if type(names) is tuple else \
+                    _regroup(names, args)
             if hit[4]:
                 REGISTRY[op].check_const_inputs(srcs, is_const)
             node = Node(op, srcs, hit[0], hit[1], None, grad, hit[2], args)
@@ -524,17 +530,19 @@ class Stretch:
         if link is None or count + len(self.steps) > _TAPE_MAX:
             return None
         leaves = list(tape.leafno) if self.leafnos else ()
-        group = Deferred(self, {p: placed[p] for p in self.places},
-                         {j: leaves[j] for j in self.leafnos}, inputs, start)
-        made, outs = {}, []
-        for kind, j, i in self.outputs:
-            if kind != 0:
-                outs.append(group.ref((kind, j, i), ()))
+        group = Deferred(self, {p: placed[p] for p in self.places} if self.places else {},
+                         {j: leaves[j] for j in self.leafnos} if self.leafnos else {}, inputs, start)
+        made, outs, steps = {}, [], self.steps
+        for w in self.outputs:
+            j = w[1]
+            if w[0] != 0:
+                outs.append(group.ref(w, ()))
                 continue
             node = made.get(j)
             if node is None:
-                op, _, _, _, hit, _, _ = self.steps[j]
-                node = made[j] = Node(op, group, hit[0], hit[1], None, False, hit[2], ())
+                step = steps[j]
+                hit = step[4]
+                node = made[j] = Node(step[0], group, hit[0], hit[1], None, False, hit[2], ())
                 node.mid, node.tape = hit[5], start + j
             outs.append((node, 0))
         group.outs = {j: weakref.ref(n) for j, n in made.items()}
@@ -545,8 +553,10 @@ class Stretch:
 
 def _flat_step(step: tuple) -> tuple:
     """A recipe step as `Stretch.remake` runs it on a current tape: (op, memo hit, kept
-    literal, requires grad, argument names, wires in argument order). The names are a tuple
-    when each argument is one source, else a list of (name, count or None for one source)."""
+    literal, requires grad, argument names, wires in argument order, and where each argument
+    is one source made by the recipe: (name, step, output index) of each, else None; most
+    steps read only the recipe's own nodes). The names are a tuple when each argument is one
+    source, else a list of (name, count or None for one source)."""
     op, _, _, wiring, hit, kept, grad = step
     wires, names = [], []
     for k, w in wiring.items():
@@ -556,9 +566,12 @@ def _flat_step(step: tuple) -> tuple:
         else:
             wires.extend(w)
             names.append((k, len(w)))
+    local = None
     if all(n is None for _, n in names):
         names = tuple(k for k, _ in names)
-    return op, hit, kept, grad, names, tuple(wires)
+        if all(w[0] == 0 for w in wires):
+            local = tuple((k, w[1], w[2]) for k, w in zip(names, wires))
+    return op, hit, kept, grad, names, tuple(wires), local
 
 
 def _regroup(names: list, args: list) -> dict:
@@ -635,10 +648,13 @@ def kept_stretch(kept: KeptStretches, key: tuple, inputs: list, build) -> list:
     tape = None if thread.capture is not None else open_tape()
     if tape is None or tape.log is not None:
         return build()
+    # per input: its type, whether it requires grad and which input it is the value of
     first: dict = {}
-    full = (key, thread.grad_enabled, CTX.target, tuple([n.types[i] for n, i in inputs]),
-            tuple([n.requires_grad for n, _ in inputs]),     # and which inputs are one value
-            tuple([first.setdefault((id(n), i), k) for k, (n, i) in enumerate(inputs)]))
+    full = [key, thread.grad_enabled, CTX.target]
+    for k, ref in enumerate(inputs):       # (one loop, not three: every kept recording)
+        node = ref[0]
+        full += (node.types[ref[1]], node.requires_grad, first.setdefault(ref, k))
+    full = tuple(full)
     kept = kept.by_key
     stretch = kept.get(full)
     if stretch is not None:

@@ -241,11 +241,12 @@ class Optimizer:
         """What a step's kept update is kept under: the optimizer, each parameter's state and
         hyperparameter names and group settings, the inputs' types and which are one value."""
         first: dict = {}
-        return (type(self), self.master_weights,
-                tuple([(tuple(state), tuple(h), settings)
-                       for _, _, state, h, _, settings in params]),
-                tuple([n.types[i] for n, i in refs]),
-                tuple([first.setdefault((id(n), i), k) for k, (n, i) in enumerate(refs)]))
+        key = [type(self), self.master_weights,
+               tuple([(tuple(state), tuple(h), settings)
+                      for _, _, state, h, _, settings in params])]
+        for k, ref in enumerate(refs):       # (one loop, not two: every step)
+            key += (ref[0].types[ref[1]], first.setdefault(ref, k))
+        return tuple(key)
 
     def _recorded(self, p: Tensor, g: Tensor, state: dict, h: dict, group: dict) -> tuple:
         """(new p, new state) of one parameter, recorded."""
