@@ -35,11 +35,11 @@ def fresh_auto_scale():
 # this process (aneforge_tests/conftest.py's OWN_KERNELS): on a fresh clone the first worker
 # runs them while the kernels compile, instead of waiting for the compile beside the other.
 LONGEST_FIRST = (
-    "aneforge_tests/test_kernels.py::test_round16_compiled_every_float32",  # 160 for the five
     "aneforge_tests/test_notebooks.py::test_notebook_runs",                 # 181 for the six
     "aneforge_tests/test_kernels.py::test_a_fresh_numba_cache",             # 123 for the two
     "aneforge_tests/test_backends.py::test_check_ane_writes_its_report",    # 35
     "aneforge_tests/test_kernels.py::test_a_programs_second_run_waits",     # 39
+    "aneforge_tests/test_kernels.py::test_round16_compiled_every_float32",  # 160 for the five
     "aneforge_tests/test_memory.py::test_memory_stays_flat_over_a_thousand_replayed_steps",  # 157
     "aneforge_tests/test_bench.py::test_every_section_runs_quick",          # 87
     "aneforge_tests/test_memory.py::test_memory_stays_flat_over_eager_steps",  # 74

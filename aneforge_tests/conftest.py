@@ -73,13 +73,15 @@ def torch_on_one_thread():
 # (exhaustive16's sweep). They do not wait for the compile: on a fresh clone the first worker
 # runs them meanwhile (conftest.LONGEST_FIRST puts them first), where both workers used to
 # wait for it, one core idle through the end of the fused VM's full form (~35 s alone).
+# The sweeps last: on two threads each they would take the core the compile needs (its
+# children run niced below the tests).
 # Node id prefixes.
 OWN_KERNELS = (
-    "aneforge_tests/test_kernels.py::test_round16_compiled_every_float32",
     "aneforge_tests/test_notebooks.py::test_notebook_runs",
     "aneforge_tests/test_kernels.py::test_a_fresh_numba_cache",
     "aneforge_tests/test_backends.py::test_check_ane_writes_its_report",
     "aneforge_tests/test_kernels.py::test_a_programs_second_run_waits",
+    "aneforge_tests/test_kernels.py::test_round16_compiled_every_float32",
 )
 
 
