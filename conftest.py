@@ -31,20 +31,18 @@ def fresh_auto_scale():
 # worker on a notebook or a sweep while the other sat idle. First, they go to the first
 # worker's queue while the other works from the middle of the collection; when it runs dry it
 # takes the far end of that queue, short tests, so both end together. A node id's prefix
-# names a test and all its cases. At the very front, those that need no compiled kernels of
-# this process (aneforge_tests/conftest.py's OWN_KERNELS): on a fresh clone the first worker
-# runs them while the kernels compile, instead of waiting for the compile beside the other.
+# names a test and all its cases.
 LONGEST_FIRST = (
-    "aneforge_tests/test_notebooks.py::test_notebook_runs",                 # 181 for the six
-    "aneforge_tests/test_kernels.py::test_a_fresh_numba_cache",             # 123 for the two
-    "aneforge_tests/test_backends.py::test_check_ane_writes_its_report",    # 35
-    "aneforge_tests/test_kernels.py::test_a_programs_second_run_waits",     # 39
-    "aneforge_tests/test_kernels.py::test_round16_compiled_every_float32",  # 160 for the five
     "aneforge_tests/test_memory.py::test_memory_stays_flat_over_a_thousand_replayed_steps",  # 157
+    "aneforge_tests/test_notebooks.py::test_notebook_runs",                 # 181 for the six
+    "aneforge_tests/test_kernels.py::test_round16_compiled_every_float32",  # 160 for the five
+    "aneforge_tests/test_kernels.py::test_a_fresh_numba_cache",             # 123 for the two
     "aneforge_tests/test_bench.py::test_every_section_runs_quick",          # 87
     "aneforge_tests/test_memory.py::test_memory_stays_flat_over_eager_steps",  # 74
     "aneforge_tests/test_datapath.py::test_probe",                          # 68
     "aneforge_tests/test_tensor_chains_fuzz.py::test_random_op_chains_agree_with_torch",  # 39
+    "aneforge_tests/test_kernels.py::test_a_programs_second_run_waits",     # 39
+    "aneforge_tests/test_backends.py::test_check_ane_writes_its_report",    # 35
     "aneforge_tests/test_checkpoint_fuzz.py::test_checkpoint_fuzz",         # 28
 )
 

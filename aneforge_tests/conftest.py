@@ -67,39 +67,10 @@ def torch_on_one_thread():
         sys.modules["torch"].set_num_threads(1)
 
 
-# Tests that call no compiled kernel in the test process: their work runs in processes of
-# their own (a notebook's kernel, an example script, a child on an empty numba cache of its
-# own, each loading or compiling its kernels itself) or in numba functions of their own
-# (exhaustive16's sweep). They do not wait for the compile: on a fresh clone the first worker
-# runs them meanwhile (conftest.LONGEST_FIRST puts them first), where both workers used to
-# wait for it, one core idle through the end of the fused VM's full form (~35 s alone).
-# The sweeps last: on two threads each they would take the core the compile needs (its
-# children run niced below the tests).
-# Node id prefixes.
-OWN_KERNELS = (
-    "aneforge_tests/test_notebooks.py::test_notebook_runs",
-    "aneforge_tests/test_kernels.py::test_a_fresh_numba_cache",
-    "aneforge_tests/test_backends.py::test_check_ane_writes_its_report",
-    "aneforge_tests/test_kernels.py::test_a_programs_second_run_waits",
-    "aneforge_tests/test_kernels.py::test_round16_compiled_every_float32",
-)
-
-
 @pytest.fixture(scope="session", autouse=True)
-def compiled_kernels_load():
-    """The compiled kernels' load started at the first test, waited for by none (the next
-    hook waits where a test needs them)."""
+def compiled_kernels():
+    """The compiled kernels in before the first test: under "auto" they load in the background
+    on a fresh numba cache (the numpy reference runs meanwhile), and the tests that compare the
+    two implementations or run the run plan need them in."""
     from aneforge.hardware import kernels
-    kernels.wait(timeout=0)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item):
-    """The compiled kernels in before a test's fixtures are set up (but for the tests of
-    OWN_KERNELS): under "auto" they load in the background on a fresh numba cache (the numpy
-    reference runs meanwhile), and the tests that compare the two implementations or run the
-    run plan need them in; module fixtures train and time models. Once in, the wait returns
-    at once."""
-    if not item.nodeid.startswith(OWN_KERNELS):
-        from aneforge.hardware import kernels
-        kernels.wait()
+    kernels.wait()

@@ -252,27 +252,10 @@ def test_ci_runs_the_readme_test_command():
 def test_the_longest_tests_first_table_names_tests_that_exist():
     """conftest.py's LONGEST_FIRST orders the suite by node-id prefixes: a renamed test would
     drop out of it silently and run late again."""
-    for prefix in _load("root_conftest", "conftest.py").LONGEST_FIRST:
-        path, name = prefix.split("::")
-        assert re.search(rf"^def {re.escape(name)}", (ROOT / path).read_text(), re.M), prefix
-
-
-def test_the_tests_that_need_no_compiled_kernels_exist_and_run_first():
-    """aneforge_tests/conftest.py's OWN_KERNELS do not wait for the compiled kernels: each
-    names a test that exists, and LONGEST_FIRST runs them all before the others (on a fresh
-    clone, while the kernels compile)."""
-    own = _load("tests_conftest", "aneforge_tests/conftest.py").OWN_KERNELS
-    longest = _load("root_conftest", "conftest.py").LONGEST_FIRST
-    for prefix in own:
-        path, name = prefix.split("::")
-        assert re.search(rf"^def {re.escape(name)}", (ROOT / path).read_text(), re.M), prefix
-    assert set(longest[:len(own)]) == set(own)
-
-
-def _load(name: str, path: str):
-    """A conftest.py as a module of its own (pytest's copy is not importable by name)."""
     import importlib.util
-    spec = importlib.util.spec_from_file_location(name, ROOT / path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    for prefix in conftest.LONGEST_FIRST:
+        path, name = prefix.split("::")
+        assert re.search(rf"^def {re.escape(name)}", (ROOT / path).read_text(), re.M), prefix
