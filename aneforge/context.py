@@ -25,6 +25,7 @@ class ThreadState(threading.local):
         self.grad_enabled = True
         self.backward_records: list = []    # autograd.BackwardRecord of gradients still pending
         self.capture = None                 # replay.Capture while af.compile records a call
+        self.tracing = False                # af.export tracing a call: its arguments stay inputs
         self.held_hazards = None            # a list while a scaled pass may be rescued (autoscale)
         self.tape = None                    # core/trace.Tape: what was recorded since a realization
         # weakrefs to this thread's written leaves (core/trace.py): another thread's realization

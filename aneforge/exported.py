@@ -12,6 +12,7 @@ import builtins
 import numpy as np
 
 from .autograd import no_grad
+from .context import CTX
 from .core.realization import Cut, program_for
 from .errors import AneforgeError
 from .ir import Block, Function, Operation, Program
@@ -68,8 +69,13 @@ def program_of_call(fn, args) -> Program:
         raise AneforgeError(f"example inputs go with a function or module; got {type(fn).__name__}")
     args = args if isinstance(args, (tuple, list)) else (args,)
     inputs = [a if isinstance(a, Tensor) else tensor(np.asarray(a)) for a in args]
-    with no_grad():
-        result = (fn._fn if isinstance(fn, Compiled) else fn)(*inputs)
+    thread, before = CTX.thread, CTX.thread.tracing
+    thread.tracing = True               # no host shortcut may read the arguments' values
+    try:
+        with no_grad():
+            result = (fn._fn if isinstance(fn, Compiled) else fn)(*inputs)
+    finally:
+        thread.tracing = before
     outs = result if isinstance(result, (tuple, list)) else (result,)
     if not outs or not builtins.all(isinstance(t, Tensor) for t in outs):
         raise AneforgeError(f"export needs a function returning a tensor or tuple of tensors; "

@@ -152,3 +152,65 @@ def test_compiled_indexing_of_integer_inputs_follows_each_call():
         return x[1:3] * 2
     assert f(af.tensor([1, 2, 3, 4])).tolist() == [4, 6]
     assert f(af.tensor([5, 6, 7, 8])).tolist() == [12, 14]
+
+
+def test_a_float_dataset_indexed_per_sample_runs_no_program():
+    """A Dataset holding tensors (`return self.X[i], self.y[i]`), batched by the DataLoader:
+    each sample's slice was a program of its own (192 for 6 batches of 32)."""
+    X = np.random.default_rng(0).standard_normal((100, 8)).astype(np.float16)
+    y = np.random.default_rng(1).integers(0, 3, 100)
+
+    class Samples(af.utils.data.Dataset):
+        def __init__(self):
+            self.X, self.y = af.tensor(X), af.tensor(y)
+
+        def __len__(self):
+            return 100
+
+        def __getitem__(self, i):
+            return self.X[i], self.y[i]
+    order = np.random.default_rng(2).permutation(100)[:32]
+    with recording() as runs:
+        xb, yb = af.utils.data.default_collate([Samples()[int(i)] for i in order])
+    assert runs == []
+    np.testing.assert_array_equal(xb.numpy(), X[order])
+    np.testing.assert_array_equal(yb.numpy(), y[order])
+
+
+@pytest.mark.parametrize("index", [(slice(None), slice(1, None)), (Ellipsis, slice(1, None)),
+                                   (slice(None), slice(-2, None)), (0, slice(1, 3))])
+def test_float_slices_through_the_width_crop_are_still_recorded(index):
+    """A nonzero begin on the last axis of fp16 data goes through the crop's x16 gain on M1/M2:
+    recorded and run, so |x| > 4094 reads back as inf as the engine gives it."""
+    x = af.tensor(np.full((2, 3), 5000.0, np.float32))
+    y = x[index]
+    assert y._node.op == "slice_by_index"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", af.ANEHazardWarning)
+        assert np.isinf(y.numpy()).all()
+
+
+@pytest.mark.parametrize("index", [(1,), (0, 1), (slice(None), slice(0, 2)), (Ellipsis, 0),
+                                   (None, 1, Ellipsis), (slice(None, None, 2),)])
+def test_float_data_indexed_without_a_crop_is_numpys_leaf(index):
+    """Any other basic index of fp16 data in hand: numpy's elements, exactly, as a leaf."""
+    data = np.random.default_rng(3).standard_normal((3, 4)).astype(np.float16) * 5000
+    got = af.tensor(data)[index]
+    assert got._node.op is None
+    np.testing.assert_array_equal(got.numpy(), data[index])
+
+
+def test_indexing_a_parameter_still_records_its_gradient():
+    w = af.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    w[1, :2].sum().backward()
+    assert w.grad.tolist() == [[0.0, 0.0, 0.0], [1.0, 1.0, 0.0]]
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float32])
+def test_an_exported_function_indexing_its_argument_keeps_it_an_input(dtype, tmp_path):
+    """af.export traces the call with its example arguments in hand: indexing them must stay
+    recorded, or the program would hold the example's values as constants."""
+    from aneforge.exported import program_of_call
+    fn = lambda x: x[1:, :2] * 3                                       # noqa: E731
+    program = program_of_call(fn, (af.tensor(np.arange(12, dtype=dtype).reshape(3, 4)),))
+    assert "slice_by_index" in program.op_counts() and len(program.main.inputs) == 1

@@ -4,6 +4,7 @@ tensor/list indices (several broadcast together, as torch) or a bool mask throug
 from __future__ import annotations
 
 import numbers
+import operator
 
 import numpy as np
 
@@ -303,19 +304,48 @@ def _on_host(x, index: tuple) -> bool:
     return big
 
 
-def _picked_on_host(x, index: tuple) -> bool:
-    """Whether x[index] is integer data in hand indexed by numbers and slices, outside
-    af.compile's capture and a kept recording: then numpy picks it, exactly, as a leaf.
-    A dataset's `self.ixes[idx]` (minGPT's adder) recorded a slice per sample: each on the
-    step's tape with its own bounds, so no two steps' tapes matched and every step walked
-    its trace (core/trace.py `Tape`)."""
-    if x._node.data is None or x.dtype.is_float or CTX.thread.capture is not None:
-        return False
-    tape = CTX.thread.tape
+def _picked_on_host(x, index: tuple) -> tuple | None:
+    """`index` with numbers for its slices' bounds, when x[index] is data in hand indexed by
+    numbers and slices, needing no gradient, outside af.compile's capture and a kept
+    recording (af.export's trace too), and moving its elements unchanged (a float slice with a nonzero begin on the
+    last axis goes through the width crop's gain on the engine: recorded); else None. Then
+    numpy picks it, exactly, as a leaf. A dataset's `self.ixes[idx]` (minGPT's adder) or
+    `self.X[i]` recorded a slice per sample: each on the step's tape with its own bounds, so
+    no two steps' tapes matched and every step walked its trace (core/trace.py `Tape`), and
+    `self.X[i]` was a program per sample."""
+    thread = CTX.thread
+    if x._node.data is None or x.requires_grad or thread.capture is not None or thread.tracing:
+        return None                   # (af.compile's capture, af.export's trace: recorded)
+    tape = thread.tape
     if tape is not None and tape.log is not None:      # a kept recording's inputs vary
-        return False
-    return all(i is None or i is Ellipsis or isinstance(i, slice) or
-               (isinstance(i, numbers.Integral) and not isinstance(i, bool)) for i in index)
+        return None
+    out = []
+    for i in index:
+        if isinstance(i, slice):
+            try:
+                i = slice(*(None if v is None else operator.index(v)
+                            for v in (i.start, i.stop, i.step)))
+            except TypeError:
+                return None
+            if i.step is not None and i.step < 1:       # the recorded route's error
+                return None
+        elif not (i is None or i is Ellipsis or
+                  (isinstance(i, numbers.Integral) and not isinstance(i, bool))):
+            return None
+        out.append(i)
+    out = tuple(out)
+    return out if not x.dtype.is_float or _keeps_width(x.shape, out) else None
+
+
+def _keeps_width(shape: tuple, index: tuple) -> bool:
+    """Whether basic `index` leaves the last axis whole, takes one element of it, or slices it
+    from 0: no crop of the width (`ops/shape.py` `_width_crop`)."""
+    taking = [i for i in index if i is not None]
+    if not shape or not taking or taking[-1] is Ellipsis or \
+            (Ellipsis not in taking and len(taking) < len(shape)):
+        return True                  # the last axis whole
+    last = taking[-1]
+    return not isinstance(last, slice) or last.indices(shape[-1])[0] == 0
 
 
 def narrow(x, axis: int, start: int, stop: int):
@@ -337,8 +367,12 @@ def getitem(x, index):
         data = x.numpy() if data is None else data
         picked = np.array(data[host_index(index)])       # a copy: programs read it later
         return x._held(picked, x.dtype) if picked.dtype == x.dtype.np else x._as_tensor(picked)
-    if _picked_on_host(x, index):
-        return x._held(np.array(x._node.data[x._idx][host_index(index)]), x.dtype)
+    picked = _picked_on_host(x, index)
+    if picked is not None:
+        try:
+            return x._held(np.array(x._node.data[x._idx][picked]), x.dtype)
+        except IndexError:                    # out of range: the recorded route's message
+            pass
     if any(_is_bool(i) for i in index):
         return _scalar_bools(x, index)
     if any(_is_advanced(i) for i in index):
