@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import aneforge as af
-import aneforge.nn.functional as F
 from aneforge import autograd
+from aneforge.bench.workloads import makemore
 from aneforge.core import autoscale
 from aneforge.core.realization import realize, recording
 from aneforge.errors import AneforgeError
@@ -80,28 +80,9 @@ def test_an_overwritten_input_of_a_gradient_rule_raises():
         loss.backward()
 
 
-def _makemore(seed=0, batch=8, block=3, vocab=11, embed=4, hidden=16, lr=0.1):
-    """A small makemore step as its notebook writes it (bench/workloads.py `makemore`)."""
-    rng = np.random.default_rng(seed)
-    X, Y = af.tensor(rng.integers(0, vocab, (40, block))), af.tensor(rng.integers(0, vocab, 40))
-    shapes = [(vocab, embed), (block * embed, hidden), (hidden,), (hidden, vocab), (vocab,)]
-    params = [af.tensor(rng.standard_normal(s).astype(np.float32) * 0.3) for s in shapes]
-    for p in params:
-        p.requires_grad = True
-    C, W1, b1, W2, b2 = params
-    draws = np.random.default_rng(seed + 1)
-
-    def step():
-        ix = af.tensor(draws.integers(0, 40, batch))
-        h = af.tanh(C[X[ix]].view(-1, block * embed) @ W1 + b1)
-        loss = F.cross_entropy(h @ W2 + b2, Y[ix])
-        for p in params:
-            p.grad = None
-        loss.backward()
-        for p in params:
-            p.data += -lr * p.grad
-        return loss.item()
-    return step, params
+def _makemore():
+    """A small makemore step as its notebook writes it: the bench's workload, small."""
+    return makemore("af", batch=8, vocab=11, embed=4, hidden=16, words=40)
 
 
 def test_a_step_remade_from_kept_recordings_equals_the_step_recorded_afresh():
