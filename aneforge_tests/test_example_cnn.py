@@ -72,6 +72,8 @@ def test_progress_draws_a_bar_on_a_terminal():
 def test_profile_shows_the_im2col_route():
     """The step program trains the convolutions without a conv op (whose weight the engine
     needs constant): im2col slices and matmuls, weights as program inputs, M1-compilable."""
+    from aneforge.hardware import kernels
+    kernels.wait()          # both programs on the full kernels, no compile beside the timing
     ex = load_example()
     p = ex.profile(batch_size=16, repeat=3)
     assert "conv" not in p["step_ops"] and "conv" not in p["conv_ops"]
