@@ -163,6 +163,12 @@ def render() -> str:
         "arguments and default collation; batches are tensors of host data (program inputs); "
         "`num_workers` is accepted and loading runs in this process.")
     lines += _names_section(
+        "`torch.utils.tensorboard` as `aneforge.utils.tensorboard`", ["SummaryWriter"],
+        "torch's arguments and event files (written with the `tensorboard` package, which torch "
+        "needs too): `add_scalar`, `add_scalars`, `add_histogram` (torch's buckets), `add_text`, "
+        "`add_image`, `add_figure`, `flush`, `close`; values may be aneforge tensors. Graphs, "
+        "embeddings, audio, video, meshes, PR curves and hparams are not written.")
+    lines += _names_section(
         "Other `af.*` names", _others(),
         "Creation (host data becomes program inputs), grad modes, checkpoints (`save`/`load` "
         "in torch's file format), compilation, targets and backends. Devices: `cpu`, `mps` "
