@@ -22,6 +22,9 @@ CASES = {
     "a list index": lambda L, x: x.__setitem__([0, 2], 3.0),
     "empty slice": lambda L, x: x.__setitem__(slice(5, 9), 3.0),
     "new axis": lambda L, x: x.__setitem__((None, 1), 6.0),
+    "leading 1 axes, computed value": lambda L, x: x.__setitem__(2, L.ones(1, 6) * 9.0),
+    "leading 1 axes, host value": lambda L, x: x.__setitem__(slice(0, 2),
+                                                             L.tensor(np.full((1, 1, 6), 3.0))),
 }
 
 
@@ -37,6 +40,20 @@ def test_assignment_gives_torchs_values(name, pending):
     CASES[name](torch, t)
     CASES[name](af, a)
     np.testing.assert_array_equal(a.numpy().astype(np.float32), t.numpy())
+
+
+@pytest.mark.parametrize("pending", [False, True], ids=["host data", "computed"])
+def test_numbers_into_integers_as_torch(pending):
+    """Floats written into an integer tensor go toward zero, as torch casts them."""
+    out = []
+    for lib in (torch, af):
+        y = lib.tensor([1, 2, 3, 4, 5])
+        y = y + 0 if pending else y
+        y[1:3] = 2.7
+        y[3] = -2.7
+        y[lib.tensor([0])] = lib.tensor([7])
+        out.append(y.tolist())
+    assert out[0] == out[1] == [7, 2, 2, -2, 5]
 
 
 def test_host_data_is_assigned_without_a_program():

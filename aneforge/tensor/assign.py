@@ -43,23 +43,38 @@ def setitem(x, index, value):
     [0.0, 7.0, 8.0, 0.0, 0.0]
     """
     where_ = host_index(index)
+    held = host_values(x)
+    if held is not None and CTX.thread.capture is None:
+        given = value if not isinstance(value, TensorBase) else host_values(value)
+        if given is not None and not (CTX.thread.grad_enabled and (
+                x.requires_grad or (isinstance(value, TensorBase) and value.requires_grad))):
+            return _host_assigned(x, held, where_, given)
     positions = np.arange(x.numel(), dtype=np.int64).reshape(x.shape)[where_]
     if positions.size == 0:
         return x
-    held = host_values(x)
-    given = value if not isinstance(value, TensorBase) else host_values(value)
-    grads = CTX.thread.grad_enabled and (x.requires_grad or
-                                         (isinstance(value, TensorBase) and value.requires_grad))
-    if held is not None and given is not None and not grads and CTX.thread.capture is None:
-        out = held.copy()
-        out[where_] = _shaped(np.asarray(given), positions.shape, x.shape)
-        return x._as_tensor(out.astype(held.dtype))
     v = (value if isinstance(value, TensorBase) else x._as_tensor(np.asarray(value))).to(x.dtype)
-    _shaped(np.empty(v.shape, bool), positions.shape, x.shape)          # torch's shape check
+    fits = _unled(v.shape, positions.ndim)
+    _shaped(np.empty(fits, bool), positions.shape, x.shape, v.shape)    # torch's shape check
+    v = v.reshape(fits) if fits != tuple(v.shape) else v
     changed = np.zeros(x.shape, bool)
     changed[where_] = True
     placed = _placed(x, v, where_, positions) if v.numel() > 1 else v.reshape(())
     return where(x._const(changed, dtypes.bool_), placed, x)
+
+
+def _host_assigned(x, held: np.ndarray, where_: tuple, given):
+    """Host data with `given` written at `where_` by numpy, as a new host leaf (a data loader's
+    sample built in place: no program, ~3 us). numpy's assignment broadcasts as torch's does
+    (leading 1-sized axes of the value dropped) and casts as torch's (floats into integers
+    toward zero); a value that does not fit gets torch's message."""
+    out = held.copy()
+    try:
+        out[where_] = given
+    except ValueError:
+        positions = np.arange(x.numel(), dtype=np.int64).reshape(x.shape)[where_]
+        _shaped(np.asarray(given), positions.shape, x.shape)      # raises torch's message
+        raise
+    return x._held(out, x.dtype)
 
 
 def index_put(x, indices, values, accumulate: bool = False):
@@ -104,12 +119,23 @@ def host_index(index):
     return tuple(out)
 
 
-def _shaped(value: np.ndarray, shape: tuple, x_shape: tuple) -> np.ndarray:
-    """`value` broadcast to the indexed shape, torch's error otherwise."""
+def _unled(shape: tuple, ndim: int) -> tuple:
+    """A value's shape without the leading 1-sized axes past `ndim` (torch assigns a [1, 6]
+    value into a row of 6, as numpy does)."""
+    shape = tuple(shape)
+    while len(shape) > ndim and shape[0] == 1:
+        shape = shape[1:]
+    return shape
+
+
+def _shaped(value: np.ndarray, shape: tuple, x_shape: tuple, given: tuple | None = None):
+    """`value` broadcast to the indexed shape, torch's error (naming the `given` shape, if the
+    value was reshaped) otherwise."""
     try:
         return np.broadcast_to(value, shape)
     except ValueError:
-        raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be "
+        given = list(value.shape if given is None else given)
+        raise RuntimeError(f"shape mismatch: value tensor of shape {given} cannot be "
                            f"broadcast to indexing result of shape {list(shape)} (assigning into "
                            f"a tensor of shape {list(x_shape)})") from None
 
