@@ -129,3 +129,15 @@ def test_a_stage_with_nothing_to_compile_starts_no_child(monkeypatch):
     monkeypatch.setattr(loader, "_publish", lambda module, full=True: published.append(full))
     loader._compile(object(), [((), True)])
     assert started == [] and published == [True]
+
+
+def test_the_startup_bench_reports_the_lean_stages_cpu():
+    """bench/startup.py's first run reports the CPU seconds its job and the compiling
+    children spent until the first step on compiled kernels (the job's `lean_cpu`), NaN from
+    a record without it."""
+    from aneforge.bench.startup import arrivals
+    times = [0.1, 4.0] + [1e-3] * 100 + [5e-4] * 100
+    stages = ["numpy"] * 2 + ["lean"] * 100 + ["full"] * 100
+    run = {"times": times, "stages": stages, "log": []}
+    assert arrivals(dict(run, lean_cpu=7.5), 100)["lean_cpu"] == 7.5
+    assert np.isnan(arrivals(run, 100)["lean_cpu"])

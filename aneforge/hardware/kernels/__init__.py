@@ -18,12 +18,12 @@ compiled kernels in a background thread and runs the numpy reference until they 
 two are bit-identical, so a program gives the same bits whichever runs, and whenever the swap
 happens): on a fresh install numba compiles them once, in child processes on other cores,
 into its on-disk cache (lean forms of the two big kernels and the small kernels a loop
-calls first, ~6.5 and ~7 s of CPU in two processes on this AVX2 VM, ~8 each at load 8, then
-the full forms and the rest, ~80 s: `_Loader`), from which later runs load them in ~0.3 s.
-The lean forms run the bench's MLP step (the README's too) at ~1.4x the full ones' step
-time: far from the reference's ~600x, and they compile in about a third of the time forms
-within ~1.05x took. A program's second run (a loop) waits
-for the lean forms rather than run on the reference meanwhile (`settle`).
+calls first, ~3.5 s of CPU in each of two processes after ~1.5 s they share on this AVX2 VM
+at load ~5, then the full forms and the rest, ~80-100 s: `_Loader`), from which later runs
+load them in ~0.3 s. The lean forms run the bench's MLP step (the README's too) at ~1.4x the
+full ones' step time, ~1.6x with the kernels of `LATE` on the reference: far from the
+reference's ~600x. A program's second run (a loop) waits for the lean forms rather than run
+on the reference meanwhile (`settle`).
 `wait()` blocks until the full forms are in (tests that must run the compiled kernels call
 it); "numba" loads them at once.
 """
@@ -180,8 +180,8 @@ WARM = (
 )
 # Two kernels have a full form that takes numba ~57 s (the fused VM) and ~17-26 s (the tile
 # matmul) of CPU to compile on this AVX2 VM under load, and a lean one, the same bits slower,
-# that takes ~6 s (the VM: a loop per common opcode, every reduction but absmax left to its
-# kernel) and ~2 s (the tile matmul: one loop nest, the default tile only). On a fresh install
+# that takes ~3-3.5 s (the VM: one function, every reduction but absmax left to its kernel)
+# and ~2 s (the tile matmul: one loop nest, the default tile only), at LLVM -O1 (`LEAN_OPT`). On a fresh install
 # the lean forms and the small kernels are compiled first (a program's first run goes on the
 # numpy reference, its second waits: `settle`), then the full forms, and each is swapped in when
 # loaded: the name the callers call (module, name) is bound to the lean form, then the full.
@@ -464,9 +464,10 @@ class _Loader:
     numba or a changed kernel) a background thread has compiled into the cache by child
     processes while the caller runs the numpy reference (or waits: `settle`); on a cache that
     surely lacks them (`_uncached`) the children start at once, and the thread imports numba
-    while they compile, not the caller before (~0.4 s). The lean stage first (~6.5-7 s of CPU
-    in each of two processes), loaded and published, then the full forms (the children niced
-    below the caller), loaded and swapped in. `done` is set once the full forms are in (or
+    while they compile, not the caller before (~0.4 s). The lean stage first (~3.5 s of CPU
+    in each of two processes after ~1.5 s they share), loaded and published, then the full
+    forms (the children niced below the caller), loaded and swapped in; a stage with nothing
+    to compile is published at once. `done` is set once the full forms are in (or
     known to be unavailable).
 
     Thread safety of the swaps: publishing is one append to `_compiled` under `_LOCK`, after
