@@ -1,7 +1,8 @@
 """A fresh install's lean stage (kernels/__init__.py): port_round and the narrow sum run the
 numpy reference until the full stage is in (the reference's port_round bit for bit the
-compiled one's), the lean forms compile at a lower LLVM optimization level through numba's own setting, and a
-stage with nothing to compile starts no child."""
+compiled one's), the lean forms compile at a lower LLVM optimization level through numba's
+own setting, a stage with nothing to compile starts no child, and the start-up bench reports
+the lean stage's CPU."""
 from __future__ import annotations
 
 import os

@@ -20,9 +20,9 @@ happens): on a fresh install numba compiles them once, in child processes on oth
 into its on-disk cache (lean forms of the two big kernels and the small kernels a loop
 calls first, ~3.5 s of CPU in each of two processes after ~1.5 s they share on this AVX2 VM
 at load ~5, then the full forms and the rest, ~80-100 s: `_Loader`), from which later runs
-load them in ~0.3 s. The lean forms run the bench's MLP step (the README's too) at ~1.4x the
-full ones' step time, ~1.6x with the kernels of `LATE` on the reference: far from the
-reference's ~600x. A program's second run (a loop) waits for the lean forms rather than run
+load them in ~0.3 s. The lean forms run the bench's MLP step (the README's too) at ~1.6-2x
+the full ones' CPU time, with the kernels of `LATE` on the reference (~1.4x without): far
+from the reference's ~600x. A program's second run (a loop) waits for the lean forms rather than run
 on the reference meanwhile (`settle`).
 `wait()` blocks until the full forms are in (tests that must run the compiled kernels call
 it); "numba" loads them at once.
@@ -181,10 +181,11 @@ WARM = (
 # Two kernels have a full form that takes numba ~57 s (the fused VM) and ~17-26 s (the tile
 # matmul) of CPU to compile on this AVX2 VM under load, and a lean one, the same bits slower,
 # that takes ~3-3.5 s (the VM: one function, every reduction but absmax left to its kernel)
-# and ~2 s (the tile matmul: one loop nest, the default tile only), at LLVM -O1 (`LEAN_OPT`). On a fresh install
-# the lean forms and the small kernels are compiled first (a program's first run goes on the
-# numpy reference, its second waits: `settle`), then the full forms, and each is swapped in when
-# loaded: the name the callers call (module, name) is bound to the lean form, then the full.
+# and ~2 s (the tile matmul: one loop nest, the default tile only), at LLVM -O1 (`LEAN_OPT`).
+# On a fresh install the lean forms and the small kernels are compiled first (a program's
+# first run goes on the numpy reference, its second waits: `settle`), then the full forms,
+# and each is swapped in when loaded: the name the callers call (module, name) is bound to
+# the lean form, then the full.
 SWAPS = {("fused", "run"): ("run_lean", "run_full"),
          ("compiled", "default_tasks"): ("_lean_tasks", "_default_tasks")}
 # Small kernels compiled with the full forms, not before: a training step under af.compile
