@@ -5,7 +5,8 @@ kernels: aneforge/hardware/kernels/__init__.py), and parsing a large MIL text.
 Two arrivals are reported from a first run. Steady state: the steps run within 3x the final
 steady step (on the full forms), the lean compiled forms' speed counting as steady and the
 numpy reference's (~600x) not. Full speed: within 1.2x; the lean forms run this MLP step at
-~1.4-1.6x the full ones' time (they trade speed for a short compile), so it comes with the full
+~1.6-2x the full ones' CPU time (they trade speed for a short compile, and port_round and the
+narrow sum run the numpy reference until the full stage), so it comes with the full
 forms.
 Both are judged on windows of consecutive steps (`WINDOW`, `settled`), and never before the
 first step on compiled kernels (the wait for them is one long step), rather than on the last
@@ -33,16 +34,25 @@ from . import settings
 # under af.compile (as examples/train_mlp.py's), run until the full compiled kernels are in
 # and `after` more steps have run (at most `limit` seconds); prints each step's seconds, the
 # kernels it ran on (kernels.stage(): numpy, lean, full) and the loader's events (start,
-# "lean compiled" by the children, "lean in", ...), in seconds from the first step's start.
+# "lean compiled" by the children, "lean in", ...), in seconds from the first step's start,
+# and the CPU seconds from the first step's start to the first step on compiled kernels of
+# the process and of the compiling children it has waited for (the lean stage's, whose
+# forked copies its child waited for: `lean_cpu`; the wall time is other tenants' too).
 _JOB = """
-import json, sys, time
+import json, resource, sys, time
 from aneforge.bench.workloads import mlp, train_step
 from aneforge.hardware import kernels
 after, limit = int(sys.argv[1]), float(sys.argv[2])
+def cpu():
+    return sum(r.ru_utime + r.ru_stime for r in map(resource.getrusage, (
+        resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
 step = train_step(*mlp(64), "aneforge", compiled=True)
-times, stages, full, start = [], [], None, time.perf_counter()
+times, stages, full, lean_cpu, cpu0 = [], [], None, None, cpu()
+start = time.perf_counter()
 while len(times) < (full or 10 ** 9) + after and time.perf_counter() - start < limit:
     stage = kernels.stage()
+    if lean_cpu is None and stage != "numpy":
+        lean_cpu = cpu() - cpu0
     t = time.perf_counter()
     step()
     times.append(time.perf_counter() - t)
@@ -50,7 +60,7 @@ while len(times) < (full or 10 ** 9) + after and time.perf_counter() - start < l
     if full is None and stage == "full":
         full = len(times)
 log = [(event, at - start) for event, at in kernels._LOADER.log]
-print(json.dumps({"times": times, "stages": stages, "log": log}))
+print(json.dumps({"times": times, "stages": stages, "log": log, "lean_cpu": lean_cpu}))
 kernels.wait()          # the compiling children end before their cache directory is removed
 """
 
@@ -74,7 +84,8 @@ def first_run(fresh: bool = True, after: int = 200, limit: float = 180.0) -> dic
     """Run `_JOB` in a fresh process, on an empty numba cache when `fresh` (else the cache in
     place), and return its first and second steps, its steady step (the median of its last
     100, on the full kernels), the time from its first step's start to the first step on
-    compiled kernels, lean or full (`lean`), and on the full ones (`full`; NaN where that did
+    compiled kernels, lean or full (`lean`; `lean_cpu`: the CPU seconds of the process and
+    its compiling children until then), and on the full ones (`full`; NaN where that did
     not come within `limit`), to steady state (`ready`: `settled` at 3x the steady step, the
     lean forms' speed counting as steady) and to full speed (`fast`: `settled` at 1.2x), both
     at least `lean`, the time its steps lost while the full forms loaded (`stall`:
@@ -95,8 +106,10 @@ def arrivals(run: dict, after: int) -> dict:
     times, stages = run["times"], run["stages"]
     began = [sum(times[:i]) for i in range(len(times))]
     compiled = [i for i, s in enumerate(stages) if s != "numpy"]     # lean, or full at once
+    lean_cpu = run.get("lean_cpu")
     at = dict(first=times[0], second=times[1], run=run,
               lean=began[compiled[0]] if compiled else math.nan,
+              lean_cpu=math.nan if lean_cpu is None else lean_cpu,
               full=began[stages.index("full")] if "full" in stages else math.nan)
     if "full" not in stages:            # never came in: no steady state to report
         return dict(steady=math.nan, ready=math.nan, fast=math.nan, stall=math.nan, **at)
@@ -137,6 +150,8 @@ def rows() -> list[tuple[str, float, None, str]]:
             (f"{what}: first step to steady state (windows within 3x the steady step)",
              run["ready"], None, "ms"),
             (f"{what}: first step to the lean compiled kernels", run["lean"], None, "ms"),
+            (f"{what}: CPU of the process and its compiling children until then",
+             run["lean_cpu"], None, "ms"),
             (f"{what}: first step to the full compiled kernels", run["full"], None, "ms"),
             (f"{what}: first step to full speed (windows within 1.2x the steady step)",
              run["fast"], None, "ms"),

@@ -18,12 +18,12 @@ compiled kernels in a background thread and runs the numpy reference until they 
 two are bit-identical, so a program gives the same bits whichever runs, and whenever the swap
 happens): on a fresh install numba compiles them once, in child processes on other cores,
 into its on-disk cache (lean forms of the two big kernels and the small kernels a loop
-calls first, ~6.5 and ~7 s of CPU in two processes on this AVX2 VM, ~8 each at load 8, then
-the full forms and the rest, ~80 s: `_Loader`), from which later runs load them in ~0.3 s.
-The lean forms run the bench's MLP step (the README's too) at ~1.4x the full ones' step
-time: far from the reference's ~600x, and they compile in about a third of the time forms
-within ~1.05x took. A program's second run (a loop) waits
-for the lean forms rather than run on the reference meanwhile (`settle`).
+calls first, ~3.5 s of CPU in each of two processes after ~1.5 s they share on this AVX2 VM
+at load ~5, then the full forms and the rest, ~80-100 s: `_Loader`), from which later runs
+load them in ~0.3 s. The lean forms run the bench's MLP step (the README's too) at ~1.6-2x
+the full ones' CPU time, with the kernels of `LATE` on the reference (~1.4x without): far
+from the reference's ~600x. A program's second run (a loop) waits for the lean forms rather than run
+on the reference meanwhile (`settle`).
 `wait()` blocks until the full forms are in (tests that must run the compiled kernels call
 it); "numba" loads them at once.
 """
@@ -110,9 +110,10 @@ def _fast():
 
 def _fast_late():
     """`_fast()` for the kernels of `LATE` this module calls: None while only the lean stage
-    is in (the numpy reference runs rather than numba compile them in this process)."""
+    is in (the numpy reference runs rather than numba compile them in this process), or
+    while `forms("lean")` runs a block as the lean stage does."""
     fast = _fast()
-    return fast if _FULL.is_set() else None
+    return fast if _FULL.is_set() and not (_LEAN_BLOCK and _LEAN_BLOCK[-1]) else None
 
 
 def settle(timeout: float = 60.0) -> None:
@@ -179,23 +180,33 @@ WARM = (
 )
 # Two kernels have a full form that takes numba ~57 s (the fused VM) and ~17-26 s (the tile
 # matmul) of CPU to compile on this AVX2 VM under load, and a lean one, the same bits slower,
-# that takes ~6 s (the VM: a loop per common opcode, every reduction but absmax left to its
-# kernel) and ~2 s (the tile matmul: one loop nest, the default tile only). On a fresh install
-# the lean forms and the small kernels are compiled first (a program's first run goes on the
-# numpy reference, its second waits: `settle`), then the full forms, and each is swapped in when
-# loaded: the name the callers call (module, name) is bound to the lean form, then the full.
+# that takes ~3-3.5 s (the VM: one function, every reduction but absmax left to its kernel)
+# and ~2 s (the tile matmul: one loop nest, the default tile only), at LLVM -O1 (`LEAN_OPT`).
+# On a fresh install the lean forms and the small kernels are compiled first (a program's
+# first run goes on the numpy reference, its second waits: `settle`), then the full forms,
+# and each is swapped in when loaded: the name the callers call (module, name) is bound to
+# the lean form, then the full.
 SWAPS = {("fused", "run"): ("run_lean", "run_full"),
          ("compiled", "default_tasks"): ("_lean_tasks", "_default_tasks")}
-# Small kernels compiled with the full forms, not before: nothing a training step under
-# af.compile runs in its loop calls them (the README's MLP, instrumented: its steps from the
-# second on call the casts to fp16, the round16 of the plan's tables, the tile matmul,
-# port_round, the narrow sum, the fused VM and the boundary spans), and they took ~1.9 s of
-# CPU of the lean stage's busier process (move ~1.2, the others ~0.7). Until the full stage
-# is in, the callers here run the NaN check, the cast from fp16 and the port on the numpy
-# reference (`_fast_late`: same bits; a step's first run calls them, on the reference
-# anyway); a program whose run plan moves data compiles `move` in its own process at its
-# first call (numba compiles a kernel at its first call with new types; ~1.3 s, once).
-LATE = {("casts", "move"), ("casts", "has_nan"), ("casts", "from_float16"), ("compiled", "port")}
+# Small kernels compiled with the full forms, not before: a training step under af.compile
+# calls none of them in its loop but the narrow sum and port_round (the README's MLP,
+# instrumented: its steps from the second on call the casts to fp16, the round16 of the
+# plan's tables, the tile matmul, port_round after each matmul, the narrow sum once, the
+# fused VM and the boundary spans), and they took ~3.4 s of CPU of the lean stage's busier
+# process (move ~1.2, port_round ~1, the narrow sum ~0.5, the others ~0.7). Until the full
+# stage is in, the callers here run them on the numpy reference (`_fast_late`, same bits; a
+# step's first run calls them, on the reference anyway; port_round through `port_bound`'s
+# `_port_round`): the MLP's step spends ~0.3 ms more there (ten port_rounds of ~25 us, one
+# narrow sum of [10, 64] terms of ~20 us), ~20% of the lean forms' step. A program whose run
+# plan moves data compiles `move` in its own process at its first call (numba compiles a
+# kernel at its first call with new types; ~1.3 s, once).
+LATE = {("casts", "move"), ("casts", "has_nan"), ("casts", "from_float16"), ("compiled", "port"),
+        ("compiled", "_narrow_sum"), ("compiled", "port_round")}
+# The lean forms: compiled by LLVM at optimization level 1, not numba's default 3 (`_opt`):
+# they run only until the full forms are in, at about the same speed (the MLP step measured
+# the same within noise), and their compile takes ~20% less CPU.
+LEAN = {(module, lean) for (module, _), (lean, _) in SWAPS.items()}
+LEAN_OPT = 1
 FULL = {(module, full) for (module, _), (_, full) in SWAPS.items()} | LATE
 
 
@@ -276,12 +287,11 @@ def _spawn(groups: list[list[str]], nice: int) -> subprocess.Popen:
 
 
 def _child(module: str, name: str) -> str:
-    """Which process compiles a WARM kernel: one per module. On the lean stage (CPU on this
-    AVX2 VM, `_prepare`'s ~1 s done) the small kernels and the tile matmul's lean form take
-    ~5.3 s, the fused VM's lean form ~6 s: two processes on two cores (a third, the tile
-    matmul's, compiled the callees it shares with the small kernels again); on the full stage
-    the tile matmul and the fused VM compile side by side. The boundary kernels (casts.py)
-    compile with the small kernels they share intrinsics with."""
+    """Which process compiles a WARM kernel: one per module, the boundary kernels (casts.py)
+    with the small kernels. On the lean stage (CPU on this AVX2 VM under load, `_prepare`'s
+    ~1.5 s done, which they share) the tile matmul's lean form and the small kernels take
+    ~2.3 + ~1.2 s, the fused VM's lean form ~3-3.5 s: two processes on two cores; on the full
+    stage the tile matmul (and the small kernels) and the fused VM compile side by side."""
     return "compiled" if module == "casts" else module
 
 
@@ -303,10 +313,34 @@ kernels.compile_groups({groups!r})"""
 
 def compile_warm(names: list[str] | None = None) -> None:
     """Compile (or load) the WARM kernels named ("compiled.port", ...; None: all) in this
-    process."""
+    process, the lean forms at LLVM optimization level LEAN_OPT (`_opt`)."""
     warm = [w for w in WARM if names is None or f"{w[0]}.{w[1]}" in names]
-    for kernel, sig in _kernels(warm):
-        kernel.compile(sig)
+    for (kernel, sig), (module, name, _) in zip(_kernels(warm), warm):
+        with _opt(LEAN_OPT if (module, name) in LEAN else None):
+            kernel.compile(sig)
+
+
+@contextlib.contextmanager
+def _opt(level: int | None):
+    """A block whose numba compiles run LLVM at optimization `level` (None: as set), through
+    numba's own setting, the environment variable NUMBA_OPT, which its compiler reads again
+    at each compile when the environment changed. A kernel's machine code is cached as it
+    was compiled; a kernel that calls one compiled so links that one's code into its own and
+    optimizes the whole again at its own level, so only the lean forms and their callees'
+    machine code of their own (which nothing calls from Python but `rows_per_task`, two
+    integer operations) carry the lower level."""
+    if level is None:
+        yield
+        return
+    previous = os.environ.get("NUMBA_OPT")
+    os.environ["NUMBA_OPT"] = str(level)
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["NUMBA_OPT"]
+        else:
+            os.environ["NUMBA_OPT"] = previous
 
 
 def compile_groups(groups: list[list[str]]) -> None:
@@ -431,9 +465,10 @@ class _Loader:
     numba or a changed kernel) a background thread has compiled into the cache by child
     processes while the caller runs the numpy reference (or waits: `settle`); on a cache that
     surely lacks them (`_uncached`) the children start at once, and the thread imports numba
-    while they compile, not the caller before (~0.4 s). The lean stage first (~6.5-7 s of CPU
-    in each of two processes), loaded and published, then the full forms (the children niced
-    below the caller), loaded and swapped in. `done` is set once the full forms are in (or
+    while they compile, not the caller before (~0.4 s). The lean stage first (~3.5 s of CPU
+    in each of two processes after ~1.5 s they share), loaded and published, then the full
+    forms (the children niced below the caller), loaded and swapped in; a stage with nothing
+    to compile is published at once. `done` is set once the full forms are in (or
     known to be unavailable).
 
     Thread safety of the swaps: publishing is one append to `_compiled` under `_LOCK`, after
@@ -489,6 +524,10 @@ class _Loader:
         first children compile, and numba's tables built, so the load is quick)."""
         try:
             for warm, full in stages:
+                if not warm:                # nothing to compile (a cut-down WARM): no child
+                    with _LOCK:
+                        self._publish(module, full)
+                    continue
                 children = _compile_elsewhere(warm, nice=10 if full else 0)
                 if module is None:
                     try:
@@ -543,15 +582,18 @@ def _module(name: str):
 @contextlib.contextmanager
 def forms(which: str):
     """Run a block on the "lean" or the "full" forms of the swapped kernels (`SWAPS`; tests
-    compare the two), then put back the ones that were bound."""
+    compare the two), then put back the ones that were bound. Under "lean" the kernels of
+    `LATE` run the numpy reference, as they do before the full stage is in."""
     index = ("lean", "full").index(which)
     bound = [(_module(where), name) for where, name in SWAPS]
     saved = [getattr(module, name) for module, name in bound]
     for (module, name), choices in zip(bound, SWAPS.values()):
         setattr(module, name, getattr(module, choices[index]))
+    _LEAN_BLOCK.append(which == "lean")         # (the late kernels: `_fast_late`)
     try:
         yield
     finally:
+        _LEAN_BLOCK.pop()
         for (module, name), kernel in zip(bound, saved):
             setattr(module, name, kernel)
 
@@ -562,6 +604,7 @@ _SETTLED = threading.Event()        # clear while the first compiled kernels com
 _SETTLED.set()
 _NOTICED: list = []                 # `settle` said it waits (once per process)
 _FULL = threading.Event()           # the full stage is in (`_fast_late`)
+_LEAN_BLOCK: list = []              # `forms` blocks open, innermost last: True for "lean"
 
 
 def mode(rounding: str, subnormals: str, nan_to_zero: bool = False) -> int:
@@ -759,8 +802,9 @@ def _swapped(x, y, out, mode: int, tmode: int, limit: float):
 def port_bound(out: np.ndarray, bias, overflow: float | None, flush: bool, mode: int):
     """`out` (C-contiguous float32, the run plan's place of a matmul's result) finished in
     place as a function of no arguments: `bias` (None, or a vector of out's last axis) added,
-    the output port (`port`), the fp16 store under `mode` (round16), in one compiled pass;
-    returns port's count. None when the compiled kernels are not loaded."""
+    the output port (`port`), the fp16 store under `mode` (round16), in one compiled pass
+    (on the numpy reference until the full stage is in: `LATE`); returns port's count. None
+    when the compiled kernels are not loaded."""
     fast = _fast()
     if fast is None:
         return None
@@ -768,7 +812,18 @@ def port_bound(out: np.ndarray, bias, overflow: float | None, flush: bool, mode:
     acc = out.reshape(-1, cols)
     add = np.zeros(0, np.float32) if bias is None else bias
     limit, flush = np.float32(np.nan if overflow is None else overflow), bool(flush)
-    return functools.partial(fast.port_round, acc, add, limit, flush, mode)
+    late = _fast_late()                 # `LATE`: the reference until the full stage is in
+    return functools.partial(_port_round if late is None else late.port_round, acc, add, limit,
+                             flush, mode)
+
+
+def _port_round(acc, bias, limit, flush, mode) -> int:
+    """port_round bound before the full stage is in (`port_bound`): the numpy reference's
+    until then, the compiled kernel from then on."""
+    fast = _fast_late()
+    if fast is None:
+        return reference.port_round(acc, bias, limit, flush, mode)
+    return fast.port_round(acc, bias, limit, flush, mode)
 
 
 def port(acc: np.ndarray, overflow: float | None, flush: bool) -> int:
@@ -845,7 +900,7 @@ def narrow_sum(terms: np.ndarray, mode: int) -> np.ndarray:
     """Sum over axis 0 with a running fp16 accumulator (one rounding per added term, the first
     term taken as is)."""
     terms = np.asarray(terms, np.float32)
-    fast = _fast()
+    fast = _fast_late()                 # `LATE`
     if fast is None:
         return reference.narrow_sum(terms, mode)
     flat = np.ascontiguousarray(terms).reshape(terms.shape[0], -1)

@@ -734,17 +734,20 @@ def _gather(arena, start, stride, out):
 # ---- the lean VM: `run_full`'s contract and bits in a fraction of its compile --------------
 # `run_full` gives the common opcodes and operand shapes loop nests of their own, each
 # specialised per operand layout (~57 s of numba compile on a fresh install); `run_lean` runs
-# every elementwise op line by line, each line's operands read by `_line` (a view, or a
-# strided or broadcast operand gathered), through one function of one loop per common opcode
-# (`_lean_line`), and folds only the reductions cheap to compile (`_lean_absmax`), leaving the
-# others to their kernels (~6 s of CPU on an AVX2 VM): a fresh process has compiled fused
-# runs within seconds while `run_full` compiles in the background. No helper is inlined by
-# numba (`inline="always"` types the callee again at each call site, which made the previous
-# lean VM's own body cost ~5 s): LLVM inlines the small ones all the same. Each element is
-# computed and stored as `run_full` does it: the same bits. A new opcode: its element in
-# `_apply` (both VMs; its function `inline="always"` unless `_grid` takes it as an argument)
-# or, for a reduction, in `_fold`; a loop of its own in `_lean_line` only if training steps
-# run it often.
+# every elementwise op line by line in one function: each line's operands read by `_line` (a
+# view, or a strided or broadcast operand gathered), a loop of its own for add, sub and mul
+# under the default store (most of a training step's ops), every other element through one
+# switch written out in place, then the line's store; it folds the absmax rows (the plan's
+# peaks) and leaves every other reduction to its kernel. A fresh process has compiled fused
+# runs within seconds while `run_full` compiles in the background. numba compiles every
+# function a kernel calls on its own and again into the kernel's machine code, and a function
+# it inlines (`inline="always"`) is typed again at each call site: so the VM's steps are
+# written in its body, not called (the elements through `_apply` and its 19 inlined
+# functions, a loop per common opcode in `_lean_line` and the absmax in a function of its
+# own took ~5.7 CPU-s to compile against ~3.5). Each element is computed and stored as
+# `run_full` does it: the same bits (aneforge_tests/test_start9_lean.py runs both). A new
+# opcode: its element in `_apply` (the full VM; its function `inline="always"` unless `_grid`
+# takes it as an argument) and in `run_lean`'s switch, or, for a reduction, in `_fold`.
 @njit(cache=True, no_cpython_wrapper=True)
 def _line(arena, start, stride, cols, scratch):
     """A line of `cols` values of an operand from `start`: a view of the arena when
@@ -834,60 +837,120 @@ def _lean_line(out, a, b, c, op, store, tables, at):
         _store(out, store)
 
 
-@njit(cache=True, no_cpython_wrapper=True)
-def _lean_absmax(arena, code, k, sx) -> bool:
-    """Reduction row k when it is an `absmax` over rows without NaN (`_largest_abs`: the bits'
-    maximum shows one), as `_fold` computes it; False (nothing written) otherwise: the plan
-    runs the op's kernel. The plan's peaks (max |x| of each gradient) are most of a training
-    step's reductions, and each left to its kernel cost ~20-40 us of Python and numpy."""
-    if code[k, 0] != _ABSMAX:
-        return False
-    rows, cols, a, ars, acs = code[k, 2], code[k, 3], code[k, 5], code[k, 6], code[k, 7]
-    for r in range(rows):
-        if _largest_abs(_line(arena, a + r * ars, acs, cols, sx)) > _INF_BITS:
-            return False
-    store, mode = code[k, 1], code[k, 8]
-    for r in range(rows):
-        v = _float(_largest_abs(_line(arena, a + r * ars, acs, cols, sx)))
-        v = v if mode < 0 else r16(v, mode)
-        arena[code[k, 4] + r] = v if store < 0 else r16(v, store)
-    return True
-
-
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def run_lean(arena, code, sx, sy, sz, block, tables, start):
-    """`run_full` by fewer loops: every elementwise op line by line through `_lean_line`, a
-    line a row of the op (a blocked run: its one row, one block at a time, as `_blocked`; a
-    tall, narrow op too, row by row, where `run_full` goes by columns: one loop nest for all,
-    ~0.5 s less of a fresh install's compile); an absmax row folded (`_lean_absmax`), every
-    other reduction returned, as `run_full` returns an unsettled one: the run plan runs its
-    kernel, then resumes after it (folding them all here, `_reduce`, doubled this form's
+    """`run_full` by fewer loops: every elementwise op line by line, a line a row of the op (a
+    blocked run: its one row, one block at a time, as `_blocked`; a tall, narrow op too, row
+    by row, where `run_full` goes by columns); an absmax row folded when none of its rows
+    holds a NaN (the bits' maximum shows one: the largest magnitude's bits, under the row's
+    mode `b` and its store), as `_fold` computes it; every other reduction, and an absmax
+    over a NaN, returned unwritten, as `run_full` returns an unsettled one: the run plan runs
+    its kernel, then resumes after it (folding them all here, `_reduce`, doubled this form's
     compile)."""
     arena, sx, sy, sz = _unowned(arena), _unowned(sx), _unowned(sy), _unowned(sz)
-    tables = _unowned(tables)
+    tables, code = _unowned(tables), _unowned(code)
     n = code[0, 3] if block > 0 else 1
     for c0 in range(0, n, max(block, 1)):   # c0 = 0 unless blocked
         for k in range(start, code.shape[0]):
-            op, rows, cols, local = code[k, 0], code[k, 2], code[k, 3], code[k, 11]
+            row = code[k]
+            op, store, rows, cols, local = row[0], row[1], row[2], row[3], row[11]
             if op >= REDUCE:
-                if block == 0 and _lean_absmax(arena, code, k, sx):
-                    continue
-                return k
+                if block > 0 or op != _ABSMAX:
+                    return k
+                for write in range(2):      # every row checked before any is written
+                    for r in range(rows):
+                        x = _line(arena, row[5] + r * row[6], row[7], cols, sx)
+                        top = np.uint32(0)
+                        for i in range(cols):
+                            m = np.uint32(_bits(x[i]) & _MAGNITUDE)
+                            top = m if m > top else top
+                        if not write and top > _INF_BITS:
+                            return k
+                        v = _float(top)
+                        for mode in (row[8], store):    # the abs's rounding, the store
+                            v = v if mode < 0 else r16(v, mode)
+                        if write:
+                            arena[row[4] + r] = v
+                continue
             if block > 0:                   # one row: this block of it
                 rows, cols = 1, min(block, n - c0)
             # a block-local value lives in a place of one block: no offset
-            o = code[k, 4] + (0 if local & 1 else c0)
-            a = code[k, 5] + (0 if code[k, 7] != 1 or local & 2 else c0)
-            b = code[k, 8] + (0 if code[k, 10] != 1 or local & 4 else c0)
-            c = code[k, 12] + (0 if code[k, 14] != 1 or local & 8 else c0)
-            for r in range(rows):           # (a lookup's b: its table, read as no operand)
-                x = _line(arena, a + r * code[k, 6], code[k, 7], cols, sx)
-                y = x if op == LOOKUP else _line(arena, b + r * code[k, 9], code[k, 10], cols,
-                                                 sy)
-                z = x if op != SELECT else _line(arena, c + r * code[k, 13], code[k, 14], cols,
-                                                 sz)
-                _lean_line(arena[o + r * cols:o + (r + 1) * cols], x, y, z, op, code[k, 1],
-                           tables, code[k, 8])
+            o = row[4] + (0 if local & 1 else c0)
+            a = row[5] + (0 if row[7] != 1 or local & 2 else c0)
+            b = row[8] + (0 if row[10] != 1 or local & 4 else c0)
+            c = row[12] + (0 if row[14] != 1 or local & 8 else c0)
+            at = row[8]                     # a lookup's table (b: read as no operand)
+            for r in range(rows):
+                x = _line(arena, a + r * row[6], row[7], cols, sx)
+                y = x if op == LOOKUP else _line(arena, b + r * row[9], row[10], cols, sy)
+                z = x if op != SELECT else _line(arena, c + r * row[13], row[14], cols, sz)
+                out = arena[o + r * cols:o + (r + 1) * cols]
+                if store == 4 and op <= _MUL:   # add, sub, mul: loops that vectorize
+                    if op == _ADD:
+                        for i in range(cols):
+                            out[i] = r16_ieee(x[i] + y[i], 4)
+                    elif op == _SUB:
+                        for i in range(cols):
+                            out[i] = r16_ieee(x[i] - y[i], 4)
+                    else:
+                        for i in range(cols):
+                            out[i] = r16_ieee(x[i] * y[i], 4)
+                    continue
+                for i in range(cols):       # the elements of every opcode, as `_apply`'s
+                    u, v = x[i], y[i]
+                    if op == _ADD:
+                        w = u + v
+                    elif op == _SUB:
+                        w = u - v
+                    elif op == _MUL:
+                        w = u * v
+                    elif op == _DIV:
+                        w = u / v
+                    elif op == _DIV_ENGINE:
+                        w = u / (v + _ZERO)             # the engine divides by -0 as by +0
+                    elif op == _MAXIMUM:
+                        w = u if (u > v or u != u) else v   # NaN wins, ties give y
+                    elif op == _MINIMUM:
+                        w = u if (u < v or u != u) else v
+                    elif op == _ABS:
+                        w = abs(u)
+                    elif op == _SQRT:
+                        w = np.sqrt(u)
+                    elif op == _SQRT_ENGINE:
+                        w = np.sqrt(u) + _ZERO          # the engine's sqrt(-0) = +0
+                    elif op == _RELU:
+                        w = u if (u > _ZERO or u != u) else _ZERO
+                    elif op == _COPY:
+                        w = u
+                    elif op == _LESS:
+                        w = _ONE if u < v else _ZERO
+                    elif op == _LESS_EQUAL:
+                        w = _ONE if u <= v else _ZERO
+                    elif op == _GREATER:
+                        w = _ONE if u > v else _ZERO
+                    elif op == _GREATER_EQUAL:
+                        w = _ONE if u >= v else _ZERO
+                    elif op == _EQUAL:
+                        w = _ONE if u == v else _ZERO
+                    elif op == _NOT_EQUAL:
+                        w = _ONE if u != v else _ZERO
+                    elif op == _NONZERO:
+                        w = _ONE if u != _ZERO else _ZERO   # astype(bool): NaN true, -0 false
+                    elif op == _LOGICAL_NOT:
+                        w = _ONE if u == _ZERO else _ZERO
+                    elif op == SELECT:
+                        w = v if u != _ZERO else z[i]
+                    else:                   # lookup: indexed by the bits alone
+                        w = _from_half_bits(tables[at + _to_half_bits(u)])
+                    out[i] = w
+                if op >= _LESS or store < 0:    # comparisons, select, lookup: not stored
+                    continue
+                if store == 4:              # the default store: a loop that vectorizes
+                    for i in range(cols):
+                        out[i] = r16_ieee(out[i], 4)
+                else:
+                    for i in range(cols):
+                        out[i] = r16(out[i], store)
     return -1
 
 

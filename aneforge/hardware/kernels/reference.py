@@ -97,6 +97,18 @@ def port(acc: np.ndarray, overflow: float | None, flush: bool) -> int:
     return count
 
 
+def port_round(acc: np.ndarray, bias: np.ndarray, overflow: np.float32, flush: bool,
+               mode: int) -> int:
+    """A bound matmul's result finished in place, float32 acc [rows, cols]: bias [cols]
+    added (empty: none), the output port (`port`; a NaN overflow: no limit), then the fp16
+    store under `mode`. Returns port's count."""
+    if bias.size:
+        np.add(acc, bias, out=acc)
+    count = port(acc, None if np.isnan(overflow) else overflow, flush)
+    acc[...] = round16(acc, mode)
+    return count
+
+
 def narrow_sum(terms: np.ndarray, mode: int) -> np.ndarray:
     """Sum over axis 0 with a running fp16 accumulator: acc = round16(acc + term), in order."""
     acc = np.array(terms[0], dtype=np.float32)

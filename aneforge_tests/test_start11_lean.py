@@ -1,0 +1,144 @@
+"""A fresh install's lean stage (kernels/__init__.py): port_round and the narrow sum run the
+numpy reference until the full stage is in (the reference's port_round bit for bit the
+compiled one's), the lean forms compile at a lower LLVM optimization level through numba's
+own setting, a stage with nothing to compile starts no child, and the start-up bench reports
+the lean stage's CPU."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from aneforge.hardware import kernels
+from aneforge.hardware.kernels import reference
+
+pytestmark = pytest.mark.skipif(not kernels.available(), reason="the compiled kernels need numba")
+
+# values through every path of the port and the store: zeros of both signs, subnormals, the
+# flush edge, the overflow edges, infinities and NaN
+SPECIALS = np.array([0.0, -0.0, 1.0, -1.0, 6e-8, -6e-8, 3e-5, -3e-5, 2.0 ** -14, -2.0 ** -15,
+                     65504.0, -65520.0, 32760.0, -32768.0, 70000.0, 1 / 3, np.inf, -np.inf,
+                     np.nan], np.float32)
+MODES = (0, 1, 2, 3, 4, 5, 6, 7)
+
+
+def _same(a, b):
+    nan = np.isnan(a)
+    assert (nan == np.isnan(b)).all()
+    bad = (a.view(np.uint32) != b.view(np.uint32)) & ~nan
+    assert not bad.any(), f"{bad.sum()} differ, first at {np.argwhere(bad)[0]}"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reference_port_round_is_the_compiled_ones(mode):
+    """reference.port_round (what a bound matmul's finish runs before the full stage is in)
+    against the compiled port_round: bias or none, a limit or none (NaN), flush or not."""
+    kernels.wait()
+    from aneforge.hardware.kernels import compiled
+    rng = np.random.default_rng(mode)
+    acc = rng.choice(SPECIALS, (9, 16)).astype(np.float32) * rng.choice(
+        np.array([1.0, 0.75, 3.0], np.float32), (9, 16))
+    bias = rng.choice(SPECIALS, 16).astype(np.float32)
+    with np.errstate(all="ignore"):
+        for add in (np.zeros(0, np.float32), bias):
+            for limit in (np.float32(32760.0), np.float32(np.nan), np.float32(4.0)):
+                for flush in (False, True):
+                    a, b = acc.copy(), acc.copy()
+                    count = compiled.port_round(a, add, limit, flush, mode)
+                    assert reference.port_round(b, add, limit, flush, mode) == count
+                    _same(b, a)
+
+
+def test_port_round_and_the_narrow_sum_run_the_reference_until_the_full_stage(monkeypatch):
+    """With only the lean stage in (and under `forms("lean")`), a bound port_round and the
+    narrow sum run the numpy reference; once the full stage is in, the compiled kernels, a
+    port_round bound before too. The same bits either way."""
+    kernels.wait()
+    from aneforge.hardware.kernels import compiled
+    calls = []
+    for name in ("port_round", "narrow_sum"):
+        kernel = getattr(compiled, name)
+        monkeypatch.setattr(compiled, name,
+                            lambda *a, _k=kernel, _n=name: calls.append(_n) or _k(*a))
+    rng = np.random.default_rng(5)
+    acc = rng.choice(SPECIALS, (6, 8)).astype(np.float32) * np.float32(300.0)
+    bias = rng.choice(SPECIALS, 8).astype(np.float32)
+    terms = rng.choice(SPECIALS, (12, 8)).astype(np.float32)
+
+    def run(bound):
+        out = acc.copy()
+        finish = kernels.port_bound(out, bias, 32760.0, True, 4)
+        return finish(), out, kernels.narrow_sum(terms, 4), bound
+
+    with kernels.using("numba"), np.errstate(all="ignore"):
+        with kernels.forms("lean"):
+            lean_block = run(None)
+        assert calls == []
+        monkeypatch.setattr(kernels, "_FULL", type(kernels._FULL)())      # the lean stage
+        out = acc.copy()
+        early = kernels.port_bound(out, bias, 32760.0, True, 4)         # bound before
+        lean = run(None)
+        assert calls == []
+        kernels._FULL.set()
+        assert early() == lean[0]
+        full = run(None)
+    assert calls == ["port_round", "port_round", "narrow_sum"]          # early's, then run's
+    _same(out, full[1])
+    for other in (lean_block, lean):
+        assert other[0] == full[0]
+        _same(other[1], full[1])
+        _same(other[2], full[2])
+
+
+def test_the_lean_forms_compile_at_their_optimization_level(monkeypatch):
+    """`_opt` sets numba's optimization level for the compiles of a block (numba reads
+    NUMBA_OPT again when the environment changed) and puts it back after; compile_warm
+    compiles the lean forms (`LEAN`) under LEAN_OPT and every other kernel at the level set."""
+    from numba import njit
+    from numba.core import config
+    monkeypatch.delenv("NUMBA_OPT", raising=False)
+    seen = []
+
+    def probe():
+        njit(lambda: None).compile(())       # a compile: numba reads its settings again
+        seen.append(int(config.OPT))
+    probe()
+    with kernels._opt(kernels.LEAN_OPT):
+        assert os.environ["NUMBA_OPT"] == str(kernels.LEAN_OPT)
+        probe()
+    assert "NUMBA_OPT" not in os.environ
+    probe()
+    assert seen == [3, kernels.LEAN_OPT, 3]
+    levels = {}
+    monkeypatch.setattr(kernels, "_kernels", lambda warm: [
+        (type("K", (), {"compile": lambda self, sig, _n=f"{m}.{n}": levels.setdefault(
+            _n, os.environ.get("NUMBA_OPT"))})(), ()) for m, n, _ in warm])
+    kernels.compile_warm()
+    lean = {f"{m}.{n}" for m, n in kernels.LEAN}
+    assert lean and {n for n, level in levels.items() if level == str(kernels.LEAN_OPT)} == lean
+    assert all(level is None for n, level in levels.items() if n not in lean)
+
+
+def test_a_stage_with_nothing_to_compile_starts_no_child(monkeypatch):
+    """The loader publishes an empty stage at once (a WARM cut down to lean kernels only):
+    no compiling child is started for it (its child failed on an empty list of groups)."""
+    started = []
+    monkeypatch.setattr(kernels, "_compile_elsewhere", lambda warm, nice=0: started.append(warm))
+    loader = kernels._Loader()
+    published = []
+    monkeypatch.setattr(loader, "_publish", lambda module, full=True: published.append(full))
+    loader._compile(object(), [((), True)])
+    assert started == [] and published == [True]
+
+
+def test_the_startup_bench_reports_the_lean_stages_cpu():
+    """bench/startup.py's first run reports the CPU seconds its job and the compiling
+    children spent until the first step on compiled kernels (the job's `lean_cpu`), NaN from
+    a record without it."""
+    from aneforge.bench.startup import arrivals
+    times = [0.1, 4.0] + [1e-3] * 100 + [5e-4] * 100
+    stages = ["numpy"] * 2 + ["lean"] * 100 + ["full"] * 100
+    run = {"times": times, "stages": stages, "log": []}
+    assert arrivals(dict(run, lean_cpu=7.5), 100)["lean_cpu"] == 7.5
+    assert np.isnan(arrivals(run, 100)["lean_cpu"])
