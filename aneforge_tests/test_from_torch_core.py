@@ -111,28 +111,6 @@ def _leaf(x):
     return af.tensor(x, requires_grad=grad), torch.tensor(x, requires_grad=grad)
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_core_aten_routes_match_torch_forward_and_gradients(name):
-    fn, inputs = CASES[name]
-    torch.manual_seed(0)
-    net = fn if isinstance(fn, tnn.Module) else Fn(fn)
-    model = af.from_torch(net, tuple(torch.tensor(x) for x in inputs), core_aten=True)
-    pairs = [_leaf(x) for x in inputs]
-    y, ty = model(*[a for a, _ in pairs]), net(*[t for _, t in pairs])
-    af.testing.assert_close(y, ty.detach(), rtol=2 ** -5, atol=2 ** -8)
-    if not ty.is_floating_point():
-        return
-    w = RNG.standard_normal(ty.shape).astype(np.float32)       # a fixed random projection
-    (y * af.tensor(w)).sum().backward()
-    (ty * torch.from_numpy(w)).sum().backward()
-    for (a, t), x in zip(pairs, inputs):
-        if t.grad is not None:
-            af.testing.assert_close(a.grad, t.grad, rtol=2 ** -5, atol=2 ** -8)
-    for k, p in model.named_parameters():
-        af.testing.assert_close(p.grad, dict(net.named_parameters())[k].grad,
-                                rtol=2 ** -5, atol=2 ** -8)
-
-
 class AllCases(tnn.Module):
     """Every case side by side in one module: one export and one decomposition (each of
     torch's is per op, so the ops are those of the cases exported one by one, in ~1/10 of
@@ -149,6 +127,50 @@ class AllCases(tnn.Module):
             out.append(net(*args[at:at + n]))
             at += n
         return tuple(out)
+
+
+@pytest.fixture(scope="module")
+def all_cases():
+    """Every case through one from_torch of `AllCases` (one export and one decomposition, not
+    one per case: ~1 s of CPU each) and one backward of the sum of each case's fixed random
+    projection: each case has its own inputs and parameters, so the gradients a case gets are
+    those of its own projection alone (the sum's gradient is exactly 1 on each term).
+    {name: (aneforge output, torch output, [(aneforge input, torch input)],
+    [(aneforge parameter, torch parameter)])}."""
+    torch.manual_seed(0)
+    net = AllCases()
+    inputs = [x for _, case in CASES.values() for x in case]
+    model = af.from_torch(net, tuple(torch.tensor(x) for x in inputs), core_aten=True)
+    pairs = [_leaf(x) for x in inputs]
+    ys, tys = model(*[a for a, _ in pairs]), net(*[t for _, t in pairs])
+    loss, tloss = 0, 0
+    for y, ty in zip(ys, tys):
+        if ty.is_floating_point():
+            w = RNG.standard_normal(ty.shape).astype(np.float32)   # a fixed random projection
+            loss, tloss = loss + (y * af.tensor(w)).sum(), tloss + (ty * torch.from_numpy(w)).sum()
+    loss.backward()
+    tloss.backward()
+    params, tparams = dict(model.named_parameters()), dict(net.named_parameters())
+    got, at = {}, 0
+    for i, (name, (_, case)) in enumerate(CASES.items()):
+        mine = [k for k in tparams if k.startswith(f"nets.{i}.")]
+        got[name] = (ys[i], tys[i], pairs[at:at + len(case)],
+                     [(params[k], tparams[k]) for k in mine])
+        at += len(case)
+    return got
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_core_aten_routes_match_torch_forward_and_gradients(name, all_cases):
+    y, ty, pairs, params = all_cases[name]
+    af.testing.assert_close(y, ty.detach(), rtol=2 ** -5, atol=2 ** -8)
+    if not ty.is_floating_point():
+        return
+    for a, t in pairs:
+        if t.grad is not None:
+            af.testing.assert_close(a.grad, t.grad, rtol=2 ** -5, atol=2 ** -8)
+    for p, tp in params:
+        af.testing.assert_close(p.grad, tp.grad, rtol=2 ** -5, atol=2 ** -8)
 
 
 def test_the_cases_run_most_of_the_routed_core_ops():

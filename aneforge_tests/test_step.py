@@ -5,6 +5,7 @@ after `opt.step()`, a closure, GradScaler, gradient clipping, a `.grad` read for
 one must run exactly one program per step (no part of the forward or backward recomputed) and
 compile it once; shapes that record the same ops must give bit-equal weights.
 """
+import functools
 import threading
 import traceback
 
@@ -18,15 +19,16 @@ import aneforge.nn.functional as F
 STEPS = 200
 
 
-def _digits_batches(batch=32):
+@functools.lru_cache(maxsize=1)
+def digits_batches(batch=32):
+    """STEPS batches of the digits images and labels, loaded at the first test that trains
+    (not at collection: scikit-learn's import costs each pytest-xdist worker seconds of CPU,
+    also the one that runs none of these tests)."""
     from sklearn.datasets import load_digits
     digits = load_digits()
     order = np.random.default_rng(0).permutation(len(digits.target))
     idx = np.resize(order, STEPS * batch).reshape(STEPS, batch)
     return (digits.data[idx] / 16).astype(np.float32), digits.target[idx]
-
-
-X, Y = _digits_batches()
 
 
 def make(seed=0, opt=af.optim.AdamW, **kw):
@@ -36,7 +38,8 @@ def make(seed=0, opt=af.optim.AdamW, **kw):
 
 
 def loss_of(model, i):
-    return F.cross_entropy(model(af.tensor(X[i])), af.tensor(Y[i]))
+    x, y = digits_batches()
+    return F.cross_entropy(model(af.tensor(x[i])), af.tensor(y[i]))
 
 
 def zero_grad_forward_backward(model, opt, i):
