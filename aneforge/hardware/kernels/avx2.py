@@ -11,8 +11,14 @@ tile is a chain of ~50 cycles of latency, and its vectorized j loop ran one chai
 iteration, the output row loaded and stored per tile (~2 instructions a cycle). Here a call
 does a strip of one output row, 4 vectors of 8 columns side by side, over a chunk of K's
 tiles: the accumulators stay in registers across the tiles, and the loop is software
-pipelined (an iteration does the first add of the next tile beside the rest of the current
-one), 8 independent chains.
+pipelined three deep (an iteration does the first add of tile t + 2, the second of t + 1,
+the third and the accumulation of t): 12 independent chains, where two deep (the first add
+of the next tile beside the rest of the current one) had 8. Each strip's rows of y over a
+chunk of K are first copied into a contiguous buffer (`plain_block8`), which every row of
+the block then reads: rows of y 2048 columns apart (a char-LM's weight) all fall in the same
+sets of the first-level cache, and a strip read in place kept missing it. Together 1.05-1.1x on
+the GPT-style and char-LM products (2-core AMD EPYC, Zen 3; `_copy_strip` costs a copy of
+y per block of rows, ~2% at 8 rows).
 
 `tiles_along_k` / `tiles8` compute the tiles of one row of products side by side instead (lane
 t = tile t, 8 tiles a vector), for single-column outputs (`compiled._thin_k`: BatchNorm's and
@@ -33,8 +39,8 @@ _I64 = ir.IntType(64)
 _F0 = ir.Constant(ir.FloatType(), 0.0)
 RUNS = 4            # vectors of 8 columns per strip (more spill registers: slower)
 GROUPS = 1
-CHUNK = 256         # K per pass over a block: y's rows of a strip stay in the first-level cache
-                    # across the block's rows
+CHUNK = 128         # K per pass over a block: its strip of y (16 KB, copied) stays in the
+                    # first-level cache across the block's rows
 
 
 def _features() -> set:
@@ -114,7 +120,9 @@ def _splat(b, v, vec=_VEC, i32=False):
 
 class _Strip:
     """The code of one strip: o[i, j:j+8*runs] = the plain-tile matmul of x[i] and
-    y[:, j:j+8*runs] (float32, C-contiguous, 2-D) over the full tiles starting at
+    y[:, j:j+8*runs] (float32, C-contiguous, 2-D; row kk of y at row kk - y0 and column yj
+    of the array `y`: the caller's copy of a chunk of K's rows of the strip, or y itself with
+    y0 = 0 and yj = j) over the full tiles starting at
     live[first:end] (in order; the others' x lanes are all 0, products +-0 that leave the
     accumulator as it is: y is finite in a plain block), from +0 when `fresh`, else from o's
     values (a later chunk of K), then the last tile when K % 4 != 0 and `ends`; `masked`: one
@@ -124,17 +132,26 @@ class _Strip:
         self.b, self.runs, self.masked = builder, runs, masked
         self.o, self.x, self.y, self.live = (context.make_array(t)(context, builder, v) for t, v
                                              in zip(sig.args[:4], args))
-        self.i, self.j, count, self.first, self.end, self.fresh, self.ends = args[4:]
+        self.i, self.j, count, self.first, self.end, self.fresh, self.ends, self.y0, \
+            self.yj = args[4:]
         self.k = cgutils.unpack_tuple(builder, self.x.shape)[1]
-        self.n = cgutils.unpack_tuple(builder, self.y.shape)[1]
+        self.n = cgutils.unpack_tuple(builder, self.o.shape)[1]
+        self.ny = cgutils.unpack_tuple(builder, self.y.shape)[1]
         if masked:
             index = ir.Constant(_IVEC, [ir.Constant(_I32, i) for i in range(8)])
             self.mask = builder.icmp_unsigned("<", index, _splat(builder, count, _IVEC, True))
 
-    def _ptr(self, arr, row, c):
+    def _ptr(self, row, c):
+        """Where o[row, j + 8c] is."""
         b = self.b
         at = b.add(b.mul(row, self.n), b.add(self.j, _i64(8 * c)))
-        return b.bitcast(b.gep(arr.data, [at]), _VEC.as_pointer())
+        return b.bitcast(b.gep(self.o.data, [at]), _VEC.as_pointer())
+
+    def _y_ptr(self, kk, c):
+        """Where y's row kk, column j + 8c is (see the class)."""
+        b = self.b
+        at = b.add(b.mul(b.sub(kk, self.y0), self.ny), b.add(self.yj, _i64(8 * c)))
+        return b.bitcast(b.gep(self.y.data, [at]), _VEC.as_pointer())
 
     def load(self, ptr):
         if self.masked:
@@ -156,7 +173,7 @@ class _Strip:
     def products(self, a, kk):
         """a * y[kk, j + 8c] for each run c."""
         b = self.b
-        return [b.fmul(_splat(b, a), self.load(self._ptr(self.y, kk, c)))
+        return [b.fmul(_splat(b, a), self.load(self._y_ptr(kk, c)))
                 for c in range(self.runs)]
 
     def lane(self, k0, lane):
@@ -167,13 +184,20 @@ class _Strip:
         """The first add of the full tile at k0 (lanes 0, 1)."""
         return _cut_sum8(self.b, self.lane(k0, 0), self.lane(k0, 1))
 
+    def middle(self, k0, s):
+        """The second add of the full tile at k0, from its first add s (lane 2)."""
+        return _cut_sum8(self.b, s, self.lane(k0, 2))
+
+    def end_add(self, k0, s, accs):
+        """accs + the carry-cut third add of the full tile at k0, from its second add s."""
+        return self.add(accs, _cut_sum8(self.b, s, self.lane(k0, 3)))
+
     def add(self, accs, t):
         return _each(lambda acc, v: self.b.fadd(acc, _cut12(self.b, v)), accs, t)
 
     def rest(self, k0, s, accs):
         """accs + the carry-cut sum of the full tile at k0, from its first add s."""
-        b = self.b
-        return self.add(accs, _cut_sum8(b, _cut_sum8(b, s, self.lane(k0, 2)), self.lane(k0, 3)))
+        return self.end_add(k0, self.middle(k0, s), accs)
 
     def last(self, accs):
         """accs + the last tile when K % 4 != 0: x's missing lanes 0 against y's last row
@@ -194,12 +218,12 @@ class _Strip:
     def start(self):
         b, zero = self.b, ir.Constant(_VEC, [_F0] * 8)
         fresh = b.icmp_unsigned("!=", self.fresh, ir.Constant(self.fresh.type, 0))
-        return [b.select(fresh, zero, self.load(self._ptr(self.o, self.i, c)))
+        return [b.select(fresh, zero, self.load(self._ptr(self.i, c)))
                 for c in range(self.runs)]
 
     def finish(self, accs):
         for c, v in enumerate(accs):
-            self.store(v, self._ptr(self.o, self.i, c))
+            self.store(v, self._ptr(self.i, c))
 
 
 def _phis(b, values, *incoming):
@@ -212,35 +236,46 @@ def _phis(b, values, *incoming):
 
 
 def _strip_codegen(runs, masked):
+    """The strip's loop over its live tiles first .. end, three deep: with two or more, the
+    prologue starts tiles 0 and 1 (two adds of the first, one of the second), each iteration
+    starts tile t + 2, continues t + 1 and ends t (accumulated in order), the drain ends the
+    last two; a single tile runs on its own. Then the last partial tile (K % 4 != 0)."""
     def codegen(context, builder, sig, args):
         if not EIGHT:                # never called then (`plain_block8`); nothing to emit
             return context.get_dummy_value()
         s, b = _Strip(context, builder, sig, args, runs, masked), builder
-        accs, entry = s.start(), b.block
-        start, loop, drain, tail, last, done = (b.append_basic_block(name) for name in (
-            "start", "loop", "drain", "tail", "last", "done"))
-        b.cbranch(b.icmp_signed("<", s.first, s.end), start, tail)
-        b.position_at_end(start)                   # the first live tile's first add
-        k0 = s.tile_at(s.first)
-        s1, after = s.head(k0), b.add(s.first, _i64(1))
+        accs = s.start()
+        pro, loop, drain, few, one, tail, last, done = (b.append_basic_block(name) for name in (
+            "pro", "loop", "drain", "few", "one", "tail", "last", "done"))
+        b.cbranch(b.icmp_signed(">=", b.sub(s.end, s.first), _i64(2)), pro, few)
+        b.position_at_end(pro)                     # tiles 0 and 1 started
+        k0, k1 = s.tile_at(s.first), s.tile_at(b.add(s.first, _i64(1)))
+        s2, s1 = s.middle(k0, s.head(k0)), s.head(k1)
+        after = b.add(s.first, _i64(2))
         b.cbranch(b.icmp_signed("<", after, s.end), loop, drain)
-        b.position_at_end(loop)          # the next tile's first add, the current one's rest
-        idx, cur = _phis(b, [after, k0], ([after, k0], start))
-        part, acc = _phis(b, s1, (s1, start)), _phis(b, accs, (accs, start))
-        nk = s.tile_at(idx)
-        nxt, new = s.head(nk), s.rest(cur, part, acc)
+        b.position_at_end(loop)        # start t + 2, continue t + 1, end t
+        idx, kc, kn = _phis(b, [after, k0, k1], ([after, k0, k1], pro))
+        p2, p1, acc = (_phis(b, v, (v, pro)) for v in (s2, s1, accs))
+        knew = s.tile_at(idx)
+        h, m, new = s.head(knew), s.middle(kn, p1), s.end_add(kc, p2, acc)
         idx2 = b.add(idx, _i64(1))
-        for phi, v in zip([idx, cur] + part + acc, [idx2, nk] + nxt + new):
+        for phi, v in zip([idx, kc, kn] + p2 + p1 + acc, [idx2, kn, knew] + m + h + new):
             phi.add_incoming(v, loop)
         b.cbranch(b.icmp_signed("<", idx2, s.end), loop, drain)
-        b.position_at_end(drain)                   # the rest of the last live tile
-        dk = _phis(b, [k0], ([k0], start), ([nk], loop))[0]
-        dpart = _phis(b, s1, (s1, start), (nxt, loop))
-        dacc = _phis(b, accs, (accs, start), (new, loop))
-        drained = s.rest(dk, dpart, dacc)
+        b.position_at_end(drain)                   # end the last two
+        dc, dn = _phis(b, [k0, k1], ([k0, k1], pro), ([kn, knew], loop))
+        d2, d1 = _phis(b, s2, (s2, pro), (m, loop)), _phis(b, s1, (s1, pro), (h, loop))
+        dacc = _phis(b, accs, (accs, pro), (new, loop))
+        drained = s.rest(dn, d1, s.end_add(dc, d2, dacc))
+        b.branch(tail)
+        b.position_at_end(few)                     # no live tile, or one
+        b.cbranch(b.icmp_signed("<", s.first, s.end), one, tail)
+        b.position_at_end(one)
+        k = s.tile_at(s.first)
+        alone = s.rest(k, s.head(k), accs)
         b.branch(tail)
         b.position_at_end(tail)
-        tacc = _phis(b, accs, (accs, entry), (drained, drain))
+        tacc = _phis(b, accs, (drained, drain), (accs, few), (alone, one))
         odd = b.icmp_signed("!=", b.srem(s.k, _i64(4)), _i64(0))
         ends = b.icmp_unsigned("!=", s.ends, ir.Constant(s.ends.type, 0))
         b.cbranch(b.and_(odd, ends), last, done)
@@ -255,12 +290,12 @@ def _strip_codegen(runs, masked):
 
 def _strip(runs, masked):
     @intrinsic
-    def strip(typingctx, o, x, y, live, i, j, count, first, end, fresh, ends):
+    def strip(typingctx, o, x, y, live, i, j, count, first, end, fresh, ends, y0, yj):
         """See `_Strip`."""
         if not all(isinstance(t, types.Array) and t.dtype == types.float32 and t.ndim == 2
                    and t.layout == "C" for t in (o, x, y)):
             return None
-        sig = types.none(o, x, y, live, i, j, count, first, end, fresh, ends)
+        sig = types.none(o, x, y, live, i, j, count, first, end, fresh, ends, y0, yj)
         return sig, _strip_codegen(runs, masked)
     return strip
 
@@ -353,11 +388,23 @@ def _chunk_ends(live, first, count, end, below):
 
 
 @njit(cache=True)
+def _copy_strip(yb, strip, kb, j):
+    """strip[:kn] = yb[kb:kb + kn, j:j + strip's width], kn the rows of the chunk from kb.
+    (Prefetching the next strip's rows here made the char-LM's products slower, not faster.)"""
+    w = strip.shape[1]
+    for kk in range(min(strip.shape[0], yb.shape[0] - kb)):
+        src, dst = yb[kb + kk], strip[kk]
+        for c in range(w):
+            dst[c] = src[j + c]
+
+
+@njit(cache=True)
 def plain_block8(xb, yb, ob, i0, i1):
     """Rows i0 .. i1 of ob = xb @ yb by the plain tile, in strips (see the module's docstring):
-    K in chunks of CHUNK, each chunk's strips of 32 columns row after row (y's rows of the
-    strip stay in cache), the last n % 32 columns by masked strips of 8. A row's tiles whose
-    x lanes are all 0 are skipped (one-hot and relu'd operands)."""
+    K in chunks of CHUNK, each chunk's strips of 32 columns row after row (the strip's rows of
+    y copied into one contiguous buffer first, which stays in cache), the last n % 32 columns
+    by masked strips of 8 reading y in place. A row's tiles whose x lanes are all 0 are
+    skipped (one-hot and relu'd operands)."""
     n, k, r = ob.shape[1], xb.shape[1], i1 - i0
     live = np.empty(r * (k // 4), np.int64)
     first, count, end = np.empty(r, np.int64), np.empty(r, np.int64), np.empty(r, np.int64)
@@ -365,14 +412,17 @@ def plain_block8(xb, yb, ob, i0, i1):
         first[i] = i * (k // 4)
         count[i] = _live_tiles(xb[i0 + i], live, first[i])
     wide = n - n % (8 * RUNS)
+    strip = np.empty((min(CHUNK, k) if wide else 0, 8 * RUNS), np.float32)
     for kb in range(0, max(k, 1), CHUNK):
         fresh, ends = kb == 0, kb + CHUNK >= k
         _chunk_ends(live, first, count, end, kb + CHUNK)
         for j in range(0, wide, 8 * RUNS):
+            _copy_strip(yb, strip, kb, j)
             for i in range(r):
-                _strip32(ob, xb, yb, live, i0 + i, j, 8 * RUNS, first[i], end[i], fresh, ends)
+                _strip32(ob, xb, strip, live, i0 + i, j, 8 * RUNS, first[i], end[i], fresh, ends,
+                         kb, 0)
         for j in range(wide, n, 8):
             for i in range(r):
                 _strip8(ob, xb, yb, live, i0 + i, j, min(8, n - j), first[i], end[i], fresh,
-                        ends)
+                        ends, 0, j)
         first[:] = end
