@@ -3,8 +3,8 @@ the numpy reference (`reference.tile_matmul`, the definition): each strip of 32 
 copied chunk by chunk (CHUNK rows of K) into a buffer of its own before the block's rows read
 it, and the strip's loop three tiles deep (a prologue of two tiles, a drain of two, a single
 live tile on its own). The shapes put K around the chunk's edges, rows with 0, 1, 2 and 3
-live tiles in a chunk, strips of 32 beside masked vectors of 8, and wide y (2048 columns,
-the char-LM's weight). On a CPU where numba targets no AVX2 the 8-lane strips are not
+live tiles in a chunk, strips of 32 beside masked vectors of 8, and wide y (1024 columns
+and more, whose strips are copied in blocks of 4 rows or more: the char-LM's weight has 2048). On a CPU where numba targets no AVX2 the 8-lane strips are not
 compiled in; the tile matmul is still checked against the reference there."""
 import numpy as np
 import pytest
@@ -38,7 +38,8 @@ def _operands(m, k, n, seed, chunk):
 
 SHAPES = [(8, 127, 32), (8, 128, 64), (9, 129, 40), (6, 130, 71), (5, 257, 96), (8, 300, 33),
           (7, 8, 32), (8, 4, 32), (8, 5, 65), (6, 3, 40), (8, 256, 2048), (16, 64, 256),
-          (32, 32, 32), (8, 2048, 64)]
+          (32, 32, 32), (8, 2048, 64), (6, 130, 1064), (9, 301, 1027), (4, 129, 1024),
+          (2, 64, 1056)]
 
 
 def _eight():
@@ -72,15 +73,16 @@ def test_strips_equal_reference(shape):
 
 
 def test_strip_copies_are_of_the_chunk():
-    """Each chunk's strip reads y's rows of that chunk and its own columns: y's rows differ
-    chunk to chunk and its strips column to column, so a strip copied from the wrong rows or
-    columns (or a stale copy) changes the result."""
+    """Each chunk's strip (copied: y of 1056 columns, 8 rows) reads y's rows of that chunk
+    and its own columns: y's rows differ chunk to chunk and its strips column to column, so a
+    strip copied from the wrong rows or columns (or a stale copy) changes the result."""
     rng = np.random.default_rng(7)
-    k, n = 300, 96
+    k, n = 300, 1056
     y = np.zeros((k, n), np.float32)
     y[:, :] = (np.arange(k)[:, None] % 7 + 1) * (np.arange(n)[None, :] % 5 + 1)
     y *= np.float32(2.0 ** -6)
     x = rng.integers(-3, 4, (8, k)).astype(np.float32)
+    y[:, 1000:] *= np.float32(-1.0)
     with np.errstate(all="ignore"):
         want = reference.tile_matmul(x, y, 0, 0, np.inf)
     if _eight():

@@ -15,10 +15,12 @@ pipelined three deep (an iteration does the first add of tile t + 2, the second 
 the third and the accumulation of t): 12 independent chains, where two deep (the first add
 of the next tile beside the rest of the current one) had 8. Each strip's rows of y over a
 chunk of K are first copied into a contiguous buffer (`plain_block8`), which every row of
-the block then reads: rows of y 2048 columns apart (a char-LM's weight) all fall in the same
-sets of the first-level cache, and a strip read in place kept missing it. Together 1.05-1.1x on
-the GPT-style and char-LM products (2-core AMD EPYC, Zen 3; `_copy_strip` costs a copy of
-y per block of rows, ~2% at 8 rows).
+the block then reads, where y is wide (`COPY_COLUMNS`): rows of y 2048 columns apart (a
+char-LM's weight) all fall in a few sets of the first- and second-level caches, and a strip
+read in place went to the third level for every row of the block. On a 2-core AMD EPYC (Zen
+3), minimum process time of 50 interleaved rounds: the char-LM's [64, 256] @ [256, 2048] and
+[256, 64] @ [64, 2048] 1.25-1.35x faster (0.24 against 0.32, 0.22 against 0.29 ns a product),
+the GPT-style ones (K and N of 64-256) 1.0-1.05x from the deeper pipeline.
 
 `tiles_along_k` / `tiles8` compute the tiles of one row of products side by side instead (lane
 t = tile t, 8 tiles a vector), for single-column outputs (`compiled._thin_k`: BatchNorm's and
@@ -39,6 +41,10 @@ _I64 = ir.IntType(64)
 _F0 = ir.Constant(ir.FloatType(), 0.0)
 RUNS = 4            # vectors of 8 columns per strip (more spill registers: slower)
 GROUPS = 1
+COPY_COLUMNS = 1024  # y this wide has its strips copied (`plain_block8`), in blocks of at
+COPY_ROWS = 4       # least COPY_ROWS rows: narrower, a strip read in place stays in the
+                    # second-level cache, and the copy cost more than it saved (1.05-1.15x
+                    # slower at 64-512 columns, 1.5x for one row of [1, 256] @ [256, 64])
 CHUNK = 128         # K per pass over a block: its strip of y (16 KB, copied) stays in the
                     # first-level cache across the block's rows
 
@@ -402,26 +408,35 @@ def _copy_strip(yb, strip, kb, j):
 @njit(cache=True)
 def plain_block8(xb, yb, ob, i0, i1):
     """Rows i0 .. i1 of ob = xb @ yb by the plain tile, in strips (see the module's docstring):
-    K in chunks of CHUNK, each chunk's strips of 32 columns row after row (the strip's rows of
-    y copied into one contiguous buffer first, which stays in cache), the last n % 32 columns
-    by masked strips of 8 reading y in place. A row's tiles whose x lanes are all 0 are
+    K in chunks of CHUNK, each chunk's strips of 32 columns row after row (for y of at least
+    COPY_COLUMNS columns and blocks of at least COPY_ROWS rows, the strip's rows of y copied
+    into one contiguous buffer first, which stays in cache), the last n % 32 columns by
+    masked strips of 8 reading y in place. A row's tiles whose x lanes are all 0 are
     skipped (one-hot and relu'd operands)."""
     n, k, r = ob.shape[1], xb.shape[1], i1 - i0
-    live = np.empty(r * (k // 4), np.int64)
-    first, count, end = np.empty(r, np.int64), np.empty(r, np.int64), np.empty(r, np.int64)
+    tiles = r * (k // 4)                # one allocation for the four index arrays (a task
+    ints = np.empty(tiles + 3 * r, np.int64)    # of GPT-style shapes is ~10 us; each ~0.1)
+    live, first = ints[:tiles], ints[tiles:tiles + r]
+    count, end = ints[tiles + r:tiles + 2 * r], ints[tiles + 2 * r:]
     for i in range(r):
         first[i] = i * (k // 4)
         count[i] = _live_tiles(xb[i0 + i], live, first[i])
     wide = n - n % (8 * RUNS)
-    strip = np.empty((min(CHUNK, k) if wide else 0, 8 * RUNS), np.float32)
+    copied = wide > 0 and r >= COPY_ROWS and n >= COPY_COLUMNS
+    strip = np.empty((min(CHUNK, k) if copied else 0, 8 * RUNS), np.float32)
     for kb in range(0, max(k, 1), CHUNK):
         fresh, ends = kb == 0, kb + CHUNK >= k
         _chunk_ends(live, first, count, end, kb + CHUNK)
         for j in range(0, wide, 8 * RUNS):
-            _copy_strip(yb, strip, kb, j)
-            for i in range(r):
-                _strip32(ob, xb, strip, live, i0 + i, j, 8 * RUNS, first[i], end[i], fresh, ends,
-                         kb, 0)
+            if copied:
+                _copy_strip(yb, strip, kb, j)
+                for i in range(r):
+                    _strip32(ob, xb, strip, live, i0 + i, j, 8 * RUNS, first[i], end[i], fresh,
+                             ends, kb, 0)
+            else:
+                for i in range(r):
+                    _strip32(ob, xb, yb, live, i0 + i, j, 8 * RUNS, first[i], end[i], fresh,
+                             ends, 0, j)
         for j in range(wide, n, 8):
             for i in range(r):
                 _strip8(ob, xb, yb, live, i0 + i, j, min(8, n - j), first[i], end[i], fresh,
