@@ -20,7 +20,10 @@ char-LM's weight) all fall in a few sets of the first- and second-level caches, 
 read in place went to the third level for every row of the block. On a 2-core AMD EPYC (Zen
 3), minimum process time of 50 interleaved rounds: the char-LM's [64, 256] @ [256, 2048] and
 [256, 64] @ [64, 2048] 1.25-1.35x faster (0.24 against 0.32, 0.22 against 0.29 ns a product),
-the GPT-style ones (K and N of 64-256) 1.0-1.05x from the deeper pipeline.
+the GPT-style ones (K and N of 64-256) 1.0-1.05x from the deeper pipeline. The masked
+strips (the last n % 32 columns) run one tile an iteration instead: the deep loop's code in
+them too cost the full tile matmul's compile ~25% more CPU (29-31 s against 36-39 s), and a
+product with such a strip (a vocabulary of 65) ~3% of its time.
 
 `tiles_along_k` / `tiles8` compute the tiles of one row of products side by side instead (lane
 t = tile t, 8 tiles a vector), for single-column outputs (`compiled._thin_k`: BatchNorm's and
@@ -241,47 +244,75 @@ def _phis(b, values, *incoming):
     return out
 
 
-def _strip_codegen(runs, masked):
-    """The strip's loop over its live tiles first .. end, three deep: with two or more, the
+def _deep(s, b, accs, tail):
+    """The loop over the strip's live tiles first .. end, three deep: with two or more, the
     prologue starts tiles 0 and 1 (two adds of the first, one of the second), each iteration
     starts tile t + 2, continues t + 1 and ends t (accumulated in order), the drain ends the
-    last two; a single tile runs on its own. Then the last partial tile (K % 4 != 0)."""
+    last two; a single tile runs on its own. Branches to `tail`; returns the (accumulators,
+    block) pairs arriving there."""
+    pro, loop, drain, few, one = (b.append_basic_block(name) for name in (
+        "pro", "loop", "drain", "few", "one"))
+    b.cbranch(b.icmp_signed(">=", b.sub(s.end, s.first), _i64(2)), pro, few)
+    b.position_at_end(pro)                     # tiles 0 and 1 started
+    k0, k1 = s.tile_at(s.first), s.tile_at(b.add(s.first, _i64(1)))
+    s2, s1 = s.middle(k0, s.head(k0)), s.head(k1)
+    after = b.add(s.first, _i64(2))
+    b.cbranch(b.icmp_signed("<", after, s.end), loop, drain)
+    b.position_at_end(loop)        # start t + 2, continue t + 1, end t
+    idx, kc, kn = _phis(b, [after, k0, k1], ([after, k0, k1], pro))
+    p2, p1, acc = (_phis(b, v, (v, pro)) for v in (s2, s1, accs))
+    knew = s.tile_at(idx)
+    h, m, new = s.head(knew), s.middle(kn, p1), s.end_add(kc, p2, acc)
+    idx2 = b.add(idx, _i64(1))
+    for phi, v in zip([idx, kc, kn] + p2 + p1 + acc, [idx2, kn, knew] + m + h + new):
+        phi.add_incoming(v, loop)
+    b.cbranch(b.icmp_signed("<", idx2, s.end), loop, drain)
+    b.position_at_end(drain)                   # end the last two
+    dc, dn = _phis(b, [k0, k1], ([k0, k1], pro), ([kn, knew], loop))
+    d2, d1 = _phis(b, s2, (s2, pro), (m, loop)), _phis(b, s1, (s1, pro), (h, loop))
+    dacc = _phis(b, accs, (accs, pro), (new, loop))
+    drained = s.rest(dn, d1, s.end_add(dc, d2, dacc))
+    b.branch(tail)
+    b.position_at_end(few)                     # no live tile, or one
+    b.cbranch(b.icmp_signed("<", s.first, s.end), one, tail)
+    b.position_at_end(one)
+    k = s.tile_at(s.first)
+    alone = s.rest(k, s.head(k), accs)
+    b.branch(tail)
+    return [(drained, drain), (accs, few), (alone, one)]
+
+
+def _one_by_one(s, b, accs, tail):
+    """The loop over the strip's live tiles one tile an iteration (the masked strips: a few
+    columns past the last strip of 32, not worth the deep loop's code, ~1/4 of the tile
+    matmul's compile). Branches to `tail`; returns the (accumulators, block) pairs arriving
+    there."""
+    entry, loop = b.block, b.append_basic_block("each")
+    b.cbranch(b.icmp_signed("<", s.first, s.end), loop, tail)
+    b.position_at_end(loop)
+    idx = _phis(b, [s.first], ([s.first], entry))[0]
+    acc = _phis(b, accs, (accs, entry))
+    k = s.tile_at(idx)
+    new = s.rest(k, s.head(k), acc)
+    idx2 = b.add(idx, _i64(1))
+    for phi, v in zip([idx] + acc, [idx2] + new):
+        phi.add_incoming(v, loop)
+    b.cbranch(b.icmp_signed("<", idx2, s.end), loop, tail)
+    return [(accs, entry), (new, loop)]
+
+
+def _strip_codegen(runs, masked):
+    """The strip: its accumulators, the loop over its live tiles (`_deep`, or `_one_by_one`
+    for a masked strip), then the last partial tile (K % 4 != 0) and the store."""
     def codegen(context, builder, sig, args):
         if not EIGHT:                # never called then (`plain_block8`); nothing to emit
             return context.get_dummy_value()
         s, b = _Strip(context, builder, sig, args, runs, masked), builder
         accs = s.start()
-        pro, loop, drain, few, one, tail, last, done = (b.append_basic_block(name) for name in (
-            "pro", "loop", "drain", "few", "one", "tail", "last", "done"))
-        b.cbranch(b.icmp_signed(">=", b.sub(s.end, s.first), _i64(2)), pro, few)
-        b.position_at_end(pro)                     # tiles 0 and 1 started
-        k0, k1 = s.tile_at(s.first), s.tile_at(b.add(s.first, _i64(1)))
-        s2, s1 = s.middle(k0, s.head(k0)), s.head(k1)
-        after = b.add(s.first, _i64(2))
-        b.cbranch(b.icmp_signed("<", after, s.end), loop, drain)
-        b.position_at_end(loop)        # start t + 2, continue t + 1, end t
-        idx, kc, kn = _phis(b, [after, k0, k1], ([after, k0, k1], pro))
-        p2, p1, acc = (_phis(b, v, (v, pro)) for v in (s2, s1, accs))
-        knew = s.tile_at(idx)
-        h, m, new = s.head(knew), s.middle(kn, p1), s.end_add(kc, p2, acc)
-        idx2 = b.add(idx, _i64(1))
-        for phi, v in zip([idx, kc, kn] + p2 + p1 + acc, [idx2, kn, knew] + m + h + new):
-            phi.add_incoming(v, loop)
-        b.cbranch(b.icmp_signed("<", idx2, s.end), loop, drain)
-        b.position_at_end(drain)                   # end the last two
-        dc, dn = _phis(b, [k0, k1], ([k0, k1], pro), ([kn, knew], loop))
-        d2, d1 = _phis(b, s2, (s2, pro), (m, loop)), _phis(b, s1, (s1, pro), (h, loop))
-        dacc = _phis(b, accs, (accs, pro), (new, loop))
-        drained = s.rest(dn, d1, s.end_add(dc, d2, dacc))
-        b.branch(tail)
-        b.position_at_end(few)                     # no live tile, or one
-        b.cbranch(b.icmp_signed("<", s.first, s.end), one, tail)
-        b.position_at_end(one)
-        k = s.tile_at(s.first)
-        alone = s.rest(k, s.head(k), accs)
-        b.branch(tail)
+        tail, last, done = (b.append_basic_block(name) for name in ("tail", "last", "done"))
+        arriving = (_one_by_one if masked else _deep)(s, b, accs, tail)
         b.position_at_end(tail)
-        tacc = _phis(b, accs, (drained, drain), (accs, few), (alone, one))
+        tacc = _phis(b, accs, *arriving)
         odd = b.icmp_signed("!=", b.srem(s.k, _i64(4)), _i64(0))
         ends = b.icmp_unsigned("!=", s.ends, ir.Constant(s.ends.type, 0))
         b.cbranch(b.and_(odd, ends), last, done)
