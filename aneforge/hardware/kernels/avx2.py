@@ -11,8 +11,19 @@ tile is a chain of ~50 cycles of latency, and its vectorized j loop ran one chai
 iteration, the output row loaded and stored per tile (~2 instructions a cycle). Here a call
 does a strip of one output row, 4 vectors of 8 columns side by side, over a chunk of K's
 tiles: the accumulators stay in registers across the tiles, and the loop is software
-pipelined (an iteration does the first add of the next tile beside the rest of the current
-one), 8 independent chains.
+pipelined three deep (an iteration does the first add of tile t + 2, the second of t + 1,
+the third and the accumulation of t): 12 independent chains, where two deep (the first add
+of the next tile beside the rest of the current one) had 8. Each strip's rows of y over a
+chunk of K are first copied into a contiguous buffer (`plain_block8`), which every row of
+the block then reads, where y is wide (`COPY_COLUMNS`): rows of y 2048 columns apart (a
+char-LM's weight) all fall in a few sets of the first- and second-level caches, and a strip
+read in place went to the third level for every row of the block. On a 2-core AMD EPYC (Zen
+3), minimum process time of 50 interleaved rounds: the char-LM's [64, 256] @ [256, 2048] and
+[256, 64] @ [64, 2048] 1.25-1.35x faster (0.24 against 0.32, 0.22 against 0.29 ns a product),
+the GPT-style ones (K and N of 64-256) 1.0-1.05x from the deeper pipeline. The masked
+strips (the last n % 32 columns) run one tile an iteration instead: the deep loop's code in
+them too cost the full tile matmul's compile ~25% more CPU (29-31 s against 36-39 s), and a
+product with such a strip (a vocabulary of 65) ~3% of its time.
 
 `tiles_along_k` / `tiles8` compute the tiles of one row of products side by side instead (lane
 t = tile t, 8 tiles a vector), for single-column outputs (`compiled._thin_k`: BatchNorm's and
@@ -33,8 +44,12 @@ _I64 = ir.IntType(64)
 _F0 = ir.Constant(ir.FloatType(), 0.0)
 RUNS = 4            # vectors of 8 columns per strip (more spill registers: slower)
 GROUPS = 1
-CHUNK = 256         # K per pass over a block: y's rows of a strip stay in the first-level cache
-                    # across the block's rows
+COPY_COLUMNS = 1024  # y this wide has its strips copied (`plain_block8`), in blocks of at
+COPY_ROWS = 4       # least COPY_ROWS rows: narrower, a strip read in place stays in the
+                    # second-level cache, and the copy cost more than it saved (1.05-1.15x
+                    # slower at 64-512 columns, 1.5x for one row of [1, 256] @ [256, 64])
+CHUNK = 128         # K per pass over a block: its strip of y (16 KB, copied) stays in the
+                    # first-level cache across the block's rows
 
 
 def _features() -> set:
@@ -114,7 +129,9 @@ def _splat(b, v, vec=_VEC, i32=False):
 
 class _Strip:
     """The code of one strip: o[i, j:j+8*runs] = the plain-tile matmul of x[i] and
-    y[:, j:j+8*runs] (float32, C-contiguous, 2-D) over the full tiles starting at
+    y[:, j:j+8*runs] (float32, C-contiguous, 2-D; row kk of y at row kk - y0 and column yj
+    of the array `y`: the caller's copy of a chunk of K's rows of the strip, or y itself with
+    y0 = 0 and yj = j) over the full tiles starting at
     live[first:end] (in order; the others' x lanes are all 0, products +-0 that leave the
     accumulator as it is: y is finite in a plain block), from +0 when `fresh`, else from o's
     values (a later chunk of K), then the last tile when K % 4 != 0 and `ends`; `masked`: one
@@ -124,17 +141,26 @@ class _Strip:
         self.b, self.runs, self.masked = builder, runs, masked
         self.o, self.x, self.y, self.live = (context.make_array(t)(context, builder, v) for t, v
                                              in zip(sig.args[:4], args))
-        self.i, self.j, count, self.first, self.end, self.fresh, self.ends = args[4:]
+        self.i, self.j, count, self.first, self.end, self.fresh, self.ends, self.y0, \
+            self.yj = args[4:]
         self.k = cgutils.unpack_tuple(builder, self.x.shape)[1]
-        self.n = cgutils.unpack_tuple(builder, self.y.shape)[1]
+        self.n = cgutils.unpack_tuple(builder, self.o.shape)[1]
+        self.ny = cgutils.unpack_tuple(builder, self.y.shape)[1]
         if masked:
             index = ir.Constant(_IVEC, [ir.Constant(_I32, i) for i in range(8)])
             self.mask = builder.icmp_unsigned("<", index, _splat(builder, count, _IVEC, True))
 
-    def _ptr(self, arr, row, c):
+    def _ptr(self, row, c):
+        """Where o[row, j + 8c] is."""
         b = self.b
         at = b.add(b.mul(row, self.n), b.add(self.j, _i64(8 * c)))
-        return b.bitcast(b.gep(arr.data, [at]), _VEC.as_pointer())
+        return b.bitcast(b.gep(self.o.data, [at]), _VEC.as_pointer())
+
+    def _y_ptr(self, kk, c):
+        """Where y's row kk, column j + 8c is (see the class)."""
+        b = self.b
+        at = b.add(b.mul(b.sub(kk, self.y0), self.ny), b.add(self.yj, _i64(8 * c)))
+        return b.bitcast(b.gep(self.y.data, [at]), _VEC.as_pointer())
 
     def load(self, ptr):
         if self.masked:
@@ -156,7 +182,7 @@ class _Strip:
     def products(self, a, kk):
         """a * y[kk, j + 8c] for each run c."""
         b = self.b
-        return [b.fmul(_splat(b, a), self.load(self._ptr(self.y, kk, c)))
+        return [b.fmul(_splat(b, a), self.load(self._y_ptr(kk, c)))
                 for c in range(self.runs)]
 
     def lane(self, k0, lane):
@@ -167,13 +193,20 @@ class _Strip:
         """The first add of the full tile at k0 (lanes 0, 1)."""
         return _cut_sum8(self.b, self.lane(k0, 0), self.lane(k0, 1))
 
+    def middle(self, k0, s):
+        """The second add of the full tile at k0, from its first add s (lane 2)."""
+        return _cut_sum8(self.b, s, self.lane(k0, 2))
+
+    def end_add(self, k0, s, accs):
+        """accs + the carry-cut third add of the full tile at k0, from its second add s."""
+        return self.add(accs, _cut_sum8(self.b, s, self.lane(k0, 3)))
+
     def add(self, accs, t):
         return _each(lambda acc, v: self.b.fadd(acc, _cut12(self.b, v)), accs, t)
 
     def rest(self, k0, s, accs):
         """accs + the carry-cut sum of the full tile at k0, from its first add s."""
-        b = self.b
-        return self.add(accs, _cut_sum8(b, _cut_sum8(b, s, self.lane(k0, 2)), self.lane(k0, 3)))
+        return self.end_add(k0, self.middle(k0, s), accs)
 
     def last(self, accs):
         """accs + the last tile when K % 4 != 0: x's missing lanes 0 against y's last row
@@ -194,12 +227,12 @@ class _Strip:
     def start(self):
         b, zero = self.b, ir.Constant(_VEC, [_F0] * 8)
         fresh = b.icmp_unsigned("!=", self.fresh, ir.Constant(self.fresh.type, 0))
-        return [b.select(fresh, zero, self.load(self._ptr(self.o, self.i, c)))
+        return [b.select(fresh, zero, self.load(self._ptr(self.i, c)))
                 for c in range(self.runs)]
 
     def finish(self, accs):
         for c, v in enumerate(accs):
-            self.store(v, self._ptr(self.o, self.i, c))
+            self.store(v, self._ptr(self.i, c))
 
 
 def _phis(b, values, *incoming):
@@ -211,36 +244,75 @@ def _phis(b, values, *incoming):
     return out
 
 
+def _deep(s, b, accs, tail):
+    """The loop over the strip's live tiles first .. end, three deep: with two or more, the
+    prologue starts tiles 0 and 1 (two adds of the first, one of the second), each iteration
+    starts tile t + 2, continues t + 1 and ends t (accumulated in order), the drain ends the
+    last two; a single tile runs on its own. Branches to `tail`; returns the (accumulators,
+    block) pairs arriving there."""
+    pro, loop, drain, few, one = (b.append_basic_block(name) for name in (
+        "pro", "loop", "drain", "few", "one"))
+    b.cbranch(b.icmp_signed(">=", b.sub(s.end, s.first), _i64(2)), pro, few)
+    b.position_at_end(pro)                     # tiles 0 and 1 started
+    k0, k1 = s.tile_at(s.first), s.tile_at(b.add(s.first, _i64(1)))
+    s2, s1 = s.middle(k0, s.head(k0)), s.head(k1)
+    after = b.add(s.first, _i64(2))
+    b.cbranch(b.icmp_signed("<", after, s.end), loop, drain)
+    b.position_at_end(loop)        # start t + 2, continue t + 1, end t
+    idx, kc, kn = _phis(b, [after, k0, k1], ([after, k0, k1], pro))
+    p2, p1, acc = (_phis(b, v, (v, pro)) for v in (s2, s1, accs))
+    knew = s.tile_at(idx)
+    h, m, new = s.head(knew), s.middle(kn, p1), s.end_add(kc, p2, acc)
+    idx2 = b.add(idx, _i64(1))
+    for phi, v in zip([idx, kc, kn] + p2 + p1 + acc, [idx2, kn, knew] + m + h + new):
+        phi.add_incoming(v, loop)
+    b.cbranch(b.icmp_signed("<", idx2, s.end), loop, drain)
+    b.position_at_end(drain)                   # end the last two
+    dc, dn = _phis(b, [k0, k1], ([k0, k1], pro), ([kn, knew], loop))
+    d2, d1 = _phis(b, s2, (s2, pro), (m, loop)), _phis(b, s1, (s1, pro), (h, loop))
+    dacc = _phis(b, accs, (accs, pro), (new, loop))
+    drained = s.rest(dn, d1, s.end_add(dc, d2, dacc))
+    b.branch(tail)
+    b.position_at_end(few)                     # no live tile, or one
+    b.cbranch(b.icmp_signed("<", s.first, s.end), one, tail)
+    b.position_at_end(one)
+    k = s.tile_at(s.first)
+    alone = s.rest(k, s.head(k), accs)
+    b.branch(tail)
+    return [(drained, drain), (accs, few), (alone, one)]
+
+
+def _one_by_one(s, b, accs, tail):
+    """The loop over the strip's live tiles one tile an iteration (the masked strips: a few
+    columns past the last strip of 32, not worth the deep loop's code, ~1/4 of the tile
+    matmul's compile). Branches to `tail`; returns the (accumulators, block) pairs arriving
+    there."""
+    entry, loop = b.block, b.append_basic_block("each")
+    b.cbranch(b.icmp_signed("<", s.first, s.end), loop, tail)
+    b.position_at_end(loop)
+    idx = _phis(b, [s.first], ([s.first], entry))[0]
+    acc = _phis(b, accs, (accs, entry))
+    k = s.tile_at(idx)
+    new = s.rest(k, s.head(k), acc)
+    idx2 = b.add(idx, _i64(1))
+    for phi, v in zip([idx] + acc, [idx2] + new):
+        phi.add_incoming(v, loop)
+    b.cbranch(b.icmp_signed("<", idx2, s.end), loop, tail)
+    return [(accs, entry), (new, loop)]
+
+
 def _strip_codegen(runs, masked):
+    """The strip: its accumulators, the loop over its live tiles (`_deep`, or `_one_by_one`
+    for a masked strip), then the last partial tile (K % 4 != 0) and the store."""
     def codegen(context, builder, sig, args):
         if not EIGHT:                # never called then (`plain_block8`); nothing to emit
             return context.get_dummy_value()
         s, b = _Strip(context, builder, sig, args, runs, masked), builder
-        accs, entry = s.start(), b.block
-        start, loop, drain, tail, last, done = (b.append_basic_block(name) for name in (
-            "start", "loop", "drain", "tail", "last", "done"))
-        b.cbranch(b.icmp_signed("<", s.first, s.end), start, tail)
-        b.position_at_end(start)                   # the first live tile's first add
-        k0 = s.tile_at(s.first)
-        s1, after = s.head(k0), b.add(s.first, _i64(1))
-        b.cbranch(b.icmp_signed("<", after, s.end), loop, drain)
-        b.position_at_end(loop)          # the next tile's first add, the current one's rest
-        idx, cur = _phis(b, [after, k0], ([after, k0], start))
-        part, acc = _phis(b, s1, (s1, start)), _phis(b, accs, (accs, start))
-        nk = s.tile_at(idx)
-        nxt, new = s.head(nk), s.rest(cur, part, acc)
-        idx2 = b.add(idx, _i64(1))
-        for phi, v in zip([idx, cur] + part + acc, [idx2, nk] + nxt + new):
-            phi.add_incoming(v, loop)
-        b.cbranch(b.icmp_signed("<", idx2, s.end), loop, drain)
-        b.position_at_end(drain)                   # the rest of the last live tile
-        dk = _phis(b, [k0], ([k0], start), ([nk], loop))[0]
-        dpart = _phis(b, s1, (s1, start), (nxt, loop))
-        dacc = _phis(b, accs, (accs, start), (new, loop))
-        drained = s.rest(dk, dpart, dacc)
-        b.branch(tail)
+        accs = s.start()
+        tail, last, done = (b.append_basic_block(name) for name in ("tail", "last", "done"))
+        arriving = (_one_by_one if masked else _deep)(s, b, accs, tail)
         b.position_at_end(tail)
-        tacc = _phis(b, accs, (accs, entry), (drained, drain))
+        tacc = _phis(b, accs, *arriving)
         odd = b.icmp_signed("!=", b.srem(s.k, _i64(4)), _i64(0))
         ends = b.icmp_unsigned("!=", s.ends, ir.Constant(s.ends.type, 0))
         b.cbranch(b.and_(odd, ends), last, done)
@@ -255,12 +327,12 @@ def _strip_codegen(runs, masked):
 
 def _strip(runs, masked):
     @intrinsic
-    def strip(typingctx, o, x, y, live, i, j, count, first, end, fresh, ends):
+    def strip(typingctx, o, x, y, live, i, j, count, first, end, fresh, ends, y0, yj):
         """See `_Strip`."""
         if not all(isinstance(t, types.Array) and t.dtype == types.float32 and t.ndim == 2
                    and t.layout == "C" for t in (o, x, y)):
             return None
-        sig = types.none(o, x, y, live, i, j, count, first, end, fresh, ends)
+        sig = types.none(o, x, y, live, i, j, count, first, end, fresh, ends, y0, yj)
         return sig, _strip_codegen(runs, masked)
     return strip
 
@@ -352,27 +424,52 @@ def _chunk_ends(live, first, count, end, below):
         end[r] = e
 
 
+@njit(cache=True, inline="always")
+def _copy_strip(yb, strip, kb, j):
+    """strip[:kn] = yb[kb:kb + kn, j:j + 8 * RUNS], kn the rows of the chunk from kb (a loop of
+    a constant width, inlined: a call with the strip's width as a variable ran the char-LM's
+    [64, 256] @ [256, 2048] 1.4x slower). Prefetching the next strip's rows here made that
+    product slower, not faster."""
+    for kk in range(min(CHUNK, yb.shape[0] - kb)):
+        src, dst = yb[kb + kk], strip[kk]
+        for c in range(8 * RUNS):
+            dst[c] = src[j + c]
+
+
 @njit(cache=True)
 def plain_block8(xb, yb, ob, i0, i1):
     """Rows i0 .. i1 of ob = xb @ yb by the plain tile, in strips (see the module's docstring):
-    K in chunks of CHUNK, each chunk's strips of 32 columns row after row (y's rows of the
-    strip stay in cache), the last n % 32 columns by masked strips of 8. A row's tiles whose
-    x lanes are all 0 are skipped (one-hot and relu'd operands)."""
+    K in chunks of CHUNK, each chunk's strips of 32 columns row after row (for y of at least
+    COPY_COLUMNS columns and blocks of at least COPY_ROWS rows, the strip's rows of y copied
+    into one contiguous buffer first, which stays in cache), the last n % 32 columns by
+    masked strips of 8 reading y in place. A row's tiles whose x lanes are all 0 are
+    skipped (one-hot and relu'd operands)."""
     n, k, r = ob.shape[1], xb.shape[1], i1 - i0
-    live = np.empty(r * (k // 4), np.int64)
-    first, count, end = np.empty(r, np.int64), np.empty(r, np.int64), np.empty(r, np.int64)
+    tiles = r * (k // 4)                # one allocation for the four index arrays (a task
+    ints = np.empty(tiles + 3 * r, np.int64)    # of GPT-style shapes is ~10 us; each ~0.1)
+    live, first = ints[:tiles], ints[tiles:tiles + r]
+    count, end = ints[tiles + r:tiles + 2 * r], ints[tiles + 2 * r:]
     for i in range(r):
         first[i] = i * (k // 4)
         count[i] = _live_tiles(xb[i0 + i], live, first[i])
     wide = n - n % (8 * RUNS)
+    copied = wide > 0 and r >= COPY_ROWS and n >= COPY_COLUMNS
+    strip = np.empty((min(CHUNK, k) if copied else 0, 8 * RUNS), np.float32)
     for kb in range(0, max(k, 1), CHUNK):
         fresh, ends = kb == 0, kb + CHUNK >= k
         _chunk_ends(live, first, count, end, kb + CHUNK)
         for j in range(0, wide, 8 * RUNS):
-            for i in range(r):
-                _strip32(ob, xb, yb, live, i0 + i, j, 8 * RUNS, first[i], end[i], fresh, ends)
+            if copied:
+                _copy_strip(yb, strip, kb, j)
+                for i in range(r):
+                    _strip32(ob, xb, strip, live, i0 + i, j, 8 * RUNS, first[i], end[i], fresh,
+                             ends, kb, 0)
+            else:
+                for i in range(r):
+                    _strip32(ob, xb, yb, live, i0 + i, j, 8 * RUNS, first[i], end[i], fresh,
+                             ends, 0, j)
         for j in range(wide, n, 8):
             for i in range(r):
                 _strip8(ob, xb, yb, live, i0 + i, j, min(8, n - j), first[i], end[i], fresh,
-                        ends)
+                        ends, 0, j)
         first[:] = end
