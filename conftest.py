@@ -39,6 +39,9 @@ LONGEST_FIRST = (
     "aneforge_tests/test_kernels.py::test_a_fresh_numba_cache",             # 123 for the two
     "aneforge_tests/test_bench.py::test_every_section_runs_quick",          # 87
     "aneforge_tests/test_memory.py::test_memory_stays_flat_over_eager_steps",  # 74
+    # not long itself: 1.0 s of CPU alone, 6.6-8.2 when it came late in a full run's worker
+    # (its six gc.collect() calls walk the heap the tests before it left)
+    "aneforge_tests/test_memory.py::test_the_flatness_check_sees_a_leak",
     "aneforge_tests/test_datapath.py::test_probe",                          # 68
     "aneforge_tests/test_tensor_chains_fuzz.py::test_random_op_chains_agree_with_torch",  # 39
     "aneforge_tests/test_kernels.py::test_a_programs_second_run_waits",     # 39
