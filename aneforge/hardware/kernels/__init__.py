@@ -445,6 +445,45 @@ def _uncached(warm) -> bool:
                for module, name, _ in warm)
 
 
+# numba keys a cached kernel by its own source file's stamp, but compiled.py's tile matmuls
+# inline the LLVM code avx2.py and avx512.py build: after those change (an update), the cache
+# would keep loading the old strips (the same bits; the old speed). Their hash is kept beside
+# the cache, and a mismatch drops compiled.py's entries so they compile anew.
+INLINED = ("avx2.py", "avx512.py")
+_INLINED_STAMP = "aneforge-inlined.sha1"
+
+
+def _inlined_hash() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha1()
+    for name in INLINED:
+        with open(os.path.join(here, name), "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()
+
+
+def _drop_stale(place: str | None) -> None:
+    """Drop compiled.py's cache entries in `place` unless they were made with the current
+    avx2.py and avx512.py (their hash, kept there); then record the current hash. Nothing
+    happens where numba keeps no cache of ours (`place` None or absent)."""
+    if place is None or not os.path.isdir(place):
+        return
+    stamp, now = os.path.join(place, _INLINED_STAMP), _inlined_hash()
+    try:
+        with open(stamp) as f:
+            if f.read().strip() == now:
+                return
+    except OSError:
+        pass
+    for name in os.listdir(place):
+        if name.startswith("compiled.") and name.endswith((".nbi", ".nbc")):
+            with contextlib.suppress(OSError):       # another process dropped it first
+                os.remove(os.path.join(place, name))
+    with contextlib.suppress(OSError):
+        with open(stamp, "w") as f:
+            f.write(now)
+
+
 def _place() -> str | None:
     """Where numba keeps this directory's cache: under NUMBA_CACHE_DIR (numba's
     UserProvidedCacheLocator) or in the package's __pycache__ (its InTreeCacheLocator); None
@@ -494,6 +533,7 @@ class _Loader:
             self.log.append(("start", time.perf_counter()))
             lean, full = _stages()
             stages = [(lean, False), (full, True)]
+            _drop_stale(_place())
             if _uncached(lean):             # a fresh install: the children start at once
                 _SETTLED.clear()
                 self._background(None, stages)
