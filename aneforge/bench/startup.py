@@ -5,9 +5,8 @@ kernels: aneforge/hardware/kernels/__init__.py), and parsing a large MIL text.
 Two arrivals are reported from a first run. Steady state: the steps run within 3x the final
 steady step (on the full forms), the lean compiled forms' speed counting as steady and the
 numpy reference's (~600x) not. Full speed: within 1.2x; the lean forms run this MLP step at
-~1.6-2x the full ones' CPU time (they trade speed for a short compile, and port_round and the
-narrow sum run the numpy reference until the full stage), so it comes with the full
-forms.
+~1.4x the full ones' CPU time (they trade speed for a short compile), so it comes with the
+full forms.
 Both are judged on windows of consecutive steps (`WINDOW`, `settled`), and never before the
 first step on compiled kernels (the wait for them is one long step), rather than on the last
 single slow step: on this shared 2-core machine other processes make a lone step 10x slow at

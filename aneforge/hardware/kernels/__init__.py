@@ -20,8 +20,8 @@ happens): on a fresh install numba compiles them once, in child processes on oth
 into its on-disk cache (lean forms of the two big kernels and the small kernels a loop
 calls first, ~3.5 s of CPU in each of two processes after ~1.5 s they share on this AVX2 VM
 at load ~5, then the full forms and the rest, ~80-100 s: `_Loader`), from which later runs
-load them in ~0.3 s. The lean forms run the bench's MLP step (the README's too) at ~1.6-2x
-the full ones' CPU time, with the kernels of `LATE` on the reference (~1.4x without): far
+load them in ~0.3 s. The lean forms run the bench's MLP step (the README's too) at ~1.4x
+the full ones' CPU time: far
 from the reference's ~600x. A program's second run (a loop) waits for the lean forms rather than run
 on the reference meanwhile (`settle`).
 `wait()` blocks until the full forms are in (tests that must run the compiled kernels call
@@ -188,20 +188,20 @@ WARM = (
 # the lean form, then the full.
 SWAPS = {("fused", "run"): ("run_lean", "run_full"),
          ("compiled", "default_tasks"): ("_lean_tasks", "_default_tasks")}
-# Small kernels compiled with the full forms, not before: a training step under af.compile
-# calls none of them in its loop but the narrow sum and port_round (the README's MLP,
-# instrumented: its steps from the second on call the casts to fp16, the round16 of the
-# plan's tables, the tile matmul, port_round after each matmul, the narrow sum once, the
-# fused VM and the boundary spans), and they took ~3.4 s of CPU of the lean stage's busier
-# process (move ~1.2, port_round ~1, the narrow sum ~0.5, the others ~0.7). Until the full
-# stage is in, the callers here run them on the numpy reference (`_fast_late`, same bits; a
-# step's first run calls them, on the reference anyway; port_round through `port_bound`'s
-# `_port_round`): the MLP's step spends ~0.3 ms more there (ten port_rounds of ~25 us, one
-# narrow sum of [10, 64] terms of ~20 us), ~20% of the lean forms' step. A program whose run
-# plan moves data compiles `move` in its own process at its first call (numba compiles a
-# kernel at its first call with new types; ~1.3 s, once).
-LATE = {("casts", "move"), ("casts", "has_nan"), ("casts", "from_float16"), ("compiled", "port"),
-        ("compiled", "_narrow_sum"), ("compiled", "port_round")}
+# Small kernels compiled with the full forms, not before: nothing a training step under
+# af.compile runs in its loop calls them (the README's MLP, instrumented: its steps from the
+# second on call the casts to fp16, the round16 of the plan's tables, the tile matmul,
+# port_round, the narrow sum, the fused VM and the boundary spans), and they took ~1.9 s of
+# CPU of the lean stage's busier process (move ~1.2, the others ~0.7). Until the full stage
+# is in, the callers here run the NaN check, the cast from fp16 and the port on the numpy
+# reference (`_fast_late`: same bits; a step's first run calls them, on the reference
+# anyway); a program whose run plan moves data compiles `move` in its own process at its
+# first call (numba compiles a kernel at its first call with new types; ~1.3 s, once).
+# port_round and the narrow sum stay in the lean stage (~1.5 s of its CPU): on the numpy
+# reference they took the MLP step's lean forms from ~1.4x to ~2-3.4x the full ones' time,
+# past the bench's steady-state bound of 3x (the full forms' arrival, ~90 s, became the
+# steady state).
+LATE = {("casts", "move"), ("casts", "has_nan"), ("casts", "from_float16"), ("compiled", "port")}
 # The lean forms: compiled by LLVM at optimization level 1, not numba's default 3 (`_opt`):
 # they run only until the full forms are in, at about the same speed (the MLP step measured
 # the same within noise), and their compile takes ~20% less CPU.
@@ -842,8 +842,8 @@ def _swapped(x, y, out, mode: int, tmode: int, limit: float):
 def port_bound(out: np.ndarray, bias, overflow: float | None, flush: bool, mode: int):
     """`out` (C-contiguous float32, the run plan's place of a matmul's result) finished in
     place as a function of no arguments: `bias` (None, or a vector of out's last axis) added,
-    the output port (`port`), the fp16 store under `mode` (round16), in one compiled pass
-    (on the numpy reference until the full stage is in: `LATE`); returns port's count. None
+    the output port (`port`), the fp16 store under `mode` (round16), in one compiled pass;
+    returns port's count (`reference.port_round` is the same pass in numpy). None
     when the compiled kernels are not loaded."""
     fast = _fast()
     if fast is None:
@@ -852,18 +852,7 @@ def port_bound(out: np.ndarray, bias, overflow: float | None, flush: bool, mode:
     acc = out.reshape(-1, cols)
     add = np.zeros(0, np.float32) if bias is None else bias
     limit, flush = np.float32(np.nan if overflow is None else overflow), bool(flush)
-    late = _fast_late()                 # `LATE`: the reference until the full stage is in
-    return functools.partial(_port_round if late is None else late.port_round, acc, add, limit,
-                             flush, mode)
-
-
-def _port_round(acc, bias, limit, flush, mode) -> int:
-    """port_round bound before the full stage is in (`port_bound`): the numpy reference's
-    until then, the compiled kernel from then on."""
-    fast = _fast_late()
-    if fast is None:
-        return reference.port_round(acc, bias, limit, flush, mode)
-    return fast.port_round(acc, bias, limit, flush, mode)
+    return functools.partial(fast.port_round, acc, add, limit, flush, mode)
 
 
 def port(acc: np.ndarray, overflow: float | None, flush: bool) -> int:
@@ -940,7 +929,7 @@ def narrow_sum(terms: np.ndarray, mode: int) -> np.ndarray:
     """Sum over axis 0 with a running fp16 accumulator (one rounding per added term, the first
     term taken as is)."""
     terms = np.asarray(terms, np.float32)
-    fast = _fast_late()                 # `LATE`
+    fast = _fast()
     if fast is None:
         return reference.narrow_sum(terms, mode)
     flat = np.ascontiguousarray(terms).reshape(terms.shape[0], -1)
