@@ -1,7 +1,7 @@
 """A fresh install's lean stage (kernels/__init__.py): port_round and the narrow sum compile
 with it (the reference's port_round bit for bit the compiled one's), the lean forms compile
-at a lower LLVM optimization level through numba's own setting, a stage with nothing to compile starts no child, and the start-up bench reports
-the lean stage's CPU."""
+at their LLVM optimization level through numba's own setting, a stage with nothing to
+compile starts no child, and the start-up bench reports the lean stage's CPU."""
 from __future__ import annotations
 
 import os
