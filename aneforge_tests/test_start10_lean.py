@@ -13,6 +13,7 @@ import pytest
 
 from aneforge.hardware import kernels
 from aneforge.hardware.kernels import reference
+from bits import assert_same_bits
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason="the lean forms need numba")
 
@@ -33,13 +34,6 @@ def _lean_and_reference(x, y, limit=32760.0):
     return lean, ref
 
 
-def _same(a, b):
-    nan = np.isnan(a)
-    assert (nan == np.isnan(b)).all()
-    bad = (a.view(np.uint32) != b.view(np.uint32)) & ~nan
-    assert not bad.any(), f"{bad.sum()} differ, first at {np.argwhere(bad)[0]}"
-
-
 def _fp16(rng, shape, scale):
     return (rng.standard_normal(shape) * scale).astype(np.float16).astype(np.float32)
 
@@ -56,9 +50,9 @@ def test_lean_tile_matmul_is_the_reference_for_every_tail(k, n):
     y = _fp16(rng, (k, n), 8.0)
     x[rng.random(37) < 0.4] = 0.0               # tiles of zeros, skipped while y is finite
     for y_case in (y, np.where(rng.random((k, n)) < 0.1, np.float32(np.inf), y)):
-        _same(*_lean_and_reference(x, y_case))
+        assert_same_bits(*_lean_and_reference(x, y_case))
     y[k // 2, 0] = np.nan                      # a zero tile against a NaN of y: not skipped
-    _same(*_lean_and_reference(x, y))
+    assert_same_bits(*_lean_and_reference(x, y))
 
 
 @pytest.mark.parametrize("limit", [32760.0, 1024.0, np.inf])
@@ -69,8 +63,8 @@ def test_lean_tile_matmul_saturates_as_the_reference(limit):
     rng = np.random.default_rng(7)
     x = _fp16(rng, (3, 9, 22), 60.0)
     y = _fp16(rng, (1, 22, 12), 60.0)
-    _same(*_lean_and_reference(x, y, limit))
-    _same(*_lean_and_reference(x[:1], np.repeat(y, 3, axis=0), limit))
+    assert_same_bits(*_lean_and_reference(x, y, limit))
+    assert_same_bits(*_lean_and_reference(x[:1], np.repeat(y, 3, axis=0), limit))
 
 
 def test_lean_tile_matmul_is_one_loop_nest():
@@ -114,8 +108,8 @@ def test_late_kernels_run_the_reference_until_the_full_stage(monkeypatch):
         full = run()
     assert sorted(calls) == ["from_float16", "has_nan", "port"]
     assert lean[0] == full[0] and lean[2] == full[2] is True
-    _same(lean[1], full[1])
-    _same(lean[3], full[3])
+    assert_same_bits(lean[1], full[1])
+    assert_same_bits(lean[3], full[3])
 
 
 def test_the_readme_loop_calls_only_what_the_lean_stage_compiles(monkeypatch):

@@ -11,6 +11,7 @@ import pytest
 
 from aneforge.hardware import kernels
 from aneforge.hardware.kernels import reference
+from bits import assert_same_bits
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason="the compiled kernels need numba")
 
@@ -20,13 +21,6 @@ SPECIALS = np.array([0.0, -0.0, 1.0, -1.0, 6e-8, -6e-8, 3e-5, -3e-5, 2.0 ** -14,
                      65504.0, -65520.0, 32760.0, -32768.0, 70000.0, 1 / 3, np.inf, -np.inf,
                      np.nan], np.float32)
 MODES = (0, 1, 2, 3, 4, 5, 6, 7)
-
-
-def _same(a, b):
-    nan = np.isnan(a)
-    assert (nan == np.isnan(b)).all()
-    bad = (a.view(np.uint32) != b.view(np.uint32)) & ~nan
-    assert not bad.any(), f"{bad.sum()} differ, first at {np.argwhere(bad)[0]}"
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -46,7 +40,7 @@ def test_reference_port_round_is_the_compiled_ones(mode):
                     a, b = acc.copy(), acc.copy()
                     count = compiled.port_round(a, add, limit, flush, mode)
                     assert reference.port_round(b, add, limit, flush, mode) == count
-                    _same(b, a)
+                    assert_same_bits(b, a)
 
 
 def test_port_round_and_the_narrow_sum_compile_with_the_lean_stage():

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from aneforge.hardware import kernels
+from bits import assert_same_bits
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason="the fused VMs need numba")
 
@@ -39,13 +40,6 @@ def _both(fused, arena, code, block=0, tables=None):
     return out
 
 
-def _same(a, b):
-    nan = np.isnan(a)
-    assert (nan == np.isnan(b)).all()
-    bad = (a.view(np.uint32) != b.view(np.uint32)) & ~nan
-    assert not bad.any(), f"{bad.sum()} differ, first at {np.argwhere(bad)[0]}"
-
-
 @pytest.mark.parametrize("store", STORES)
 def test_absmax_rows_are_folded_as_the_full_vm_folds_them(store):
     """Rows without NaN: `run_lean` folds the absmax (max |x|, under the row's rounding mode
@@ -63,7 +57,7 @@ def test_absmax_rows_are_folded_as_the_full_vm_folds_them(store):
                              [fused.OP["absmax"], store, 40, 6, 246, 0, 1, 40, mode]])
         (full, k_full), (lean, k_lean) = _both(fused, arena, code)
         assert k_full == k_lean == -1
-        _same(lean, full)
+        assert_same_bits(lean, full)
         assert (lean[240:] != 0).any()
 
 
@@ -113,9 +107,9 @@ def test_every_elementwise_opcode_in_every_layout_is_the_full_vms(store):
             code = _rows(fused, [[op, store, rows, cols, out, ao, ars, acs, bo, brs, bcs, 0,
                                   co, crs, ccs]])
             (full, _), (lean, _) = _both(fused, arena, code, tables=tables)
-            _same(lean, full)
+            assert_same_bits(lean, full)
         # blocked: one row of n values, blocks of 96 (the last one short), b broadcast
         bb = (0, 0, 0) if name == "lookup" else (b + 1, 0, 0)
         code = _rows(fused, [[op, store, 1, n, out, a, 0, 1, *bb, 0, cond, 0, 1]])
         (full, _), (lean, _) = _both(fused, arena, code, block=96, tables=tables)
-        _same(lean, full)
+        assert_same_bits(lean, full)
