@@ -44,7 +44,14 @@ def test_the_hash_follows_the_inlined_files():
     assert len(kernels._inlined_hash()) == 40
 
 
-def test_no_cache_place_is_left_alone(tmp_path):
+def test_a_new_cache_place_gets_the_stamp_first(tmp_path):
+    """A cache directory numba has not made yet (NUMBA_CACHE_DIR's subdirectory on a fresh
+    install) gets the hash before any kernel is compiled into it, so the next process does
+    not take that first cache for a stale one."""
     kernels._drop_stale(None)
-    kernels._drop_stale(str(tmp_path / "absent"))
-    assert not (tmp_path / "absent").exists()
+    place = tmp_path / "new"
+    kernels._drop_stale(str(place))
+    assert (place / kernels._INLINED_STAMP).read_text() == kernels._inlined_hash()
+    names = _cache(place, None)
+    kernels._drop_stale(str(place))
+    assert sorted(os.listdir(place)) == sorted(names + [kernels._INLINED_STAMP])

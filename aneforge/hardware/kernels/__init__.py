@@ -465,9 +465,14 @@ def _inlined_hash() -> str:
 
 def _drop_stale(place: str | None) -> None:
     """Drop compiled.py's cache entries in `place` unless they were made with the current
-    avx2.py and avx512.py (their hash, kept there); then record the current hash. Nothing
-    happens where numba keeps no cache of ours (`place` None or absent)."""
-    if place is None or not os.path.isdir(place):
+    avx2.py and avx512.py (their hash, kept there); then record the current hash, in a new
+    directory too (a cache made without the hash beside it counts as stale). Nothing happens
+    where numba keeps no cache of ours (`place` None or not writable)."""
+    if place is None:
+        return
+    try:
+        os.makedirs(place, exist_ok=True)
+    except OSError:
         return
     stamp, now = os.path.join(place, _INLINED_STAMP), _inlined_hash()
     try:
