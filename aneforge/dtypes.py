@@ -44,6 +44,11 @@ bool_ = DType("bool", "bool", "bool", False, 0)
 half, float = float16, float32
 
 ALL = (float16, float32, int8, uint8, int16, uint16, int32, bool_)
+# torch's bfloat16, a name only: the ANE has no bfloat16 arithmetic (docs/numerics.md), so
+# as_dtype refuses it and autocast(dtype=bfloat16) warns and computes in float16. It exists so
+# torch code that names it without using it runs (nanoGPT's train.py builds
+# {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}).
+bfloat16 = DType("bf16", "bfloat16", "float32", True, 6)
 BY_NAME = {d.name: d for d in ALL}
 
 # What the ANE accepts as program input/output (ANEForge `docs/capabilities.md`).
@@ -83,9 +88,13 @@ def from_numpy(np_dtype) -> DType:
 
 def as_dtype(d) -> DType:
     """Accept an aneforge dtype, a MIL/torch/numpy name, a numpy dtype or a torch dtype."""
-    if isinstance(d, DType):
+    if isinstance(d, DType) and d is not bfloat16:
         return d
     name = str(d).removeprefix("torch.").removeprefix("aneforge.")
+    if name in ("bfloat16", "bf16"):
+        raise DTypeError("bfloat16 is not an ANE type: the ANE stores and computes in float16 "
+                         "(fp32 only inside a program); use float16, or float32 for values "
+                         "float16 cannot hold")
     if name in BY_NAME:
         return BY_NAME[name]
     for dt in ALL:

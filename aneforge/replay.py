@@ -189,6 +189,11 @@ class Capture:
         for t in flat:
             if not isinstance(t, Tensor):
                 self.refusals.append(f"it returns a {type(t).__name__}, not tensors")
+        if not self.records and any(isinstance(t, Tensor) and t.requires_grad for t in flat):
+            self.refusals.append(
+                "its result requires grad and its backward runs outside it (a replay computes "
+                "values, not the graph a later backward needs); compile the whole training "
+                "step instead: forward, loss.backward() and optimizer.step() in one function")
         self._grad_effects()
         for k, (kind, what) in enumerate(self.actions):
             if kind == "effect":
@@ -451,8 +456,9 @@ class Compiled:
             return self._fn(*args, **kwargs)
         realization.realize_writes()                 # parameters' pending `p.data = ...`
         flat, spec = _arguments(args, kwargs)
-        key = (spec, CTX.thread.grad_enabled, get_numerics(), CTX.backend, get_pipeline(),
-               CTX.target, CTX.budget, CTX.cache.generation)
+        key = (spec, CTX.thread.grad_enabled, getattr(self._fn, "training", None),
+               get_numerics(), CTX.backend, get_pipeline(), CTX.target, CTX.budget,
+               CTX.cache.generation)
         replay = self._replays.get(key)
         if replay is _EAGER:
             return self._fn(*args, **kwargs)
@@ -500,8 +506,11 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False, disable: 
     state and per-step scalars (learning rate, bias corrections, loss scale) are fed from their
     current values, and the optimizer's and GradScaler's bookkeeping is re-applied. Return the
     tensors you want to read (the loss): values read inside the function (`.item()`) make it
-    impossible to replay. `fullgraph=True` raises where replay is impossible instead of warning
-    and running the function as usual; `disable=True` returns `model` unchanged.
+    impossible to replay. A module compiled on its own (`model = af.compile(model)`) replays
+    where its result needs no graph (under `no_grad`); with the backward outside it, it runs
+    as usual (warning once per signature), so gradients stay torch's. `fullgraph=True` raises
+    where replay is impossible instead of warning and running the function as usual;
+    `disable=True` returns `model` unchanged.
 
     >>> import numpy as np, aneforge as af, aneforge.nn as nn, aneforge.nn.functional as F
     >>> model = nn.Linear(4, 2)

@@ -23,6 +23,11 @@ def device_count() -> int:
     return 0
 
 
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """False, as torch says where CUDA is not available."""
+    return False
+
+
 def manual_seed(seed: int) -> None:
     """Ignored, as torch ignores it where CUDA is not available (use af.manual_seed)."""
 

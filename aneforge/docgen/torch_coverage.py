@@ -15,7 +15,7 @@ import sys
 
 import aneforge as af
 
-from .. import _api, nn, optim
+from .. import _api, distributed, nn, optim
 from ..optim import lr_scheduler
 from ..utils import data
 from .capabilities import generate
@@ -169,12 +169,20 @@ def render() -> str:
         "`add_image`, `add_figure`, `flush`, `close`; values may be aneforge tensors. Graphs, "
         "embeddings, audio, video, meshes, PR curves and hparams are not written.")
     lines += _names_section(
+        "`torch.distributed` as `aneforge.distributed`", sorted(distributed.__all__),
+        "A process group of one process: aneforge runs one process on one device, so "
+        "`init_process_group` forms world_size 1 (a larger world raises), collectives leave "
+        "the tensor as it is (the one-rank result) and `nn.parallel.DistributedDataParallel` "
+        "wraps a module once the group exists, as torch's does with `world_size=1`.")
+    lines += _names_section(
         "Other `af.*` names", _others(),
         "Creation (host data becomes program inputs), grad modes, checkpoints (`save`/`load` "
         "in torch's file format), compilation, targets and backends. Devices: `cpu`, `mps` "
         "and `ane` name the one device (where the backend runs programs) wherever torch takes "
         "a device; `cuda` raises `DeviceError` saying what to use; "
-        "`af.cuda.is_available()` is False and `af.backends.mps.is_available()` True.")
+        "`af.cuda.is_available()` is False and `af.backends.mps.is_available()` True. "
+        "`af.bfloat16` is a name only (the ANE has no bfloat16): a tensor of it raises "
+        "`DTypeError`, `autocast(dtype=af.bfloat16)` warns and computes in float16.")
     lines += _core_aten_section()
     lines += ["## Absent on purpose", "", "| surface | torch name | why |", "|---|---|---|"]
     lines += [f"| {s} | `{n}` | {why} |" for s, n, why in _api.ABSENT]

@@ -3,11 +3,13 @@ simulator), so there is no batch to split: DataParallel runs the module as it is
 torch's own does on a machine without GPUs (torch/nn/parallel/data_parallel.py: no device type
 -> `self.module(*inputs)`), and data_parallel does the same (torch's raises "device type could
 not be determined" there; scripts call it when a GPU count says so). Training across processes
-(DistributedDataParallel, torch.distributed) is not in aneforge.
+is not in aneforge: DistributedDataParallel wraps a module in the process group of one that
+aneforge.distributed forms, where there are no gradients to exchange.
 """
 from __future__ import annotations
 
-from ..errors import AneforgeError
+import contextlib
+
 from .module import Module
 
 
@@ -47,16 +49,38 @@ class DataParallel(Module):
 
 
 class DistributedDataParallel(Module):
-    """torch's multi-process training wrapper: not in aneforge, which runs one process on one
-    device. Constructing it raises, saying what to use instead.
+    """torch's multi-process training wrapper, in the process group of one process that
+    `aneforge.distributed.init_process_group` forms (aneforge runs one process on one device):
+    there is no other rank to average gradients with, so it runs `module` as it is, like
+    torch's DDP with `world_size=1`. `.module` is the wrapped module and a state_dict has
+    torch's `module.` prefix; `no_sync()` and `require_backward_grad_sync` are accepted. As in
+    torch, constructing it before `init_process_group` raises ValueError.
 
     >>> import aneforge as af
-    >>> af.nn.parallel.DistributedDataParallel(af.nn.ReLU())
-    Traceback (most recent call last):
-    aneforge.errors.AneforgeError: DistributedDataParallel trains across processes ...
+    >>> af.distributed.init_process_group("nccl", world_size=1, rank=0)
+    >>> net = af.nn.parallel.DistributedDataParallel(af.nn.Linear(2, 1), device_ids=[0])
+    >>> net(af.ones(3, 2)).shape, list(net.state_dict())[0]
+    ((3, 1), 'module.weight')
+    >>> af.distributed.destroy_process_group()
     """
 
-    def __init__(self, module: Module, *args, **kwargs):
-        raise AneforgeError("DistributedDataParallel trains across processes (torch.distributed), "
-                            "which aneforge has not: it runs one process on one device. Use the "
-                            "module itself (or nn.DataParallel, which runs it as it is)")
+    def __init__(self, module: Module, device_ids=None, output_device=None, dim: int = 0,
+                 broadcast_buffers: bool = True, process_group=None, bucket_cap_mb=None,
+                 find_unused_parameters: bool = False, **kwargs):
+        from .. import distributed
+        if not distributed.is_initialized():
+            raise ValueError("DistributedDataParallel: " + distributed._NOT_INITIALIZED +
+                             " (aneforge forms a process group of one process: "
+                             "aneforge.distributed.init_process_group(world_size=1, rank=0))")
+        super().__init__()
+        self.module = module
+        self.device_ids, self.output_device, self.dim = device_ids, output_device, dim
+        self.require_backward_grad_sync = True
+
+    def forward(self, *inputs, **kwargs):
+        return self.module(*inputs, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Skip the gradient exchange inside the block (there is none on one rank)."""
+        yield

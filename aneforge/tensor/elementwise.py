@@ -9,6 +9,7 @@ import numbers
 import numpy as np
 
 from .. import dtypes
+from ..core import scalar_consts
 from ..errors import AneforgeError, DTypeError, ShapeError
 from ..ops._grad import zero_link, zeros
 from .base import TensorBase
@@ -234,6 +235,10 @@ class ElementwiseMixin(TensorBase):
         return self._binary("minimum", other)
 
     def _compare(self, op: str, other):
+        if self.dtype is dtypes.float16 and scalar_consts.overflows(other):
+            # x < 1e9: the constant rounds to inf, as torch rounds it against a float16 tensor,
+            # and the answer is exact for every finite x (no warning: nothing differs)
+            other = math.copysign(math.inf, other)
         a, b = self._operands(other)
         if a.dtype == dtypes.bool_:       # MIL compares numbers: bools compare as 0/1 in fp16
             a, b = a.half(), b.half()
