@@ -155,3 +155,23 @@ def test_comparison_with_a_huge_number_is_torchs_without_a_warning(c):
             np.testing.assert_array_equal(getattr(x, op)(c).numpy(), getattr(tx, op)(c).numpy(),
                                           err_msg=op)
         assert bool(af.zeros(4).mean() < 1e9)
+
+
+# ---- scaled_dot_product_attention with dropout (nanoGPT's training default, dropout 0.2) ------
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_sdpa_dropout_is_torchs_after_the_same_seed(causal):
+    """torch's math route: softmax, dropout (its mask after the same seed), then @ V."""
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((2, 2, 8, 16)).astype(np.float16) for _ in range(3)]
+    torch.manual_seed(3), af.manual_seed(3)
+    ts = [torch.tensor(a.astype(np.float32), requires_grad=True) for a in arrays]
+    xs = [af.tensor(a, requires_grad=True) for a in arrays]
+    tout = torch.nn.functional.scaled_dot_product_attention(*ts, dropout_p=0.3, is_causal=causal)
+    out = af.nn.functional.scaled_dot_product_attention(*xs, dropout_p=0.3, is_causal=causal)
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), atol=5e-3)
+    kept = af.nn.functional.scaled_dot_product_attention(*xs, is_causal=causal)
+    assert not np.allclose(out.numpy(), kept.numpy(), atol=1e-2)      # something was dropped
+    (out * out).sum().backward(), (tout * tout).sum().backward()
+    for x, t in zip(xs, ts):
+        scale = np.abs(t.grad.numpy()).max()
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), atol=1e-2 * scale)

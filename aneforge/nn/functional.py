@@ -441,15 +441,15 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     scaled_dot_product_attention). A bool mask keeps True; masked scores get -1e4 (the
     engine's additive mask), so a fully masked row averages instead of giving NaN.
     is_causal=True adds the constant mask 0 / -1e4 (keys after the query get -1e4): on the
-    engine masked attention runs as matmul -> add mask -> softmax -> matmul.
+    engine masked attention runs as matmul -> add mask -> softmax -> matmul. dropout_p > 0
+    drops attention weights as torch's math route does (softmax, then `dropout(weights,
+    dropout_p)` with its mask drawn like F.dropout's, then the product with V), always: as in
+    torch, pass `dropout_p=self.dropout if self.training else 0.0`.
 
     >>> import aneforge as af, aneforge.nn.functional as F
     >>> F.scaled_dot_product_attention(af.ones(1, 2, 4), af.ones(1, 3, 4), af.ones(1, 3, 5)).shape
     (1, 2, 5)
     """
-    if dropout_p:
-        raise AneforgeError("scaled_dot_product_attention: dropout_p > 0 is not supported; "
-                            "pass dropout_p=0.0 (e.g. in eval) or apply F.dropout to the output")
     if enable_gqa:
         raise AneforgeError("scaled_dot_product_attention: enable_gqa is not supported; repeat "
                             "the key/value heads with repeat()")
@@ -462,9 +462,21 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         q = q * float(scale * np.sqrt(q.shape[-1]))
     if attn_mask is not None and attn_mask.dtype.is_float:    # torch adds a float mask of any
         attn_mask = attn_mask.to(q.dtype)                     # float dtype (a model's fp32 one)
+    if dropout_p:
+        return _dropped_attention(q, key.to(q.dtype), value.to(q.dtype), attn_mask, dropout_p)
     return record_op("scaled_dot_product_attention",
                      {"query": q, "key": key.to(q.dtype), "value": value.to(q.dtype),
                       "attn_mask": attn_mask}, {})
+
+
+def _dropped_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, p: float) -> Tensor:
+    """The op's attention with dropout between its softmax and its product with V (which the
+    one MIL op has no place for): q is scaled already, by 1 / sqrt(E) here as in the op, and
+    a bool mask becomes the op's additive -1e4."""
+    scores = (q @ k.transpose(-2, -1)) * float(1.0 / np.sqrt(q.shape[-1]))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, MASKED) if mask.dtype is dtypes.bool_ else scores + mask
+    return dropout(softmax(scores, dim=-1), p) @ v
 
 
 def _causal_mask(l: int, s: int, dtype) -> Tensor:
