@@ -26,9 +26,6 @@ Tensor  exp_               in-place versions exist for add_, sub_, mul_, div_, c
                            copy_; others say to write x = x.op()
 F       ctc_loss           a dynamic-programming recursion over the sequence; not implemented
 F       grid_sample        a data-dependent gather (the ANE has no dynamic gather); not implemented
-nn      LSTM               recurrent layers unroll into one program per sequence length; not
-                           implemented yet (write the cell with Linear and the step loop)
-nn      GRU                see LSTM
 optim   LBFGS              re-evaluates the closure a data-dependent number of times per step, which
                            one compiled step program cannot express
 """

@@ -13,6 +13,7 @@ from .layers import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, AvgPool
                      Softmax, Softmin, Softplus, Tanh, Upsample)
 from .module import Module, ModuleDict, ModuleList, Sequential
 from .parameter import Parameter
+from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from . import parallel
 from .parallel import DataParallel
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
@@ -27,7 +28,8 @@ __all__ = ["functional", "F", "init", "utils", "Module", "ModuleList", "ModuleDi
            "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCEWithLogitsLoss",
            "BCELoss", "Softmin", "MultiheadAttention", "BatchNorm1d", "BatchNorm2d", "KLDivLoss",
            "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
-           "TransformerDecoder", "Transformer", "parallel", "DataParallel"]
+           "TransformerDecoder", "Transformer", "parallel", "DataParallel", "RNNBase", "RNN", "LSTM",
+           "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
 
 def __getattr__(name: str):
