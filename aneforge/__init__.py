@@ -39,7 +39,7 @@ from .hardware.targets import get_target, is_native, op_info, set_target, target
 from .tensor import Tensor
 from .autograd import (enable_grad, grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)
-from . import amp, cuda, distributed, linalg, nn, optim, passes, utils  # noqa: E402  (on everything above)
+from . import amp, cuda, distributed, linalg, nn, onnx, optim, passes, utils  # noqa: E402  (on everything above)
 from . import backends  # noqa: E402  (torch.backends; called, aneforge's backends)
 from .amp import autocast
 from .replay import compile  # noqa: A001  (torch.compile's name)

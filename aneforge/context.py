@@ -34,6 +34,9 @@ class ThreadState(threading.local):
         # written leaves already pending when the latest backward() ran (autograd.backward):
         # writing one again means a loop that reads nothing (core/trace.py: `stale_write`)
         self.stale_writes = weakref.WeakSet()
+        # (weakref to node, index) of values a later step reads, computed with the next
+        # realization while their nodes live (core/realization.py `carry`)
+        self.carried: list = []
 
 
 @dataclass

@@ -120,6 +120,28 @@ def evaluate(op: str, srcs: dict, attrs: dict, requires_grad: bool = False) -> N
     return hold(Node(None, {}, {}, types, arrays, False, None, ()))
 
 
+# Ops that move values without arithmetic. On integer and bool host data each gives the same
+# array on the host as on the engine (for floats a slice can pass the width crop's gain, and
+# stays recorded), so there it runs at once: a dataset built with cat / view / t() (pytorch
+# examples' word_language_model: `torch.cat` of each line's ids, then `batchify`) is data in
+# hand that later slices read on the host, not a recording every step's program repeats, with
+# the slice's bounds baked in: a new program per batch.
+MOVES = frozenset({"concat", "reshape", "transpose", "expand_dims", "squeeze", "slice_by_index",
+                   "identity", "tile", "split"})
+
+
+def moved(op: str, srcs: dict, attrs: dict) -> Node | None:
+    """`op` of MOVES on integer or bool host data, run on the host: a realized node; None when
+    an operand is a float, a literal or still being computed (then it records)."""
+    refs = [r for v in srcs.values() if v is not None for r in ([v] if type(v) is tuple else v)]
+    if not refs or any(n.data is None or n.types[i].dtype.is_float for n, i in refs):
+        return None
+    opdef = REGISTRY[op]
+    with limits.host_allowed():
+        full, types = opdef.apply(srcs, attrs, type_of, is_const)
+    return hold(Node(None, {}, {}, types, compute(opdef, srcs, full, types), False, None, ()))
+
+
 def _all_host(refs) -> bool:
     """Whether every operand is host data (realized, or a literal)."""
     return all(node.data is not None or is_literal(node.op)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import weakref
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -256,6 +257,8 @@ def realize(refs: list[tuple]) -> None:
     refs = list(refs)
     if CTX.thread.writes:          # values set into handles (trace.written_leaf) come too
         refs = [written(r) for r in refs] + writes()
+    if CTX.thread.carried:
+        refs += _carried()
     if CTX.thread.backward_records:
         grads, roots = _siblings(refs)
         refs += grads
@@ -266,6 +269,23 @@ def realize(refs: list[tuple]) -> None:
     if CTX.thread.writes:
         land_writes()
     autoscale.settle()
+
+
+def carry(refs: list[tuple]) -> None:
+    """Compute these pending (node, index) values with the next realization, if their nodes are
+    still alive then: a recurrent layer's final states, which the next step reads (detached,
+    as word_language_model's `repackage_hidden` does) after this step's program ran. Without
+    it each step's program would recompute the previous step's recurrence from its own
+    pending states: a longer program, compiled anew, every step."""
+    if CTX.thread.capture is None:              # (a captured step returns what it carries)
+        CTX.thread.carried += [(weakref.ref(n), i) for n, i in refs if n.data is None]
+
+
+def _carried() -> list[tuple]:
+    out = [(n, i) for n, i in ((w(), i) for w, i in CTX.thread.carried)
+           if n is not None and n.data is None]
+    CTX.thread.carried.clear()
+    return out
 
 
 def realize_writes() -> None:

@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from ..core.realization import carry
 from ..creation import zeros
 from ..errors import ShapeError
 from . import functional as F
@@ -146,10 +147,11 @@ class RNNBase(Module):
         out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
         if unbatched:
             h_n = h_n.squeeze(1)
-        if self.mode != "LSTM":
-            return out, h_n
-        c_n = stack(cs)
-        return out, (h_n, c_n.squeeze(1) if unbatched else c_n)
+        states = (h_n,) if self.mode != "LSTM" else (h_n, stack(cs))
+        if unbatched:
+            states = states[:1] + tuple(s.squeeze(1) for s in states[1:])
+        carry([s.ref for s in states])          # the next step reads them: computed with this one
+        return (out, states[0]) if self.mode != "LSTM" else (out, states)
 
     def _direction(self, x, weights, h, c, reverse: bool):
         """One layer in one direction over x [L, N, in]: ([L, N, out], h_L, c_L)."""

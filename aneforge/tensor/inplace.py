@@ -2,6 +2,8 @@
 the handle takes the new value; the value it held is marked overwritten."""
 from __future__ import annotations
 
+import numbers
+import warnings
 import weakref
 
 import numpy as np
@@ -22,6 +24,19 @@ from .base import TensorBase
 # handle, by id (a Tensor's == is elementwise): (a weak reference to the handle, the value node
 # the last update left it holding, the remainder's handle); an entry leaves with its handle.
 _REMAINDERS: dict = {}
+
+
+
+def _number_first(other, alpha, name: str):
+    """torch's deprecated overload `x.add_(Number alpha, Tensor other)` (old scripts'
+    `p.data.add_(-lr, p.grad.data)`), which torch still runs with a warning: as (other, alpha)."""
+    if isinstance(alpha, TensorBase) and isinstance(other, numbers.Number):
+        warnings.warn(f"This overload of {name} is deprecated:\n\t{name}(Number alpha, "
+                      f"Tensor other)\nConsider using one of the following signatures "
+                      f"instead:\n\t{name}(Tensor other, *, Number alpha = 1)", UserWarning,
+                      stacklevel=3)
+        return alpha, other
+    return other, alpha
 
 
 class InplaceMixin(TensorBase):
@@ -66,10 +81,12 @@ class InplaceMixin(TensorBase):
         >>> x.add_(1).tolist()
         [1.0, 1.0]
         """
+        other, alpha = _number_first(other, alpha, "add_")
         return self._update(other, alpha, "add")
 
     def sub_(self, other, alpha=1) -> "Tensor":
         """In-place sub (see add_)."""
+        other, alpha = _number_first(other, alpha, "sub_")
         return self._update(other, alpha, "sub")
 
     def _update_owner(self):
