@@ -6,11 +6,19 @@ holding `<name>/data.pkl`, a pickle of the object in which each tensor is a call
 as raw little-endian bytes. So `torch.load(path, weights_only=True)` reads an aneforge
 checkpoint, and `af.load` reads a `torch.save` file of tensors.
 
-Nothing here runs pickled code. The writer emits the pickle opcodes itself (no `pickle.dumps`
-of Python objects: the only globals named are torch's tensor rebuild function, its storage
-classes and `collections.OrderedDict`, none of which is imported). The reader interprets the
-pickle itself, with the opcodes and rules of torch's `weights_only=True` unpickler: it knows
-exactly those names (mapped to numpy) and refuses every other, before anything runs.
+Reading a checkpoint of data runs no pickled code. The writer emits the pickle opcodes itself
+(no `pickle.dumps` of Python objects: the only globals named are torch's tensor rebuild
+function, its storage classes and `collections.OrderedDict`, none of which is imported). The
+reader interprets the pickle itself, with the opcodes and rules of torch's `weights_only=True`
+unpickler: it knows exactly those names (mapped to numpy) and refuses every other, before
+anything runs.
+
+A whole object (`torch.save(model)`: a module pickled with its class named by reference, as
+pytorch/examples' word_language_model saves its best model) is pickled by Python's pickler,
+each tensor a record of the archive; it loads only with `af.load(f, weights_only=False)`, which
+runs Python's unpickler on it (importing the classes it names), exactly as `torch.load(f,
+weights_only=False)` does: for files you trust. torch cannot load such a file (its classes are
+aneforge's), nor aneforge a whole-object file of torch's.
 
 Nothing read is trusted either: every record is checked against the tensors that use it
 (absent, duplicated, shorter or longer than its storage, a view past its storage, sizes past
@@ -79,8 +87,7 @@ class _Writer:
                 return method(self, obj)
         array = _as_array(obj)
         if array is None:
-            raise TypeError(f"af.save: cannot save a {type(obj).__name__}: a checkpoint holds "
-                            f"tensors, dicts, lists, tuples, str, int, float, bool and None")
+            raise _NotData(type(obj).__name__)
         self.tensor(array)
 
     def none(self, _) -> None:
@@ -151,6 +158,44 @@ class _Writer:
         self.emit(pickle.TUPLE, pickle.REDUCE)
 
 
+class _NotData(TypeError):
+    """An object a checkpoint of data cannot hold (save pickles it whole instead)."""
+
+
+class _ObjectWriter(pickle.Pickler):
+    """A whole object (`torch.save(model)`: a module, with its class named by reference) as
+    Python's pickle writes it, each tensor a persistent record beside it (its array in the
+    archive's `data/<key>`, as torch stores storages): one record per tensor however often it is
+    referenced (tied weights stay tied). Only `af.load(f, weights_only=False)` reads it, as
+    torch's own whole-module files need `torch.load(f, weights_only=False)`."""
+
+    def __init__(self):
+        self.out = io.BytesIO()
+        super().__init__(self.out, protocol=2)
+        self.storages: list[np.ndarray] = []
+        self.keys: dict[int, str] = {}
+        self.held: list = []                 # (ids stay unique while the dump runs)
+
+    def dump(self, obj) -> bytes:
+        super().dump(obj)
+        return self.out.getvalue()
+
+    def persistent_id(self, obj):
+        if not isinstance(obj, Tensor):
+            return None
+        key = self.keys.get(id(obj))
+        if key is None:
+            key = self.keys[id(obj)] = str(len(self.storages))
+            self.storages.append(np.ascontiguousarray(obj.detach().numpy()))
+            self.held.append(obj)
+        from .nn.parameter import Parameter
+        return (_OBJECT_TENSOR, key, obj.dtype.torch_name, self.storages[int(key)].dtype.str,
+                tuple(obj.shape), isinstance(obj, Parameter), bool(obj.requires_grad))
+
+
+_OBJECT_TENSOR = "aneforge.tensor"
+
+
 _SAVERS = ((type(None), _Writer.none), (bool, _Writer.bool), (int, _Writer.int),
            (float, _Writer.float), (str, _Writer.str), (tuple, _Writer.tuple),
            (list, _Writer.list), (dict, _Writer.dict))
@@ -179,7 +224,8 @@ def _as_array(obj) -> np.ndarray | None:
 def save(obj, f) -> None:
     """Save `obj` (a state_dict, or nested dicts/lists/tuples of tensors, numbers and strings)
     to a path or a binary file, in torch's checkpoint format: `torch.load(f, weights_only=True)`
-    reads it, as does `af.load`.
+    reads it, as does `af.load`. Any other object (a whole module, `af.save(model, f)`) is
+    pickled whole, its tensors as records: `af.load(f, weights_only=False)` reads it.
 
     >>> import io, aneforge as af, aneforge.nn as nn
     >>> buf = io.BytesIO()
@@ -189,7 +235,11 @@ def save(obj, f) -> None:
     (['weight', 'bias'], (1, 2), 3)
     """
     writer = _Writer()
-    data = writer.dump(obj)
+    try:
+        data = writer.dump(obj)
+    except _NotData:                    # a module or other object: pickled whole, as torch does
+        writer = _ObjectWriter()
+        data = writer.dump(obj)         # (outside the except: no chained error if this fails)
     with _open(f, "wb") as handle, zipfile.ZipFile(handle, "w", zipfile.ZIP_STORED) as z:
         z.writestr(f"{ARCHIVE}/data.pkl", data)
         z.writestr(f"{ARCHIVE}/byteorder", "little")
@@ -274,11 +324,21 @@ _VALUES = (str, bytes, int, float, complex, bool, type(None))     # what a check
 def _allowed(module: str, name: str):
     found = _ALLOWED.get((module, name))
     if found is None:
-        raise CheckpointError(
+        raise _refused(
             f"af.load: the checkpoint names {module}.{name}, which a checkpoint of tensors, "
-            f"containers and numbers does not need; refusing to load it (aneforge never "
-            f"runs code from a checkpoint)")
+            f"containers and numbers does not need; refusing to load it (with weights_only=True "
+            f"nothing in a checkpoint runs). A whole object saved with torch.save(model) / "
+            f"af.save(model) loads with af.load(f, weights_only=False), which runs its pickle "
+            f"as torch.load does: only for files you trust")
     return found
+
+
+def _refused(message: str) -> CheckpointError:
+    """The weights-only reader's refusal of a name (`load` with weights_only=False unpickles
+    such a file as objects instead)."""
+    error = CheckpointError(message)
+    error.refused = True
+    return error
 
 
 def _scan(data: bytes) -> None:
@@ -556,7 +616,9 @@ def _to_tensor(array: np.ndarray, path: str, losses: dict):
 def load(f, map_location=None, weights_only: bool = True, *, strict_range: bool = False):
     """Load what `af.save` (or `torch.save`, for tensors and containers) wrote. Tensors come
     back as aneforge tensors. `map_location` is accepted for torch's signature (there is one
-    device); loading never runs code from the file, whatever `weights_only` says.
+    device). A checkpoint of data never runs code from the file; a whole object (`af.save(model,
+    f)`) loads only with `weights_only=False`, which unpickles it as torch.load does then
+    (importing and running the classes it names: only for files you trust).
 
     Every record is checked against its tensors (absent, shorter or longer than declared, a
     view past its storage, a size past the machine's memory) before anything is allocated: a
@@ -574,7 +636,13 @@ def load(f, map_location=None, weights_only: bool = True, *, strict_range: bool 
     """
     name = str(f) if isinstance(f, (str, os.PathLike)) else getattr(f, "name", "<file>")
     with _open(f, "rb") as handle:
-        obj = _unpickle(handle, name)
+        try:
+            obj = _unpickle(handle, name)
+        except CheckpointError as e:
+            if weights_only is not False or not getattr(e, "refused", False):
+                raise
+            handle.seek(0)
+            return _unpickle_objects(handle, name)
     losses: dict = {}
     try:
         out = _to_tensors(obj, "", losses)
@@ -607,6 +675,35 @@ def _unpickle(handle, name: str):
         except _PICKLE_DAMAGE as e:
             raise archive.error(f"the record {archive.pkl} does not unpickle "
                                 f"({type(e).__name__}: {str(e)[:200]})") from e
+
+
+def _unpickle_objects(handle, name: str):
+    """A whole object `af.save` pickled (`_ObjectWriter`): Python's unpickler, which imports the
+    classes it names and runs their code (the caller asked for it: weights_only=False), each
+    tensor record made once (tied weights come back tied)."""
+    with zipfile.ZipFile(handle) as z:
+        archive = _Archive(z, name)
+        _check_byteorder(archive)
+        made: dict[str, Tensor] = {}
+        from .nn.parameter import Parameter
+
+        def tensor_of(pid):
+            if not (type(pid) is tuple and len(pid) == 7 and pid[0] == _OBJECT_TENSOR):
+                raise archive.error(f"a persistent record {str(pid)[:60]} that is not an "
+                                    f"aneforge tensor: a whole object torch.save wrote needs "
+                                    f"torch to load it (save its state_dict() there instead)")
+            _, key, dtype, np_dtype, shape, is_parameter, requires_grad = pid
+            if key not in made:
+                raw = archive.read(f"{archive.root}data/{key}")
+                array = np.frombuffer(raw, np.dtype(np_dtype)).reshape(shape).copy()
+                t = tensor(array, dtype=dtype)
+                made[key] = Parameter(t, requires_grad=requires_grad) if is_parameter else \
+                    t.requires_grad_(requires_grad)
+            return made[key]
+
+        unpickler = pickle.Unpickler(io.BytesIO(archive.read(archive.pkl)))
+        unpickler.persistent_load = tensor_of
+        return unpickler.load()
 
 
 def _check_byteorder(archive: _Archive) -> None:

@@ -91,3 +91,28 @@ def test_onnx_export_says_what_aneforge_writes():
     assert af.onnx.is_in_onnx_export() is False
     with pytest.raises(af.AneforgeError, match="no ONNX.*mlpackage.*pte"):
         af.onnx.export(af.nn.Linear(2, 2), (af.ones(1, 2),), "model.onnx")
+
+
+def test_a_whole_model_saves_and_loads_as_torch_save_model(tmp_path):
+    """word_language_model's `torch.save(model, f)` then `torch.load(f, weights_only=False)`:
+    the module comes back with its class, tied weights tied, and gives the same outputs; the
+    default (weights_only=True) refuses to run its pickle, saying how to."""
+    af.manual_seed(0)
+    model = af.nn.ModuleDict({"enc": af.nn.Embedding(20, 8), "rnn": af.nn.GRU(8, 8),
+                              "dec": af.nn.Linear(8, 20)})
+    model["dec"].weight = model["enc"].weight
+    path = tmp_path / "model.pt"
+    with open(path, "wb") as f:
+        af.save(model, f)
+    with pytest.raises(af.CheckpointError, match="weights_only=False.*files you trust"):
+        af.load(path)
+    with open(path, "rb") as f:
+        loaded = af.load(f, weights_only=False)
+    loaded["rnn"].flatten_parameters()
+    assert type(loaded) is af.nn.ModuleDict and loaded["dec"].weight is loaded["enc"].weight
+    assert isinstance(loaded["rnn"].weight_hh_l0, af.nn.Parameter)
+    x = af.tensor([[1, 2], [3, 4]])
+
+    def run(m):
+        return m["dec"](m["rnn"](m["enc"](x))[0]).numpy()
+    np.testing.assert_array_equal(run(loaded), run(model))
