@@ -115,8 +115,13 @@ def _picked(x, entry, axis: int):
     spread = tuple(flat.size if a == axis else s for a, s in enumerate(x.shape))
     spread_index = np.empty(spread, np.int32)
     spread_index[...] = flat.reshape(view)             # (np.broadcast_to costs ~5 us more)
-    out = x.gather(axis, x._held(spread_index, dtypes.int32))
-    return out.reshape(x.shape[:axis] + known.shape + x.shape[axis + 1:])
+    index = x._held(spread_index, dtypes.int32)
+    shape = x.shape[:axis] + known.shape + x.shape[axis + 1:]
+    # the gather and its reshape as one kept recording (the gather's own is taken inside it):
+    # the same nodes, re-recorded without the reshape's argument handling each step (~1% of
+    # the makemore step's time went to the reshape of `C[X[ix]]`)
+    return x._kept(("picked", axis, shape), [x, index],
+                   lambda: x.gather(axis, index).reshape(shape))
 
 
 def _advanced(x, index: tuple):
