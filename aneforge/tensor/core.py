@@ -742,7 +742,9 @@ def _check_int_range(arr: np.ndarray) -> None:
     """Integer data becomes int32 (the widest integer a program holds): refuse values it would
     wrap, where torch keeps int64."""
     if arr.dtype.kind in "iu" and arr.dtype.itemsize > 4 and arr.size:
-        lo, hi = int(arr.min()), int(arr.max())
+        # the ufuncs' reductions called directly (`arr.min()` goes through numpy's Python
+        # wrapper first, ~1 us a call): an eager loop's `tensor(rng.integers(...))` each step
+        lo, hi = int(np.minimum.reduce(arr, None)), int(np.maximum.reduce(arr, None))
         if lo < -2 ** 31 or hi >= 2 ** 31:
             raise OverflowError(f"integer data in [{lo}, {hi}] does not fit int32, aneforge's "
                                 f"widest integer; scale it, or pass it as floating point")

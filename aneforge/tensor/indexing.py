@@ -74,6 +74,11 @@ def _as_index(x, i, n: int, axis: int):
     return where(i < 0, i + n, i)           # wrap negatives; no host read of computed indices
 
 
+# the ufuncs' reductions called directly: `a.min()` goes through numpy's Python wrapper
+# first (~1 us a call; `_host_index` checks every host index, each step of an eager loop)
+_MIN, _MAX = np.minimum.reduce, np.maximum.reduce
+
+
 def _host_index(values: np.ndarray, n: int, axis: int) -> np.ndarray:
     """Host index values into an axis of length n, checked as torch checks them and with
     negatives wrapped (int32)."""
@@ -81,7 +86,7 @@ def _host_index(values: np.ndarray, n: int, axis: int) -> np.ndarray:
         raise AneforgeError("a bool index must be the only advanced index")   # handled earlier
     if values.dtype.kind not in "iu":
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-    if not values.size or 0 <= values.min() and values.max() < n:
+    if not values.size or 0 <= _MIN(values, None) and _MAX(values, None) < n:
         return values.astype(np.int32)               # (the common case: two reductions)
     bad = values[(values < -n) | (values >= n)]
     if bad.size:
@@ -110,8 +115,13 @@ def _picked(x, entry, axis: int):
     spread = tuple(flat.size if a == axis else s for a, s in enumerate(x.shape))
     spread_index = np.empty(spread, np.int32)
     spread_index[...] = flat.reshape(view)             # (np.broadcast_to costs ~5 us more)
-    out = x.gather(axis, x._held(spread_index, dtypes.int32))
-    return out.reshape(x.shape[:axis] + known.shape + x.shape[axis + 1:])
+    index = x._held(spread_index, dtypes.int32)
+    shape = x.shape[:axis] + known.shape + x.shape[axis + 1:]
+    # the gather and its reshape as one kept recording (the gather's own is taken inside it):
+    # the same nodes, re-recorded without the reshape's argument handling each step (~1% of
+    # the makemore step's time went to the reshape of `C[X[ix]]`)
+    return x._kept(("picked", axis, shape), [x, index],
+                   lambda: x.gather(axis, index).reshape(shape))
 
 
 def _advanced(x, index: tuple):
@@ -204,7 +214,7 @@ def _host_pick(x, d: int, known):
     held = None if x.dtype.is_float or known is None else host_values(x)
     if held is None or CTX.thread.capture is not None:
         return None
-    return x._held(np.take(held, known, axis=d), x.dtype)
+    return x._held(held.take(known, axis=d), x.dtype)
 
 
 def _several(x, index: tuple, advanced: list):
@@ -359,6 +369,10 @@ def narrow(x, axis: int, start: int, stop: int):
 
 
 def getitem(x, index):
+    if isinstance(index, TensorBase) and x.ndim and CTX.thread.capture is None:
+        out = _one_tensor(x, index)
+        if out is not None:
+            return out
     index = index_entries(index)
     if any(isinstance(i, highrank.HighRank) for i in index):     # a rank > 5 index tensor
         return highrank.index(x, index)
@@ -404,6 +418,17 @@ def getitem(x, index):
     if new_axes:
         x = x._record("expand_dims", {"x": x}, {"axes": tuple(new_axes)})
     return x
+
+
+def _one_tensor(x, index):
+    """x[t] for one integer tensor t known on the host, outside af.compile's capture: what
+    the general route below ends in (`_advanced`'s `_picked`, every other axis whole), without
+    its dispatch over index kinds (~10 us a call of the ~60 us each of an eager loop's
+    `X[ix]`, `C[X[ix]]` and `Y[ix]` took, each step). None where that route does otherwise
+    (a mask, host data past 65536, a computed or empty index)."""
+    if index.dtype is dtypes.bool_ or _on_host(x, (index,)):
+        return None
+    return _picked(x, index, 0)
 
 
 def _is_bool(i) -> bool:
