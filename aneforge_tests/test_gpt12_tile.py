@@ -2,7 +2,8 @@
 reference (`reference.tile_matmul`, the definition), each checked to be the path taken:
 blocks of up to 64 rows for wide outputs in AVX2 strips (`compiled.rows_per_task`), whose
 blocks may also fall back to the generic loop (a saturating row, an inf, a tiny product) with
-all their rows."""
+all their rows; and the compiled transpose of a bound matmul's transposed operand
+(`compiled.transpose`, 8 x 8 blocks by `avx2.transpose8` beside scalar edges)."""
 import numpy as np
 import pytest
 
@@ -83,3 +84,41 @@ def test_wide_blocks_other_datapath():
         assert_same_bits(kernels.tile_matmul(x, y, 0, 8, 32768.0),
                          reference.tile_matmul(x, y, 0, 8, 32768.0))
 
+
+@pytest.mark.parametrize("shape", [(256, 256), (64, 256), (2048, 65), (9, 13), (8, 8), (7, 17),
+                                   (1, 5), (16, 1), (3, 24, 40), (2, 2, 33, 31)])
+def test_transposed_operand_copies_bits(shape):
+    """`compiled.copy_call` of a transposed view (a matmul's transposed operand) runs the
+    compiled `transpose` (asserted) and copies every bit: random float32 bit patterns,
+    NaN payloads, infs, -0 and subnormals included, whole 8 x 8 blocks beside the edges."""
+    compiled, _ = _compiled()
+    rng = np.random.default_rng(len(shape) * 100 + shape[-1])
+    a = rng.integers(0, 2 ** 32, shape, dtype=np.uint32).view(np.float32)
+    a.reshape(-1)[:4] = [np.float32(-0.0), np.inf, np.float32(1e-45), np.nan]
+    view = np.swapaxes(a, -1, -2)
+    buf = np.full(view.shape, 7.0, np.float32)
+    copy = compiled.copy_call(buf, view)
+    assert copy.func is compiled.transpose
+    copy()
+    np.testing.assert_array_equal(buf.view(np.uint32), np.ascontiguousarray(view).view(np.uint32))
+
+
+def test_transposed_operands_equal_reference():
+    """Bound matmuls whose operands are transposed views (x^T @ y, x @ y^T, and a linear
+    layer's x @ W^T that `tile_bound` swaps): bit-equal to the reference with the full
+    stage in, as the GPT-style step's weight gradients and attention run them."""
+    _compiled()
+    rng = np.random.default_rng(5)
+    with kernels.using("numba"), np.errstate(all="ignore"):
+        kernels.wait()
+        for xs, ys in (((64, 9), (64, 40)), ((8, 2, 32, 32), (8, 2, 32, 32)), ((5, 64), (33, 64))):
+            x = _fp16(rng.standard_normal(xs))
+            y = _fp16(rng.standard_normal(ys))
+            for xv, yv in ((np.swapaxes(x, -1, -2), y), (x, np.swapaxes(y, -1, -2))):
+                if xv.shape[-1] != yv.shape[-2]:
+                    continue
+                want = reference.tile_matmul(np.ascontiguousarray(xv), np.ascontiguousarray(yv),
+                                             0, 0, 32768.0)
+                out = np.empty(want.shape, np.float32)
+                kernels.tile_bound(xv, yv, out, 0, 0, 32768.0)()
+                assert_same_bits(out, want)
