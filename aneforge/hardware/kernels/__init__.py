@@ -176,6 +176,7 @@ WARM = (
     ("casts", "from_float16_spans", ("u2:1", "i8:2", "f4:1", "boolean", "i8:1")),
     ("casts", "move", ("f4:1", "i8:2", "int64", "int64", "float32", "boolean")),
     ("compiled", "_default_tasks", _TILE),
+    ("compiled", "transpose", ("f4:3", "f4:3")),
     ("fused", "run_full", _RUN),
 )
 # Two kernels have a full form that takes numba ~57 s (the fused VM) and ~17-26 s (the tile
@@ -201,7 +202,10 @@ SWAPS = {("fused", "run"): ("run_lean", "run_full"),
 # reference they took the MLP step's lean forms from ~1.4x to ~2-3.4x the full ones' time,
 # past the bench's steady-state bound of 3x (the full forms' arrival, ~90 s, became the
 # steady state).
-LATE = {("casts", "move"), ("casts", "has_nan"), ("casts", "from_float16"), ("compiled", "port")}
+# The transpose of a bound matmul's operand (~1.4 s of CPU on a fresh cache) joined them: the
+# lean stage copies by numpy (`_copier`).
+LATE = {("casts", "move"), ("casts", "has_nan"), ("casts", "from_float16"), ("compiled", "port"),
+        ("compiled", "transpose")}
 # The LLVM optimization level the lean forms compile at (`_opt`): numba's default, 3. Levels 1
 # and 2 compile them with ~10-25% less CPU, but ran the MLP step's lean forms at ~1.7-2.5x the
 # full forms' time against ~1.4-1.7x at 3 (process CPU, 4 rounds each), too near the bench's
@@ -805,16 +809,31 @@ def tile_bound(x, y, out, mode: int, tmode: int, limit: float):
     call = fast.tile_call(x3, y3, bx, by, out3, mode, tmode, limit) if out3.size else _nothing
     if not copies:
         return call
+    copy = [_copier(fast, buf, a) for buf, a in copies]
 
     def run():
-        for buf, a in copies:
-            np.copyto(buf, a)
+        for each in copy:
+            each()
         call()
     return run
 
 
 def _nothing() -> None:
     pass
+
+
+def _copier(fast, buf, a):
+    """np.copyto(buf, a) as a function of no arguments: a transposed operand by the compiled
+    `transpose` (`compiled.copy_call`) once the full stage is in (it is `LATE`), by numpy
+    before."""
+    compiled = fast.copy_call(buf, a)
+
+    def copy():
+        if _fast_late() is None:
+            np.copyto(buf, a)
+        else:
+            compiled()
+    return copy
 
 
 def _swap_pays(x: np.ndarray, y: np.ndarray) -> bool:
@@ -837,11 +856,13 @@ def _swapped(x, y, out, mode: int, tmode: int, limit: float):
     xt = np.empty(x2.T.shape, np.float32)
     out_t = np.empty(out2.T.shape, np.float32)
     inner = tile_bound(y.T, xt, out_t, mode, tmode, limit)
+    fast = _fast()
+    into, back = _copier(fast, xt, x2.T), _copier(fast, out2, out_t.T)
 
     def run():
-        np.copyto(xt, x2.T)
+        into()
         inner()
-        np.copyto(out2, out_t.T)
+        back()
     return run
 
 

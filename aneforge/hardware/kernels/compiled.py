@@ -19,7 +19,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .avx2 import EIGHT, GROUPS, plain_block8, tiles8, tiles_along_k
+from .avx2 import (COPY_COLUMNS, EIGHT, GROUPS, plain_block8, tiles8, tiles_along_k,
+                   transpose8)
 from .avx512 import WIDE, _plain_wide, _tiles16
 from .casts import _bits, _float, _unowned, _via_half
 # the boundary kernels live in casts.py; their callers reach them here too
@@ -44,7 +45,8 @@ _HALF = np.float32(0.5)
 _ONE = np.float32(1.0)
 ROWS = 4          # rows of x sharing each loaded row of y
 TILE_ROWS = 8     # the same in the tile matmul (its tile work amortizes a row's setup); up to 32
-                  # for outputs of at most 128 columns (a task's own costs amortized: 1.1x)
+                  # for outputs of at most 128 columns (a task's own costs amortized: 1.1x), up
+                  # to 64 for wide ones in AVX2 strips (`rows_per_task`)
 SKIP_ROWS = 16     # from this many rows of x on, zeros of x skip work
 SHARES = 4        # chunks per thread of a split matmul (more: less waiting on a descheduled
                   # thread's last chunk, more calls)
@@ -715,11 +717,21 @@ def _thin(xb, yb, ob, i0, i1, xt, acc, yc, mode, tmode, limit, tile, sat, wide):
 
 
 @njit(cache=True)
-def rows_per_task(m, n):
+def rows_per_task(m, n, tmode):
     """Rows of x per task: THIN_ROWS for outputs narrower than THIN columns (and at least as
-    tall: `_thin`), else from TILE_ROWS up to 32 while a block's rows of the output stay
-    within 16 KB (`_block` adds each tile into all of them)."""
-    return THIN_ROWS if _is_thin(m, n) else min(32, max(TILE_ROWS, 4096 // n))
+    tall: `_thin`); for the default datapath's outputs of at least COPY_COLUMNS columns where
+    the plain tile runs in 8-lane strips (`plain_block8` copies each strip of y per task),
+    half the rows, from TILE_ROWS up to 64 (two tasks or more: a second thread still has
+    one); else from TILE_ROWS up to 32 while a block's rows of the output stay within 16 KB
+    (`_block` adds each tile into all of them). The strip copies per task cost the char-LM's
+    [64, 256] @ [256, 2048] and [256, 64] @ [64, 2048] 1.4x and 1.15x their time in blocks
+    of 8 rows (median process time of 20 interleaved rounds, one thread, /tmp A/B of
+    `tile_call` against the previous commit's)."""
+    if _is_thin(m, n):
+        return THIN_ROWS
+    if tmode == 0 and _plain_is_wide() == 8 and n >= COPY_COLUMNS:
+        return min(64, max(TILE_ROWS, m // 2))
+    return min(32, max(TILE_ROWS, 4096 // n))
 
 
 @njit(cache=True)
@@ -801,7 +813,7 @@ def tile_tasks(x, y, bx, by, out, mode, tmode, limit, first, last, tile, plain, 
     gradient sums, |x| up to ~2000 over 8192 terms, never were). Where it is 8, the other
     thin outputs' plain blocks run by `_thin8`, through `block8`."""
     _, m, n = out.shape
-    rows, k = rows_per_task(m, n), x.shape[2]
+    rows, k = rows_per_task(m, n, tmode), x.shape[2]
     rb = (m + rows - 1) // rows
     x, y, out = _unowned(x), _unowned(y), _unowned(out)
     thin = _is_thin(m, n)
@@ -868,7 +880,7 @@ def _lean_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
     ~2.1 s so."""
     _, m, n = out.shape
     k = x.shape[2]
-    rows = rows_per_task(m, n)
+    rows = rows_per_task(m, n, tmode)
     rb = (m + rows - 1) // rows
     x, y, out = _unowned(x), _unowned(y), _unowned(out)
     for t in range(first, last):
@@ -907,6 +919,40 @@ def _lean_tasks(x, y, bx, by, out, mode, tmode, limit, first, last):
                         o[j] = _saturate(o[j] + t4, limit)
 
 
+@njit(cache=True, nogil=True)
+def transpose(src, dst):
+    """dst[b] = src[b] transposed, float32 C-contiguous [B, R, C] into [B, C, R]: a bound
+    matmul's transposed operand copied into a buffer of its own each call (`copy_call`).
+    Where numba targets AVX2, in 8 x 8 blocks (`avx2.transpose8`, the edges one value at a
+    time): numpy's strided copy took 1.4 ns a value for a [256, 256] (the GPT-style step's
+    ~0.6 ms in all), the blocks ~0.35 (avx2.py's docstring has the numbers)."""
+    nb, r, c = src.shape
+    src, dst = _unowned(src), _unowned(dst)
+    r8, c8 = (r // 8 * 8, c // 8 * 8) if EIGHT else (0, 0)
+    for b in range(nb):
+        s, d = src[b], dst[b]
+        for i0 in range(0, r8, 8):
+            for j0 in range(0, c8, 8):
+                transpose8(s, d, i0, j0)
+            for i in range(i0, i0 + 8):
+                for j in range(c8, c):
+                    d[j, i] = s[i, j]
+        for i in range(r8, r):
+            for j in range(c):
+                d[j, i] = s[i, j]
+
+
+def copy_call(buf, a):
+    """np.copyto(buf, a) as a function of no arguments, for a C-contiguous float32 buf and
+    an `a` of its shape that is the transpose of its last two axes of a C-contiguous float32
+    array (a matmul's transposed operand): by `transpose`; any other `a` by numpy."""
+    src = np.swapaxes(a, -1, -2)
+    if a.ndim < 2 or a.dtype != np.float32 or not src.flags.c_contiguous or a.size == 0:
+        return functools.partial(np.copyto, buf, a)
+    s3 = src.reshape((-1,) + src.shape[-2:])
+    return functools.partial(transpose, s3, buf.reshape((-1,) + a.shape[-2:]))
+
+
 # the default datapath's tasks: `_default_tasks`, or `_lean_tasks` while it compiles on a fresh
 # install (kernels/__init__.py rebinds it)
 default_tasks = _default_tasks
@@ -916,7 +962,7 @@ def tile_matmul(x, y, bx, by, out, mode, tmode, limit):
     """out[b] = x[bx[b]] @ y[by[b]] through the tile-of-4 datapath (reference.tile_matmul) for
     C-contiguous float32 x [Bx, M, K], y [By, K, N] and any K (split over threads by `run`)."""
     _, m, n = out.shape
-    rows = rows_per_task(m, n)
+    rows = rows_per_task(m, n, tmode)
     tasks = len(bx) * ((m + rows - 1) // rows)
     run(default_tasks if tmode == 0 else _any_tasks, tasks, out.size * x.shape[2], x, y, bx, by,
         out, mode, tmode, np.float32(limit))
@@ -928,7 +974,7 @@ def tile_call(x, y, bx, by, out, mode, tmode, limit):
     handed to its kernel directly, without three Python calls on the way (an eager step runs
     a dozen such matmuls)."""
     _, m, n = out.shape
-    rows = rows_per_task(m, n)
+    rows = rows_per_task(m, n, tmode)
     tasks, macs, limit = len(bx) * ((m + rows - 1) // rows), out.size * x.shape[2], np.float32(limit)
     if tmode != 0:
         return functools.partial(run, _any_tasks, tasks, macs, x, y, bx, by, out, mode, tmode,
