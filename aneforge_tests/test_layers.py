@@ -44,7 +44,7 @@ LAYERS = (
     ("aneforge.nn", "aneforge.optim", "aneforge.amp", "aneforge.functions",
      "aneforge.forwarders", "aneforge.adapters",
      "aneforge.creation", "aneforge.linalg", "aneforge._api", "aneforge.cuda",
-     "aneforge.utils", "aneforge.backends"),
+     "aneforge.utils", "aneforge.backends", "aneforge.distributed", "aneforge.onnx"),
     ("aneforge.replay", "aneforge.explain", "aneforge.serialization", "aneforge.torch_import",
      "aneforge.testing", "aneforge.bench", "aneforge.docgen", "aneforge", "aneforge.exported"),
 )
