@@ -85,12 +85,9 @@ def pytest_configure(config):
     if hasattr(config, "workerinput") or config.getoption("dist", "no") == "no" \
             or config.getoption("collectonly"):
         return
+    # (not waited for at exit: like the loader's, a compile a stopped run leaves goes on and
+    # fills the cache for the next run)
     config.stash[_CHILDREN] = kernel_warm.start()
-
-
-def pytest_unconfigure(config):
-    for child in config.stash.get(_CHILDREN, ()):
-        child.wait()
 
 
 _CHILDREN = pytest.StashKey[list]()
