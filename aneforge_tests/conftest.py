@@ -5,6 +5,8 @@ import os
 import pytest
 from hypothesis import settings
 
+import kernel_warm
+
 # The same examples every run: a CI run never meets a case no local run met (an exploring run
 # is `--hypothesis-profile=explore`, and what it finds is pinned as its own test).
 settings.register_profile("deterministic", derandomize=True)
@@ -74,3 +76,18 @@ def compiled_kernels():
     two implementations or run the run plan need them in."""
     from aneforge.hardware import kernels
     kernels.wait()
+    kernel_warm.wait_for_test_kernels()
+
+
+def pytest_configure(config):
+    """The pytest-xdist controller starts a fresh numba cache's compile before its workers
+    exist (kernel_warm.py); they wait for it in `compiled_kernels`."""
+    if hasattr(config, "workerinput") or config.getoption("dist", "no") == "no" \
+            or config.getoption("collectonly"):
+        return
+    # (not waited for at exit: like the loader's, a compile a stopped run leaves goes on and
+    # fills the cache for the next run)
+    config.stash[_CHILDREN] = kernel_warm.start()
+
+
+_CHILDREN = pytest.StashKey[list]()
