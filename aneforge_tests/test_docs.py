@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # Projects the docs cite by their own file paths (`docs/faq.md` of ANEForge is not ours).
-EXTERNAL = ("ANEForge", "ane-guide", "coremltools", "tmc/apple", "Core ML's", "MIL.proto")
+EXTERNAL = ("ANEForge", "ane-guide", "coremltools", "tmc/apple", "Core ML's", "MIL.proto",
+            "makemore", "nanoGPT", "pytorch/examples")     # (docs/torch_code.md's programs)
 WINDOW = 80
 TOP = {p.name for p in ROOT.iterdir() if not p.name.startswith(".") or p.name == ".ci"}
 PACKAGE = {p.name for p in (ROOT / "aneforge").iterdir() if p.is_dir()}
