@@ -193,7 +193,8 @@ class Capture:
             self.refusals.append(
                 "its result requires grad and its backward runs outside it (a replay computes "
                 "values, not the graph a later backward needs); compile the whole training "
-                "step instead: forward, loss.backward() and optimizer.step() in one function")
+                "step instead: forward, loss.backward() and optimizer.step() in one function "
+                "(for inference, call it under af.no_grad(): then it replays)")
         self._grad_effects()
         for k, (kind, what) in enumerate(self.actions):
             if kind == "effect":
