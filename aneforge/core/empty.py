@@ -31,6 +31,7 @@ import weakref
 
 import numpy as np
 
+from ..context import CTX
 from ..errors import LimitError
 from ..hardware import limits
 from ..hardware.numerics import get_numerics
@@ -128,6 +129,15 @@ def evaluate(op: str, srcs: dict, attrs: dict, requires_grad: bool = False) -> N
 # the slice's bounds baked in: a new program per batch.
 MOVES = frozenset({"concat", "reshape", "transpose", "expand_dims", "squeeze", "slice_by_index",
                    "identity", "tile", "split"})
+
+
+def on_host_now() -> bool:
+    """Whether data in hand may be worked on the host now: not inside af.compile's capture or
+    af.export's trace (their programs read the arguments), nor a kept recording (whose inputs
+    vary)."""
+    thread = CTX.thread
+    tape = thread.tape
+    return thread.capture is None and not thread.tracing and (tape is None or tape.log is None)
 
 
 def moved(op: str, srcs: dict, attrs: dict) -> Node | None:

@@ -268,6 +268,14 @@ class RNNCellBase(Module):
     def _zeros(self, input):
         return zeros(input.shape[0], self.hidden_size, dtype=input.dtype)
 
+    def forward(self, input, hx=None):
+        one = input.dim() == 1
+        x, hx = self._batched(input, hx)
+        out = self._step(F.linear(x, self.weight_ih, self.bias_ih), hx, x)
+        if not one:
+            return out
+        return tuple(t.squeeze(0) for t in out) if isinstance(out, tuple) else out.squeeze(0)
+
     def extra_repr(self) -> str:
         return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
 
@@ -287,13 +295,9 @@ class RNNCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 1)
         self.nonlinearity = nonlinearity
 
-    def forward(self, input, hx=None):
-        one = input.dim() == 1
-        x, h = self._batched(input, hx)
-        h = _rnn_step(F.linear(x, self.weight_ih, self.bias_ih),
-                      self._zeros(x) if h is None else h, self.weight_hh, self.bias_hh,
-                      self.nonlinearity == "relu")
-        return h.squeeze(0) if one else h
+    def _step(self, proj, h, x):
+        return _rnn_step(proj, self._zeros(x) if h is None else h, self.weight_hh, self.bias_hh,
+                         self.nonlinearity == "relu")
 
 
 class LSTMCell(RNNCellBase):
@@ -309,13 +313,9 @@ class LSTMCell(RNNCellBase):
                  dtype=None):
         super().__init__(input_size, hidden_size, bias, 4)
 
-    def forward(self, input, hx=None):
-        one = input.dim() == 1
-        x, hx = self._batched(input, hx)
+    def _step(self, proj, hx, x):
         h, c = (self._zeros(x), self._zeros(x)) if hx is None else hx
-        h, c = _lstm_step(F.linear(x, self.weight_ih, self.bias_ih), h, c, self.weight_hh,
-                          self.bias_hh, None)
-        return (h.squeeze(0), c.squeeze(0)) if one else (h, c)
+        return _lstm_step(proj, h, c, self.weight_hh, self.bias_hh, None)
 
 
 class GRUCell(RNNCellBase):
@@ -330,9 +330,5 @@ class GRUCell(RNNCellBase):
                  dtype=None):
         super().__init__(input_size, hidden_size, bias, 3)
 
-    def forward(self, input, hx=None):
-        one = input.dim() == 1
-        x, h = self._batched(input, hx)
-        h = _gru_step(F.linear(x, self.weight_ih, self.bias_ih),
-                      self._zeros(x) if h is None else h, self.weight_hh, self.bias_hh)
-        return h.squeeze(0) if one else h
+    def _step(self, proj, h, x):
+        return _gru_step(proj, self._zeros(x) if h is None else h, self.weight_hh, self.bias_hh)

@@ -561,7 +561,7 @@ def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
         else:                            # a tuple or list of Tensors (variadic)
             refs[k] = [(t._node, t._idx) for t in v]
             grad = grad or any(t._node.requires_grad for t in v)
-    if op in empty.MOVES and not grad and _on_host_now():
+    if op in empty.MOVES and not grad and empty.on_host_now():
         node = empty.moved(op, refs, attrs)      # integer data in hand: moved at once
         if node is not None:
             return Tensor(node) if len(node.types) == 1 else \
@@ -579,15 +579,6 @@ def record_op(op: str, inputs: dict[str, Any], attrs: dict[str, Any]):
     if len(node.types) == 1:
         return Tensor(node)
     return tuple(Tensor(node, i) for i in range(len(node.types)))
-
-
-def _on_host_now() -> bool:
-    """Whether host data may be worked on the host now: not inside af.compile's capture or
-    af.export's trace (their programs read the arguments), nor a kept recording (whose inputs
-    vary)."""
-    thread = CTX.thread
-    tape = thread.tape
-    return thread.capture is None and not thread.tracing and (tape is None or tape.log is None)
 
 
 def _host_op(op: str, refs: dict, attrs: dict, grad: bool) -> Node:

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import dtypes
 from ..context import CTX
+from ..core import empty
 from ..errors import AneforgeError, DTypeError, LimitError, ShapeError
 from .args import empty_of, host_values, index_entries, known_values, norm_dim
 from .assign import host_index, index_put, setitem
@@ -323,12 +324,8 @@ def _picked_on_host(x, index: tuple) -> tuple | None:
     `self.X[i]` recorded a slice per sample: each on the step's tape with its own bounds, so
     no two steps' tapes matched and every step walked its trace (core/trace.py `Tape`), and
     `self.X[i]` was a program per sample."""
-    thread = CTX.thread
-    if x._node.data is None or x.requires_grad or thread.capture is not None or thread.tracing:
+    if x._node.data is None or x.requires_grad or not empty.on_host_now():
         return None                   # (af.compile's capture, af.export's trace: recorded)
-    tape = thread.tape
-    if tape is not None and tape.log is not None:      # a kept recording's inputs vary
-        return None
     out = []
     for i in index:
         if isinstance(i, slice):
